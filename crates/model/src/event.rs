@@ -1,0 +1,368 @@
+//! Normalized trace events: what every reader produces, whatever the input format.
+//!
+//! One [`Event`] is one trace record: when (`ts`, integer ns), where (`cpu`), in which task's
+//! context (`pid`, the task that was current when the record was written), where it came
+//! from ([`Span`]: input file + line or byte offset), and what ([`EventKind`]). Scheduler
+//! events the timeline needs are modeled natively; everything else stays a
+//! [`GenericEvent`] with its name and fields.
+//!
+//! ## `dump` line format (stable; used by cross-format tests and bug reports)
+//!
+//! ```text
+//! TS_NS CPU PID NAME FIELD=VALUE…
+//! 481124203575 0 13978 sched_switch prev_comm=perf prev_pid=13978 prev_prio=120 prev_state=D next_comm=migration/0 next_pid=18 next_prio=0
+//! 481124205975 0 18 sched_waking comm=perf pid=13978 prio=120 target_cpu=0
+//! 392347253000 0 12664 sched_waking comm="CPU 0/KVM" pid=12664 prio=120 target_cpu=1
+//! ```
+//! `TS_NS` is the timestamp in integer nanoseconds, `CPU` and `PID` decimal (`PID` is the
+//! context task, `-1` when the format does not say). Fields come in the fixed order of
+//! [`EventKind::write_fields`]. A string value is written bare unless it is empty or
+//! contains a space, `"`, `=` or `\`, in which case it is written as a JSON string.
+//! Optional fields that the input does not carry are omitted. [`Event::dump_line`] appends
+//! nothing else; the source span is printed separately by callers that want it.
+
+use std::fmt::{self, Write as _};
+
+use crate::{Comm, Cpu, PrevState, Tid, Ts};
+
+/// Where in which input an event came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Span {
+    /// Index of the input in the list given on the command line (0-based).
+    pub input: u16,
+    /// Line or byte offset.
+    pub pos: SpanPos,
+}
+
+/// Position inside one input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SpanPos {
+    /// 1-based line number of a text input.
+    Line(u64),
+    /// Byte offset of the record in a binary input (in the decompressed stream).
+    Byte(u64),
+}
+
+impl Default for SpanPos {
+    fn default() -> Self {
+        SpanPos::Byte(0)
+    }
+}
+
+impl fmt::Display for SpanPos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SpanPos::Line(l) => write!(f, "line {l}"),
+            SpanPos::Byte(b) => write!(f, "offset {b:#x}"),
+        }
+    }
+}
+
+/// One normalized trace record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    /// Timestamp, ns in the trace clock.
+    pub ts: Ts,
+    /// CPU the record was written on.
+    pub cpu: Cpu,
+    /// Context task (the task current on `cpu` when written); -1 when unknown.
+    pub pid: Tid,
+    /// Source of the record.
+    pub span: Span,
+    /// What happened.
+    pub kind: EventKind,
+}
+
+/// A task as named by an event payload: comm, pid and priority (kernel `prio`, 120 = nice 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TaskRef {
+    /// Task name from the payload.
+    pub comm: Comm,
+    /// Task id.
+    pub pid: Tid,
+    /// Kernel priority (0..139; 120 is nice 0); -1 when not given.
+    pub prio: i32,
+}
+
+/// `sched_switch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Switch {
+    /// The task switched out.
+    pub prev: TaskRef,
+    /// Its state at switch-out.
+    pub prev_state: PrevState,
+    /// The task switched in.
+    pub next: TaskRef,
+}
+
+/// `sched_waking`, `sched_wakeup`, `sched_wakeup_new`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wakeup {
+    /// The task woken.
+    pub task: TaskRef,
+    /// CPU it will run on, when the event says.
+    pub target_cpu: Option<Cpu>,
+}
+
+/// `sched_migrate_task`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migrate {
+    /// The task moved.
+    pub task: TaskRef,
+    /// From.
+    pub orig_cpu: Cpu,
+    /// To.
+    pub dest_cpu: Cpu,
+}
+
+/// `sched_stat_runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StatRuntime {
+    /// The task charged (comm, pid; prio unknown = -1).
+    pub task: TaskRef,
+    /// CPU time charged since the last update, ns.
+    pub runtime: u64,
+    /// The task's vruntime, on kernels that still print it (< 6.8).
+    pub vruntime: Option<u64>,
+}
+
+/// A value of a generic event field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FieldValue {
+    /// Signed integer.
+    Int(i64),
+    /// Unsigned integer.
+    UInt(u64),
+    /// Text (strings, or the printed value from a text trace).
+    Str(String),
+    /// Raw bytes (arrays, binary blobs).
+    Bytes(Vec<u8>),
+}
+
+/// Any event stallscope does not model natively.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenericEvent {
+    /// Subsystem (`block`, `workqueue`, …) when the input says.
+    pub system: Option<String>,
+    /// Event name (`block_rq_issue`).
+    pub name: String,
+    /// Fields in format/print order.
+    pub fields: Vec<(String, FieldValue)>,
+}
+
+/// What an event is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EventKind {
+    /// `sched_switch`.
+    Switch(Switch),
+    /// `sched_waking` (wakeup requested; perf's preferred wakeup event).
+    Waking(Wakeup),
+    /// `sched_wakeup` (task placed on a runqueue).
+    Wakeup(Wakeup),
+    /// `sched_wakeup_new` (first wakeup of a forked task).
+    WakeupNew(Wakeup),
+    /// `sched_migrate_task`.
+    Migrate(Migrate),
+    /// `sched_process_fork`.
+    Fork {
+        /// Parent.
+        parent_comm: Comm,
+        /// Parent pid.
+        parent_pid: Tid,
+        /// Child name.
+        child_comm: Comm,
+        /// Child pid.
+        child_pid: Tid,
+    },
+    /// `sched_process_exit`.
+    Exit(TaskRef),
+    /// `sched_process_exec`.
+    Exec {
+        /// Path executed.
+        filename: String,
+        /// Task after exec.
+        pid: Tid,
+        /// Task before exec.
+        old_pid: Tid,
+    },
+    /// `sched_stat_runtime`.
+    StatRuntime(StatRuntime),
+    /// Events were lost on this CPU just before this point (ring-buffer overrun, perf LOST
+    /// record). `count` when the input says how many.
+    Lost {
+        /// Number of events lost, when known.
+        count: Option<u64>,
+    },
+    /// Everything else.
+    Generic(Box<GenericEvent>),
+}
+
+impl EventKind {
+    /// The kernel event name (`sched_switch`, …; generic events keep theirs; `lost_events`
+    /// for [`EventKind::Lost`]).
+    pub fn name(&self) -> &str {
+        match self {
+            EventKind::Switch(_) => "sched_switch",
+            EventKind::Waking(_) => "sched_waking",
+            EventKind::Wakeup(_) => "sched_wakeup",
+            EventKind::WakeupNew(_) => "sched_wakeup_new",
+            EventKind::Migrate(_) => "sched_migrate_task",
+            EventKind::Fork { .. } => "sched_process_fork",
+            EventKind::Exit(_) => "sched_process_exit",
+            EventKind::Exec { .. } => "sched_process_exec",
+            EventKind::StatRuntime(_) => "sched_stat_runtime",
+            EventKind::Lost { .. } => "lost_events",
+            EventKind::Generic(g) => &g.name,
+        }
+    }
+
+    /// Writes ` key=value` pairs in the documented fixed order (see module docs).
+    pub fn write_fields(&self, out: &mut String) {
+        fn task(out: &mut String, prefix: &str, t: &TaskRef, with_prio: bool) {
+            kv_str(out, &format!("{prefix}comm"), t.comm.as_str());
+            let _ = write!(out, " {prefix}pid={}", t.pid);
+            if with_prio {
+                let _ = write!(out, " {prefix}prio={}", t.prio);
+            }
+        }
+        match self {
+            EventKind::Switch(s) => {
+                task(out, "prev_", &s.prev, true);
+                let _ = write!(out, " prev_state={}", s.prev_state);
+                task(out, "next_", &s.next, true);
+            }
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                task(out, "", &w.task, true);
+                if let Some(c) = w.target_cpu {
+                    let _ = write!(out, " target_cpu={c}");
+                }
+            }
+            EventKind::Migrate(m) => {
+                task(out, "", &m.task, true);
+                let _ = write!(out, " orig_cpu={} dest_cpu={}", m.orig_cpu, m.dest_cpu);
+            }
+            EventKind::Fork { parent_comm, parent_pid, child_comm, child_pid } => {
+                kv_str(out, "parent_comm", parent_comm.as_str());
+                let _ = write!(out, " parent_pid={parent_pid}");
+                kv_str(out, "child_comm", child_comm.as_str());
+                let _ = write!(out, " child_pid={child_pid}");
+            }
+            EventKind::Exit(t) => task(out, "", t, true),
+            EventKind::Exec { filename, pid, old_pid } => {
+                kv_str(out, "filename", filename);
+                let _ = write!(out, " pid={pid} old_pid={old_pid}");
+            }
+            EventKind::StatRuntime(r) => {
+                task(out, "", &r.task, false);
+                let _ = write!(out, " runtime={}", r.runtime);
+                if let Some(v) = r.vruntime {
+                    let _ = write!(out, " vruntime={v}");
+                }
+            }
+            EventKind::Lost { count } => match count {
+                Some(c) => {
+                    let _ = write!(out, " count={c}");
+                }
+                None => out.push_str(" count=?"),
+            },
+            EventKind::Generic(g) => {
+                for (k, v) in &g.fields {
+                    match v {
+                        FieldValue::Int(i) => {
+                            let _ = write!(out, " {k}={i}");
+                        }
+                        FieldValue::UInt(u) => {
+                            let _ = write!(out, " {k}={u}");
+                        }
+                        FieldValue::Str(s) => kv_str(out, k, s),
+                        FieldValue::Bytes(b) => {
+                            let _ = write!(out, " {k}=0x");
+                            for x in b {
+                                let _ = write!(out, "{x:02x}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Writes ` key=value`, quoting the value as a JSON string when it is empty or holds a
+/// space, `"`, `=`, `\` or a control character.
+pub fn kv_str(out: &mut String, key: &str, value: &str) {
+    let _ = write!(out, " {key}=");
+    let needs_quotes = value.is_empty()
+        || value.bytes().any(|b| b == b' ' || b == b'"' || b == b'=' || b == b'\\' || b < 0x20);
+    if !needs_quotes {
+        out.push_str(value);
+        return;
+    }
+    out.push('"');
+    for ch in value.chars() {
+        match ch {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+impl Event {
+    /// The stable `dump` line (no trailing newline, no source span). See module docs.
+    pub fn dump_line(&self) -> String {
+        let mut out = String::with_capacity(160);
+        let _ = write!(out, "{} {} {} {}", self.ts, self.cpu, self.pid, self.kind.name());
+        self.kind.write_fields(&mut out);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(comm: &str, pid: Tid, prio: i32) -> TaskRef {
+        TaskRef { comm: Comm::new(comm), pid, prio }
+    }
+
+    #[test]
+    fn dump_line_is_stable() {
+        let e = Event {
+            ts: 481_124_203_575,
+            cpu: 0,
+            pid: 13978,
+            span: Span::default(),
+            kind: EventKind::Switch(Switch {
+                prev: t("perf", 13978, 120),
+                prev_state: PrevState::parse("D").unwrap_or_default(),
+                next: t("migration/0", 18, 0),
+            }),
+        };
+        assert_eq!(
+            e.dump_line(),
+            "481124203575 0 13978 sched_switch prev_comm=perf prev_pid=13978 prev_prio=120 prev_state=D next_comm=migration/0 next_pid=18 next_prio=0"
+        );
+        let w = Event {
+            ts: 5,
+            cpu: 1,
+            pid: -1,
+            span: Span::default(),
+            kind: EventKind::Waking(Wakeup { task: t("CPU 0/KVM", 7, 120), target_cpu: Some(1) }),
+        };
+        assert_eq!(w.dump_line(), "5 1 -1 sched_waking comm=\"CPU 0/KVM\" pid=7 prio=120 target_cpu=1");
+    }
+
+    #[test]
+    fn quoting() {
+        let mut s = String::new();
+        kv_str(&mut s, "k", "");
+        kv_str(&mut s, "k", "a\"b");
+        kv_str(&mut s, "k", "a:b");
+        assert_eq!(s, " k=\"\" k=\"a\\\"b\" k=a:b");
+    }
+}

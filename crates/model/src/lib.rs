@@ -1,0 +1,25 @@
+//! stallscope's vocabulary: the types every other crate speaks.
+//!
+//! Nothing here does I/O. Readers (`stallscope-read`) turn trace files into [`Event`]s,
+//! the timeline (`stallscope-timeline`) turns events into task states, and renderers print
+//! them. Time is always integer nanoseconds ([`Ts`], [`Dur`]) in the trace's own clock
+//! domain; never floating point.
+
+pub mod comm;
+pub mod event;
+pub mod meta;
+pub mod quality;
+pub mod state;
+pub mod time;
+
+pub use comm::Comm;
+pub use event::{Event, EventKind, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime, Switch, TaskRef, Wakeup};
+pub use meta::{InputFormat, TraceMeta};
+pub use quality::{DataQuality, Severity, StatEntry};
+pub use state::PrevState;
+pub use time::{fmt_secs_usecs, fmt_secs_nsecs, Dur, Ts};
+
+/// CPU number as the kernel numbers it.
+pub type Cpu = u32;
+/// A kernel task id (what user space calls a thread id; `pid` in tracepoints). 0 is the idle task.
+pub type Tid = i32;

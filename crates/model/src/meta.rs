@@ -1,0 +1,80 @@
+//! What a reader learns about an input before (and while) reading its events.
+
+use serde::Serialize;
+
+/// Input formats stallscope knows. [`InputFormat::name`] is the `--input-format` value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InputFormat {
+    /// perf.data, file mode (`PERFILE2`, seekable header + feature sections).
+    PerfData,
+    /// perf.data, pipe mode (`perf record -o -`).
+    PerfPipe,
+    /// Kernel ftrace `trace` / `trace_pipe` text.
+    FtraceText,
+    /// `trace-cmd report` text.
+    TraceCmdText,
+    /// `perf script` text.
+    PerfScriptText,
+}
+
+impl InputFormat {
+    /// Every format, in the order sniffing tries them.
+    pub const ALL: [InputFormat; 5] = [
+        InputFormat::PerfData,
+        InputFormat::PerfPipe,
+        InputFormat::TraceCmdText,
+        InputFormat::FtraceText,
+        InputFormat::PerfScriptText,
+    ];
+
+    /// Stable name (`perf-data`, `perf-pipe`, `ftrace-text`, `trace-cmd-text`, `perf-script-text`).
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::PerfData => "perf-data",
+            InputFormat::PerfPipe => "perf-pipe",
+            InputFormat::FtraceText => "ftrace-text",
+            InputFormat::TraceCmdText => "trace-cmd-text",
+            InputFormat::PerfScriptText => "perf-script-text",
+        }
+    }
+
+    /// Inverse of [`InputFormat::name`].
+    pub fn from_name(s: &str) -> Option<InputFormat> {
+        Self::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// True for formats whose timestamps are only µs-precise text.
+    pub fn is_text(self) -> bool {
+        matches!(self, InputFormat::FtraceText | InputFormat::TraceCmdText | InputFormat::PerfScriptText)
+    }
+}
+
+/// Facts about one input known from its header (binary) or learned while reading (text).
+/// Readers fill what they can; `None` means the input does not say.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TraceMeta {
+    /// Path as given (`-` for stdin).
+    pub path: String,
+    /// Detected or forced format.
+    pub format: Option<InputFormat>,
+    /// Compression wrapper removed on open (`gzip`, `zstd`, `xz`).
+    pub compression: Option<String>,
+    /// Kernel release (`6.18.44-…`), from perf OSRELEASE, trace.dat UNAME or a text header.
+    pub kernel_release: Option<String>,
+    /// Host name when recorded.
+    pub hostname: Option<String>,
+    /// Version of the recording tool (`perf version`), when recorded.
+    pub tool_version: Option<String>,
+    /// Command line of the recording, when recorded.
+    pub cmdline: Option<String>,
+    /// Number of CPUs (online at record time) when the input says.
+    pub nr_cpus: Option<u32>,
+    /// Trace clock name (`local`, `mono`, `counter`, `x86-tsc`, `perf`, …) when known.
+    pub clock: Option<String>,
+    /// False when timestamps are raw counts (counter / x86-tsc clocks), not nanoseconds.
+    pub clock_is_ns: bool,
+    /// Event names the input declares (header attrs / format files), `system:name` when the
+    /// system is known. Text inputs fill this with the names seen while reading.
+    pub declared_events: Vec<String>,
+}

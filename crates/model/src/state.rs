@@ -1,0 +1,183 @@
+//! [`PrevState`]: the state a task was in when it was switched out (`sched_switch.prev_state`),
+//! normalized across kernel versions.
+//!
+//! The raw number means different things on different kernels (see
+//! `shared/reference/formats.md` §6); readers translate it with the trace's own `print fmt`
+//! table (or a per-kernel fallback) into these letter bits. Display follows the kernel's own
+//! text: `R`, `R+` (preempted while runnable), `S`, `D`, `D|K`, `I`, …
+
+use std::fmt;
+
+/// Normalized switch-out state: a set of state letters plus the "preempted" marker.
+/// No letter at all means `R` (runnable).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PrevState(u16);
+
+impl PrevState {
+    /// `S` interruptible sleep.
+    pub const S: u16 = 1 << 0;
+    /// `D` uninterruptible sleep.
+    pub const D: u16 = 1 << 1;
+    /// `T` stopped.
+    pub const T: u16 = 1 << 2;
+    /// `t` traced.
+    pub const TRACED: u16 = 1 << 3;
+    /// `X` dead.
+    pub const X: u16 = 1 << 4;
+    /// `Z` zombie.
+    pub const Z: u16 = 1 << 5;
+    /// `P` parked.
+    pub const P: u16 = 1 << 6;
+    /// `I` idle kernel thread (TASK_IDLE, ≥4.14).
+    pub const I: u16 = 1 << 7;
+    /// `K` wakekill (≤4.13).
+    pub const K: u16 = 1 << 8;
+    /// `W` waking (≤4.13).
+    pub const W: u16 = 1 << 9;
+    /// `N` noload (4.2–4.13).
+    pub const N: u16 = 1 << 10;
+    /// `x` EXIT_DEAD variant of old kernels.
+    pub const XDEAD: u16 = 1 << 11;
+    /// A letter this table does not know (vendor kernels).
+    pub const UNKNOWN: u16 = 1 << 14;
+    /// `+`: the task was preempted (kernel `TASK_REPORT_MAX` / `TASK_STATE_MAX` bit).
+    pub const PREEMPTED: u16 = 1 << 15;
+
+    const LETTERS: [(u16, char); 12] = [
+        (Self::S, 'S'),
+        (Self::D, 'D'),
+        (Self::T, 'T'),
+        (Self::TRACED, 't'),
+        (Self::X, 'X'),
+        (Self::Z, 'Z'),
+        (Self::P, 'P'),
+        (Self::I, 'I'),
+        (Self::K, 'K'),
+        (Self::W, 'W'),
+        (Self::N, 'N'),
+        (Self::XDEAD, 'x'),
+    ];
+
+    /// `R`: runnable, not marked preempted.
+    pub const RUNNING: PrevState = PrevState(0);
+    /// `R+`: preempted while runnable.
+    pub const RUNNING_PREEMPTED: PrevState = PrevState(Self::PREEMPTED);
+
+    /// From normalized bits.
+    pub const fn from_bits(bits: u16) -> PrevState {
+        PrevState(bits)
+    }
+
+    /// The normalized bits.
+    pub const fn bits(self) -> u16 {
+        self.0
+    }
+
+    /// The letter for one normalized bit, e.g. `'D'` for [`PrevState::D`].
+    pub fn letter_bit(letter: char) -> Option<u16> {
+        Self::LETTERS.iter().find(|(_, l)| *l == letter).map(|(b, _)| *b)
+    }
+
+    /// True when no sleep/stop/dead letter is set: the task was still runnable (`R` / `R+`).
+    pub fn is_runnable(self) -> bool {
+        self.0 & !Self::PREEMPTED == 0
+    }
+
+    /// True for `R+`.
+    pub fn is_preempted(self) -> bool {
+        self.0 & Self::PREEMPTED != 0
+    }
+
+    /// True for `D` (uninterruptible, perf's "iowait").
+    pub fn is_uninterruptible(self) -> bool {
+        self.0 & Self::D != 0
+    }
+
+    /// True for `X`/`Z`/`x`: the task is exiting.
+    pub fn is_dead(self) -> bool {
+        self.0 & (Self::X | Self::Z | Self::XDEAD) != 0
+    }
+
+    /// Parses the kernel's text form: `R`, `R+`, `S`, `D|K`, `I`, `S+` … Unknown letters set
+    /// [`PrevState::UNKNOWN`]; returns `None` for text that is not a state at all.
+    pub fn parse(text: &str) -> Option<PrevState> {
+        let (body, plus) = match text.strip_suffix('+') {
+            Some(b) => (b, true),
+            None => (text, false),
+        };
+        if body.is_empty() {
+            return None;
+        }
+        let mut bits = if plus { Self::PREEMPTED } else { 0 };
+        if body != "R" {
+            for part in body.split('|') {
+                let mut chars = part.chars();
+                let (Some(c), None) = (chars.next(), chars.next()) else {
+                    return None;
+                };
+                if !c.is_ascii_alphabetic() {
+                    return None;
+                }
+                bits |= Self::letter_bit(c).unwrap_or(Self::UNKNOWN);
+            }
+        }
+        Some(PrevState(bits))
+    }
+}
+
+impl fmt::Display for PrevState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::with_capacity(4);
+        for (bit, l) in Self::LETTERS {
+            if self.0 & bit != 0 {
+                if !s.is_empty() {
+                    s.push('|');
+                }
+                s.push(l);
+            }
+        }
+        if self.0 & Self::UNKNOWN != 0 {
+            if !s.is_empty() {
+                s.push('|');
+            }
+            s.push('?');
+        }
+        if s.is_empty() {
+            s.push('R');
+        }
+        if self.is_preempted() {
+            s.push('+');
+        }
+        f.pad(&s)
+    }
+}
+
+impl fmt::Debug for PrevState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PrevState({self})")
+    }
+}
+
+impl serde::Serialize for PrevState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_display_round_trip() {
+        for t in ["R", "R+", "S", "D", "D|K", "I", "X", "Z", "T", "t", "P", "S+"] {
+            assert_eq!(PrevState::parse(t).map(|s| s.to_string()).as_deref(), Some(t), "{t}");
+        }
+        assert!(PrevState::parse("R+").is_some_and(|s| s.is_runnable() && s.is_preempted()));
+        assert!(PrevState::parse("R").is_some_and(|s| s.is_runnable() && !s.is_preempted()));
+        assert!(PrevState::parse("D").is_some_and(|s| !s.is_runnable()));
+        assert_eq!(PrevState::parse(""), None);
+        assert_eq!(PrevState::parse("==>"), None);
+        assert_eq!(PrevState::parse("r").map(|s| s.to_string()).as_deref(), Some("?"));
+    }
+}

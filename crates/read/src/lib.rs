@@ -1,0 +1,53 @@
+//! Every input format stallscope reads: open a path (or `-`), strip compression, sniff the
+//! format, and pull normalized [`Event`]s out of it.
+//!
+//! One module per format, each opening with a `//!` description of its grammar or layout.
+//! Readers are pull iterators ([`EventReader::next_event`]); recoverable problems go to the
+//! reader's [`DataQuality`], fatal ones end reading with a [`ReadError`] that names the file,
+//! the offset or line, and what was expected versus found.
+
+pub mod error;
+pub mod input;
+pub mod sniff;
+pub mod tracefs_format;
+pub mod perf_data;
+pub mod text_common;
+pub mod ftrace_text;
+pub mod tracecmd_text;
+pub mod perf_script_text;
+
+pub use error::ReadError;
+pub use input::Input;
+
+use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
+
+/// A source of normalized events in time order (per input; the facade merges inputs).
+pub trait EventReader: Send {
+    /// What is known about the input (header facts; text readers update it while reading).
+    fn meta(&self) -> &TraceMeta;
+    /// The next event, `Ok(None)` at the end. After an `Err` the reader is done.
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError>;
+    /// Recoverable problems met so far.
+    fn quality(&self) -> &DataQuality;
+}
+
+/// Opens `path` (`-` = stdin) as input number `index` (used in source spans), sniffing the
+/// format unless `forced`.
+pub fn open(path: &str, forced: Option<InputFormat>, index: u16) -> Result<Box<dyn EventReader>, ReadError> {
+    let input = Input::open(path)?;
+    let format = match forced {
+        Some(f) => f,
+        None => sniff::sniff(&input)?,
+    };
+    open_as(input, format, index)
+}
+
+/// Opens an already opened input as `format`.
+pub fn open_as(input: Input, format: InputFormat, index: u16) -> Result<Box<dyn EventReader>, ReadError> {
+    Ok(match format {
+        InputFormat::PerfData | InputFormat::PerfPipe => Box::new(perf_data::PerfDataReader::open(input, index)?),
+        InputFormat::FtraceText => Box::new(ftrace_text::FtraceTextReader::open(input, index)?),
+        InputFormat::TraceCmdText => Box::new(tracecmd_text::TraceCmdTextReader::open(input, index)?),
+        InputFormat::PerfScriptText => Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?),
+    })
+}

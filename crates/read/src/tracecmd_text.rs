@@ -1,0 +1,16 @@
+//! placeholder: tracecmd_text (being written)
+use stallscope_model::{DataQuality, Event, TraceMeta};
+use crate::{EventReader, Input, ReadError};
+/// Reader (being written).
+pub struct TraceCmdTextReader { meta: TraceMeta, dq: DataQuality }
+impl TraceCmdTextReader {
+    /// Opens the input.
+    pub fn open(input: Input, _index: u16) -> Result<Self, ReadError> {
+        Err(ReadError::new(&input.path, None, "a supported format", "a reader still being written"))
+    }
+}
+impl EventReader for TraceCmdTextReader {
+    fn meta(&self) -> &TraceMeta { &self.meta }
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> { Ok(None) }
+    fn quality(&self) -> &DataQuality { &self.dq }
+}

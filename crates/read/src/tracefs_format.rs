@@ -1,0 +1,1 @@
+//! placeholder: tracefs_format (being written)
