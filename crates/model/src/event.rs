@@ -71,6 +71,10 @@ pub struct Event {
     pub span: Span,
     /// What happened.
     pub kind: EventKind,
+    /// Call chain recorded with the event (perf `-g`), leaf first, as raw instruction
+    /// addresses; perf context markers (values >= `PERF_CONTEXT_MAX` = -4095 as u64) are kept
+    /// in place so kernel and user parts can be told apart. Symbolization comes later.
+    pub callchain: Option<Box<[u64]>>,
 }
 
 /// A task as named by an event payload: comm, pid and priority (kernel `prio`, 120 = nice 0).
@@ -193,6 +197,15 @@ pub enum EventKind {
         /// Number of events lost, when known.
         count: Option<u64>,
     },
+    /// A task's name became known or changed (perf `COMM` side-band record, exec renames).
+    TaskComm {
+        /// Thread-group id (process id).
+        tgid: Tid,
+        /// Task id.
+        tid: Tid,
+        /// New name.
+        comm: Comm,
+    },
     /// Everything else.
     Generic(Box<GenericEvent>),
 }
@@ -212,6 +225,7 @@ impl EventKind {
             EventKind::Exec { .. } => "sched_process_exec",
             EventKind::StatRuntime(_) => "sched_stat_runtime",
             EventKind::Lost { .. } => "lost_events",
+            EventKind::TaskComm { .. } => "task_comm",
             EventKind::Generic(g) => &g.name,
         }
     }
@@ -265,6 +279,10 @@ impl EventKind {
                 }
                 None => out.push_str(" count=?"),
             },
+            EventKind::TaskComm { tgid, tid, comm } => {
+                let _ = write!(out, " tgid={tgid} tid={tid}");
+                kv_str(out, "comm", comm.as_str());
+            }
             EventKind::Generic(g) => {
                 for (k, v) in &g.fields {
                     match v {
@@ -337,6 +355,7 @@ mod tests {
             cpu: 0,
             pid: 13978,
             span: Span::default(),
+            callchain: None,
             kind: EventKind::Switch(Switch {
                 prev: t("perf", 13978, 120),
                 prev_state: PrevState::parse("D").unwrap_or_default(),
@@ -352,6 +371,7 @@ mod tests {
             cpu: 1,
             pid: -1,
             span: Span::default(),
+            callchain: None,
             kind: EventKind::Waking(Wakeup { task: t("CPU 0/KVM", 7, 120), target_cpu: Some(1) }),
         };
         assert_eq!(w.dump_line(), "5 1 -1 sched_waking comm=\"CPU 0/KVM\" pid=7 prio=120 target_cpu=1");
