@@ -1,1 +1,16 @@
-//! placeholder
+//! The stallscope facade: open inputs, merge them into one time-ordered event stream, and
+//! hand events to analyses. The CLI and (later) bindings depend on this crate only.
+//!
+//! ```no_run
+//! let mut inputs = stallscope::Inputs::open(&["perf.data".to_string()], None).unwrap();
+//! while let Some(ev) = inputs.next_event().unwrap() {
+//!     println!("{}", ev.dump_line());
+//! }
+//! ```
+
+pub mod merge;
+
+pub use merge::Inputs;
+pub use stallscope_model as model;
+pub use stallscope_read as read;
+pub use stallscope_timeline as timeline;
