@@ -1,2 +1,69 @@
-//! placeholder
-fn main() {}
+//! The `stallscope` command: finds and explains kernel scheduling pathologies in Linux traces.
+//!
+//! Subcommands live one per module (`cmd_*.rs`); shared flags and error handling in
+//! [`common`]. Exit codes: 0 success, 2 error (unreadable input, unknown format, corrupt
+//! header, bad usage); a closed stdout (`| head`) ends quietly with 0.
+
+mod cmd_dump;
+mod cmd_info;
+mod cmd_latency;
+mod cmd_timehist;
+mod common;
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use common::CliError;
+
+/// Find and explain kernel scheduling pathologies in Linux traces.
+#[derive(Parser)]
+#[command(
+    name = "stallscope",
+    version,
+    about,
+    after_help = "Inputs: perf.data (file or pipe mode, -z compressed), ftrace text (trace, trace_pipe), \
+`trace-cmd report` text, `perf script` text; each may be gzip/zstd/xz compressed; `-` reads stdin.\n\n\
+Examples:\n  sudo perf sched record -- sleep 5\n  stallscope info perf.data\n  stallscope latency perf.data --sort max\n  \
+stallscope timehist perf.data --pid 1234 --summary\n  perf script --ns | stallscope dump -\n  stallscope latency trace.txt --format json"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Describe inputs: format, kernel, CPUs, time range, event counts, tasks, data quality,
+    /// and which analyses they support.
+    Info(cmd_info::InfoArgs),
+    /// Print normalized events, one per line (stable format; JSON lines with --format json).
+    Dump(cmd_dump::DumpArgs),
+    /// Per-task scheduling latency, defined exactly like `perf sched latency`.
+    Latency(cmd_latency::LatencyArgs),
+    /// One row per context switch, like `perf sched timehist`.
+    Timehist(cmd_timehist::TimehistArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let result = match &cli.command {
+        Command::Info(a) => cmd_info::run(a, &mut out),
+        Command::Dump(a) => cmd_dump::run(a, &mut out),
+        Command::Latency(a) => cmd_latency::run(a, &mut out),
+        Command::Timehist(a) => cmd_timehist::run(a, &mut out),
+    };
+    let result = result.and_then(|()| out.flush().map_err(CliError::Io));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            // Avoid writing more to a possibly broken stdout; errors go to stderr.
+            let _ = writeln!(io::stderr(), "stallscope: error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! placeholder
+use std::io::Write;
+use clap::Args;
+use crate::common::{CliError, InputArgs};
+/// Args.
+#[derive(Args, Debug)]
+pub struct DumpArgs { #[command(flatten)] input: InputArgs }
+/// Run.
+pub fn run(args: &DumpArgs, _out: &mut dyn Write) -> Result<(), CliError> { let _ = args.input.open()?; Ok(()) }

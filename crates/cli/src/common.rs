@@ -1,0 +1,99 @@
+//! Flags and plumbing shared by every subcommand: input selection, output format, errors,
+//! data-quality rendering.
+
+use std::fmt;
+use std::io::{self, Write};
+
+use clap::{Args, ValueEnum};
+use stallscope::model::{DataQuality, InputFormat};
+use stallscope::read::ReadError;
+use stallscope::Inputs;
+
+/// Inputs to read.
+#[derive(Args, Debug, Clone)]
+pub struct InputArgs {
+    /// Trace files (`-` = stdin). Several files are merged in time order.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+    /// Skip format detection: perf-data, perf-pipe, ftrace-text, trace-cmd-text, perf-script-text.
+    #[arg(long, value_name = "FORMAT")]
+    pub input_format: Option<String>,
+}
+
+impl InputArgs {
+    /// Opens the inputs.
+    pub fn open(&self) -> Result<Inputs, CliError> {
+        let forced = match &self.input_format {
+            None => None,
+            Some(name) => Some(InputFormat::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = InputFormat::ALL.iter().map(|f| f.name()).collect();
+                CliError::Usage(format!("unknown --input-format {name:?}; expected one of {}", names.join(", ")))
+            })?),
+        };
+        Ok(Inputs::open(&self.files, forced)?)
+    }
+}
+
+/// `--format`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    #[default]
+    Text,
+    /// JSON (one document; `dump` writes JSON lines).
+    Json,
+}
+
+/// Why a command failed.
+#[derive(Debug)]
+pub enum CliError {
+    /// An input could not be read (exit 2).
+    Read(ReadError),
+    /// Bad flags (exit 2).
+    Usage(String),
+    /// Writing output failed (a broken pipe exits 0).
+    Io(io::Error),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Read(e) => write!(f, "{e}"),
+            CliError::Usage(m) => write!(f, "{m}"),
+            CliError::Io(e) => write!(f, "writing output: {e}"),
+        }
+    }
+}
+
+impl From<ReadError> for CliError {
+    fn from(e: ReadError) -> Self {
+        CliError::Read(e)
+    }
+}
+
+impl From<io::Error> for CliError {
+    fn from(e: io::Error) -> Self {
+        CliError::Io(e)
+    }
+}
+
+impl From<serde_json::Error> for CliError {
+    fn from(e: serde_json::Error) -> Self {
+        CliError::Io(io::Error::other(e))
+    }
+}
+
+/// Writes the data-quality block (text) if anything was counted.
+pub fn write_quality_text(out: &mut dyn Write, dq: &DataQuality) -> io::Result<()> {
+    if dq.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "Data quality:")?;
+    for (key, e) in dq.entries() {
+        writeln!(out, "  {:<8} {key}: {} — {}", format!("{:?}", e.severity).to_lowercase(), e.count, e.description)?;
+        for ex in &e.examples {
+            writeln!(out, "           e.g. {ex}")?;
+        }
+    }
+    Ok(())
+}
