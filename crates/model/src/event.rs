@@ -230,80 +230,112 @@ impl EventKind {
         }
     }
 
-    /// Writes ` key=value` pairs in the documented fixed order (see module docs).
-    pub fn write_fields(&self, out: &mut String) {
-        fn task(out: &mut String, prefix: &str, t: &TaskRef, with_prio: bool) {
-            kv_str(out, &format!("{prefix}comm"), t.comm.as_str());
-            let _ = write!(out, " {prefix}pid={}", t.pid);
+    /// Calls `f(key, value)` for every field, in the documented fixed order (see module
+    /// docs). Optional fields the input did not carry are skipped.
+    pub fn for_each_field(&self, f: &mut dyn FnMut(&str, FieldRef<'_>)) {
+        fn task(f: &mut dyn FnMut(&str, FieldRef<'_>), keys: [&str; 3], t: &TaskRef, with_prio: bool) {
+            f(keys[0], FieldRef::Str(t.comm.as_str()));
+            f(keys[1], FieldRef::Int(i64::from(t.pid)));
             if with_prio {
-                let _ = write!(out, " {prefix}prio={}", t.prio);
+                f(keys[2], FieldRef::Int(i64::from(t.prio)));
             }
         }
+        const PLAIN: [&str; 3] = ["comm", "pid", "prio"];
         match self {
             EventKind::Switch(s) => {
-                task(out, "prev_", &s.prev, true);
-                let _ = write!(out, " prev_state={}", s.prev_state);
-                task(out, "next_", &s.next, true);
+                task(f, ["prev_comm", "prev_pid", "prev_prio"], &s.prev, true);
+                f("prev_state", FieldRef::State(s.prev_state));
+                task(f, ["next_comm", "next_pid", "next_prio"], &s.next, true);
             }
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                task(out, "", &w.task, true);
+                task(f, PLAIN, &w.task, true);
                 if let Some(c) = w.target_cpu {
-                    let _ = write!(out, " target_cpu={c}");
+                    f("target_cpu", FieldRef::UInt(u64::from(c)));
                 }
             }
             EventKind::Migrate(m) => {
-                task(out, "", &m.task, true);
-                let _ = write!(out, " orig_cpu={} dest_cpu={}", m.orig_cpu, m.dest_cpu);
+                task(f, PLAIN, &m.task, true);
+                f("orig_cpu", FieldRef::UInt(u64::from(m.orig_cpu)));
+                f("dest_cpu", FieldRef::UInt(u64::from(m.dest_cpu)));
             }
             EventKind::Fork { parent_comm, parent_pid, child_comm, child_pid } => {
-                kv_str(out, "parent_comm", parent_comm.as_str());
-                let _ = write!(out, " parent_pid={parent_pid}");
-                kv_str(out, "child_comm", child_comm.as_str());
-                let _ = write!(out, " child_pid={child_pid}");
+                f("parent_comm", FieldRef::Str(parent_comm.as_str()));
+                f("parent_pid", FieldRef::Int(i64::from(*parent_pid)));
+                f("child_comm", FieldRef::Str(child_comm.as_str()));
+                f("child_pid", FieldRef::Int(i64::from(*child_pid)));
             }
-            EventKind::Exit(t) => task(out, "", t, true),
+            EventKind::Exit(t) => task(f, PLAIN, t, true),
             EventKind::Exec { filename, pid, old_pid } => {
-                kv_str(out, "filename", filename);
-                let _ = write!(out, " pid={pid} old_pid={old_pid}");
+                f("filename", FieldRef::Str(filename));
+                f("pid", FieldRef::Int(i64::from(*pid)));
+                f("old_pid", FieldRef::Int(i64::from(*old_pid)));
             }
             EventKind::StatRuntime(r) => {
-                task(out, "", &r.task, false);
-                let _ = write!(out, " runtime={}", r.runtime);
+                task(f, PLAIN, &r.task, false);
+                f("runtime", FieldRef::UInt(r.runtime));
                 if let Some(v) = r.vruntime {
-                    let _ = write!(out, " vruntime={v}");
+                    f("vruntime", FieldRef::UInt(v));
                 }
             }
             EventKind::Lost { count } => match count {
-                Some(c) => {
-                    let _ = write!(out, " count={c}");
-                }
-                None => out.push_str(" count=?"),
+                Some(c) => f("count", FieldRef::UInt(*c)),
+                None => f("count", FieldRef::Str("?")),
             },
             EventKind::TaskComm { tgid, tid, comm } => {
-                let _ = write!(out, " tgid={tgid} tid={tid}");
-                kv_str(out, "comm", comm.as_str());
+                f("tgid", FieldRef::Int(i64::from(*tgid)));
+                f("tid", FieldRef::Int(i64::from(*tid)));
+                f("comm", FieldRef::Str(comm.as_str()));
             }
             EventKind::Generic(g) => {
                 for (k, v) in &g.fields {
-                    match v {
-                        FieldValue::Int(i) => {
-                            let _ = write!(out, " {k}={i}");
-                        }
-                        FieldValue::UInt(u) => {
-                            let _ = write!(out, " {k}={u}");
-                        }
-                        FieldValue::Str(s) => kv_str(out, k, s),
-                        FieldValue::Bytes(b) => {
-                            let _ = write!(out, " {k}=0x");
-                            for x in b {
-                                let _ = write!(out, "{x:02x}");
-                            }
-                        }
-                    }
+                    let r = match v {
+                        FieldValue::Int(i) => FieldRef::Int(*i),
+                        FieldValue::UInt(u) => FieldRef::UInt(*u),
+                        FieldValue::Str(s) => FieldRef::Str(s),
+                        FieldValue::Bytes(b) => FieldRef::Bytes(b),
+                    };
+                    f(k, r);
                 }
             }
         }
     }
+
+    /// Writes ` key=value` pairs in the documented fixed order (see module docs).
+    pub fn write_fields(&self, out: &mut String) {
+        self.for_each_field(&mut |k, v| match v {
+            FieldRef::Int(i) => {
+                let _ = write!(out, " {k}={i}");
+            }
+            FieldRef::UInt(u) => {
+                let _ = write!(out, " {k}={u}");
+            }
+            FieldRef::State(s) => {
+                let _ = write!(out, " {k}={s}");
+            }
+            FieldRef::Str(s) => kv_str(out, k, s),
+            FieldRef::Bytes(b) => {
+                let _ = write!(out, " {k}=0x");
+                for x in b {
+                    let _ = write!(out, "{x:02x}");
+                }
+            }
+        });
+    }
+}
+
+/// A borrowed field value, as passed by [`EventKind::for_each_field`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldRef<'a> {
+    /// Signed integer.
+    Int(i64),
+    /// Unsigned integer.
+    UInt(u64),
+    /// Text.
+    Str(&'a str),
+    /// Raw bytes.
+    Bytes(&'a [u8]),
+    /// A switch-out state.
+    State(PrevState),
 }
 
 /// Writes ` key=value`, quoting the value as a JSON string when it is empty or holds a

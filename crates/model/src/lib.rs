@@ -13,7 +13,7 @@ pub mod state;
 pub mod time;
 
 pub use comm::Comm;
-pub use event::{Event, EventKind, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime, Switch, TaskRef, Wakeup};
+pub use event::{Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime, Switch, TaskRef, Wakeup};
 pub use meta::{InputFormat, TraceMeta};
 pub use quality::{DataQuality, Severity, StatEntry};
 pub use state::PrevState;
