@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Runs every check CI runs: formatting, clippy with warnings denied, and all tests
+# (unit, reader golden, cross-format, oracle tests against perf, CLI tests).
+# Oracle tests need Debian's linux-perf (perf) installed; .ci/run installs it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets --locked -- -D warnings
+cargo test --workspace --locked
