@@ -29,6 +29,10 @@ pub trait EventReader: Send {
     fn next_event(&mut self) -> Result<Option<Event>, ReadError>;
     /// Recoverable problems met so far.
     fn quality(&self) -> &DataQuality;
+    /// `(bytes consumed, total bytes)` of the input when known, for progress display.
+    fn progress(&self) -> Option<(u64, u64)> {
+        None
+    }
 }
 
 /// Opens `path` (`-` = stdin) as input number `index` (used in source spans), sniffing the
