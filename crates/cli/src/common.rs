@@ -30,7 +30,9 @@ impl InputArgs {
                 CliError::Usage(format!("unknown --input-format {name:?}; expected one of {}", names.join(", ")))
             })?),
         };
-        Ok(Inputs::open(&self.files, forced)?)
+        let mut inputs = Inputs::open(&self.files, forced)?;
+        attach_progress(&mut inputs);
+        Ok(inputs)
     }
 }
 
@@ -96,4 +98,34 @@ pub fn write_quality_text(out: &mut dyn Write, dq: &DataQuality) -> io::Result<(
         }
     }
     Ok(())
+}
+
+/// Draws a progress line on stderr while reading long inputs — only when stderr is a
+/// terminal, `NO_COLOR`-independent, never mixed into stdout. The line is erased at the end
+/// of each update so finished output stays clean.
+fn attach_progress(inputs: &mut Inputs) {
+    use std::io::IsTerminal;
+    if !io::stderr().is_terminal() {
+        return;
+    }
+    let start = std::time::Instant::now();
+    inputs.on_progress(move |p| {
+        let secs = start.elapsed().as_secs();
+        if secs < 1 {
+            return;
+        }
+        let pct = match p.bytes {
+            Some((done, total)) if total > 0 => format!(" {:>3}%", done.saturating_mul(100) / total),
+            _ => String::new(),
+        };
+        let _ = write!(io::stderr(), "\r\x1b[Kstallscope: {} events read{pct} ({secs} s)\r", p.events);
+    });
+}
+
+/// Erases the progress line, if one was drawn.
+pub fn clear_progress() {
+    use std::io::IsTerminal;
+    if io::stderr().is_terminal() {
+        let _ = write!(io::stderr(), "\r\x1b[K");
+    }
 }

@@ -56,6 +56,7 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd_latency::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
     };
+    common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {
         Ok(()) => ExitCode::SUCCESS,

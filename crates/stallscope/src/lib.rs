@@ -10,7 +10,7 @@
 
 pub mod merge;
 
-pub use merge::Inputs;
+pub use merge::{Inputs, Progress};
 pub use stallscope_model as model;
 pub use stallscope_read as read;
 pub use stallscope_timeline as timeline;

@@ -24,6 +24,16 @@ pub struct Inputs {
     primed: bool,
     dq: DataQuality,
     events: u64,
+    on_progress: Option<Box<dyn FnMut(Progress)>>,
+}
+
+/// Reading progress, reported every [`Inputs::PROGRESS_EVERY`] events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// Events returned so far.
+    pub events: u64,
+    /// Bytes consumed and total, summed over inputs that know them.
+    pub bytes: Option<(u64, u64)>,
 }
 
 /// Counts `ev` if it goes back in time within its input; returns the merge key (the input's
@@ -66,12 +76,37 @@ impl Inputs {
             primed: false,
             dq: DataQuality::default(),
             events: 0,
+            on_progress: None,
         }
     }
 
     /// Header facts of every input, in input order.
     pub fn metas(&self) -> Vec<&TraceMeta> {
         self.sources.iter().map(|s| s.reader.meta()).collect()
+    }
+
+    /// Events between two progress reports.
+    pub const PROGRESS_EVERY: u64 = 1 << 18;
+
+    /// Calls `f` every [`Self::PROGRESS_EVERY`] events (the CLI draws a progress line).
+    pub fn on_progress(&mut self, f: impl FnMut(Progress) + 'static) {
+        self.on_progress = Some(Box::new(f));
+    }
+
+    fn report_progress(&mut self) {
+        if self.events % Self::PROGRESS_EVERY != 0 {
+            return;
+        }
+        if let Some(cb) = self.on_progress.as_mut() {
+            let mut bytes: Option<(u64, u64)> = None;
+            for s in &self.sources {
+                if let Some((d, t)) = s.reader.progress() {
+                    let (bd, bt) = bytes.unwrap_or((0, 0));
+                    bytes = Some((bd + d, bt + t));
+                }
+            }
+            cb(Progress { events: self.events, bytes });
+        }
     }
 
     /// Events returned so far.
@@ -107,6 +142,7 @@ impl Inputs {
             if let Some(e) = &ev {
                 self.events += 1;
                 note_order(&mut self.dq, s, e);
+                self.report_progress();
             }
             return Ok(ev);
         }
@@ -123,6 +159,7 @@ impl Inputs {
         self.pull(i)?;
         if ev.is_some() {
             self.events += 1;
+            self.report_progress();
         }
         Ok(ev)
     }
