@@ -1,0 +1,113 @@
+//! CLI contract tests on the real fixtures: truncated input, broken pipe, JSON output,
+//! stdin and compressed input, `info` facts.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    let p = repo_root().join("fixtures/sched").join(name);
+    assert!(p.exists(), "missing fixture {}", p.display());
+    p
+}
+
+fn stallscope() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+}
+
+fn tmp_dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stallscope-clifx-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn truncated_perf_data_exits_2_naming_an_offset() {
+    let src = std::fs::read(fixture("starve.perf.data")).unwrap();
+    let cut = tmp_dir().join("truncated.perf.data");
+    // Cut in the middle of the data section: records end early.
+    std::fs::write(&cut, &src[..src.len() * 3 / 5]).unwrap();
+    let o = stallscope().arg("latency").arg(&cut).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "stderr: {err}");
+    assert!(err.contains("truncated.perf.data") && err.contains("offset 0x"), "{err}");
+}
+
+#[test]
+fn closed_stdout_exits_0() {
+    let mut child = stallscope()
+        .arg("dump")
+        .arg(fixture("starve.perf.data"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 64];
+    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    drop(child.stdout.take()); // like `| head -c 64`
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "stderr: {err}");
+    assert!(err.is_empty(), "stderr: {err}");
+}
+
+#[test]
+fn info_json_parses_and_states_facts_of_the_capture() {
+    let o = stallscope().args(["info", "--format", "json"]).arg(fixture("starve.perf.data")).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["inputs"][0]["format"], "perf-data");
+    let release = v["inputs"][0]["kernel_release"].as_str().unwrap_or("");
+    assert!(release.starts_with("6."), "kernel release {release:?}");
+    assert!(v["event_counts"]["sched_switch"].as_u64().unwrap_or(0) > 100);
+    let caps = v["capabilities"].as_array().unwrap();
+    assert!(caps.iter().any(|c| c["analysis"] == "latency" && c["supported"] == true));
+    let comms: Vec<&str> = v["tasks"].as_array().unwrap().iter().filter_map(|t| t["comm"].as_str()).collect();
+    assert!(comms.iter().any(|c| c.starts_with("cyclictest")), "tasks: {comms:?}");
+}
+
+#[test]
+fn stdin_and_compressed_input_dump_like_the_file() {
+    let path = fixture("starve.perf-script.txt");
+    let direct = stallscope().arg("dump").arg(&path).output().unwrap();
+    assert!(direct.status.success());
+    let raw = std::fs::read(&path).unwrap();
+    let zst = tmp_dir().join("starve.txt.zst");
+    std::fs::write(&zst, zstd_compress(&raw)).unwrap();
+    let via_zst = stallscope().arg("dump").arg(&zst).output().unwrap();
+    assert_eq!(via_zst.stdout, direct.stdout, "{}", String::from_utf8_lossy(&via_zst.stderr));
+    let mut child = stallscope().args(["dump", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&raw));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert_eq!(out.stdout, direct.stdout);
+}
+
+fn zstd_compress(data: &[u8]) -> Vec<u8> {
+    let mut child = Command::new("zstd").args(["-q", "-c"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("zstd installed");
+    let mut stdin = child.stdin.take().unwrap();
+    let data = data.to_vec();
+    let w = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().unwrap();
+    w.join().unwrap().unwrap();
+    out.stdout
+}
+
+#[test]
+fn dump_json_lines_parse() {
+    let o = stallscope().args(["dump", "--format", "json"]).arg(fixture("starve.perf.data")).output().unwrap();
+    assert!(o.status.success());
+    let mut n = 0;
+    for line in String::from_utf8(o.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert!(v["ts_ns"].is_u64() && v["event"].is_string() && v["fields"].is_object());
+        n += 1;
+    }
+    assert!(n > 100);
+}
