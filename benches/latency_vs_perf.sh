@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# latency_vs_perf.sh — time `stallscope latency` / `timehist` against perf on one large trace.
+#
+# Usage:  sudo benches/latency_vs_perf.sh            (run from anywhere; needs root for recording)
+# Env:    DIR=/tmp/stallscope-bench   where big.perf.data lives (recorded once, reused after)
+#         LOOPS=1000000               `perf bench sched pipe` round trips (~6 M events, ~660 MB)
+#         RUNS=3                      timed runs per tool and command; the median is reported
+#         SKIP_BUILD=1                do not run cargo build (use the existing binary)
+#         CARGO_TARGET_DIR            honoured for the build and the binary path
+#         STALLSCOPE=path             time this binary instead
+#
+# What it does:
+#   1. unless $DIR/big.perf.data exists: perf sched record -o $DIR/big.perf.data --
+#        perf bench sched pipe -l $LOOPS
+#   2. cargo build --release -j2 -p stallscope-cli   (binary: ${CARGO_TARGET_DIR:-target}/release/stallscope)
+#      and, the same way, $DIR/small.perf.data with LOOPS/10 (for the memory-growth check)
+#   3. for latency and timehist: run perf and stallscope $RUNS times each under
+#      /usr/bin/time -f '%e %M' (wall seconds, peak RSS KiB), output to /dev/null, and print
+#      the medians and the ratios perf time / stallscope time and stallscope RSS / perf RSS;
+#   4. stallscope latency's peak RSS on small vs big (memory must not grow with trace length).
+# A run that exits non-zero is reported as FAILED (its numbers are not used); the script goes on.
+# The issue's target: stallscope latency >= 10x faster than perf and <= 1/4 of its peak RSS.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DIR=${DIR:-/tmp/stallscope-bench}
+LOOPS=${LOOPS:-1000000}
+RUNS=${RUNS:-3}
+BIG=$DIR/big.perf.data
+TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
+STALLSCOPE=${STALLSCOPE:-$TARGET_DIR/release/stallscope}
+TIME_OUT=$(mktemp)
+trap 'rm -f "$TIME_OUT"' EXIT
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+if [[ ! -x /usr/bin/time ]]; then
+    log "installing GNU time"
+    apt-get install -y time > /dev/null || { apt-get update > /dev/null && apt-get install -y time > /dev/null; }
+fi
+command -v perf > /dev/null || { log "perf missing (apt-get install linux-perf)"; exit 1; }
+
+# record_trace FILE LOOPS — perf sched record of `perf bench sched pipe`, unless FILE exists
+record_trace() {
+    local file=$1 loops=$2
+    if [[ -s "$file" ]]; then
+        log "reusing $file ($(stat -c %s "$file") bytes)"
+        return 0
+    fi
+    log "recording $file: perf sched record -- perf bench sched pipe -l $loops"
+    local start end
+    start=$(date +%s%N)
+    perf sched record -o "$file.tmp" -- perf bench sched pipe -l "$loops" > /dev/null
+    mv "$file.tmp" "$file"
+    chmod 0644 "$file"
+    end=$(date +%s%N)
+    log "recorded $(stat -c %s "$file") bytes in $(( (end - start) / 1000000 )) ms"
+}
+
+mkdir -p "$DIR"
+record_trace "$BIG" "$LOOPS"
+# a trace a tenth as long: stallscope's peak RSS on it vs on big shows whether memory grows
+SMALL=$DIR/small.perf.data
+record_trace "$SMALL" $((LOOPS / 10))
+
+if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
+    log "cargo build --release -j2 -p stallscope-cli"
+    (cd "$REPO" && cargo build --release -j2 -p stallscope-cli) ||
+        log "build failed: stallscope rows will show FAILED"
+fi
+
+# measure NAME CMD... — run RUNS times; sets MEDIAN_S and MEDIAN_KIB (empty if any run failed)
+measure() {
+    local name=$1
+    shift
+    local secs=() kibs=() i
+    MEDIAN_S="" MEDIAN_KIB=""
+    for ((i = 1; i <= RUNS; i++)); do
+        if ! /usr/bin/time -o "$TIME_OUT" -f '%e %M' "$@" > /dev/null 2> /dev/null; then
+            log "$name: run $i FAILED ($(tail -1 "$TIME_OUT"))"
+            return 0
+        fi
+        local s k
+        read -r s k < <(tail -1 "$TIME_OUT")
+        secs+=("$s")
+        kibs+=("$k")
+        log "$name: run $i: ${s} s, ${k} KiB"
+    done
+    MEDIAN_S=$(printf '%s\n' "${secs[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+    MEDIAN_KIB=$(printf '%s\n' "${kibs[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+}
+
+# ratio A B — A / B with 2 decimals, or "n/a"
+ratio() {
+    if [[ -n "$1" && -n "$2" ]]; then
+        awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "inf" }'
+    else
+        echo "n/a"
+    fi
+}
+
+compare() {
+    local what=$1
+    measure "perf sched $what" perf sched "$what" -i "$BIG"
+    local perf_s=$MEDIAN_S perf_kib=$MEDIAN_KIB
+    measure "stallscope $what" "$STALLSCOPE" "$what" "$BIG"
+    local ours_s=$MEDIAN_S ours_kib=$MEDIAN_KIB
+    printf '%-10s %-11s %10s %12s\n' "$what" perf "${perf_s:-FAILED}" "${perf_kib:-FAILED}"
+    printf '%-10s %-11s %10s %12s\n' "$what" stallscope "${ours_s:-FAILED}" "${ours_kib:-FAILED}"
+    printf '%-10s speed-up (perf time / stallscope time): %s   RSS ratio (stallscope / perf): %s\n' \
+        "$what" "$(ratio "$perf_s" "$ours_s")" "$(ratio "$ours_kib" "$perf_kib")"
+}
+
+echo "trace: $BIG ($(stat -c %s "$BIG") bytes), $RUNS runs each, medians"
+printf '%-10s %-11s %10s %12s\n' command tool "wall s" "peak KiB"
+compare latency
+compare timehist
+
+echo
+echo "memory vs trace length (stallscope latency, peak KiB): $SMALL ($(stat -c %s "$SMALL") bytes)"
+measure "stallscope latency small" "$STALLSCOPE" latency "$SMALL"
+small_kib=$MEDIAN_KIB
+measure "stallscope latency big" "$STALLSCOPE" latency "$BIG"
+printf 'small %s KiB, big %s KiB, big / small: %s (1.00 = flat; 10 = grows with length)\n' \
+    "${small_kib:-FAILED}" "${MEDIAN_KIB:-FAILED}" "$(ratio "$MEDIAN_KIB" "$small_kib")"
