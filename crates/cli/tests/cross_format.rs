@@ -44,7 +44,7 @@ fn perf_data_and_its_perf_script_text_dump_identically() {
     for (data, txt) in pairs {
         let mut a: Vec<String> = dump(&data).into_iter().filter(|l| !l.contains(" task_comm ")).collect();
         let mut b = dump(&txt);
-        assert!(a.len() > 1000, "{}: only {} events", data.display(), a.len());
+        assert!(a.len() > 500, "{}: only {} events", data.display(), a.len());
         // perf script sorts records exactly like our FINISHED_ROUND merge; if equal
         // timestamps were ever emitted in a different order, compare as multisets.
         if a != b {
