@@ -1,0 +1,162 @@
+//! [`TaskTable`]: maps kernel task ids to dense slots holding the task's name and one
+//! analysis's per-task data.
+//!
+//! Lookups go through an `FxHashMap<Tid, u32>`; the data lives in a `Vec` so an analysis
+//! touches one small struct per event and allocates only when a task is first seen.
+//!
+//! Naming follows perf: a name from a side-band record (perf `COMM`, i.e.
+//! [`EventKind::TaskComm`](stallscope_model::EventKind::TaskComm), which perf also
+//! synthesizes for every task alive at record start) wins; without one, the latest name seen
+//! in an event payload (`prev_comm`, `next_comm`, `comm`) is used.
+//!
+//! Task ids are reused by the kernel. When a fork creates a task whose tid already has a
+//! slot, [`TaskTable::retire`] detaches the old slot (it stays in [`TaskTable::slots`], as
+//! perf keeps the old thread's numbers) and the next lookup creates a fresh one.
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{Comm, Tid};
+
+/// One task: identity, name, and an analysis's data.
+#[derive(Clone, Debug)]
+pub struct TaskSlot<T> {
+    /// Kernel task id.
+    pub tid: Tid,
+    /// Thread-group id (process id), when a side-band record said.
+    pub tgid: Option<Tid>,
+    /// Current name.
+    pub comm: Comm,
+    /// True once a side-band record named the task (payload names are then ignored).
+    named_by_sideband: bool,
+    /// The analysis's per-task data.
+    pub data: T,
+}
+
+/// Dense per-task storage keyed by tid.
+#[derive(Debug)]
+pub struct TaskTable<T> {
+    index: FxHashMap<Tid, u32>,
+    slots: Vec<TaskSlot<T>>,
+}
+
+impl<T: Default> Default for TaskTable<T> {
+    fn default() -> Self {
+        TaskTable {
+            index: FxHashMap::default(),
+            slots: Vec::new(),
+        }
+    }
+}
+
+impl<T: Default> TaskTable<T> {
+    /// The slot of `tid` (created with `T::default()` when new) and whether it was created.
+    #[inline]
+    pub fn slot(&mut self, tid: Tid) -> (usize, bool) {
+        if let Some(&i) = self.index.get(&tid) {
+            return (i as usize, false);
+        }
+        let i = self.slots.len();
+        // INVARIANT: more than u32::MAX distinct tasks cannot fit in memory anyway.
+        self.index.insert(tid, u32::try_from(i).unwrap_or(u32::MAX));
+        self.slots.push(TaskSlot {
+            tid,
+            tgid: None,
+            comm: Comm::EMPTY,
+            named_by_sideband: false,
+            data: T::default(),
+        });
+        (i, true)
+    }
+
+    /// Records the name a payload gives `tid` (ignored once a side-band record named it).
+    #[inline]
+    pub fn note_payload_comm(&mut self, i: usize, comm: &Comm) {
+        let s = &mut self.slots[i];
+        if !s.named_by_sideband && s.comm != *comm && !comm.is_empty() {
+            s.comm = *comm;
+        }
+    }
+
+    /// Records a side-band name (perf `COMM` record): tgid and comm.
+    pub fn note_sideband(&mut self, tid: Tid, tgid: Tid, comm: &Comm) {
+        let (i, _) = self.slot(tid);
+        let s = &mut self.slots[i];
+        s.named_by_sideband = true;
+        s.comm = *comm;
+        if tgid >= 0 {
+            s.tgid = Some(tgid);
+        }
+    }
+
+    /// Detaches `tid`'s current slot (its tid is being reused by a new task).
+    pub fn retire(&mut self, tid: Tid) {
+        self.index.remove(&tid);
+    }
+}
+
+impl<T> TaskTable<T> {
+    /// The slot index of `tid`, if it has one.
+    #[inline]
+    pub fn find(&self, tid: Tid) -> Option<usize> {
+        self.index.get(&tid).map(|&i| i as usize)
+    }
+
+    /// Slot by index.
+    #[inline]
+    pub fn get(&self, i: usize) -> &TaskSlot<T> {
+        &self.slots[i]
+    }
+
+    /// Slot by index, mutable.
+    #[inline]
+    pub fn get_mut(&mut self, i: usize) -> &mut TaskSlot<T> {
+        &mut self.slots[i]
+    }
+
+    /// Every slot ever created, retired ones included, in creation order.
+    pub fn slots(&self) -> &[TaskSlot<T>] {
+        &self.slots
+    }
+
+    /// Number of slots.
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// True when no task was seen.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sideband_name_wins_over_payload_names() {
+        let mut t: TaskTable<u8> = TaskTable::default();
+        let (i, new) = t.slot(12);
+        assert!(new);
+        t.note_payload_comm(i, &Comm::new("kworker/u8:0"));
+        assert_eq!(t.get(i).comm.as_str(), "kworker/u8:0");
+        t.note_sideband(12, 12, &Comm::new("kworker/u8:0-lo"));
+        t.note_payload_comm(i, &Comm::new("kworker/u8:0"));
+        assert_eq!(t.get(i).comm.as_str(), "kworker/u8:0-lo");
+        assert_eq!(t.get(i).tgid, Some(12));
+        assert_eq!(t.slot(12), (i, false));
+    }
+
+    #[test]
+    fn retired_tid_gets_a_fresh_slot_and_the_old_one_is_kept() {
+        let mut t: TaskTable<u32> = TaskTable::default();
+        let (a, _) = t.slot(7);
+        t.get_mut(a).data = 5;
+        t.retire(7);
+        let (b, new) = t.slot(7);
+        assert!(new);
+        assert_ne!(a, b);
+        assert_eq!(t.get(b).data, 0);
+        assert_eq!(t.slots().len(), 2);
+        assert_eq!(t.get(a).data, 5);
+    }
+}

@@ -1,0 +1,679 @@
+//! [`Timeline`]: per-CPU current task and per-task scheduler state, driven by normalized
+//! events, emitting [`Transition`]s.
+//!
+//! ```text
+//!                 wakeup / wakeup_new                switch-in
+//!   Sleeping ───────────────────────────► Runnable ───────────► Running{cpu}
+//!   Blocked  ─┘  (Runnable{cause: Wakeup})    ▲                    │
+//!   Unknown  ─┘                               │ switch-out R / R+  │
+//!                                             └────────────────────┤ (cause: Preempted)
+//!                        switch-out S, I, T, t, P …  ◄──────────────┤ → Sleeping
+//!                        switch-out D                ◄──────────────┤ → Blocked
+//!                        switch-out X, Z             ◄──────────────┘ → Dead
+//! ```
+//!
+//! * A task first seen in any event starts `Unknown`; a first switch-in takes it straight to
+//!   `Running`, a first switch-out to the state the switch says.
+//! * A wakeup of a `Runnable` or `Running` task changes nothing (the kernel wakes tasks that
+//!   are already on a runqueue; perf ignores those wakeups too).
+//! * Which wakeup tracepoint counts is decided by [`WakeupSelector`] (perf's rule: prefer
+//!   `sched_waking`).
+//! * `sched_process_fork` of a tid that is already known starts a fresh task (tid reuse).
+//! * The idle task (pid 0) is per-CPU and not tracked as a task; the CPU's current task is
+//!   then `Some(0)`.
+//!
+//! Invariants, checked by [`Timeline::check_invariants`] and the randomized tests below:
+//! a CPU's current task (other than idle) is `Running` on that CPU, and a `Running` task is
+//! the current task of its CPU — so a CPU never runs two tasks and a task runs on at most
+//! one CPU. Inputs that contradict them are repaired (the stale task becomes `Unknown`) and
+//! counted as data quality:
+//!
+//! | key | meaning |
+//! |---|---|
+//! | `switch_prev_mismatch` | a switch's prev task is not the CPU's current task (perf: "context switch bugs") |
+//! | `impossible_transition` | e.g. switch-in of a task running on another CPU, switch-out of a sleeping task |
+//! | `switch_in_without_wakeup` | a sleeping task switched in with no wakeup recorded (info: the kernel does this when a signal arrives while it is going to sleep) |
+//! | `lost_chunks` | a lost-events record; the CPU's current task is unknown until its next switch |
+
+use stallscope_model::{Cpu, DataQuality, Event, EventKind, PrevState, Severity, Switch, Tid, Ts};
+
+use crate::tasks::TaskTable;
+use crate::wakeups::WakeupSelector;
+
+/// Why a task is runnable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunnableCause {
+    /// It was woken (`sched_waking`, `sched_wakeup`, `sched_wakeup_new`).
+    Wakeup,
+    /// It was switched out while still runnable (`R` / `R+`).
+    Preempted,
+}
+
+/// A task's scheduler state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TaskState {
+    /// Nothing known yet.
+    #[default]
+    Unknown,
+    /// On a CPU.
+    Running {
+        /// Which.
+        cpu: Cpu,
+        /// Switch-in time.
+        since: Ts,
+    },
+    /// Waiting for a CPU.
+    Runnable {
+        /// Since when.
+        since: Ts,
+        /// Woken or preempted.
+        cause: RunnableCause,
+    },
+    /// Switched out in an interruptible or idle sleep (`S`, `I`, also `T`, `t`, `P`).
+    Sleeping {
+        /// Switch-out time.
+        since: Ts,
+    },
+    /// Switched out in uninterruptible sleep (`D`).
+    Blocked {
+        /// Switch-out time.
+        since: Ts,
+    },
+    /// Switched out dead (`X`, `Z`).
+    Dead {
+        /// Switch-out time.
+        since: Ts,
+    },
+}
+
+/// Something that happened to a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transition {
+    /// A state change.
+    State {
+        /// When.
+        ts: Ts,
+        /// Which task.
+        tid: Tid,
+        /// Previous state.
+        from: TaskState,
+        /// New state.
+        to: TaskState,
+    },
+    /// `sched_migrate_task`.
+    Migrated {
+        /// When.
+        ts: Ts,
+        /// Which task.
+        tid: Tid,
+        /// From CPU.
+        from_cpu: Cpu,
+        /// To CPU.
+        to_cpu: Cpu,
+    },
+    /// `sched_process_fork`.
+    Forked {
+        /// When.
+        ts: Ts,
+        /// Parent.
+        parent: Tid,
+        /// New task.
+        child: Tid,
+    },
+    /// `sched_process_exit` (the task still runs until its last switch-out).
+    Exited {
+        /// When.
+        ts: Ts,
+        /// Which task.
+        tid: Tid,
+    },
+}
+
+/// Highest CPU number tracked (a larger one is corrupt input; counted, not tracked).
+const MAX_CPUS: usize = 1 << 16;
+
+/// The scheduler state machine.
+#[derive(Debug)]
+pub struct Timeline {
+    cpus: Vec<Option<Tid>>,
+    tasks: TaskTable<TaskState>,
+    wakeups: WakeupSelector,
+    dq: DataQuality,
+}
+
+/// The state a switch-out leaves the task in.
+fn state_after_switch_out(state: PrevState, ts: Ts) -> TaskState {
+    if state.is_runnable() {
+        TaskState::Runnable {
+            since: ts,
+            cause: RunnableCause::Preempted,
+        }
+    } else if state.is_dead() {
+        TaskState::Dead { since: ts }
+    } else if state.is_uninterruptible() {
+        TaskState::Blocked { since: ts }
+    } else {
+        TaskState::Sleeping { since: ts }
+    }
+}
+
+fn at(ev: &Event) -> String {
+    format!(
+        "input #{} {}: ts {} cpu {}",
+        ev.span.input, ev.span.pos, ev.ts, ev.cpu
+    )
+}
+
+impl Timeline {
+    /// A timeline choosing wakeups with `wakeups`.
+    pub fn new(wakeups: WakeupSelector) -> Timeline {
+        Timeline {
+            cpus: Vec::new(),
+            tasks: TaskTable::default(),
+            wakeups,
+            dq: DataQuality::default(),
+        }
+    }
+
+    /// Data-quality counters so far.
+    pub fn quality(&self) -> &DataQuality {
+        &self.dq
+    }
+
+    /// Per-task states and names.
+    pub fn tasks(&self) -> &TaskTable<TaskState> {
+        &self.tasks
+    }
+
+    /// The state of `tid` (`Unknown` if never seen).
+    pub fn state(&self, tid: Tid) -> TaskState {
+        self.tasks
+            .find(tid)
+            .map_or(TaskState::Unknown, |i| self.tasks.get(i).data)
+    }
+
+    /// The task running on `cpu` (`Some(0)` = idle), `None` when unknown.
+    pub fn current(&self, cpu: Cpu) -> Option<Tid> {
+        self.cpus.get(cpu as usize).copied().flatten()
+    }
+
+    fn cpu_index(&mut self, ev: &Event) -> Option<usize> {
+        let c = ev.cpu as usize;
+        if c >= MAX_CPUS {
+            self.dq.add(
+                "cpu_out_of_range",
+                Severity::Warning,
+                "an event names a CPU number above 65535; its CPU is not tracked",
+                1,
+                || at(ev),
+            );
+            return None;
+        }
+        if c >= self.cpus.len() {
+            self.cpus.resize(c + 1, None);
+        }
+        Some(c)
+    }
+
+    fn set<F: FnMut(Transition)>(&mut self, i: usize, ts: Ts, to: TaskState, sink: &mut F) {
+        let slot = self.tasks.get_mut(i);
+        let from = slot.data;
+        slot.data = to;
+        sink(Transition::State {
+            ts,
+            tid: slot.tid,
+            from,
+            to,
+        });
+    }
+
+    fn impossible(&mut self, ev: &Event, what: String) {
+        self.dq.add(
+            "impossible_transition",
+            Severity::Warning,
+            "an event contradicts the task's known state (the task's state was reset)",
+            1,
+            || format!("{}: {what}", at(ev)),
+        );
+    }
+
+    /// Makes the task recorded as running on `cpu` (if any) `Unknown`: the trace says
+    /// otherwise.
+    fn forget_current<F: FnMut(Transition)>(&mut self, c: usize, ts: Ts, sink: &mut F) {
+        if let Some(cur) = self.cpus[c] {
+            if cur != 0 {
+                if let Some(i) = self.tasks.find(cur) {
+                    if matches!(self.tasks.get(i).data, TaskState::Running { cpu, .. } if cpu as usize == c)
+                    {
+                        self.set(i, ts, TaskState::Unknown, sink);
+                    }
+                }
+            }
+        }
+        self.cpus[c] = None;
+    }
+
+    /// Feeds one event; transitions go to `sink`.
+    pub fn process<F: FnMut(Transition)>(&mut self, ev: &Event, sink: &mut F) {
+        match &ev.kind {
+            EventKind::Switch(s) => self.switch(ev, s, sink),
+            EventKind::Waking(_) | EventKind::Wakeup(_) | EventKind::WakeupNew(_) => {
+                let Some(w) = self.wakeups.select(&ev.kind) else {
+                    return;
+                };
+                if w.task.pid == 0 {
+                    return;
+                }
+                let (i, _) = self.tasks.slot(w.task.pid);
+                self.tasks.note_payload_comm(i, &w.task.comm);
+                match self.tasks.get(i).data {
+                    TaskState::Running { .. } | TaskState::Runnable { .. } => {}
+                    TaskState::Dead { .. } => {
+                        self.impossible(
+                            ev,
+                            format!("wakeup of pid {} which had exited", w.task.pid),
+                        );
+                        self.set(
+                            i,
+                            ev.ts,
+                            TaskState::Runnable {
+                                since: ev.ts,
+                                cause: RunnableCause::Wakeup,
+                            },
+                            sink,
+                        );
+                    }
+                    _ => self.set(
+                        i,
+                        ev.ts,
+                        TaskState::Runnable {
+                            since: ev.ts,
+                            cause: RunnableCause::Wakeup,
+                        },
+                        sink,
+                    ),
+                }
+            }
+            EventKind::Migrate(m) => {
+                if m.task.pid != 0 {
+                    let (i, _) = self.tasks.slot(m.task.pid);
+                    self.tasks.note_payload_comm(i, &m.task.comm);
+                    sink(Transition::Migrated {
+                        ts: ev.ts,
+                        tid: m.task.pid,
+                        from_cpu: m.orig_cpu,
+                        to_cpu: m.dest_cpu,
+                    });
+                }
+            }
+            EventKind::Fork {
+                parent_comm,
+                parent_pid,
+                child_comm,
+                child_pid,
+            } => {
+                let (p, _) = self.tasks.slot(*parent_pid);
+                self.tasks.note_payload_comm(p, parent_comm);
+                if let Some(old) = self.tasks.find(*child_pid) {
+                    if let TaskState::Running { cpu, .. } = self.tasks.get(old).data {
+                        if self.cpus.get(cpu as usize) == Some(&Some(*child_pid)) {
+                            self.cpus[cpu as usize] = None;
+                        }
+                    }
+                }
+                self.tasks.retire(*child_pid);
+                let (c, _) = self.tasks.slot(*child_pid);
+                self.tasks.note_payload_comm(c, child_comm);
+                sink(Transition::Forked {
+                    ts: ev.ts,
+                    parent: *parent_pid,
+                    child: *child_pid,
+                });
+            }
+            EventKind::Exit(t) => {
+                if t.pid != 0 {
+                    let (i, _) = self.tasks.slot(t.pid);
+                    self.tasks.note_payload_comm(i, &t.comm);
+                    sink(Transition::Exited {
+                        ts: ev.ts,
+                        tid: t.pid,
+                    });
+                }
+            }
+            EventKind::StatRuntime(r) => {
+                if r.task.pid != 0 {
+                    let (i, _) = self.tasks.slot(r.task.pid);
+                    self.tasks.note_payload_comm(i, &r.task.comm);
+                }
+            }
+            EventKind::Lost { count } => {
+                let n = count.unwrap_or(0);
+                self.dq.add("lost_chunks", Severity::Error, "events were lost (ring buffer overrun); task states around the gap are uncertain", 1, || {
+                    format!("{}: {n} events lost", at(ev))
+                });
+                if let Some(c) = self.cpu_index(ev) {
+                    self.forget_current(c, ev.ts, sink);
+                }
+            }
+            EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
+            EventKind::Exec { .. } | EventKind::Generic(_) => {}
+        }
+    }
+
+    fn switch<F: FnMut(Transition)>(&mut self, ev: &Event, s: &Switch, sink: &mut F) {
+        let Some(c) = self.cpu_index(ev) else { return };
+        let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
+        if let Some(cur) = self.cpus[c] {
+            if cur != prev {
+                self.dq.add("switch_prev_mismatch", Severity::Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)", 1, || {
+                    format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev))
+                });
+                self.forget_current(c, ts, sink);
+            }
+        }
+        if prev != 0 {
+            let (i, _) = self.tasks.slot(prev);
+            self.tasks.note_payload_comm(i, &s.prev.comm);
+            match self.tasks.get(i).data {
+                TaskState::Unknown => {}
+                TaskState::Running { cpu, .. } if cpu as usize == c => {}
+                TaskState::Running { cpu, .. } => {
+                    self.impossible(
+                        ev,
+                        format!("pid {prev} switched out on CPU {c} while running on CPU {cpu}"),
+                    );
+                    if self.cpus.get(cpu as usize) == Some(&Some(prev)) {
+                        self.cpus[cpu as usize] = None;
+                    }
+                }
+                other => self.impossible(ev, format!("pid {prev} switched out while {other:?}")),
+            }
+            self.set(i, ts, state_after_switch_out(s.prev_state, ts), sink);
+        }
+        if next != 0 {
+            let (i, _) = self.tasks.slot(next);
+            self.tasks.note_payload_comm(i, &s.next.comm);
+            match self.tasks.get(i).data {
+                TaskState::Running { cpu, .. } => {
+                    self.impossible(
+                        ev,
+                        format!("pid {next} switched in on CPU {c} while running on CPU {cpu}"),
+                    );
+                    if self.cpus.get(cpu as usize) == Some(&Some(next)) {
+                        self.cpus[cpu as usize] = None;
+                    }
+                }
+                TaskState::Sleeping { .. } | TaskState::Blocked { .. } => {
+                    self.dq.add(
+                        "switch_in_without_wakeup",
+                        Severity::Info,
+                        "a sleeping task was switched in with no wakeup recorded",
+                        1,
+                        || format!("{}: pid {next}", at(ev)),
+                    );
+                }
+                TaskState::Dead { .. } => {
+                    self.impossible(ev, format!("pid {next} switched in after it exited"))
+                }
+                TaskState::Unknown | TaskState::Runnable { .. } => {}
+            }
+            self.set(
+                i,
+                ts,
+                TaskState::Running {
+                    cpu: ev.cpu,
+                    since: ts,
+                },
+                sink,
+            );
+        }
+        self.cpus[c] = Some(next);
+    }
+
+    /// Checks the invariants in the module docs; `Err` describes the first violation.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        for (c, cur) in self.cpus.iter().enumerate() {
+            if let Some(t) = *cur {
+                if t != 0 {
+                    match self.state(t) {
+                        TaskState::Running { cpu, .. } if cpu as usize == c => {}
+                        other => {
+                            return Err(format!("CPU {c} runs pid {t} whose state is {other:?}"))
+                        }
+                    }
+                }
+            }
+        }
+        for slot in self.tasks.slots() {
+            if self.tasks.find(slot.tid).map(|i| self.tasks.get(i).tid) != Some(slot.tid) {
+                continue; // retired slot
+            }
+            if let TaskState::Running { cpu, .. } = self.state(slot.tid) {
+                if self.current(cpu) != Some(slot.tid) {
+                    return Err(format!(
+                        "pid {} is Running on CPU {cpu} but that CPU runs {:?}",
+                        slot.tid,
+                        self.current(cpu)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{Comm, Span, TaskRef, Wakeup};
+
+    fn task(pid: Tid) -> TaskRef {
+        TaskRef {
+            comm: Comm::new(&format!("t{pid}")),
+            pid,
+            prio: 120,
+        }
+    }
+    fn ev(ts: Ts, cpu: Cpu, kind: EventKind) -> Event {
+        Event {
+            ts,
+            cpu,
+            pid: -1,
+            span: Span::default(),
+            kind,
+            callchain: None,
+        }
+    }
+    fn sw(ts: Ts, cpu: Cpu, prev: Tid, state: &str, next: Tid) -> Event {
+        let prev_state = PrevState::parse(state).unwrap_or_default();
+        ev(
+            ts,
+            cpu,
+            EventKind::Switch(Switch {
+                prev: task(prev),
+                prev_state,
+                next: task(next),
+            }),
+        )
+    }
+    fn waking(ts: Ts, pid: Tid) -> Event {
+        ev(
+            ts,
+            0,
+            EventKind::Waking(Wakeup {
+                task: task(pid),
+                target_cpu: Some(0),
+            }),
+        )
+    }
+
+    fn run(events: &[Event]) -> (Timeline, Vec<Transition>) {
+        let mut tl = Timeline::new(WakeupSelector::preferring_waking(true));
+        let mut out = Vec::new();
+        for e in events {
+            tl.process(e, &mut |t| out.push(t));
+            tl.check_invariants().unwrap();
+        }
+        (tl, out)
+    }
+
+    #[test]
+    fn sleep_wake_run_cycle() {
+        let (tl, tr) = run(&[
+            sw(10, 0, 0, "R", 5),
+            sw(20, 0, 5, "S", 0),
+            waking(30, 5),
+            waking(31, 5),
+            sw(40, 1, 0, "R", 5),
+            sw(50, 1, 5, "R+", 0),
+        ]);
+        let states: Vec<TaskState> = tr
+            .iter()
+            .filter_map(|t| {
+                if let Transition::State { to, .. } = t {
+                    Some(*to)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        assert_eq!(
+            states,
+            vec![
+                TaskState::Running { cpu: 0, since: 10 },
+                TaskState::Sleeping { since: 20 },
+                TaskState::Runnable {
+                    since: 30,
+                    cause: RunnableCause::Wakeup
+                }, // the duplicate waking at 31 changes nothing
+                TaskState::Running { cpu: 1, since: 40 },
+                TaskState::Runnable {
+                    since: 50,
+                    cause: RunnableCause::Preempted
+                },
+            ]
+        );
+        assert!(tl.quality().is_empty());
+    }
+
+    #[test]
+    fn blocked_and_dead() {
+        let (tl, _) = run(&[
+            sw(1, 0, 0, "R", 3),
+            sw(2, 0, 3, "D", 4),
+            sw(3, 0, 4, "X", 0),
+        ]);
+        assert_eq!(tl.state(3), TaskState::Blocked { since: 2 });
+        assert_eq!(tl.state(4), TaskState::Dead { since: 3 });
+    }
+
+    #[test]
+    fn prev_mismatch_is_counted_and_repaired() {
+        let (tl, _) = run(&[sw(1, 0, 0, "R", 3), sw(2, 0, 7, "S", 8)]);
+        assert_eq!(tl.quality().count("switch_prev_mismatch"), 1);
+        assert_eq!(tl.state(3), TaskState::Unknown);
+        assert_eq!(tl.current(0), Some(8));
+    }
+
+    #[test]
+    fn running_on_two_cpus_is_impossible() {
+        let (tl, _) = run(&[sw(1, 0, 0, "R", 3), sw(2, 1, 0, "R", 3)]);
+        assert_eq!(tl.quality().count("impossible_transition"), 1);
+        assert_eq!(tl.current(0), None);
+        assert_eq!(tl.current(1), Some(3));
+    }
+
+    #[test]
+    fn lost_events_forget_the_current_task() {
+        let (tl, _) = run(&[
+            sw(1, 0, 0, "R", 3),
+            ev(2, 0, EventKind::Lost { count: Some(9) }),
+        ]);
+        assert_eq!(tl.quality().count("lost_chunks"), 1);
+        assert_eq!(tl.current(0), None);
+        assert_eq!(tl.state(3), TaskState::Unknown);
+    }
+
+    /// xorshift64*: a tiny deterministic generator for the randomized invariant test.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Random event streams (consistent and inconsistent): after every event a CPU runs at
+    /// most one task, a task runs on at most one CPU, and every transition starts from the
+    /// state the previous transition of that task ended in.
+    #[test]
+    fn invariants_hold_on_random_streams() {
+        const STATES: [&str; 8] = ["R", "R+", "S", "D", "I", "X", "Z", "T"];
+        for seed in 1..=300u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let mut tl = Timeline::new(WakeupSelector::preferring_waking(false));
+            let mut last: std::collections::HashMap<Tid, TaskState> =
+                std::collections::HashMap::new();
+            for step in 0..400u64 {
+                let cpu = rng.below(3) as Cpu;
+                let tid = rng.below(7) as Tid;
+                let e = match rng.below(10) {
+                    0..=4 => {
+                        // usually the real current task, sometimes a wrong one
+                        let prev = match (rng.below(6), tl.current(cpu)) {
+                            (0, _) | (_, None) => rng.below(7) as Tid,
+                            (_, Some(c)) => c,
+                        };
+                        sw(step, cpu, prev, STATES[rng.below(8) as usize], tid)
+                    }
+                    5 | 6 => waking(step, tid),
+                    7 => ev(
+                        step,
+                        cpu,
+                        EventKind::Wakeup(Wakeup {
+                            task: task(tid),
+                            target_cpu: None,
+                        }),
+                    ),
+                    8 => ev(
+                        step,
+                        cpu,
+                        EventKind::Fork {
+                            parent_comm: Comm::new("p"),
+                            parent_pid: 1,
+                            child_comm: Comm::new("c"),
+                            child_pid: tid,
+                        },
+                    ),
+                    _ => ev(step, cpu, EventKind::Lost { count: None }),
+                };
+                let mut chain_err = None;
+                tl.process(&e, &mut |t| match t {
+                    Transition::State { tid, from, to, .. } => {
+                        let expect = last.get(&tid).copied().unwrap_or_default();
+                        if expect != from && chain_err.is_none() {
+                            chain_err =
+                                Some(format!("pid {tid}: from {from:?}, last to {expect:?}"));
+                        }
+                        last.insert(tid, to);
+                    }
+                    Transition::Forked { child, .. } => {
+                        last.insert(child, TaskState::Unknown);
+                    }
+                    _ => {}
+                });
+                if let Some(err) = chain_err {
+                    panic!("seed {seed} step {step}: {err}");
+                }
+                if let Err(err) = tl.check_invariants() {
+                    panic!("seed {seed} step {step} after {e:?}: {err}");
+                }
+            }
+        }
+    }
+}
