@@ -1,16 +1,358 @@
-//! placeholder: perf_script_text (being written)
-use stallscope_model::{DataQuality, Event, TraceMeta};
+//! `perf script` text, as printed for `perf sched record` / `perf record -e 'sched:*'`
+//! captures, with or without callchains (formats.md §7.3).
+//!
+//! ```text
+//! # os release : 6.18.44-fc-v657               optional --header block (meta: release, nrcpus, …)
+//!             perf 13978 [000]   481.124203:       sched:sched_switch: prev_comm=perf prev_pid=13978 … ==> …
+//!      migration/0    18/18    [000]   481.124205:       sched:sched_waking: comm=perf pid=13978 …   (-F …,pid,tid)
+//!             perf   13978 [000]   481.124195282: sched:sched_stat_runtime: comm=perf pid=13978 runtime=38939 [ns]
+//!  kworker/u8:5+lo 11283 [000]   484.665557: sched:sched_switch: prev_comm=kworker/u8:5 … prev_state=R+ ==> …
+//!             perf 13978 [000]   481.124203:       sched:sched_switch: … next_prio=0 ffffffff821f8b58 __schedule   (-F +ip,sym)
+//! perf 13988 [000]   482.211698:       sched:sched_switch: prev_comm=perf …      with a callchain: comm unpadded,
+//! \tffffffff821f8b58 __schedule+0x618 ([kernel.kallsyms])                     then one frame per line (\t = TAB)
+//! \t           ee137 sched_setaffinity@@GLIBC_2.3.4+0x7 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+//!                                                                              and one blank line
+//! burn 17651   725.496088:     500250 cpu-clock:pppH:                          no CPU column, a period
+//!          swapper     0/0     [000]     0.000000: PERF_RECORD_FORK(1:1):(0:0)   side band (skipped, counted)
+//! ```
+//!
+//! Context: comm `%16s` (unpadded with callchains), TID `%5d` (perf ≤ 6.4) or `%7d`
+//! (≥ 6.5), or `PID/TID`; `[CPU]` when recorded; time `secs.usecs` (µs, truncated) or
+//! `secs.nsecs` (`--ns`). The event name is right-aligned `sys:name:`; a tracepoint's
+//! `sys` becomes the generic event's `system` (non-tracepoint names such as
+//! `cpu-clock:pppH` are kept whole). Payloads are the kernel's `print fmt` output (`R+` is
+//! kept). Event.pid is the TID. Callchain frames keep the printed hex address (user
+//! addresses are DSO-relative in perf 6.1); symbols are not kept. A trailing sample
+//! `ip sym` (`-F +ip,sym`: a 16-digit hex word and a symbol) is removed from the payload.
+//! Events without a CPU column are put on CPU 0 and counted under `cpu_not_recorded`.
+
+use memchr::memchr_iter;
+use stallscope_model::time::parse_u64;
+use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+
+use crate::text_common::context::{parse_perf_context, Context};
+use crate::text_common::kernel_line::{note_payload_form, split_name};
+use crate::text_common::lines::{Line, LineSource};
+use crate::text_common::payload::event_kind;
+use crate::text_common::state::{key, TextState};
 use crate::{EventReader, Input, ReadError};
-/// Reader (being written).
-pub struct PerfScriptTextReader { meta: TraceMeta, dq: DataQuality }
+
+/// Reader of `perf script` text.
+pub struct PerfScriptTextReader {
+    lines: LineSource,
+    st: TextState,
+    done: bool,
+    /// Reused buffer for callchain addresses.
+    ips: Vec<u64>,
+}
+
 impl PerfScriptTextReader {
-    /// Opens the input.
-    pub fn open(input: Input, _index: u16) -> Result<Self, ReadError> {
-        Err(ReadError::new(&input.path, None, "a supported format", "a reader still being written"))
+    /// Opens `input` (already decompressed) as input number `index`.
+    pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
+        let st = TextState::new(&input, InputFormat::PerfScriptText, index, Some("sched"));
+        let lines = LineSource::new(st.path.clone(), input.into_reader());
+        Ok(PerfScriptTextReader {
+            lines,
+            st,
+            done: false,
+            ips: Vec::new(),
+        })
+    }
+
+    /// Reads the callchain block that may follow an event header line.
+    fn read_callchain(&mut self) -> Result<Option<Box<[u64]>>, ReadError> {
+        self.ips.clear();
+        while let Some(line) = self.lines.next_line()? {
+            if line.text.first() == Some(&b'\t') {
+                if !self.st.check_line(&line) {
+                    break;
+                }
+                match parse_frame(line.text) {
+                    Some(ip) => self.ips.push(ip),
+                    None => self.st.note(
+                        key::BAD_CALLCHAIN,
+                        Severity::Warning,
+                        "indented lines in a callchain block that are not `ADDRESS SYMBOL (DSO)` frames (skipped)",
+                        1,
+                        &line,
+                    ),
+                }
+            } else if line.text.trim_ascii().is_empty() {
+                self.st.check_line(&line);
+                break;
+            } else {
+                self.lines.push_back();
+                break;
+            }
+        }
+        Ok((!self.ips.is_empty()).then(|| self.ips.clone().into_boxed_slice()))
+    }
+
+    fn step(&mut self) -> Result<(), ReadError> {
+        let Some(line) = self.lines.next_line()? else {
+            self.st.finish();
+            self.done = true;
+            return Ok(());
+        };
+        if !self.st.check_line(&line) {
+            return Ok(());
+        }
+        let t = line.text;
+        if t.trim_ascii().is_empty() {
+            return Ok(());
+        }
+        if t[0] == b'#' {
+            header_comment(&mut self.st, &line);
+            return Ok(());
+        }
+        if t[0] == b'\t' {
+            // A frame outside a block: nothing to attach it to.
+            self.st.note(
+                key::BAD_CALLCHAIN,
+                Severity::Warning,
+                "indented lines in a callchain block that are not `ADDRESS SYMBOL (DSO)` frames (skipped)",
+                1,
+                &line,
+            );
+            return Ok(());
+        }
+        let Some(ctx) = parse_perf_context(t) else {
+            self.st.unparsed(&line);
+            return Ok(());
+        };
+        let Some(ev) = build_event(&mut self.st, &line, &ctx) else {
+            return Ok(());
+        };
+        let mut ev = ev;
+        ev.callchain = self.read_callchain()?;
+        self.st.push(ev);
+        Ok(())
     }
 }
+
 impl EventReader for PerfScriptTextReader {
-    fn meta(&self) -> &TraceMeta { &self.meta }
-    fn next_event(&mut self) -> Result<Option<Event>, ReadError> { Ok(None) }
-    fn quality(&self) -> &DataQuality { &self.dq }
+    fn meta(&self) -> &TraceMeta {
+        &self.st.meta
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        loop {
+            if let Some(ev) = self.st.out.pop_front() {
+                return Ok(Some(ev));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            if let Err(e) = self.step() {
+                self.done = true;
+                return Err(e);
+            }
+        }
+    }
+
+    fn quality(&self) -> &DataQuality {
+        &self.st.dq
+    }
+}
+
+/// perf event modifier letters (`cycles:ukpp`, `cpu-clock:pppH`).
+fn is_modifier_suffix(s: &[u8]) -> bool {
+    !s.is_empty() && s.len() <= 8 && s.iter().all(|b| b"ukhIGHpPSDWebR".contains(b))
+}
+
+/// `sys:name` → (Some(sys), name); `cpu-clock:pppH` / `cycles` → (None, whole).
+fn split_system(full: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    match memchr::memchr(b':', full) {
+        Some(c) if !is_modifier_suffix(&full[c + 1..]) && c + 1 < full.len() => {
+            (Some(&full[..c]), &full[c + 1..])
+        }
+        _ => (None, full),
+    }
+}
+
+/// Builds the event of a header line; `None` when the line is not an event (side band,
+/// unparsable — already counted).
+fn build_event(st: &mut TextState, line: &Line<'_>, ctx: &Context<'_>) -> Option<Event> {
+    let mut rest = ctx.rest.trim_ascii_start();
+    // Optional sample period column.
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > 0 && rest.get(digits) == Some(&b' ') {
+        rest = rest[digits..].trim_ascii_start();
+    }
+    if rest.starts_with(b"PERF_RECORD_") {
+        st.note_deferred(
+            key::SIDE_BAND,
+            Severity::Info,
+            "perf side-band records printed by --show-*-events (PERF_RECORD_COMM, _FORK, …), skipped",
+            line,
+        );
+        return None;
+    }
+    let Some((full_name, payload)) = split_name(rest) else {
+        st.unparsed(line);
+        return None;
+    };
+    let (system, name) = split_system(full_name);
+    let (kind, form) = event_kind(system, name, strip_sample_ip(payload));
+    note_payload_form(st, form, line);
+    let cpu = match ctx.cpu {
+        Some(c) => c,
+        None => {
+            st.note_deferred(
+                key::NO_CPU,
+                Severity::Warning,
+                "events printed without a CPU column (record with -a or perf sched record to get it): they are put on CPU 0",
+                line,
+            );
+            0
+        }
+    };
+    Some(Event {
+        ts: ctx.ts.value(),
+        cpu,
+        pid: ctx.pid,
+        span: st.span(line.number),
+        kind,
+        callchain: None,
+    })
+}
+
+/// Removes a trailing `-F +ip,sym[,dso]` column: a 16-digit hex word followed by a symbol
+/// (and no `=`), e.g. `… next_prio=0 ffffffff821f8b58 __schedule`.
+fn strip_sample_ip(payload: &[u8]) -> &[u8] {
+    let mut cut = None;
+    for i in memchr_iter(b' ', payload) {
+        let word = payload.get(i + 1..i + 17);
+        if word.is_some_and(|w| w.iter().all(u8::is_ascii_hexdigit))
+            && payload.get(i + 17) == Some(&b' ')
+        {
+            cut = Some(i);
+        }
+    }
+    match cut {
+        Some(i) if !payload[i + 17..].contains(&b'=') => payload[..i].trim_ascii_end(),
+        _ => payload,
+    }
+}
+
+/// `\t    ffffffff821f8b58 __schedule+0x618 ([kernel.kallsyms])` → the address.
+fn parse_frame(text: &[u8]) -> Option<u64> {
+    let t = text.trim_ascii_start();
+    let end = t.iter().position(|&b| b == b' ').unwrap_or(t.len());
+    let hex = &t[..end];
+    if hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &b in hex {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'a'..=b'f' => b - b'a' + 10,
+            b'A'..=b'F' => b - b'A' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u64::from(d);
+    }
+    Some(v)
+}
+
+/// `perf script --header` facts: `# os release : …`, `# nrcpus online : N`, `# event : name = …`.
+fn header_comment(st: &mut TextState, line: &Line<'_>) {
+    let t = line
+        .text
+        .strip_prefix(b"#")
+        .unwrap_or(line.text)
+        .trim_ascii();
+    let Some(colon) = memchr::memmem::find(t, b" : ") else {
+        return;
+    };
+    let (k, v) = (t[..colon].trim_ascii(), t[colon + 3..].trim_ascii());
+    let text = || String::from_utf8_lossy(v).into_owned();
+    match k {
+        b"os release" => st.meta.kernel_release = Some(text()),
+        b"hostname" => st.meta.hostname = Some(text()),
+        b"perf version" => st.meta.tool_version = Some(format!("perf {}", text())),
+        b"cmdline" => st.meta.cmdline = Some(text()),
+        b"nrcpus online" => st.meta.nr_cpus = parse_u64(v).and_then(|n| u32::try_from(n).ok()),
+        b"event" => {
+            if let Some(name) = v.strip_prefix(b"name = ") {
+                let end = name.iter().position(|&b| b == b',').unwrap_or(name.len());
+                st.declare_name(String::from_utf8_lossy(&name[..end]).into_owned());
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(text: &str) -> (Vec<Event>, PerfScriptTextReader) {
+        let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
+        let mut r = PerfScriptTextReader::open(input, 0).expect("open");
+        let mut out = Vec::new();
+        while let Some(e) = r.next_event().expect("event") {
+            out.push(e);
+        }
+        (out, r)
+    }
+
+    #[test]
+    fn pid_widths_5_and_7_give_the_same_event() {
+        let w5 = "     migration/0    18 [000]   481.124205:       sched:sched_waking: comm=perf pid=13978 prio=120 target_cpu=000\n";
+        let w7 = "     migration/0      18 [000]   481.124205:       sched:sched_waking: comm=perf pid=13978 prio=120 target_cpu=000\n";
+        let wt = "     migration/0      18/18      [000]   481.124205:       sched:sched_waking: comm=perf pid=13978 prio=120 target_cpu=000\n";
+        let dumps: Vec<String> = [w5, w7, wt]
+            .iter()
+            .map(|t| read(t).0[0].dump_line())
+            .collect();
+        assert_eq!(
+            dumps[0],
+            "481124205000 0 18 sched_waking comm=perf pid=13978 prio=120 target_cpu=0"
+        );
+        assert!(dumps.iter().all(|d| d == &dumps[0]));
+    }
+
+    #[test]
+    fn callchain_block_is_attached_and_next_header_kept() {
+        let text = "perf 13988 [000]   482.211698:       sched:sched_switch: prev_comm=perf prev_pid=13988 prev_prio=120 prev_state=D ==> next_comm=migration/0 next_pid=18 next_prio=0\n\tffffffff821f8b58 __schedule+0x618 ([kernel.kallsyms])\n\t           ee137 operator() (int) const+0x7 (/lib/libc.so.6)\n\n            perf 13988 [000]   482.211699:       sched:sched_waking: comm=a pid=1 prio=120 target_cpu=000\n";
+        let (ev, r) = read(text);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(
+            ev[0].callchain.as_deref(),
+            Some(&[0xffff_ffff_821f_8b58u64, 0xee137][..])
+        );
+        assert_eq!(ev[1].callchain, None);
+        assert_eq!(ev[1].span.pos, stallscope_model::SpanPos::Line(5));
+        assert!(r.quality().is_empty(), "{:?}", r.quality());
+    }
+
+    #[test]
+    fn ip_sym_column_side_band_and_profile_lines() {
+        let text = "            perf 13978 [000]   481.124195: sched:sched_stat_runtime: comm=perf pid=13978 runtime=38939 [ns] ffffffff813ad60a update_se\n         swapper     0/0     [000]     0.000000: PERF_RECORD_FORK(1:1):(0:0)\nburn 17651   725.496088:     500250 cpu-clock:pppH: \n\t           150af handle_intel.constprop.0+0x2f (/usr/lib/ld.so)\n\n";
+        let (ev, r) = read(text);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(
+            ev[0].dump_line(),
+            "481124195000 0 13978 sched_stat_runtime comm=perf pid=13978 runtime=38939"
+        );
+        assert_eq!(ev[1].dump_line(), "725496088000 0 17651 cpu-clock:pppH");
+        assert_eq!(ev[1].callchain.as_deref(), Some(&[0x150afu64][..]));
+        assert_eq!(r.quality().count(key::SIDE_BAND), 1);
+        assert_eq!(r.quality().count(key::NO_CPU), 1);
+    }
+
+    #[test]
+    fn system_split() {
+        assert_eq!(
+            split_system(b"sched:sched_switch"),
+            (Some(&b"sched"[..]), &b"sched_switch"[..])
+        );
+        assert_eq!(
+            split_system(b"cpu-clock:pppH"),
+            (None, &b"cpu-clock:pppH"[..])
+        );
+        assert_eq!(split_system(b"cycles"), (None, &b"cycles"[..]));
+    }
 }

@@ -1,16 +1,170 @@
-//! placeholder: tracecmd_text (being written)
-use stallscope_model::{DataQuality, Event, TraceMeta};
+//! `trace-cmd report` text (formats.md §7.2; samples from trace-cmd 3.1.6).
+//!
+//! ```text
+//! cpus=2                                                               first line → meta.nr_cpus
+//! version = 7                                                          with --debug (ignored)
+//!             bash-12615 [001]   392.162071: sched_process_fork:   comm=bash pid=12615 child_comm=bash child_pid=12622
+//!             bash-12615 [001]   392.162131: sched_switch:         bash:12615 [120] S ==> bash:12622 [120]
+//!           <idle>-0     [001]   392.164557: sched_wakeup:         python3:12623 [120] CPU:001
+//!      a:b [x] 1.5-12666 [000]   392.349502: sched_switch:         a:b [x] 1.5:12666 [120] R ==> rcu_preempt:15 [120]
+//!             bash-12615 [001]   392.162070812: …                  -t (ns)
+//!             bash-12615 [001]   392.162131: sched_switch:         prev_comm=bash … prev_state=1 next_comm=…   -R (raw)
+//!             bash-12615 [001]   392.162131: sched_switch:         prev_comm=bash … prev_state=S ==> …        -N (no plugins)
+//!         bash-12615   1d..2.   392.162131: sched_switch:         …                              -l (latency: comm cut to 8)
+//!             bash-12615 [001]   392.162131: (+60)    sched_switch: …                          --ts-diff
+//! CPU:1 [523 EVENTS DROPPED]  /  CPU:1 [EVENTS DROPPED]                → EventKind::Lost
+//! CPU:0 [SUBBUFFER START] [ts:0x…]                                     with --debug (ignored)
+//! ```
+//!
+//! Context: `"%16s-%-5d [%03d]"` (pid 5 wide), optional latency flags (trace-cmd ≥ 3.4 prints
+//! them), time `secs.usecs` (µs, rounded), `-t` ns, raw-count clocks as integers; the event
+//! name is padded to 20 columns. Payloads are libtraceevent's: kernel-like, except the
+//! `sched_switch` / `sched_wakeup(_new)` plugins, whose `COMM:PID` is split at the last `:`
+//! and whose state letters come from a fixed pre-4.14 table without the `+` of `R+` — they
+//! are mapped back (see the `prev_state` module of `text_common`) and a data-quality note
+//! says preemption is unavailable. `-R` prints raw numbers, decoded with the 4.14+ table.
+
+use stallscope_model::time::parse_u64;
+use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
+
+use crate::text_common::context::parse_kernel_context;
+use crate::text_common::kernel_line::{
+    is_stack_line, parse_lost_marker, push_kernel_event, skipped_stack_line,
+};
+use crate::text_common::lines::{Line, LineSource};
+use crate::text_common::state::TextState;
 use crate::{EventReader, Input, ReadError};
-/// Reader (being written).
-pub struct TraceCmdTextReader { meta: TraceMeta, dq: DataQuality }
+
+/// Reader of `trace-cmd report` text.
+pub struct TraceCmdTextReader {
+    lines: LineSource,
+    st: TextState,
+    done: bool,
+}
+
 impl TraceCmdTextReader {
-    /// Opens the input.
-    pub fn open(input: Input, _index: u16) -> Result<Self, ReadError> {
-        Err(ReadError::new(&input.path, None, "a supported format", "a reader still being written"))
+    /// Opens `input` (already decompressed) as input number `index`.
+    pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
+        let st = TextState::new(&input, InputFormat::TraceCmdText, index, None);
+        let lines = LineSource::new(st.path.clone(), input.into_reader());
+        Ok(TraceCmdTextReader {
+            lines,
+            st,
+            done: false,
+        })
     }
 }
+
 impl EventReader for TraceCmdTextReader {
-    fn meta(&self) -> &TraceMeta { &self.meta }
-    fn next_event(&mut self) -> Result<Option<Event>, ReadError> { Ok(None) }
-    fn quality(&self) -> &DataQuality { &self.dq }
+    fn meta(&self) -> &TraceMeta {
+        &self.st.meta
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        loop {
+            if let Some(ev) = self.st.out.pop_front() {
+                return Ok(Some(ev));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.lines.next_line() {
+                Ok(Some(line)) => {
+                    if self.st.check_line(&line) {
+                        handle_line(&mut self.st, &line);
+                    }
+                }
+                Ok(None) => {
+                    self.st.finish();
+                    self.done = true;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    fn quality(&self) -> &DataQuality {
+        &self.st.dq
+    }
+}
+
+/// Strips the `--ts-diff` column `(+N)` (blank on the first event) and its padding.
+fn strip_ts_diff(rest: &[u8]) -> &[u8] {
+    let rest = rest.trim_ascii_start();
+    if rest.starts_with(b"(+") {
+        if let Some(close) = memchr::memchr(b')', rest) {
+            return rest[close + 1..].trim_ascii_start();
+        }
+    }
+    rest
+}
+
+/// Handles one line of `trace-cmd report` text.
+fn handle_line(st: &mut TextState, line: &Line<'_>) {
+    let t = line.text;
+    let trimmed = t.trim_ascii();
+    if trimmed.is_empty() || t[0] == b'#' {
+        return;
+    }
+    if let Some(n) = trimmed.strip_prefix(b"cpus=") {
+        match parse_u64(n).and_then(|n| u32::try_from(n).ok()) {
+            Some(n) => st.meta.nr_cpus = Some(n),
+            None => st.unparsed(line),
+        }
+        return;
+    }
+    if trimmed.starts_with(b"version = ") {
+        return;
+    }
+    if let Some(ctx) = parse_kernel_context(t) {
+        if !push_kernel_event(st, line, &ctx, strip_ts_diff(ctx.rest)) {
+            st.unparsed(line);
+        }
+    } else if let Some((cpu, count)) = parse_lost_marker(t) {
+        st.lost_marker(cpu, count, line);
+    } else if trimmed.starts_with(b"CPU:")
+        && memchr::memmem::find(t, b"[SUBBUFFER START]").is_some()
+    {
+        // --debug sub-buffer boundary: layout information only.
+    } else if is_stack_line(t) {
+        skipped_stack_line(st, line);
+    } else {
+        st.unparsed(line);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::text_common::state::key;
+
+    fn read(text: &str) -> (Vec<String>, TraceCmdTextReader) {
+        let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
+        let mut r = TraceCmdTextReader::open(input, 0).expect("open");
+        let mut out = Vec::new();
+        while let Some(e) = r.next_event().expect("event") {
+            out.push(e.dump_line());
+        }
+        (out, r)
+    }
+
+    #[test]
+    fn header_drops_and_ts_diff() {
+        let (ev, r) = read(
+            "cpus=4\nCPU:2 [EVENTS DROPPED]\n            bash-12615 [002]   392.162131: (+60)    sched_switch:         bash:12615 [120] S ==> bash:12622 [120]\n",
+        );
+        assert_eq!(r.meta().nr_cpus, Some(4));
+        assert_eq!(
+            ev,
+            vec![
+                "392162131000 2 -1 lost_events count=?".to_string(),
+                "392162131000 2 12615 sched_switch prev_comm=bash prev_pid=12615 prev_prio=120 prev_state=S next_comm=bash next_pid=12622 next_prio=120".to_string(),
+            ]
+        );
+        assert_eq!(r.quality().count(key::LOST_UNKNOWN), 1);
+        assert_eq!(r.quality().count(key::PLUGIN_STATE), 1);
+    }
 }

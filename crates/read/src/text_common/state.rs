@@ -1,0 +1,299 @@
+//! [`TextState`]: what every text reader keeps besides its line source — metadata, data
+//! quality, the small queue of events ready to hand out, and the bookkeeping shared by the
+//! three dialects (lost-event markers, declared event names, per-line problems).
+//!
+//! Lost-event markers (`CPU:N [LOST M EVENTS]`, `CPU:N [M EVENTS DROPPED]`) carry no
+//! timestamp. They are printed just before the first event after the gap, so the
+//! [`EventKind::Lost`] event takes the timestamp of the next event line (or of the last one
+//! seen, at the end of the input).
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashSet;
+use stallscope_model::{
+    DataQuality, Event, EventKind, InputFormat, Severity, Span, SpanPos, TraceMeta, Ts,
+};
+
+use super::lines::Line;
+use crate::Input;
+
+/// Data-quality keys used by the text readers.
+pub(crate) mod key {
+    /// Lines that are neither comments, markers nor parsable events.
+    pub const UNPARSED: &str = "unparsed_lines";
+    /// Lines that were not valid UTF-8 (read lossily).
+    pub const NON_UTF8: &str = "non_utf8_lines";
+    /// The input ended without a final newline.
+    pub const TRUNCATED: &str = "truncated_last_line";
+    /// Events lost (count = events, where the input says how many).
+    pub const LOST: &str = "lost_events";
+    /// Lost-event markers that do not say how many.
+    pub const LOST_UNKNOWN: &str = "lost_events_unknown_count";
+    /// Timestamps that are raw clock counts.
+    pub const NOT_NS: &str = "timestamps_not_ns";
+    /// Kernel latency format (relative µs, comm cut to 8 bytes).
+    pub const LATENCY_FORMAT: &str = "latency_format";
+    /// Scheduler event whose payload matched no known form (kept generic).
+    pub const BAD_SCHED_PAYLOAD: &str = "unrecognized_sched_payload";
+    /// trace-cmd plugin `sched_switch` form: preemption mark lost.
+    pub const PLUGIN_STATE: &str = "prev_state_preemption_unavailable";
+    /// Kernel / user stack trace lines skipped.
+    pub const STACK_LINES: &str = "stack_trace_lines_skipped";
+    /// `##### CPU N buffer started ####` markers.
+    pub const CPU_BUFFER_STARTED: &str = "cpu_buffer_started_late";
+    /// ftrace `raw` / `hex` option lines (no event names).
+    pub const RAW_OPTION: &str = "ftrace_raw_or_hex_lines";
+    /// perf `PERF_RECORD_*` side-band lines skipped.
+    pub const SIDE_BAND: &str = "perf_side_band_lines_skipped";
+    /// perf callchain lines that could not be read.
+    pub const BAD_CALLCHAIN: &str = "bad_callchain_lines";
+    /// perf events printed without a CPU column.
+    pub const NO_CPU: &str = "cpu_not_recorded";
+}
+
+/// Longest line text kept in an example.
+const EXAMPLE_LEN: usize = 200;
+
+/// Shared reader state (everything except the line source, so both can be borrowed at once).
+pub(crate) struct TextState {
+    /// Path as given.
+    pub path: String,
+    /// Input index for spans.
+    pub index: u16,
+    /// Metadata learned so far.
+    pub meta: TraceMeta,
+    /// Problems met so far.
+    pub dq: DataQuality,
+    /// Events ready to be returned, in order.
+    pub out: VecDeque<Event>,
+    /// Timestamp of the last event line.
+    pub last_ts: Ts,
+    /// Lost-event markers waiting for the next event's timestamp: (cpu, count, line).
+    pending_lost: Vec<(u32, Option<u64>, u64)>,
+    /// Names already added to `meta.declared_events`.
+    declared: FxHashSet<String>,
+    /// Bitmask of natively modeled kinds already declared (avoids hashing per event).
+    declared_native: u16,
+    /// System prefix used when declaring native events (`sched` for perf, none otherwise).
+    native_system: Option<&'static str>,
+    /// Frequent per-event notes are added once with an example, the rest at the end:
+    /// (key, severity, description, total count, count already added).
+    deferred: Vec<(&'static str, Severity, &'static str, u64, u64)>,
+}
+
+impl TextState {
+    /// State for `input` read as `format`.
+    pub fn new(
+        input: &Input,
+        format: InputFormat,
+        index: u16,
+        native_system: Option<&'static str>,
+    ) -> TextState {
+        let meta = TraceMeta {
+            path: input.path.clone(),
+            format: Some(format),
+            compression: input.compression.map(str::to_string),
+            clock_is_ns: true,
+            ..TraceMeta::default()
+        };
+        TextState {
+            path: input.path.clone(),
+            index,
+            meta,
+            dq: DataQuality::default(),
+            out: VecDeque::with_capacity(4),
+            last_ts: 0,
+            pending_lost: Vec::new(),
+            declared: FxHashSet::default(),
+            declared_native: 0,
+            native_system,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// `path:line: text` (text shortened) for examples.
+    pub fn example(&self, line: &Line<'_>) -> String {
+        let text = String::from_utf8_lossy(line.text);
+        let mut cut = text.len().min(EXAMPLE_LEN);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        format!("{}:{}: {}", self.path, line.number, &text[..cut])
+    }
+
+    /// Adds `n` to `key` with this line as example.
+    pub fn note(
+        &mut self,
+        key: &str,
+        severity: Severity,
+        description: &str,
+        n: u64,
+        line: &Line<'_>,
+    ) {
+        let ex = self.example(line);
+        self.dq.add(key, severity, description, n, || ex);
+    }
+
+    /// Counts per-line byte problems. Returns false for a last line without its newline:
+    /// tools always end their output with one, so such a line was cut off (a file copied
+    /// while being written, a truncated download); it is counted and not used, because a cut
+    /// `next_prio=12` would otherwise parse as a wrong value.
+    pub fn check_line(&mut self, line: &Line<'_>) -> bool {
+        if line.lossy {
+            self.note(
+                key::NON_UTF8,
+                Severity::Warning,
+                "lines that were not valid UTF-8; invalid bytes were replaced by U+FFFD",
+                1,
+                line,
+            );
+        }
+        if line.unterminated {
+            self.note(
+                key::TRUNCATED,
+                Severity::Warning,
+                "the input ends in the middle of a line (no final newline): that line was cut off and is not used",
+                1,
+                line,
+            );
+            return false;
+        }
+        true
+    }
+
+    /// A line that could not be parsed.
+    pub fn unparsed(&mut self, line: &Line<'_>) {
+        self.note(
+            key::UNPARSED,
+            Severity::Warning,
+            "lines that are neither comments nor parsable events (skipped)",
+            1,
+            line,
+        );
+    }
+
+    /// A frequent per-event note: the first occurrence is recorded with its example now,
+    /// later ones are added up by [`TextState::finish`].
+    pub fn note_deferred(
+        &mut self,
+        key: &'static str,
+        severity: Severity,
+        description: &'static str,
+        line: &Line<'_>,
+    ) {
+        if let Some(d) = self.deferred.iter_mut().find(|d| d.0 == key) {
+            d.3 += 1;
+            return;
+        }
+        self.note(key, severity, description, 1, line);
+        self.deferred.push((key, severity, description, 1, 1));
+    }
+
+    /// A lost-events marker for `cpu` (count when known).
+    pub fn lost_marker(&mut self, cpu: u32, count: Option<u64>, line: &Line<'_>) {
+        match count {
+            Some(n) => self.note(
+                key::LOST,
+                Severity::Error,
+                "events lost (ring buffer overrun or dropped): results near them are incomplete",
+                n,
+                line,
+            ),
+            None => self.note(
+                key::LOST_UNKNOWN,
+                Severity::Error,
+                "lost-events markers that do not say how many events were lost",
+                1,
+                line,
+            ),
+        }
+        self.pending_lost.push((cpu, count, line.number));
+    }
+
+    /// Span of line `number`.
+    pub fn span(&self, number: u64) -> Span {
+        Span {
+            input: self.index,
+            pos: SpanPos::Line(number),
+        }
+    }
+
+    /// Queues `ev` (after any pending lost-event markers, which take its timestamp).
+    pub fn push(&mut self, ev: Event) {
+        self.flush_lost(ev.ts);
+        self.last_ts = ev.ts;
+        self.declare(&ev.kind);
+        self.out.push_back(ev);
+    }
+
+    fn flush_lost(&mut self, ts: Ts) {
+        for (cpu, count, number) in std::mem::take(&mut self.pending_lost) {
+            let span = self.span(number);
+            self.out.push_back(Event {
+                ts,
+                cpu,
+                pid: -1,
+                span,
+                kind: EventKind::Lost { count },
+                callchain: None,
+            });
+        }
+    }
+
+    fn declare(&mut self, kind: &EventKind) {
+        let bit = match kind {
+            EventKind::Switch(_) => 1,
+            EventKind::Waking(_) => 2,
+            EventKind::Wakeup(_) => 3,
+            EventKind::WakeupNew(_) => 4,
+            EventKind::Migrate(_) => 5,
+            EventKind::Fork { .. } => 6,
+            EventKind::Exit(_) => 7,
+            EventKind::Exec { .. } => 8,
+            EventKind::StatRuntime(_) => 9,
+            EventKind::Lost { .. } | EventKind::TaskComm { .. } => return,
+            EventKind::Generic(g) => {
+                let full = match &g.system {
+                    Some(s) => format!("{s}:{}", g.name),
+                    None => g.name.clone(),
+                };
+                if !self.declared.contains(&full) {
+                    self.declared.insert(full.clone());
+                    self.meta.declared_events.push(full);
+                }
+                return;
+            }
+        };
+        if self.declared_native & (1 << bit) == 0 {
+            self.declared_native |= 1 << bit;
+            let name = match self.native_system {
+                Some(s) => format!("{s}:{}", kind.name()),
+                None => kind.name().to_string(),
+            };
+            self.declared.insert(name.clone());
+            self.meta.declared_events.push(name);
+        }
+    }
+
+    /// Adds a declared event name (from a header) unless already known.
+    pub fn declare_name(&mut self, name: String) {
+        if self.declared.insert(name.clone()) {
+            self.meta.declared_events.push(name);
+        }
+    }
+
+    /// End of input: flushes pending lost markers and deferred counts.
+    pub fn finish(&mut self) {
+        self.flush_lost(self.last_ts);
+        for d in &mut self.deferred {
+            if d.3 > d.4 {
+                let more = d.3 - d.4;
+                let path = &self.path;
+                self.dq.add(d.0, d.1, d.2, more, || {
+                    format!("{path}: {more} more like the first example")
+                });
+                d.4 = d.3;
+            }
+        }
+    }
+}
