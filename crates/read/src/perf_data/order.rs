@@ -1,0 +1,174 @@
+//! Time ordering of perf records, as `perf script` does it (perf `ordered_events`).
+//!
+//! perf writes each pass over its per-CPU ring buffers as a *round* ended by a
+//! `FINISHED_ROUND` record. A record of round N+1 can be older than the newest record of
+//! round N (CPU A's buffer was read before CPU B's), but never older than anything of round
+//! N−1. So at the end of round N every queued record with `time ≤ max time seen up to the
+//! end of round N−1` is emitted in time order (stable: equal times keep file order), and the
+//! rest waits. At the end of the input everything left is emitted. Memory is about two
+//! rounds; a file without rounds is emitted in halves once [`MAX_PENDING`] records queue up.
+
+use super::stream::RecordRef;
+
+/// Records queued before a forced partial flush.
+pub const MAX_PENDING: usize = 500_000;
+
+/// A queued record.
+#[derive(Clone, Copy, Debug)]
+pub struct Pending {
+    /// Sort key: the record's time (or, for a record without one, the time of the last
+    /// emitted record).
+    pub ts: u64,
+    /// False when `ts` was not in the record.
+    pub has_time: bool,
+    /// Index of the record's attr.
+    pub attr: u16,
+    /// Where it is.
+    pub rec: RecordRef,
+}
+
+/// The queue.
+#[derive(Default)]
+pub struct OrderQueue {
+    pending: Vec<Pending>,
+    ready: Vec<Pending>,
+    ready_pos: usize,
+    limit: u64,
+    max_ts: u64,
+    last_emitted: u64,
+}
+
+impl OrderQueue {
+    /// Time of the last emitted record (0 before any).
+    pub fn last_emitted(&self) -> u64 {
+        self.last_emitted
+    }
+
+    /// Queues a record.
+    pub fn push(&mut self, p: Pending) {
+        self.max_ts = self.max_ts.max(p.ts);
+        self.pending.push(p);
+    }
+
+    /// Records waiting (not yet released).
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// End of a round: releases what is safe to emit.
+    pub fn finished_round(&mut self) {
+        self.pending.sort_by_key(|p| p.ts);
+        let limit = self.limit;
+        let n = self.pending.partition_point(|p| p.ts <= limit);
+        self.ready.extend(self.pending.drain(..n));
+        self.limit = self.max_ts;
+    }
+
+    /// Too much queued without a round end: releases the older half.
+    pub fn release_half(&mut self) {
+        self.pending.sort_by_key(|p| p.ts);
+        let n = self.pending.len() / 2;
+        self.ready.extend(self.pending.drain(..n));
+    }
+
+    /// End of input: releases everything.
+    pub fn finish(&mut self) {
+        self.pending.sort_by_key(|p| p.ts);
+        self.ready.append(&mut self.pending);
+    }
+
+    /// True when a released record is waiting.
+    pub fn has_ready(&self) -> bool {
+        self.ready_pos < self.ready.len()
+    }
+
+    /// The next released record, and whether it is older than one already emitted.
+    pub fn pop(&mut self) -> Option<(Pending, bool)> {
+        let Some(&p) = self.ready.get(self.ready_pos) else {
+            self.ready.clear();
+            self.ready_pos = 0;
+            return None;
+        };
+        self.ready_pos += 1;
+        let out_of_order = p.has_time && p.ts < self.last_emitted;
+        self.last_emitted = self.last_emitted.max(p.ts);
+        Some((p, out_of_order))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(ts: u64, tag: u32) -> Pending {
+        Pending {
+            ts,
+            has_time: true,
+            attr: 0,
+            rec: RecordRef {
+                chunk: 0,
+                off: tag,
+                len: 8,
+                file_off: 0,
+            },
+        }
+    }
+
+    fn drain(q: &mut OrderQueue) -> Vec<(u64, u32, bool)> {
+        std::iter::from_fn(|| q.pop())
+            .map(|(x, ooo)| (x.ts, x.rec.off, ooo))
+            .collect()
+    }
+
+    #[test]
+    fn rounds_release_up_to_the_previous_rounds_maximum() {
+        let mut q = OrderQueue::default();
+        // Round 1: CPU0 read first (10, 20), then CPU1 (15, 30).
+        for (ts, tag) in [(10, 0), (20, 1), (15, 2), (30, 3)] {
+            q.push(p(ts, tag));
+        }
+        q.finished_round();
+        assert_eq!(drain(&mut q), vec![]);
+        // Round 2 has a record (25) older than round 1's newest (30), and a tie at 30.
+        for (ts, tag) in [(25, 4), (30, 5), (40, 6)] {
+            q.push(p(ts, tag));
+        }
+        q.finished_round();
+        assert_eq!(
+            drain(&mut q),
+            vec![
+                (10, 0, false),
+                (15, 2, false),
+                (20, 1, false),
+                (25, 4, false),
+                (30, 3, false),
+                (30, 5, false)
+            ]
+        );
+        q.push(p(35, 7));
+        q.finish();
+        assert_eq!(drain(&mut q), vec![(35, 7, false), (40, 6, false)]);
+    }
+
+    #[test]
+    fn late_records_are_flagged_out_of_order() {
+        let mut q = OrderQueue::default();
+        q.push(p(50, 0));
+        q.finish();
+        assert_eq!(drain(&mut q), vec![(50, 0, false)]);
+        q.push(p(40, 1));
+        q.finish();
+        assert_eq!(drain(&mut q), vec![(40, 1, true)]);
+    }
+
+    #[test]
+    fn release_half_bounds_the_queue() {
+        let mut q = OrderQueue::default();
+        for i in (0..10).rev() {
+            q.push(p(i, i as u32));
+        }
+        q.release_half();
+        assert_eq!(drain(&mut q).len(), 5);
+        assert_eq!(q.pending_len(), 5);
+    }
+}

@@ -1,1 +1,0 @@
-//! placeholder: tracefs_format (being written)

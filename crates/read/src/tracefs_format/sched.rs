@@ -1,0 +1,470 @@
+//! [`TracepointDecoder`]: turns one raw tracepoint record (the ftrace record, `common_type`
+//! first) into an [`EventKind`], with every field offset resolved once from the event's
+//! format.
+//!
+//! Natively modeled (system `sched`, matched by name; fields by name, never by offset):
+//!
+//! | event | fields used (optional in brackets) |
+//! |---|---|
+//! | `sched_switch` | prev_comm prev_pid [prev_prio] prev_state next_comm next_pid [next_prio] |
+//! | `sched_waking`, `sched_wakeup`, `sched_wakeup_new` | comm pid [prio] [target_cpu] |
+//! | `sched_migrate_task` | comm pid [prio] orig_cpu dest_cpu |
+//! | `sched_process_fork` | parent_comm parent_pid child_comm child_pid |
+//! | `sched_process_exit` | comm pid [prio] |
+//! | `sched_process_exec` | filename pid old_pid |
+//! | `sched_stat_runtime` | comm pid runtime [vruntime] |
+//!
+//! `comm` fields may be `char[16]` or (6.18) `__data_loc char[]`: [`StrAccessor`] handles
+//! both. A modeled event whose format lacks a required field falls back to
+//! [`EventKind::Generic`] (the reason is kept for a data-quality note). Every other event is
+//! generic: all non-common fields decoded by [`decode_field`].
+
+use stallscope_model::{EventKind, GenericEvent, Migrate, StatRuntime, Switch, TaskRef, Wakeup};
+
+use super::access::{decode_field, IntAccessor, StrAccessor};
+use super::endian::Endian;
+use super::format_file::{EventFormat, Field};
+use super::prev_state::PrevStateTable;
+
+/// Why a record could not be decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeFailure {
+    /// The record is shorter than a field, or a `__data_loc` points outside it.
+    Truncated,
+}
+
+/// `comm`, `pid`, `prio` accessors of one task.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskFields {
+    comm: StrAccessor,
+    pid: IntAccessor,
+    prio: Option<IntAccessor>,
+}
+
+impl TaskFields {
+    fn new(r: &Resolver<'_>, comm: &str, pid: &str, prio: &str) -> Result<TaskFields, String> {
+        Ok(TaskFields {
+            comm: r.string(comm)?,
+            pid: r.int(pid)?,
+            prio: r.opt_int(prio),
+        })
+    }
+
+    #[inline]
+    fn read(&self, rec: &[u8]) -> Option<TaskRef> {
+        Some(TaskRef {
+            comm: self.comm.comm(rec)?,
+            pid: self.pid.get_i32(rec)?,
+            prio: match self.prio {
+                Some(p) => p.get_i32(rec)?,
+                None => -1,
+            },
+        })
+    }
+}
+
+/// Looks fields up by name while building a decoder.
+struct Resolver<'a> {
+    format: &'a EventFormat,
+    endian: Endian,
+}
+
+impl Resolver<'_> {
+    fn field(&self, name: &str) -> Result<&Field, String> {
+        self.format
+            .field(name)
+            .ok_or_else(|| format!("{} has no field `{name}`", self.format.full_name()))
+    }
+    fn int(&self, name: &str) -> Result<IntAccessor, String> {
+        let f = self.field(name)?;
+        IntAccessor::new(f, self.endian).ok_or_else(|| {
+            format!(
+                "field `{name}` of {} is not an integer",
+                self.format.full_name()
+            )
+        })
+    }
+    fn opt_int(&self, name: &str) -> Option<IntAccessor> {
+        self.format
+            .field(name)
+            .and_then(|f| IntAccessor::new(f, self.endian))
+    }
+    fn string(&self, name: &str) -> Result<StrAccessor, String> {
+        let f = self.field(name)?;
+        StrAccessor::new(f, self.endian).ok_or_else(|| {
+            format!(
+                "field `{name}` of {} is not a string",
+                self.format.full_name()
+            )
+        })
+    }
+}
+
+/// A per-event-id decoder. Build once, apply to every record of that id.
+#[derive(Clone, Debug)]
+pub enum TracepointDecoder {
+    /// `sched_switch`.
+    Switch {
+        /// Previous task.
+        prev: TaskFields,
+        /// Raw `prev_state`.
+        prev_state: IntAccessor,
+        /// Letter table.
+        table: Box<PrevStateTable>,
+        /// Next task.
+        next: TaskFields,
+    },
+    /// `sched_waking` / `sched_wakeup` / `sched_wakeup_new` (which one is `which`).
+    Wakeup {
+        /// 0 waking, 1 wakeup, 2 wakeup_new.
+        which: u8,
+        /// The woken task.
+        task: TaskFields,
+        /// Target CPU.
+        target_cpu: Option<IntAccessor>,
+    },
+    /// `sched_migrate_task`.
+    Migrate {
+        /// The task.
+        task: TaskFields,
+        /// From.
+        orig_cpu: IntAccessor,
+        /// To.
+        dest_cpu: IntAccessor,
+    },
+    /// `sched_process_fork`.
+    Fork {
+        /// Parent comm.
+        parent_comm: StrAccessor,
+        /// Parent pid.
+        parent_pid: IntAccessor,
+        /// Child comm.
+        child_comm: StrAccessor,
+        /// Child pid.
+        child_pid: IntAccessor,
+    },
+    /// `sched_process_exit`.
+    Exit {
+        /// The task.
+        task: TaskFields,
+    },
+    /// `sched_process_exec`.
+    Exec {
+        /// Path.
+        filename: StrAccessor,
+        /// Pid after.
+        pid: IntAccessor,
+        /// Pid before.
+        old_pid: IntAccessor,
+    },
+    /// `sched_stat_runtime`.
+    StatRuntime {
+        /// comm + pid.
+        task: TaskFields,
+        /// Runtime.
+        runtime: IntAccessor,
+        /// vruntime (old kernels).
+        vruntime: Option<IntAccessor>,
+    },
+    /// Everything else.
+    Generic {
+        /// System.
+        system: String,
+        /// Name.
+        name: String,
+        /// Non-common fields.
+        fields: Vec<Field>,
+        /// Byte order.
+        endian: Endian,
+    },
+}
+
+impl TracepointDecoder {
+    /// Builds the decoder for `format`. The second value is why a modeled event fell back to
+    /// generic decoding, if it did.
+    pub fn new(
+        format: &EventFormat,
+        endian: Endian,
+        table: &PrevStateTable,
+    ) -> (TracepointDecoder, Option<String>) {
+        let is_sched = format.system == "sched" || format.system.is_empty();
+        let built = if is_sched {
+            Self::native(format, endian, table)
+        } else {
+            Ok(None)
+        };
+        match built {
+            Ok(Some(d)) => (d, None),
+            Ok(None) => (Self::generic(format, endian), None),
+            Err(why) => (Self::generic(format, endian), Some(why)),
+        }
+    }
+
+    fn generic(format: &EventFormat, endian: Endian) -> TracepointDecoder {
+        TracepointDecoder::Generic {
+            system: format.system.clone(),
+            name: format.name.clone(),
+            fields: format.fields.clone(),
+            endian,
+        }
+    }
+
+    fn native(
+        format: &EventFormat,
+        endian: Endian,
+        table: &PrevStateTable,
+    ) -> Result<Option<TracepointDecoder>, String> {
+        let r = Resolver { format, endian };
+        let task = |c: &str, p: &str, pr: &str| TaskFields::new(&r, c, p, pr);
+        let wakeup = |which: u8| -> Result<TracepointDecoder, String> {
+            Ok(TracepointDecoder::Wakeup {
+                which,
+                task: task("comm", "pid", "prio")?,
+                target_cpu: r.opt_int("target_cpu"),
+            })
+        };
+        Ok(Some(match format.name.as_str() {
+            "sched_switch" => TracepointDecoder::Switch {
+                prev: task("prev_comm", "prev_pid", "prev_prio")?,
+                prev_state: r.int("prev_state")?,
+                table: Box::new(
+                    PrevStateTable::from_print_fmt(&format.print_fmt)
+                        .unwrap_or_else(|| table.clone()),
+                ),
+                next: task("next_comm", "next_pid", "next_prio")?,
+            },
+            "sched_waking" => wakeup(0)?,
+            "sched_wakeup" => wakeup(1)?,
+            "sched_wakeup_new" => wakeup(2)?,
+            "sched_migrate_task" => TracepointDecoder::Migrate {
+                task: task("comm", "pid", "prio")?,
+                orig_cpu: r.int("orig_cpu")?,
+                dest_cpu: r.int("dest_cpu")?,
+            },
+            "sched_process_fork" => TracepointDecoder::Fork {
+                parent_comm: r.string("parent_comm")?,
+                parent_pid: r.int("parent_pid")?,
+                child_comm: r.string("child_comm")?,
+                child_pid: r.int("child_pid")?,
+            },
+            "sched_process_exit" => TracepointDecoder::Exit {
+                task: task("comm", "pid", "prio")?,
+            },
+            "sched_process_exec" => TracepointDecoder::Exec {
+                filename: r.string("filename")?,
+                pid: r.int("pid")?,
+                old_pid: r.int("old_pid")?,
+            },
+            "sched_stat_runtime" => TracepointDecoder::StatRuntime {
+                task: task("comm", "pid", "no prio: stat_runtime has none")?,
+                runtime: r.int("runtime")?,
+                vruntime: r.opt_int("vruntime"),
+            },
+            _ => return Ok(None),
+        }))
+    }
+
+    /// True when the `prev_state` table came from the format's own print fmt (sched_switch
+    /// only; `None` for other events).
+    pub fn prev_state_source(&self) -> Option<&str> {
+        match self {
+            TracepointDecoder::Switch { table, .. } => Some(table.source()),
+            _ => None,
+        }
+    }
+
+    /// Decodes one record (starting at `common_type`).
+    #[inline]
+    pub fn decode(&self, rec: &[u8]) -> Result<EventKind, DecodeFailure> {
+        self.try_decode(rec).ok_or(DecodeFailure::Truncated)
+    }
+
+    #[inline]
+    fn try_decode(&self, rec: &[u8]) -> Option<EventKind> {
+        Some(match self {
+            TracepointDecoder::Switch {
+                prev,
+                prev_state,
+                table,
+                next,
+            } => EventKind::Switch(Switch {
+                prev: prev.read(rec)?,
+                prev_state: table.decode(prev_state.get_u64(rec)?),
+                next: next.read(rec)?,
+            }),
+            TracepointDecoder::Wakeup {
+                which,
+                task,
+                target_cpu,
+            } => {
+                let w = Wakeup {
+                    task: task.read(rec)?,
+                    target_cpu: match target_cpu {
+                        Some(t) => u32::try_from(t.get_i64(rec)?).ok(),
+                        None => None,
+                    },
+                };
+                match which {
+                    0 => EventKind::Waking(w),
+                    1 => EventKind::Wakeup(w),
+                    _ => EventKind::WakeupNew(w),
+                }
+            }
+            TracepointDecoder::Migrate {
+                task,
+                orig_cpu,
+                dest_cpu,
+            } => EventKind::Migrate(Migrate {
+                task: task.read(rec)?,
+                orig_cpu: orig_cpu.get_i64(rec)? as u32,
+                dest_cpu: dest_cpu.get_i64(rec)? as u32,
+            }),
+            TracepointDecoder::Fork {
+                parent_comm,
+                parent_pid,
+                child_comm,
+                child_pid,
+            } => EventKind::Fork {
+                parent_comm: parent_comm.comm(rec)?,
+                parent_pid: parent_pid.get_i32(rec)?,
+                child_comm: child_comm.comm(rec)?,
+                child_pid: child_pid.get_i32(rec)?,
+            },
+            TracepointDecoder::Exit { task } => EventKind::Exit(task.read(rec)?),
+            TracepointDecoder::Exec {
+                filename,
+                pid,
+                old_pid,
+            } => EventKind::Exec {
+                filename: filename.string(rec)?,
+                pid: pid.get_i32(rec)?,
+                old_pid: old_pid.get_i32(rec)?,
+            },
+            TracepointDecoder::StatRuntime {
+                task,
+                runtime,
+                vruntime,
+            } => EventKind::StatRuntime(StatRuntime {
+                task: task.read(rec)?,
+                runtime: runtime.get_u64(rec)?,
+                vruntime: match vruntime {
+                    Some(v) => Some(v.get_u64(rec)?),
+                    None => None,
+                },
+            }),
+            TracepointDecoder::Generic {
+                system,
+                name,
+                fields,
+                endian,
+            } => {
+                let mut out = Vec::with_capacity(fields.len());
+                for f in fields {
+                    out.push((f.name.clone(), decode_field(f, rec, *endian)?));
+                }
+                EventKind::Generic(Box::new(GenericEvent {
+                    system: Some(system.clone()).filter(|s| !s.is_empty()),
+                    name: name.clone(),
+                    fields: out,
+                }))
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{Comm, FieldValue, PrevState};
+
+    fn format(file: &str) -> EventFormat {
+        let p = format!(
+            "{}/../../../shared/reference/samples/formats/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        EventFormat::parse("sched", &std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn modern() -> PrevStateTable {
+        PrevStateTable::for_kernel_release(None)
+    }
+
+    #[test]
+    fn switch_record_with_preempted_state() {
+        let f = format("sched_sched_switch.format");
+        let (d, why) = TracepointDecoder::new(&f, Endian::Little, &modern());
+        assert!(why.is_none());
+        assert_eq!(
+            d.prev_state_source(),
+            Some("the trace's sched_switch print fmt")
+        );
+        let mut rec = vec![0u8; 68];
+        rec[8..12].copy_from_slice(b"perf");
+        rec[24..28].copy_from_slice(&13978i32.to_le_bytes());
+        rec[28..32].copy_from_slice(&120i32.to_le_bytes());
+        rec[32..40].copy_from_slice(&0x100i64.to_le_bytes());
+        rec[40..51].copy_from_slice(b"migration/0");
+        rec[56..60].copy_from_slice(&18i32.to_le_bytes());
+        let EventKind::Switch(s) = d.decode(&rec).unwrap() else {
+            panic!("not a switch")
+        };
+        assert_eq!(
+            s.prev,
+            TaskRef {
+                comm: Comm::new("perf"),
+                pid: 13978,
+                prio: 120
+            }
+        );
+        assert_eq!(s.prev_state, PrevState::RUNNING_PREEMPTED);
+        assert_eq!(
+            (s.next.comm.as_str(), s.next.pid, s.next.prio),
+            ("migration/0", 18, 0)
+        );
+        assert_eq!(d.decode(&rec[..50]), Err(DecodeFailure::Truncated));
+    }
+
+    #[test]
+    fn migrate_task_with_6_18_data_loc_comm() {
+        let f = format("sched_sched_migrate_task.format");
+        let (d, _) = TracepointDecoder::new(&f, Endian::Little, &modern());
+        let mut rec = vec![0u8; 36];
+        rec[8..12].copy_from_slice(&0x0005_001cu32.to_le_bytes());
+        rec[12..16].copy_from_slice(&14000i32.to_le_bytes());
+        rec[16..20].copy_from_slice(&120i32.to_le_bytes());
+        rec[20..24].copy_from_slice(&0i32.to_le_bytes());
+        rec[24..28].copy_from_slice(&1i32.to_le_bytes());
+        rec[28..33].copy_from_slice(b"perf\0");
+        let EventKind::Migrate(m) = d.decode(&rec).unwrap() else {
+            panic!("not a migrate")
+        };
+        assert_eq!(
+            (
+                m.task.comm.as_str(),
+                m.task.pid,
+                m.task.prio,
+                m.orig_cpu,
+                m.dest_cpu
+            ),
+            ("perf", 14000, 120, 0, 1)
+        );
+    }
+
+    #[test]
+    fn missing_required_field_falls_back_to_generic() {
+        let mut f = format("sched_sched_waking.format");
+        f.fields.retain(|x| x.name != "pid");
+        let (d, why) = TracepointDecoder::new(&f, Endian::Little, &modern());
+        assert!(why.unwrap().contains("`pid`"));
+        let mut rec = vec![0u8; 36];
+        rec[8..10].copy_from_slice(b"ab");
+        let EventKind::Generic(g) = d.decode(&rec).unwrap() else {
+            panic!("not generic")
+        };
+        assert_eq!(
+            g.fields[0],
+            ("comm".to_string(), FieldValue::Str("ab".into()))
+        );
+        assert_eq!(g.system.as_deref(), Some("sched"));
+    }
+}
