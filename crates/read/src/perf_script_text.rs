@@ -193,7 +193,7 @@ fn build_event(st: &mut TextState, line: &Line<'_>, ctx: &Context<'_>) -> Option
         return None;
     };
     let (system, name) = split_system(full_name);
-    let (kind, form) = event_kind(system, name, strip_sample_ip(payload));
+    let (kind, form) = event_kind(system, name, strip_sample_ip(payload), &st.prev_states);
     note_payload_form(st, form, line);
     let cpu = match ctx.cpu {
         Some(c) => c,
@@ -269,7 +269,7 @@ fn header_comment(st: &mut TextState, line: &Line<'_>) {
     let (k, v) = (t[..colon].trim_ascii(), t[colon + 3..].trim_ascii());
     let text = || String::from_utf8_lossy(v).into_owned();
     match k {
-        b"os release" => st.meta.kernel_release = Some(text()),
+        b"os release" => st.set_kernel_release(text()),
         b"hostname" => st.meta.hostname = Some(text()),
         b"perf version" => st.meta.tool_version = Some(format!("perf {}", text())),
         b"cmdline" => st.meta.cmdline = Some(text()),

@@ -326,3 +326,42 @@ fn binary_garbage_is_not_text_and_does_not_panic_the_reader() {
     assert!(r.events.is_empty());
     assert!(count(&r, "unparsed_lines") > 0);
 }
+
+/// `entries-in-buffer` in the header is the kernel's own count of the events in the file
+/// (for complete files: the samples other than trace_default.txt were cut to a few lines).
+fn entries_in_buffer(body: &str) -> usize {
+    let line = body
+        .lines()
+        .find(|l| l.contains("entries-in-buffer/entries-written:"))
+        .expect("header");
+    let v = line.split(':').nth(1).expect("value").trim();
+    v.split('/').next().expect("kept").parse().expect("number")
+}
+
+#[test]
+fn complete_files_hold_exactly_the_kernels_entry_count() {
+    let mut paths = vec![sample("trace_default.txt")];
+    let fx = text_support::fixtures().join("sched");
+    for name in ["starve.ftrace.txt", "equal.ftrace.txt"] {
+        if fx.join(name).exists() {
+            paths.push(fx.join(name));
+        }
+    }
+    for path in paths {
+        let body = std::fs::read_to_string(&path).expect("file");
+        let r = read_as(&path, FTRACE);
+        assert!(r.dq.is_empty(), "{}: {:?}", path.display(), r.dq);
+        assert_eq!(
+            r.events.len(),
+            entries_in_buffer(&body),
+            "{}",
+            path.display()
+        );
+        assert_eq!(
+            r.events.len(),
+            count_event_lines(&body),
+            "{}",
+            path.display()
+        );
+    }
+}

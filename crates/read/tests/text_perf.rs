@@ -265,3 +265,27 @@ fn fixture_renderings_of_one_capture_agree() {
         assert!(r.dq.is_empty(), "{name}: {:?}", r.dq);
     }
 }
+
+#[test]
+fn a_file_cut_inside_a_callchain_block_or_a_header_line() {
+    let body = std::fs::read_to_string(sample("script_tp_callchain.txt")).expect("sample");
+    let full = read("script_tp_callchain.txt");
+    // Cut in the middle of the 5th frame of the third event (line 45) …
+    let cut_at = body.lines().take(44).map(|l| l.len() + 1).sum::<usize>() + 10;
+    let r = read_bytes("cut.txt", &body.as_bytes()[..cut_at], PERF);
+    assert_eq!(r.events.len(), 3);
+    assert_eq!(
+        r.events[2].callchain.as_deref(),
+        Some(&full.events[2].callchain.as_deref().unwrap_or_default()[..4])
+    );
+    assert_eq!(r.dq.count("truncated_last_line"), 1);
+    assert_eq!(
+        r.dq.count("unparsed_lines") + r.dq.count("bad_callchain_lines"),
+        0
+    );
+    // … and in the middle of the header line of the fourth (line 61): it is not used.
+    let cut_at = body.lines().take(60).map(|l| l.len() + 1).sum::<usize>() + 50;
+    let r = read_bytes("cut.txt", &body.as_bytes()[..cut_at], PERF);
+    assert_eq!(r.dumps(), full.dumps()[..3].to_vec());
+    assert_eq!(r.dq.count("truncated_last_line"), 1);
+}

@@ -12,6 +12,10 @@
 //! | `report_tsdiff.txt` | plugins, µs, `(+delta)` column | as default |
 //!
 //! so the same events must come out of each, modulo exactly those losses.
+//!
+//! The ftrace samples (`samples/ftrace`, times 307–331 s) and these (392 s) are separate
+//! captures, as are `fixtures/sched/*.ftrace.txt` and the perf fixtures, so there is no
+//! ftrace ↔ trace-cmd pair to compare event by event.
 
 mod text_support;
 
@@ -183,4 +187,19 @@ fn edge_cases_file() {
     assert_eq!(r.meta.nr_cpus, Some(4));
     assert_eq!(r.dq.count("lost_events"), 17);
     assert_eq!(r.dq.count("lost_events_unknown_count"), 1);
+}
+
+#[test]
+fn a_cut_last_line_is_counted_and_not_used() {
+    let body = std::fs::read(samples().join("tracecmd/report_default.txt")).expect("sample");
+    let r = text_support::read_bytes("cut.txt", &body[..body.len() - 40], TC);
+    let full = read("report_default.txt");
+    assert_eq!(r.dumps(), full.dumps()[..full.events.len() - 1].to_vec());
+    assert_eq!(
+        (
+            r.dq.count("truncated_last_line"),
+            r.dq.count("unparsed_lines")
+        ),
+        (1, 0)
+    );
 }

@@ -90,7 +90,7 @@ pub(crate) fn push_kernel_event(
         return true;
     }
     let (kind, form) = match split_name(rest) {
-        Some((name, payload)) => event_kind(None, name, payload),
+        Some((name, payload)) => event_kind(None, name, payload, &st.prev_states),
         None if rest.windows(3).any(|w| w == b" <-")
             || (!rest.is_empty() && !rest.contains(&b' ')) =>
         {
@@ -187,7 +187,7 @@ pub(crate) fn ftrace_header_comment(st: &mut TextState, line: &Line<'_>) {
     }
     if memchr::memmem::find(t, b"latency trace v").is_some() {
         if let Some(rel) = token_after(t, b" on ") {
-            st.meta.kernel_release = Some(String::from_utf8_lossy(rel).into_owned());
+            st.set_kernel_release(String::from_utf8_lossy(rel).into_owned());
         }
     }
 }

@@ -34,6 +34,7 @@ use stallscope_model::{
 
 use super::context::{parse_i64, parse_pid};
 use super::prev_state::{decode_plugin_letters, decode_printed};
+use crate::tracefs_format::PrevStateTable;
 use stallscope_model::time::parse_u64;
 
 /// How a payload was understood.
@@ -53,13 +54,15 @@ pub(crate) enum PayloadForm {
 
 /// Decodes one event. `system` is the perf `sys:` prefix when the text has one; native
 /// decoding only applies to the `sched` system (or when the text gives no system).
+/// `states` decodes numeric and trace-cmd plugin `prev_state`s.
 pub(crate) fn event_kind(
     system: Option<&[u8]>,
     name: &[u8],
     payload: &[u8],
+    states: &PrevStateTable,
 ) -> (EventKind, PayloadForm) {
     if system.is_none_or(|s| s == b"sched") {
-        match sched_event(name, payload) {
+        match sched_event(name, payload, states) {
             Sched::Decoded(kind, form) => return (kind, form),
             Sched::Mismatch => return (generic(system, name, payload), PayloadForm::SchedMismatch),
             Sched::NotModeled => {}
@@ -78,17 +81,17 @@ enum Sched {
     NotModeled,
 }
 
-fn sched_event(name: &[u8], p: &[u8]) -> Sched {
+fn sched_event(name: &[u8], p: &[u8], states: &PrevStateTable) -> Sched {
     let decoded =
         |k: Option<EventKind>, form| k.map_or(Sched::Mismatch, |k| Sched::Decoded(k, form));
     let native = |k: Option<EventKind>| decoded(k, PayloadForm::Native);
     match name {
         b"sched_switch" => {
             if p.starts_with(b"prev_comm=") {
-                native(kernel_switch(p).map(EventKind::Switch))
+                native(kernel_switch(p, states).map(EventKind::Switch))
             } else {
                 decoded(
-                    plugin_switch(p).map(EventKind::Switch),
+                    plugin_switch(p, states).map(EventKind::Switch),
                     PayloadForm::PluginSwitch,
                 )
             }
@@ -143,7 +146,7 @@ fn cpu(v: &[u8]) -> Option<u32> {
     u32::try_from(parse_u64(v)?).ok()
 }
 
-fn kernel_switch(p: &[u8]) -> Option<Switch> {
+fn kernel_switch(p: &[u8], states: &PrevStateTable) -> Option<Switch> {
     let p = p.strip_prefix(b"prev_comm=")?;
     let at = find_key(p, b" prev_pid=")?;
     let (prev_comm, rest) = (&p[..at], &p[at + 1..]);
@@ -166,7 +169,7 @@ fn kernel_switch(p: &[u8]) -> Option<Switch> {
         match k {
             b"prev_pid" => prev.pid = parse_pid(v)?,
             b"prev_prio" => prev.prio = prio(v)?,
-            b"prev_state" => state = Some(decode_printed(v)?),
+            b"prev_state" => state = Some(decode_printed(v, states)?),
             _ => {}
         }
         Some(())
@@ -207,7 +210,7 @@ fn plugin_task(s: &[u8]) -> Option<TaskRef> {
     })
 }
 
-fn plugin_switch(p: &[u8]) -> Option<Switch> {
+fn plugin_switch(p: &[u8], states: &PrevStateTable) -> Option<Switch> {
     const ARROW: &[u8] = b" ==> ";
     for at in memchr_iter(b' ', p).filter(|&i| p[i..].starts_with(ARROW)) {
         let (left, right) = (&p[..at], &p[at + ARROW.len()..]);
@@ -216,7 +219,7 @@ fn plugin_switch(p: &[u8]) -> Option<Switch> {
         };
         let (Some(prev), Some(state), Some(next)) = (
             plugin_task(&left[..sp]),
-            decode_plugin_letters(&left[sp + 1..]),
+            decode_plugin_letters(&left[sp + 1..], states),
             plugin_task(right),
         ) else {
             continue;
@@ -415,7 +418,8 @@ mod tests {
     use stallscope_model::{Event, Span};
 
     fn dump(name: &str, payload: &str) -> (String, PayloadForm) {
-        let (kind, form) = event_kind(None, name.as_bytes(), payload.as_bytes());
+        let states = PrevStateTable::for_kernel_release(None);
+        let (kind, form) = event_kind(None, name.as_bytes(), payload.as_bytes(), &states);
         let e = Event {
             ts: 0,
             cpu: 0,
@@ -593,9 +597,11 @@ mod tests {
 
     #[test]
     fn perf_system_only_sched_is_native() {
-        let (k, f) = event_kind(Some(b"sched"), b"sched_switch", b"prev_comm=a prev_pid=1 prev_prio=1 prev_state=S ==> next_comm=b next_pid=2 next_prio=1");
+        let states = PrevStateTable::for_kernel_release(None);
+        let switch = b"prev_comm=a prev_pid=1 prev_prio=1 prev_state=S ==> next_comm=b next_pid=2 next_prio=1";
+        let (k, f) = event_kind(Some(b"sched"), b"sched_switch", switch, &states);
         assert_eq!((k.name(), f), ("sched_switch", PayloadForm::Native));
-        let (k, f) = event_kind(Some(b"foo"), b"sched_switch", b"x=1");
+        let (k, f) = event_kind(Some(b"foo"), b"sched_switch", b"x=1", &states);
         assert_eq!((k.name(), f), ("sched_switch", PayloadForm::Generic));
     }
 }

@@ -15,6 +15,7 @@ use stallscope_model::{
 };
 
 use super::lines::Line;
+use crate::tracefs_format::PrevStateTable;
 use crate::Input;
 
 /// Data-quality keys used by the text readers.
@@ -68,6 +69,8 @@ pub(crate) struct TextState {
     pub out: VecDeque<Event>,
     /// Timestamp of the last event line.
     pub last_ts: Ts,
+    /// Decodes numeric and trace-cmd plugin `prev_state`s (kernel-release fallback table).
+    pub prev_states: PrevStateTable,
     /// Lost-event markers waiting for the next event's timestamp: (cpu, count, line).
     pending_lost: Vec<(u32, Option<u64>, u64)>,
     /// Names already added to `meta.declared_events`.
@@ -76,9 +79,20 @@ pub(crate) struct TextState {
     declared_native: u16,
     /// System prefix used when declaring native events (`sched` for perf, none otherwise).
     native_system: Option<&'static str>,
-    /// Frequent per-event notes are added once with an example, the rest at the end:
-    /// (key, severity, description, total count, count already added).
-    deferred: Vec<(&'static str, Severity, &'static str, u64, u64)>,
+    /// Frequent per-event notes: added once with an example, the rest at the end.
+    deferred: Vec<DeferredNote>,
+}
+
+/// A per-event data-quality note whose count is kept here and flushed at the end (adding to
+/// [`DataQuality`] per event would allocate its key each time).
+struct DeferredNote {
+    key: &'static str,
+    severity: Severity,
+    description: &'static str,
+    /// Occurrences seen.
+    seen: u64,
+    /// Occurrences already added to the registry.
+    added: u64,
 }
 
 impl TextState {
@@ -103,6 +117,7 @@ impl TextState {
             dq: DataQuality::default(),
             out: VecDeque::with_capacity(4),
             last_ts: 0,
+            prev_states: PrevStateTable::for_kernel_release(None),
             pending_lost: Vec::new(),
             declared: FxHashSet::default(),
             declared_native: 0,
@@ -181,12 +196,18 @@ impl TextState {
         description: &'static str,
         line: &Line<'_>,
     ) {
-        if let Some(d) = self.deferred.iter_mut().find(|d| d.0 == key) {
-            d.3 += 1;
+        if let Some(d) = self.deferred.iter_mut().find(|d| d.key == key) {
+            d.seen += 1;
             return;
         }
         self.note(key, severity, description, 1, line);
-        self.deferred.push((key, severity, description, 1, 1));
+        self.deferred.push(DeferredNote {
+            key,
+            severity,
+            description,
+            seen: 1,
+            added: 1,
+        });
     }
 
     /// A lost-events marker for `cpu` (count when known).
@@ -275,6 +296,12 @@ impl TextState {
         }
     }
 
+    /// A header named the kernel release: record it and pick its `prev_state` table.
+    pub fn set_kernel_release(&mut self, release: String) {
+        self.prev_states = PrevStateTable::for_kernel_release(Some(&release));
+        self.meta.kernel_release = Some(release);
+    }
+
     /// Adds a declared event name (from a header) unless already known.
     pub fn declare_name(&mut self, name: String) {
         if self.declared.insert(name.clone()) {
@@ -286,13 +313,13 @@ impl TextState {
     pub fn finish(&mut self) {
         self.flush_lost(self.last_ts);
         for d in &mut self.deferred {
-            if d.3 > d.4 {
-                let more = d.3 - d.4;
+            if d.seen > d.added {
+                let more = d.seen - d.added;
                 let path = &self.path;
-                self.dq.add(d.0, d.1, d.2, more, || {
+                self.dq.add(d.key, d.severity, d.description, more, || {
                     format!("{path}: {more} more like the first example")
                 });
-                d.4 = d.3;
+                d.added = d.seen;
             }
         }
     }
