@@ -24,6 +24,7 @@
 //! ([`PrevStateTable::for_kernel_release`]).
 
 mod access;
+mod comm_cache;
 mod const_expr;
 mod endian;
 mod format_file;
@@ -34,6 +35,7 @@ mod tracing_data;
 
 pub(crate) use access::c_string;
 pub use access::{decode_field, IntAccessor, StrAccessor};
+pub use comm_cache::CommCache;
 pub use const_expr::eval_const_expr;
 pub use endian::Endian;
 pub use format_file::{EventFormat, Field, FieldKind, LocKind};

@@ -22,6 +22,7 @@
 use stallscope_model::{EventKind, GenericEvent, Migrate, StatRuntime, Switch, TaskRef, Wakeup};
 
 use super::access::{decode_field, IntAccessor, StrAccessor};
+use super::comm_cache::CommCache;
 use super::endian::Endian;
 use super::format_file::{EventFormat, Field};
 use super::prev_state::PrevStateTable;
@@ -51,9 +52,9 @@ impl TaskFields {
     }
 
     #[inline]
-    fn read(&self, rec: &[u8]) -> Option<TaskRef> {
+    fn read(&self, rec: &[u8], names: &mut CommCache) -> Option<TaskRef> {
         Some(TaskRef {
-            comm: self.comm.comm(rec)?,
+            comm: names.get(self.comm.bytes(rec)?),
             pid: self.pid.get_i32(rec)?,
             prio: match self.prio {
                 Some(p) => p.get_i32(rec)?,
@@ -274,13 +275,19 @@ impl TracepointDecoder {
     }
 
     /// Decodes one record (starting at `common_type`).
-    #[inline]
     pub fn decode(&self, rec: &[u8]) -> Result<EventKind, DecodeFailure> {
-        self.try_decode(rec).ok_or(DecodeFailure::Truncated)
+        self.decode_cached(rec, &mut CommCache::default())
+    }
+
+    /// Like [`TracepointDecoder::decode`], with task names looked up in `names` (keep one
+    /// cache per reader).
+    #[inline]
+    pub fn decode_cached(&self, rec: &[u8], names: &mut CommCache) -> Result<EventKind, DecodeFailure> {
+        self.try_decode(rec, names).ok_or(DecodeFailure::Truncated)
     }
 
     #[inline]
-    fn try_decode(&self, rec: &[u8]) -> Option<EventKind> {
+    fn try_decode(&self, rec: &[u8], names: &mut CommCache) -> Option<EventKind> {
         Some(match self {
             TracepointDecoder::Switch {
                 prev,
@@ -288,9 +295,9 @@ impl TracepointDecoder {
                 table,
                 next,
             } => EventKind::Switch(Switch {
-                prev: prev.read(rec)?,
+                prev: prev.read(rec, names)?,
                 prev_state: table.decode(prev_state.get_u64(rec)?),
-                next: next.read(rec)?,
+                next: next.read(rec, names)?,
             }),
             TracepointDecoder::Wakeup {
                 which,
@@ -298,7 +305,7 @@ impl TracepointDecoder {
                 target_cpu,
             } => {
                 let w = Wakeup {
-                    task: task.read(rec)?,
+                    task: task.read(rec, names)?,
                     target_cpu: match target_cpu {
                         Some(t) => u32::try_from(t.get_i64(rec)?).ok(),
                         None => None,
@@ -315,7 +322,7 @@ impl TracepointDecoder {
                 orig_cpu,
                 dest_cpu,
             } => EventKind::Migrate(Migrate {
-                task: task.read(rec)?,
+                task: task.read(rec, names)?,
                 orig_cpu: orig_cpu.get_i64(rec)? as u32,
                 dest_cpu: dest_cpu.get_i64(rec)? as u32,
             }),
@@ -325,12 +332,12 @@ impl TracepointDecoder {
                 child_comm,
                 child_pid,
             } => EventKind::Fork {
-                parent_comm: parent_comm.comm(rec)?,
+                parent_comm: names.get(parent_comm.bytes(rec)?),
                 parent_pid: parent_pid.get_i32(rec)?,
-                child_comm: child_comm.comm(rec)?,
+                child_comm: names.get(child_comm.bytes(rec)?),
                 child_pid: child_pid.get_i32(rec)?,
             },
-            TracepointDecoder::Exit { task } => EventKind::Exit(task.read(rec)?),
+            TracepointDecoder::Exit { task } => EventKind::Exit(task.read(rec, names)?),
             TracepointDecoder::Exec {
                 filename,
                 pid,
@@ -345,7 +352,7 @@ impl TracepointDecoder {
                 runtime,
                 vruntime,
             } => EventKind::StatRuntime(StatRuntime {
-                task: task.read(rec)?,
+                task: task.read(rec, names)?,
                 runtime: runtime.get_u64(rec)?,
                 vruntime: match vruntime {
                     Some(v) => Some(v.get_u64(rec)?),

@@ -1,0 +1,230 @@
+//! Opening a perf input: magic and byte order, pipe mode (metadata records come first) or
+//! file mode (header, attrs with their ids, feature sections after the data, then the data
+//! section streamed). Every section is bounds-checked against the file length and a size cap
+//! before anything is read, so a corrupt header cannot cause a huge allocation.
+
+use std::io::{Read, Seek, SeekFrom};
+
+use stallscope_model::{InputFormat, TraceMeta};
+
+use super::attr::Attr;
+use super::header::{feat, FileHeader, Section};
+use super::pipeline::Pipeline;
+use super::spool::{self, ReadSeek};
+use super::stream::RawStream;
+use crate::tracefs_format::Endian;
+use crate::{Input, ReadError};
+
+/// Biggest attrs or feature section read into memory.
+const MAX_SECTION: u64 = 256 << 20;
+
+impl Pipeline {
+    /// Opens `input` (file or pipe mode, decided by the header size) as input number `index`.
+    pub(super) fn open(input: Input, index: u16) -> Result<Pipeline, ReadError> {
+        let path = input.path.clone();
+        let head = &input.head;
+        let endian = if head.starts_with(b"PERFILE2") {
+            Endian::Little
+        } else if head.starts_with(b"2ELIFREP") {
+            Endian::Big
+        } else {
+            let found = if head.is_empty() {
+                "an empty file".to_string()
+            } else {
+                crate::error::show_bytes(head, 16)
+            };
+            return Err(ReadError::at_byte(
+                &path,
+                0,
+                "the perf.data magic PERFILE2",
+                found,
+            ));
+        };
+        let header_size = endian
+            .u64(head, 8)
+            .ok_or_else(|| ReadError::at_byte(&path, 8, "the 8-byte header size", "end of file"))?;
+        let meta = TraceMeta {
+            path: path.clone(),
+            compression: input.compression.map(str::to_string),
+            clock: Some("perf".to_string()),
+            clock_is_ns: true,
+            ..TraceMeta::default()
+        };
+        if header_size == 16 {
+            let mut r = input.into_reader();
+            let mut magic = [0u8; 16];
+            r.read_exact(&mut magic)
+                .map_err(|e| ReadError::io(&path, &e))?;
+            let raw = RawStream::new(r, 16, None, endian);
+            let mut rd = Pipeline::new(path, index, meta, endian, raw, None, InputFormat::PerfPipe);
+            rd.read_pipe_prelude()?;
+            return Ok(rd);
+        }
+        if header_size < FileHeader::LEN as u64 {
+            return Err(ReadError::at_byte(
+                &path,
+                8,
+                format!("a header size of at least {} bytes", FileHeader::LEN),
+                format!("{header_size}"),
+            ));
+        }
+        let (mut src, len): (Box<dyn ReadSeek>, u64) = match input.into_file() {
+            Ok(f) => {
+                let len = f.metadata().map_err(|e| ReadError::io(&path, &e))?.len();
+                (Box::new(f), len)
+            }
+            Err(input) => {
+                spool::spool(input.into_reader()).map_err(|e| ReadError::io(&path, &e))?
+            }
+        };
+        let hbytes = read_section(
+            &path,
+            &mut src,
+            len,
+            Section {
+                offset: 0,
+                size: FileHeader::LEN as u64,
+            },
+            "the file header",
+        )?;
+        let fh = FileHeader::parse(&hbytes, endian).ok_or_else(|| {
+            ReadError::at_byte(&path, 0, "a complete file header", "a short header")
+        })?;
+        if fh.data.end() > len {
+            return Err(ReadError::at_byte(
+                &path,
+                len,
+                format!(
+                    "the data section ({} bytes at offset {:#x}) to end at offset {:#x}",
+                    fh.data.size,
+                    fh.data.offset,
+                    fh.data.end()
+                ),
+                "end of file (truncated file?)",
+            ));
+        }
+        let attrs = read_attrs(&path, &mut src, len, &fh, endian)?;
+        let raw_placeholder =
+            RawStream::new(Box::new(std::io::empty()), fh.data.offset, Some(0), endian);
+        let mut rd = Pipeline::new(
+            path,
+            index,
+            meta,
+            endian,
+            raw_placeholder,
+            Some(fh.data.end()),
+            InputFormat::PerfData,
+        );
+        rd.attrs = attrs;
+        rd.read_features(&mut src, len, &fh)?;
+        src.seek(SeekFrom::Start(fh.data.offset))
+            .map_err(|e| ReadError::io(&rd.path, &e))?;
+        rd.raw = RawStream::new(Box::new(src), fh.data.offset, Some(fh.data.size), endian);
+        rd.rebuild();
+        Ok(rd)
+    }
+
+    fn read_features(
+        &mut self,
+        src: &mut Box<dyn ReadSeek>,
+        len: u64,
+        fh: &FileHeader,
+    ) -> Result<(), ReadError> {
+        let bits = fh.feature_bits();
+        let table = Section {
+            offset: fh.data.end(),
+            size: 16 * bits.len() as u64,
+        };
+        let tbytes = read_section(&self.path, src, len, table, "the feature section table")?;
+        for (i, bit) in bits.iter().enumerate() {
+            let Some(sec) = Section::at(&tbytes, 16 * i, self.endian) else {
+                continue;
+            };
+            if !matches!(
+                *bit,
+                feat::TRACING_DATA
+                    | feat::HOSTNAME
+                    | feat::OSRELEASE
+                    | feat::VERSION
+                    | feat::NRCPUS
+                    | feat::CMDLINE
+                    | feat::EVENT_DESC
+                    | feat::CLOCKID
+            ) {
+                continue; // a feature stallscope does not use
+            }
+            let bytes = read_section(&self.path, src, len, sec, &format!("feature section {bit}"))?;
+            self.apply_feature(*bit, &bytes, sec.offset)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a file section after checking it lies inside the file and is of sane size.
+fn read_section(
+    path: &str,
+    src: &mut Box<dyn ReadSeek>,
+    len: u64,
+    sec: Section,
+    what: &str,
+) -> Result<Vec<u8>, ReadError> {
+    if sec.size > MAX_SECTION {
+        return Err(ReadError::at_byte(
+            path,
+            sec.offset,
+            format!("{what} of at most {MAX_SECTION} bytes"),
+            format!("a size of {} bytes", sec.size),
+        ));
+    }
+    if sec.offset > len || sec.size > len - sec.offset {
+        return Err(ReadError::at_byte(
+            path,
+            sec.offset,
+            format!("{what} ({} bytes)", sec.size),
+            format!("end of file at offset {len:#x}"),
+        ));
+    }
+    let mut buf = vec![0u8; sec.size as usize];
+    src.seek(SeekFrom::Start(sec.offset))
+        .and_then(|_| src.read_exact(&mut buf))
+        .map_err(|e| {
+            ReadError::at_byte(
+                path,
+                sec.offset,
+                what.to_string(),
+                format!("I/O error: {e}"),
+            )
+        })?;
+    Ok(buf)
+}
+
+/// The attrs section with each attr's ids.
+fn read_attrs(
+    path: &str,
+    src: &mut Box<dyn ReadSeek>,
+    len: u64,
+    fh: &FileHeader,
+    e: Endian,
+) -> Result<Vec<Attr>, ReadError> {
+    if fh.attr_size < 16 + 64 || fh.attr_size > 4096 {
+        return Err(ReadError::at_byte(
+            path,
+            16,
+            "an attr entry size between 80 and 4096 bytes",
+            format!("{}", fh.attr_size),
+        ));
+    }
+    let bytes = read_section(path, src, len, fh.attrs, "the attrs section")?;
+    let stride = fh.attr_size as usize;
+    let mut attrs = Vec::new();
+    for (i, entry) in bytes.chunks_exact(stride).enumerate() {
+        let mut a = Attr::parse(&entry[..stride - 16], e);
+        if let Some(ids) = Section::at(entry, stride - 16, e) {
+            let what = format!("the ids of attr {i}");
+            let b = read_section(path, src, len, ids, &what)?;
+            a.ids = b.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect();
+        }
+        attrs.push(a);
+    }
+    Ok(attrs)
+}

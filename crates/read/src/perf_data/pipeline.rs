@@ -1,0 +1,803 @@
+//! [`Pipeline`]: turns the records of one perf input into [`Event`]s.
+//!
+//! Per record ([`Pipeline::handle`]): kernel records that can become events (SAMPLE, COMM,
+//! FORK, EXIT, LOST, LOST_SAMPLES) are queued with their time for ordering
+//! ([`super::order`]); FINISHED_ROUND releases queued records; COMPRESSED records are
+//! decompressed and their records handled in turn; pipe-mode metadata records (HEADER_ATTR,
+//! HEADER_TRACING_DATA and the payload after it, EVENT_UPDATE, HEADER_FEATURE) update the
+//! attrs, names and formats; known bookkeeping records are dropped; unknown ones are counted.
+//! Released records are decoded ([`Pipeline::next_event`]) with per-attr decoders built once
+//! ([`Pipeline::rebuild`]): one [`TracepointDecoder`] per tracepoint attr.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use stallscope_model::{
+    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, InputFormat, Severity, Span,
+    SpanPos, Tid, TraceMeta,
+};
+
+use super::attr::{parse_sample, parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
+use super::header::{self, feat};
+use super::order::{OrderQueue, Pending, MAX_PENDING};
+use super::stream::{ChunkPool, DecompStream, RawStream, RecordRef, StreamError};
+use crate::tracefs_format::{CommCache, Endian, PrevStateTable, TracepointDecoder, TracingData};
+use crate::ReadError;
+
+/// Record types.
+pub(super) mod rt {
+    pub const LOST: u32 = 2;
+    pub const COMM: u32 = 3;
+    pub const EXIT: u32 = 4;
+    pub const FORK: u32 = 7;
+    pub const SAMPLE: u32 = 9;
+    pub const LOST_SAMPLES: u32 = 13;
+    pub const HEADER_ATTR: u32 = 64;
+    pub const HEADER_TRACING_DATA: u32 = 66;
+    pub const FINISHED_ROUND: u32 = 68;
+    pub const EVENT_UPDATE: u32 = 78;
+    pub const HEADER_FEATURE: u32 = 80;
+    pub const COMPRESSED: u32 = 81;
+    pub const COMPRESSED2: u32 = 83;
+
+    /// Types this reader knows and deliberately ignores (mmaps, switches, ksymbols, perf
+    /// bookkeeping such as ID_INDEX, THREAD_MAP, CPU_MAP, TIME_CONV, FINISHED_INIT).
+    pub fn is_ignored(t: u32) -> bool {
+        matches!(t, 1 | 5 | 6 | 8 | 10 | 11 | 12 | 14..=21 | 65 | 67 | 69..=77 | 79 | 82)
+    }
+
+    /// perf-tool metadata records that precede the data in pipe mode.
+    pub fn is_prelude(t: u32) -> bool {
+        matches!(t, 64..=67 | 69..=80) && t != FINISHED_ROUND
+    }
+}
+
+/// How samples of one attr are turned into events.
+#[derive(Debug)]
+enum AttrDecoder {
+    Tracepoint(TracepointDecoder),
+    MissingFormat {
+        system: Option<String>,
+        name: String,
+    },
+    Other {
+        name: String,
+    },
+}
+
+/// The decoded parts of a record; `ts` and `span` come from its queue entry.
+struct Decoded {
+    cpu: u32,
+    pid: Tid,
+    kind: EventKind,
+    callchain: Option<Box<[u64]>>,
+}
+
+/// The record-to-event pipeline of one perf input: metadata, record streams, ordering
+/// queue and decoders. [`super::PerfDataReader`] drives it inline or on a worker thread.
+pub struct Pipeline {
+    pub(super) path: String,
+    pub(super) index: u16,
+    pub(super) meta: TraceMeta,
+    pub(super) dq: DataQuality,
+    pub(super) noted: FxHashSet<String>,
+    pub(super) endian: Endian,
+    pub(super) attrs: Vec<Attr>,
+    pub(super) layouts: Vec<Layout>,
+    pub(super) id_pos: IdPos,
+    pub(super) id_to_attr: FxHashMap<u64, u16>,
+    decoders: Vec<AttrDecoder>,
+    pub(super) stale: bool,
+    pub(super) tracing: Option<TracingData>,
+    pub(super) pool: ChunkPool,
+    pub(super) raw: RawStream,
+    pub(super) decomp: Option<DecompStream>,
+    pub(super) scratch: Vec<u8>,
+    pub(super) queue: OrderQueue,
+    pub(super) comms: FxHashMap<Tid, Comm>,
+    pub(super) names: CommCache,
+    pub(super) input_done: bool,
+    pub(super) failed: bool,
+    pub(super) total_len: Option<u64>,
+}
+impl Pipeline {
+    pub(super) fn new(
+        path: String,
+        index: u16,
+        mut meta: TraceMeta,
+        endian: Endian,
+        raw: RawStream,
+        total_len: Option<u64>,
+        format: InputFormat,
+    ) -> Pipeline {
+        meta.format = Some(format);
+        Pipeline {
+            path,
+            index,
+            meta,
+            dq: DataQuality::default(),
+            noted: FxHashSet::default(),
+            endian,
+            attrs: Vec::new(),
+            layouts: Vec::new(),
+            id_pos: IdPos::default(),
+            id_to_attr: FxHashMap::default(),
+            decoders: Vec::new(),
+            stale: true,
+            tracing: None,
+            pool: ChunkPool::default(),
+            raw,
+            decomp: None,
+            scratch: Vec::new(),
+            queue: OrderQueue::default(),
+            comms: FxHashMap::default(),
+            names: CommCache::default(),
+            input_done: false,
+            failed: false,
+            total_len,
+        }
+    }
+
+    /// The name of task `tid` from COMM / FORK side-band records seen so far.
+    pub fn comm_of(&self, tid: Tid) -> Option<Comm> {
+        self.comms.get(&tid).copied()
+    }
+
+    /// The tracing data (formats) of the file, once seen.
+    pub fn tracing_data(&self) -> Option<&TracingData> {
+        self.tracing.as_ref()
+    }
+
+    /// Chunks allocated by the streaming buffer so far (for tests of bounded memory).
+    pub fn buffer_chunks(&self) -> usize {
+        self.pool.allocated()
+    }
+
+    fn note(&mut self, key: &str, severity: Severity, description: &str, n: u64, example: String) {
+        self.dq.add(key, severity, description, n, || example);
+    }
+
+    fn note_once(&mut self, key: &str, severity: Severity, description: &str, example: String) {
+        if self.noted.insert(format!("{key}\u{0}{example}")) {
+            self.note(key, severity, description, 1, example);
+        }
+    }
+
+    fn stream_error(&mut self, e: StreamError) -> ReadError {
+        self.failed = true;
+        match e {
+            StreamError::Io(err) => ReadError::new(
+                &self.path,
+                Some(SpanPos::Byte(self.raw.offset())),
+                "readable perf data",
+                format!("I/O error: {err}"),
+            ),
+            StreamError::Truncated {
+                off,
+                rtype,
+                need,
+                have,
+            } => {
+                let expected = match rtype {
+                    Some(t) => format!("a {need}-byte record (type {t})"),
+                    None if need == 8 => "an 8-byte record header".to_string(),
+                    None => format!("{need} bytes of tracing data"),
+                };
+                let found = if have == 0 {
+                    "end of file".to_string()
+                } else {
+                    format!("end of file after {have} bytes")
+                };
+                ReadError::at_byte(&self.path, off, expected, found)
+            }
+            StreamError::BadSize { off, rtype, size } => ReadError::at_byte(
+                &self.path,
+                off,
+                "a record header with a size of at least 8 bytes",
+                format!("size {size} (record type {rtype})"),
+            ),
+            StreamError::Decompress { off, message } => ReadError::at_byte(
+                &self.path,
+                off,
+                "a valid zstd-compressed record",
+                format!("zstd error: {message}"),
+            ),
+        }
+    }
+
+    /// Applies one feature payload (file section or pipe-mode HEADER_FEATURE body).
+    pub(super) fn apply_feature(
+        &mut self,
+        bit: u32,
+        b: &[u8],
+        offset: u64,
+    ) -> Result<(), ReadError> {
+        let e = self.endian;
+        let mut off = 0;
+        let ok = match bit {
+            feat::TRACING_DATA => {
+                let td = TracingData::parse(b, offset).map_err(|(at, expected, found)| {
+                    self.failed = true;
+                    ReadError::at_byte(&self.path, at, expected, found)
+                })?;
+                self.tracing = Some(td);
+                self.stale = true;
+                true
+            }
+            feat::HOSTNAME => header::header_string(b, &mut off, e)
+                .map(|s| self.meta.hostname = Some(s))
+                .is_some(),
+            feat::OSRELEASE => {
+                self.stale = true;
+                header::header_string(b, &mut off, e)
+                    .map(|s| self.meta.kernel_release = Some(s))
+                    .is_some()
+            }
+            feat::VERSION => header::header_string(b, &mut off, e)
+                .map(|s| self.meta.tool_version = Some(format!("perf {s}")))
+                .is_some(),
+            feat::NRCPUS => e
+                .u32(b, 4)
+                .map(|online| self.meta.nr_cpus = Some(online))
+                .is_some(),
+            feat::CMDLINE => header::cmdline(b, e)
+                .map(|s| self.meta.cmdline = Some(s))
+                .is_some(),
+            feat::EVENT_DESC => match header::event_desc(b, e) {
+                Some(descs) => {
+                    for (i, (name, ids)) in descs.into_iter().enumerate() {
+                        let target = self
+                            .attrs
+                            .iter()
+                            .position(|a| ids.iter().any(|id| a.ids.contains(id)))
+                            .or(Some(i));
+                        if let Some(a) = target.and_then(|t| self.attrs.get_mut(t)) {
+                            a.name = Some(name);
+                        }
+                    }
+                    self.stale = true;
+                    true
+                }
+                None => false,
+            },
+            feat::CLOCKID => e
+                .u64(b, 0)
+                .map(|id| self.meta.clock = Some(clock_name(id as i64)))
+                .is_some(),
+            _ => true,
+        };
+        if !ok {
+            self.note(
+                "perf_bad_feature",
+                Severity::Warning,
+                "header feature sections that could not be parsed (their information is missing)",
+                1,
+                format!("feature {bit} at offset {offset:#x}"),
+            );
+        }
+        Ok(())
+    }
+
+    /// Pipe mode: handles the metadata records that precede the data.
+    pub(super) fn read_pipe_prelude(&mut self) -> Result<(), ReadError> {
+        loop {
+            match self.raw.peek(&mut self.pool) {
+                Ok(Some((t, _))) if rt::is_prelude(t) => {}
+                Ok(_) => break,
+                Err(e) => return Err(self.stream_error(e)),
+            }
+            match self.raw.next(&mut self.pool) {
+                Ok(Some(r)) => self.handle(r, false)?,
+                Ok(None) => break,
+                Err(e) => return Err(self.stream_error(e)),
+            }
+        }
+        self.rebuild();
+        Ok(())
+    }
+
+    /// Recomputes layouts, id map and decoders after metadata changed.
+    pub(super) fn rebuild(&mut self) {
+        self.stale = false;
+        self.layouts = self.attrs.iter().map(Layout::of).collect();
+        self.id_pos = self.attrs.first().map(IdPos::of).unwrap_or_default();
+        if self.attrs.iter().any(|a| IdPos::of(a) != self.id_pos) {
+            self.note_once(
+                "perf_ambiguous_sample_id",
+                Severity::Warning,
+                "event attributes disagree on where the sample id is; records were matched with the first attribute's layout",
+                format!("{} attrs", self.attrs.len()),
+            );
+        }
+        self.id_to_attr.clear();
+        for (i, a) in self.attrs.iter().enumerate() {
+            for &id in &a.ids {
+                self.id_to_attr.insert(id, i as u16);
+            }
+        }
+        let fallback = PrevStateTable::for_kernel_release(self.meta.kernel_release.as_deref());
+        let mut decoders = Vec::with_capacity(self.attrs.len());
+        let mut notes = Vec::new();
+        if let Some(td) = &self.tracing {
+            for (system, why) in &td.bad_formats {
+                notes.push(("tracefs_bad_format", Severity::Warning, "event format files in the tracing data that could not be parsed (their events are kept without fields)", format!("{system}: {why}")));
+            }
+        }
+        for a in &mut self.attrs {
+            if a.kind != TYPE_TRACEPOINT {
+                decoders.push(AttrDecoder::Other {
+                    name: a.name.clone().unwrap_or_else(|| a.default_name()),
+                });
+                continue;
+            }
+            match self
+                .tracing
+                .as_ref()
+                .and_then(|td| td.event_by_id(a.config).map(|f| (td, f)))
+            {
+                Some((td, f)) => {
+                    let (d, why) = TracepointDecoder::new(f, td.endian, &fallback);
+                    if let Some(why) = why {
+                        notes.push(("tracefs_format_fallback", Severity::Info, "scheduler events whose format lacks an expected field; decoded as generic events", why));
+                    }
+                    if let Some(src) = d.prev_state_source().filter(|s| !s.contains("print fmt")) {
+                        notes.push(("prev_state_table_fallback", Severity::Info, "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table", src.to_string()));
+                    }
+                    a.name = Some(f.full_name());
+                    decoders.push(AttrDecoder::Tracepoint(d));
+                }
+                None => {
+                    let name = a
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| format!("tracepoint-{}", a.config));
+                    let (system, short) = match name.split_once(':') {
+                        Some((s, n)) => (Some(s.to_string()), n.to_string()),
+                        None => (None, name.clone()),
+                    };
+                    notes.push(("perf_tracepoint_without_format", Severity::Warning, "tracepoint events whose format is not in the file's tracing data; kept as events without fields", name));
+                    decoders.push(AttrDecoder::MissingFormat {
+                        system,
+                        name: short,
+                    });
+                }
+            }
+        }
+        for (k, s, d, ex) in notes {
+            self.note_once(k, s, d, ex);
+        }
+        self.decoders = decoders;
+        self.meta.declared_events = self
+            .attrs
+            .iter()
+            .filter(|a| !a.is_dummy())
+            .map(|a| a.name.clone().unwrap_or_else(|| a.default_name()))
+            .collect();
+        if let Some(id) = self.attrs.iter().find_map(|a| a.clockid) {
+            self.meta.clock = Some(clock_name(i64::from(id)));
+        }
+    }
+
+    /// Reads records until some are ready to emit or the input ends.
+    fn pump(&mut self) -> Result<(), ReadError> {
+        while !self.queue.has_ready() {
+            match self.raw.next(&mut self.pool) {
+                Ok(Some(r)) => self.handle(r, false)?,
+                Ok(None) => {
+                    if self.decomp.as_ref().is_some_and(|d| d.leftover() > 0) {
+                        self.failed = true;
+                        return Err(ReadError::at_byte(
+                            &self.path,
+                            self.raw.offset(),
+                            "compressed data that ends on a record boundary",
+                            "end of file inside a decompressed record",
+                        ));
+                    }
+                    self.queue.finish();
+                    self.input_done = true;
+                    return Ok(());
+                }
+                Err(e) => return Err(self.stream_error(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Dispatches one record (a reference on its chunk is held and released here or when
+    /// the queued record is emitted).
+    fn handle(&mut self, r: RecordRef, nested: bool) -> Result<(), ReadError> {
+        let e = self.endian;
+        let rtype = e.u32(self.pool.bytes(&r), 0).unwrap_or(0);
+        match rtype {
+            rt::SAMPLE | rt::COMM | rt::FORK | rt::EXIT | rt::LOST | rt::LOST_SAMPLES => {
+                self.enqueue(r, rtype);
+                return Ok(());
+            }
+            rt::FINISHED_ROUND => self.queue.finished_round(),
+            rt::COMPRESSED | rt::COMPRESSED2 if !nested => {
+                let b = self.pool.bytes(&r);
+                let payload = if rtype == rt::COMPRESSED {
+                    b.get(8..)
+                } else {
+                    e.u64(b, 8)
+                        .and_then(|n| b.get(16..16usize.checked_add(usize::try_from(n).ok()?)?))
+                };
+                let Some(payload) = payload else {
+                    self.pool.unref(&r);
+                    self.failed = true;
+                    return Err(ReadError::at_byte(
+                        &self.path,
+                        r.file_off,
+                        "a COMPRESSED2 record whose data size fits in it",
+                        "a larger data size",
+                    ));
+                };
+                self.scratch.clear();
+                self.scratch.extend_from_slice(payload);
+                self.pool.unref(&r);
+                return self.decompress(r.file_off);
+            }
+            rt::HEADER_ATTR => {
+                let b = self.pool.bytes(&r);
+                let size = match e.u32(b, 12) {
+                    Some(0) => 64,
+                    Some(s) => s as usize,
+                    None => usize::MAX,
+                };
+                match b.get(8..).filter(|body| body.len() >= size) {
+                    Some(body) => {
+                        let mut a = Attr::parse(&body[..size], e);
+                        a.ids = body[size..].chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect();
+                        self.attrs.push(a);
+                        self.stale = true;
+                    }
+                    None => self.note("perf_bad_feature", Severity::Warning, "header feature sections that could not be parsed (their information is missing)", 1, format!("HEADER_ATTR record at offset {:#x}", r.file_off)),
+                }
+            }
+            rt::HEADER_TRACING_DATA => {
+                let size = e.u32(self.pool.bytes(&r), 8).unwrap_or(0);
+                self.pool.unref(&r);
+                if nested {
+                    self.failed = true;
+                    return Err(ReadError::at_byte(
+                        &self.path,
+                        r.file_off,
+                        "ordinary records inside compressed data",
+                        "a tracing-data record",
+                    ));
+                }
+                let at = self.raw.offset();
+                let payload = self
+                    .raw
+                    .read_payload(&mut self.pool, u64::from(size))
+                    .map_err(|err| self.stream_error(err))?;
+                self.apply_feature(feat::TRACING_DATA, &payload, at)?;
+                return Ok(());
+            }
+            rt::EVENT_UPDATE => {
+                let b = self.pool.bytes(&r);
+                // u64 type (2 = NAME), u64 id, char name[].
+                if e.u64(b, 8) == Some(2) {
+                    if let (Some(id), Some(name)) = (e.u64(b, 16), b.get(24..)) {
+                        let name = crate::tracefs_format::c_string(name);
+                        if let Some(a) = self.attrs.iter_mut().find(|a| a.ids.contains(&id)) {
+                            a.name = Some(name);
+                            self.stale = true;
+                        }
+                    }
+                }
+            }
+            rt::HEADER_FEATURE => {
+                let b = self.pool.bytes(&r);
+                let bit = e.u64(b, 8).unwrap_or(u64::MAX);
+                let body = b.get(16..).unwrap_or(&[]).to_vec();
+                self.pool.unref(&r);
+                if let Ok(bit) = u32::try_from(bit) {
+                    self.apply_feature(bit, &body, r.file_off + 16)?;
+                }
+                return Ok(());
+            }
+            t if rt::is_ignored(t) => {}
+            t => {
+                let off = r.file_off;
+                let what = if nested { "inside compressed data" } else { "" };
+                self.note(
+                    "perf_unknown_record_types",
+                    Severity::Warning,
+                    "records of types this reader does not know, skipped by their size",
+                    1,
+                    format!("type {t} at offset {off:#x} {what}")
+                        .trim_end()
+                        .to_string(),
+                );
+            }
+        }
+        self.pool.unref(&r);
+        Ok(())
+    }
+
+    /// Decompresses `self.scratch` (the payload of the compressed record at `off`) and
+    /// handles the records it completes.
+    fn decompress(&mut self, off: u64) -> Result<(), ReadError> {
+        if self.decomp.is_none() {
+            self.decomp = Some(DecompStream::new().map_err(|e| ReadError::io(&self.path, &e))?);
+        }
+        let mut batch = Vec::new();
+        let scratch = std::mem::take(&mut self.scratch);
+        let res = match self.decomp.as_mut() {
+            Some(d) => d.feed(&mut self.pool, &scratch, off, self.endian, &mut batch),
+            None => Ok(()),
+        };
+        self.scratch = scratch;
+        if let Err(err) = res {
+            for r in &batch {
+                self.pool.unref(r);
+            }
+            return Err(self.stream_error(err));
+        }
+        let mut it = batch.into_iter();
+        while let Some(r) = it.next() {
+            if let Err(err) = self.handle(r, true) {
+                for rest in it {
+                    self.pool.unref(&rest);
+                }
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    /// Which attr a record belongs to.
+    fn attr_of(&self, rec: &[u8], is_sample: bool) -> Option<u16> {
+        match self.attrs.len() {
+            0 => None,
+            1 => Some(0),
+            _ => {
+                let pos = if is_sample {
+                    self.id_pos.in_sample
+                } else {
+                    self.id_pos.from_end.and_then(|d| rec.len().checked_sub(d))
+                };
+                match pos {
+                    // perf-synthesized records (COMM/FORK/MMAP of existing tasks) have id 0.
+                    Some(p) => match self.endian.u64(rec, p)? {
+                        0 => Some(0),
+                        id => self.id_to_attr.get(&id).copied(),
+                    },
+                    // No id in the records: perf then uses the first attr.
+                    None => Some(0),
+                }
+            }
+        }
+    }
+
+    fn enqueue(&mut self, r: RecordRef, rtype: u32) {
+        if self.stale {
+            self.rebuild();
+        }
+        let is_sample = rtype == rt::SAMPLE;
+        let rec = self.pool.bytes(&r);
+        let Some(attr) = self.attr_of(rec, is_sample) else {
+            self.pool.unref(&r);
+            self.note(
+                "perf_unknown_sample_id",
+                Severity::Warning,
+                "records whose sample id matches no event attribute, skipped",
+                1,
+                format!("type {rtype} at offset {:#x}", r.file_off),
+            );
+            return;
+        };
+        let l = &self.layouts[attr as usize];
+        let time = if is_sample {
+            l.sample_time_off.and_then(|o| self.endian.u64(rec, o))
+        } else {
+            parse_trailer(rec, l, self.endian).1
+        };
+        let (ts, has_time) = match time {
+            Some(t) => (t, true),
+            None => (self.queue.last_emitted(), false),
+        };
+        self.queue.push(Pending {
+            ts,
+            has_time,
+            attr,
+            rec: r,
+        });
+        if self.queue.pending_len() >= MAX_PENDING {
+            self.queue.release_half();
+            self.note("perf_forced_flush", Severity::Info, "records released before their round ended because too many were queued (no FINISHED_ROUND records); order may differ from perf", 1, format!("at offset {:#x}", r.file_off));
+        }
+    }
+
+    /// Decodes one released record (`None` for side-band-only or skipped ones).
+    #[inline]
+    fn emit(&mut self, p: &Pending, out_of_order: bool) -> Option<Decoded> {
+        if self.stale {
+            self.rebuild();
+        }
+        if out_of_order {
+            self.dq.add(
+                "perf_out_of_order_events",
+                Severity::Warning,
+                "records older than one already emitted (outside perf's round ordering)",
+                1,
+                || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+            );
+        }
+        let rtype = self.endian.u32(self.pool.bytes(&p.rec), 0).unwrap_or(0);
+        let out = if rtype == rt::SAMPLE {
+            self.emit_sample(&p)
+        } else {
+            self.emit_side_band(&p, rtype)
+        };
+        self.pool.unref(&p.rec);
+        out
+    }
+
+    #[inline]
+    fn emit_sample(&mut self, p: &Pending) -> Option<Decoded> {
+        let e = self.endian;
+        let rec = self.pool.bytes(&p.rec);
+        let Some(s) = parse_sample(rec, &self.layouts[p.attr as usize], e) else {
+            self.note(
+                "perf_bad_sample",
+                Severity::Warning,
+                "SAMPLE records too short for their sample_type, skipped",
+                1,
+                format!("offset {:#x}", p.rec.file_off),
+            );
+            return None;
+        };
+        let kind = match &self.decoders[p.attr as usize] {
+            AttrDecoder::Tracepoint(d) => {
+                match s.raw.map(|raw| d.decode_cached(raw, &mut self.names)) {
+                    Some(Ok(kind)) => kind,
+                    _ => {
+                        self.note(
+                        "perf_bad_tracepoint_record",
+                        Severity::Warning,
+                        "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
+                        1,
+                        format!("offset {:#x}", p.rec.file_off),
+                    );
+                        return None;
+                    }
+                }
+            }
+            AttrDecoder::MissingFormat { system, name } => {
+                EventKind::Generic(Box::new(GenericEvent {
+                    system: system.clone(),
+                    name: name.clone(),
+                    fields: Vec::new(),
+                }))
+            }
+            AttrDecoder::Other { name } => {
+                let mut fields = Vec::new();
+                if let Some(ip) = s.ip {
+                    fields.push(("ip".to_string(), FieldValue::UInt(ip)));
+                }
+                if let Some(period) = s.period {
+                    fields.push(("period".to_string(), FieldValue::UInt(period)));
+                }
+                EventKind::Generic(Box::new(GenericEvent {
+                    system: None,
+                    name: name.clone(),
+                    fields,
+                }))
+            }
+        };
+        Some(Decoded {
+            cpu: s.cpu.unwrap_or(0),
+            pid: s.tid.unwrap_or(-1),
+            kind,
+            callchain: s
+                .callchain
+                .map(|cc| cc.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect()),
+        })
+    }
+
+    fn emit_side_band(&mut self, p: &Pending, rtype: u32) -> Option<Decoded> {
+        let e = self.endian;
+        let rec = self.pool.bytes(&p.rec);
+        let l = &self.layouts[p.attr as usize];
+        let (tid, _, cpu) = parse_trailer(rec, l, e);
+        let body_end = rec.len().saturating_sub(l.trailer_len).max(8);
+        let u32_at = |o: usize| e.u32(rec, o).map(|v| v as i32);
+        let kind = match rtype {
+            rt::COMM => {
+                let (Some(tgid), Some(tid), Some(name)) =
+                    (u32_at(8), u32_at(12), rec.get(16..body_end))
+                else {
+                    return None;
+                };
+                let comm = Comm::from_bytes(name);
+                self.comms.insert(tid, comm);
+                EventKind::TaskComm { tgid, tid, comm }
+            }
+            rt::FORK | rt::EXIT => {
+                // u32 pid, ppid, tid, ptid; u64 time.
+                if let (Some(tid), Some(ptid)) = (u32_at(16), u32_at(20)) {
+                    if rtype == rt::FORK {
+                        if let Some(c) = self.comms.get(&ptid).copied() {
+                            self.comms.insert(tid, c);
+                        }
+                    } else {
+                        self.comms.remove(&tid);
+                    }
+                }
+                return None;
+            }
+            rt::LOST | rt::LOST_SAMPLES => {
+                let count = e.u64(rec, if rtype == rt::LOST { 16 } else { 8 });
+                self.dq.add(
+                    "lost_events",
+                    Severity::Error,
+                    "events the kernel dropped (perf LOST / LOST_SAMPLES records): results around them are incomplete",
+                    count.unwrap_or(1),
+                    || {
+                        let n = count.map_or("?".to_string(), |c| c.to_string());
+                        format!("offset {:#x}: {n} lost at {} ns", p.rec.file_off, p.ts)
+                    },
+                );
+                EventKind::Lost { count }
+            }
+            _ => return None,
+        };
+        let pid = match kind {
+            EventKind::TaskComm { tid, .. } => tid,
+            _ => tid.unwrap_or(-1),
+        };
+        Some(Decoded {
+            cpu: cpu.unwrap_or(0),
+            pid,
+            kind,
+            callchain: None,
+        })
+    }
+
+    /// The next event, `Ok(None)` at the end (and after an error).
+    pub(super) fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        if self.failed {
+            return Ok(None);
+        }
+        loop {
+            if let Some((p, ooo)) = self.queue.pop() {
+                if let Some(d) = self.emit(&p, ooo) {
+                    // Built here, in the return slot: an Event is too big to copy cheaply.
+                    return Ok(Some(Event {
+                        ts: p.ts,
+                        cpu: d.cpu,
+                        pid: d.pid,
+                        span: Span {
+                            input: self.index,
+                            pos: SpanPos::Byte(p.rec.file_off),
+                        },
+                        kind: d.kind,
+                        callchain: d.callchain,
+                    }));
+                }
+                continue;
+            }
+            if self.input_done {
+                return Ok(None);
+            }
+            self.pump()?;
+        }
+    }
+
+    /// `(bytes consumed, total)` when the total is known.
+    pub(super) fn progress(&self) -> Option<(u64, u64)> {
+        self.total_len.map(|t| (self.raw.offset().min(t), t))
+    }
+}
+
+/// perf's name for a `clockid_t`.
+fn clock_name(id: i64) -> String {
+    match id {
+        0 => "realtime".into(),
+        1 => "mono".into(),
+        4 => "mono_raw".into(),
+        7 => "boot".into(),
+        11 => "tai".into(),
+        other => format!("clockid-{other}"),
+    }
+}
