@@ -100,8 +100,12 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut n = 0u64;
     while let Some(ev) = inputs.next_event()? {
         n += 1;
-        first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
-        last = Some(last.map_or(ev.ts, |l| l.max(ev.ts)));
+        // Side-band name records (perf synthesizes them at time 0 for tasks that existed
+        // before recording) say nothing about the traced time range.
+        if !matches!(ev.kind, EventKind::TaskComm { .. }) {
+            first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
+            last = Some(last.map_or(ev.ts, |l| l.max(ev.ts)));
+        }
         cpus.insert(ev.cpu);
         let mut name_task = |pid: Tid, comm: Comm| {
             let t = tasks.entry(pid).or_insert((comm, 0, 0));
