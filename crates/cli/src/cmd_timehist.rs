@@ -16,11 +16,12 @@
 //! `{"rows":[{"ts_ns","cpu","comm","tid","pid","wait_ns","sch_delay_ns","run_ns","prev_state"}…],
 //! "summary":{…}|null,"data_quality":{…}}`.
 
+use std::fmt::Write as _;
 use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
-use stallscope::model::{fmt_secs_usecs, DataQuality, Dur, Tid};
+use stallscope::model::{DataQuality, Dur, Tid};
 use stallscope::timeline::{
     Timehist, TimehistOptions, TimehistRow, TimehistSummary, WakeupSelector,
 };
@@ -60,23 +61,49 @@ pub struct TimehistArgs {
     perf_compat: String,
 }
 
-/// perf's `print_sched_time`: `msec.usec` truncated, msec right-aligned in `width`.
+/// perf's `print_sched_time`: `msec.usec` truncated, msec right-aligned in `width`, then a
+/// space.
+fn sched_time_into(buf: &mut String, ns: Dur, width: usize) {
+    let _ = write!(
+        buf,
+        "{:>width$}.{:03} ",
+        ns / 1_000_000,
+        ns % 1_000_000 / 1000
+    );
+}
+
 fn sched_time(ns: Dur, width: usize) -> String {
-    format!("{:>width$}.{:03} ", ns / 1_000_000, ns % 1_000_000 / 1000)
+    let mut s = String::new();
+    sched_time_into(&mut s, ns, width);
+    s
 }
 
 /// perf's `comm[tid]`, `comm[tid/pid]` or, for idle, the bare name.
+fn task_name_into(buf: &mut String, comm: &str, tid: Tid, pid: Option<Tid>) {
+    let _ = match pid {
+        Some(0) => write!(buf, "{comm}"),
+        Some(p) if p != tid => write!(buf, "{comm}[{tid}/{p}]"),
+        _ => write!(buf, "{comm}[{tid}]"),
+    };
+}
+
 fn task_name(comm: &str, tid: Tid, pid: Option<Tid>) -> String {
-    match pid {
-        Some(0) => comm.to_string(),
-        Some(p) if p != tid => format!("{comm}[{tid}/{p}]"),
-        _ => format!("{comm}[{tid}]"),
+    let mut s = String::new();
+    task_name_into(&mut s, comm, tid, pid);
+    s
+}
+
+/// Pads with spaces to `width` bytes (printf's `%*s` counts bytes, not characters).
+fn pad_to(buf: &mut String, written: usize, width: usize) {
+    for _ in written..width {
+        buf.push(' ');
     }
 }
 
-/// Text rendering with perf's growing name column.
+/// Text rendering with perf's growing name column; each row is built in one reused buffer.
 struct TextRows {
     width: usize,
+    line: String,
 }
 
 impl TextRows {
@@ -105,21 +132,26 @@ impl TextRows {
         )
     }
 
+    /// `%15s [%04d]  %-*s ` then the three times and ` %5s ` for the state.
     fn row(&mut self, out: &mut dyn Write, r: &TimehistRow) -> std::io::Result<()> {
-        let name = task_name(r.comm.as_str(), r.tid, r.pid);
-        self.width = self.width.max(name.len());
-        writeln!(
-            out,
-            "{:>15} [{:04}]  {:<w$} {}{}{} {:>5} ",
-            fmt_secs_usecs(r.ts_ns),
-            r.cpu,
-            name,
-            sched_time(r.wait_ns, 6),
-            sched_time(r.sch_delay_ns, 6),
-            sched_time(r.run_ns, 6),
-            r.prev_state.to_string(),
-            w = self.width
-        )
+        let buf = &mut self.line;
+        buf.clear();
+        let (secs, usecs) = (r.ts_ns / 1_000_000_000, r.ts_ns % 1_000_000_000 / 1000);
+        let _ = write!(buf, "{secs}.{usecs:06}");
+        let ts_len = buf.len();
+        buf.insert_str(0, &" ".repeat(15usize.saturating_sub(ts_len)));
+        let _ = write!(buf, " [{:04}]  ", r.cpu);
+        let name_start = buf.len();
+        task_name_into(buf, r.comm.as_str(), r.tid, r.pid);
+        let name_len = buf.len() - name_start;
+        self.width = self.width.max(name_len);
+        pad_to(buf, name_len, self.width);
+        buf.push(' ');
+        sched_time_into(buf, r.wait_ns, 6);
+        sched_time_into(buf, r.sch_delay_ns, 6);
+        sched_time_into(buf, r.run_ns, 6);
+        let _ = writeln!(buf, " {:>5} ", r.prev_state);
+        out.write_all(buf.as_bytes())
     }
 
     fn summary(&self, out: &mut dyn Write, s: &TimehistSummary) -> std::io::Result<()> {
@@ -133,10 +165,11 @@ impl TextRows {
         )?;
         writeln!(out, "{}", "-".repeat(117))?;
         for t in &s.tasks {
+            let name = task_name(t.comm.as_str(), t.tid, t.pid);
             writeln!(
                 out,
-                "{:>w$}   {:>5}  {:>9} {}{} {} {}  {:>5.2}   {:>5}",
-                task_name(t.comm.as_str(), t.tid, t.pid),
+                "{}{name}   {:>5}  {:>9} {}{} {} {}  {:>5.2}   {:>5}",
+                " ".repeat(w.saturating_sub(name.len())),
                 t.ppid.unwrap_or(-1),
                 t.sched_in,
                 sched_time(t.run_ns, 8),
@@ -211,7 +244,10 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
     };
     let mut th = Timehist::new(opts);
     let show_rows = !args.summary;
-    let mut text = TextRows { width: 30 };
+    let mut text = TextRows {
+        width: 30,
+        line: String::with_capacity(128),
+    };
     let mut first = true;
     let mut io_err: Option<std::io::Error> = None;
     match args.format {
@@ -281,5 +317,49 @@ mod tests {
         );
         assert_eq!(task_name("perf", 13978, Some(13978)), "perf[13978]");
         assert_eq!(task_name("kworker/0:1", 11, None), "kworker/0:1[11]");
+    }
+
+    #[test]
+    fn rows_are_perfs_lines_plus_the_state() {
+        // Lines of `perf sched timehist` on shared/reference/samples/perf/perf_sched.data.
+        let perf = [
+            "     481.179434 [0000]  io worker-1[13983/13980]            1.655      0.000      0.554 ",
+            "     481.180005 [0000]  <idle>                             31.174      0.000      0.112 ",
+        ];
+        let rows = [
+            TimehistRow {
+                ts_ns: 481_179_434_819,
+                cpu: 0,
+                comm: stallscope::model::Comm::new("io worker-1"),
+                tid: 13983,
+                pid: Some(13980),
+                wait_ns: 1_655_401,
+                sch_delay_ns: 0,
+                run_ns: 554_999,
+                prev_state: stallscope::model::PrevState::parse("S").unwrap_or_default(),
+            },
+            TimehistRow {
+                ts_ns: 481_180_005_854,
+                cpu: 0,
+                comm: stallscope::model::Comm::new("<idle>"),
+                tid: 0,
+                pid: Some(0),
+                wait_ns: 31_174_000,
+                sch_delay_ns: 0,
+                run_ns: 112_287,
+                prev_state: stallscope::model::PrevState::RUNNING,
+            },
+        ];
+        let mut text = TextRows {
+            width: 30,
+            line: String::new(),
+        };
+        for (p, r) in perf.iter().zip(&rows) {
+            let mut out = Vec::new();
+            text.row(&mut out, r).unwrap();
+            let line = String::from_utf8(out).unwrap();
+            let state = r.prev_state.to_string();
+            assert_eq!(line, format!("{p}{state:>6} \n"));
+        }
     }
 }

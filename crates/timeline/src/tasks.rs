@@ -1,8 +1,10 @@
 //! [`TaskTable`]: maps kernel task ids to dense slots holding the task's name and one
 //! analysis's per-task data.
 //!
-//! Lookups go through an `FxHashMap<Tid, u32>`; the data lives in a `Vec` so an analysis
-//! touches one small struct per event and allocates only when a task is first seen.
+//! Lookups go through a table indexed by tid (tids below 2^22, the kernel's largest
+//! `pid_max`; it grows to the largest tid seen, 4 bytes per tid) and an `FxHashMap` for any
+//! other value; the data lives in a `Vec`, so an analysis touches one small struct per event
+//! and allocates only when a task is first seen.
 //!
 //! Naming follows perf: a name from a side-band record (perf `COMM`, i.e.
 //! [`EventKind::TaskComm`](stallscope_model::EventKind::TaskComm), which perf also
@@ -31,32 +33,57 @@ pub struct TaskSlot<T> {
     pub data: T,
 }
 
+/// Tids below this are looked up by direct indexing.
+const DIRECT_TIDS: usize = 1 << 22;
+/// "No slot" in the direct table.
+const NO_SLOT: u32 = u32::MAX;
+
 /// Dense per-task storage keyed by tid.
 #[derive(Debug)]
 pub struct TaskTable<T> {
-    index: FxHashMap<Tid, u32>,
+    direct: Vec<u32>,
+    other: FxHashMap<Tid, u32>,
     slots: Vec<TaskSlot<T>>,
 }
 
 impl<T: Default> Default for TaskTable<T> {
     fn default() -> Self {
         TaskTable {
-            index: FxHashMap::default(),
+            direct: Vec::new(),
+            other: FxHashMap::default(),
             slots: Vec::new(),
         }
     }
+}
+
+/// `tid` as an index into the direct table, when it fits.
+#[inline]
+fn direct_index(tid: Tid) -> Option<usize> {
+    usize::try_from(tid).ok().filter(|&t| t < DIRECT_TIDS)
 }
 
 impl<T: Default> TaskTable<T> {
     /// The slot of `tid` (created with `T::default()` when new) and whether it was created.
     #[inline]
     pub fn slot(&mut self, tid: Tid) -> (usize, bool) {
-        if let Some(&i) = self.index.get(&tid) {
-            return (i as usize, false);
+        if let Some(i) = self.find(tid) {
+            return (i, false);
         }
         let i = self.slots.len();
-        // INVARIANT: more than u32::MAX distinct tasks cannot fit in memory anyway.
-        self.index.insert(tid, u32::try_from(i).unwrap_or(u32::MAX));
+        // INVARIANT: u32::MAX - 1 distinct tasks cannot fit in memory anyway.
+        let slot_no = u32::try_from(i).unwrap_or(NO_SLOT - 1);
+        match direct_index(tid) {
+            Some(t) => {
+                if t >= self.direct.len() {
+                    let len = (t + 1).next_power_of_two().min(DIRECT_TIDS);
+                    self.direct.resize(len, NO_SLOT);
+                }
+                self.direct[t] = slot_no;
+            }
+            None => {
+                self.other.insert(tid, slot_no);
+            }
+        }
         self.slots.push(TaskSlot {
             tid,
             tgid: None,
@@ -89,7 +116,16 @@ impl<T: Default> TaskTable<T> {
 
     /// Detaches `tid`'s current slot (its tid is being reused by a new task).
     pub fn retire(&mut self, tid: Tid) {
-        self.index.remove(&tid);
+        match direct_index(tid) {
+            Some(t) => {
+                if let Some(e) = self.direct.get_mut(t) {
+                    *e = NO_SLOT;
+                }
+            }
+            None => {
+                self.other.remove(&tid);
+            }
+        }
     }
 }
 
@@ -97,7 +133,15 @@ impl<T> TaskTable<T> {
     /// The slot index of `tid`, if it has one.
     #[inline]
     pub fn find(&self, tid: Tid) -> Option<usize> {
-        self.index.get(&tid).map(|&i| i as usize)
+        match direct_index(tid) {
+            Some(t) => self
+                .direct
+                .get(t)
+                .copied()
+                .filter(|&i| i != NO_SLOT)
+                .map(|i| i as usize),
+            None => self.other.get(&tid).map(|&i| i as usize),
+        }
     }
 
     /// Slot by index.
@@ -158,5 +202,23 @@ mod tests {
         assert_eq!(t.get(b).data, 0);
         assert_eq!(t.slots().len(), 2);
         assert_eq!(t.get(a).data, 5);
+    }
+
+    #[test]
+    fn odd_tids_use_the_map() {
+        let mut t: TaskTable<u8> = TaskTable::default();
+        let ids: Vec<usize> = [-1, 0, 5, 1 << 22, i32::MAX, 4_194_303]
+            .iter()
+            .map(|&tid| t.slot(tid).0)
+            .collect();
+        assert_eq!(ids, vec![0, 1, 2, 3, 4, 5]);
+        for (k, &tid) in [-1, 0, 5, 1 << 22, i32::MAX, 4_194_303].iter().enumerate() {
+            assert_eq!(t.find(tid), Some(k));
+            assert_eq!(t.get(k).tid, tid);
+        }
+        assert_eq!(t.find(6), None);
+        t.retire(-1);
+        t.retire(5);
+        assert_eq!((t.find(-1), t.find(5)), (None, None));
     }
 }
