@@ -186,7 +186,8 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
         latency.process(&ev);
     }
     let report = latency.finish();
-    let dq = inputs.quality();
+    let mut dq = inputs.quality();
+    dq.merge(&report.quality);
     match args.format {
         OutputFormat::Text => write_text(out, &report, &dq)?,
         OutputFormat::Json => {

@@ -39,6 +39,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -102,26 +103,40 @@ fn fixtures() -> Vec<Fixture> {
         dir.display()
     );
     // The reference sample (has R+, I, X and Z switch-outs and a context switch bug).
-    let xz = repo_root().join("../shared/reference/samples/perf/perf_sched.data.xz");
-    if xz.exists() {
-        let tmp = std::env::temp_dir().join(format!("stallscope-oracle-{}", std::process::id()));
-        std::fs::create_dir_all(&tmp).unwrap();
-        let data = tmp.join("perf_sched.data");
-        let raw = Command::new("xz")
-            .arg("-dc")
-            .arg(&xz)
-            .output()
-            .expect("xz (xz-utils) is needed to unpack the reference sample");
-        assert!(raw.status.success(), "xz -dc {}", xz.display());
-        std::fs::write(&data, raw.stdout).unwrap();
+    if let Some(data) = reference_sample() {
         out.push(Fixture {
             name: "shared:perf_sched".into(),
-            data,
+            data: data.clone(),
             script_text: None,
             pipe_mode: false,
         });
     }
     out
+}
+
+/// shared/'s reference sample, unpacked once per test process (tests run in parallel).
+fn reference_sample() -> Option<&'static PathBuf> {
+    static UNPACKED: OnceLock<Option<PathBuf>> = OnceLock::new();
+    UNPACKED
+        .get_or_init(|| {
+            let xz = repo_root().join("../shared/reference/samples/perf/perf_sched.data.xz");
+            if !xz.exists() {
+                return None;
+            }
+            let tmp =
+                std::env::temp_dir().join(format!("stallscope-oracle-{}", std::process::id()));
+            std::fs::create_dir_all(&tmp).unwrap();
+            let data = tmp.join("perf_sched.data");
+            let raw = Command::new("xz")
+                .arg("-dc")
+                .arg(&xz)
+                .output()
+                .expect("xz (xz-utils) is needed to unpack the reference sample");
+            assert!(raw.status.success(), "xz -dc {}", xz.display());
+            std::fs::write(&data, raw.stdout).unwrap();
+            Some(data)
+        })
+        .as_ref()
 }
 
 fn output(cmd: &mut Command) -> String {

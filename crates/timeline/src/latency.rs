@@ -36,7 +36,7 @@
 use std::cmp::Ordering;
 
 use serde::Serialize;
-use stallscope_model::{Comm, Cpu, Event, EventKind, PrevState, Tid, Ts};
+use stallscope_model::{Comm, Cpu, DataQuality, Event, EventKind, PrevState, Severity, Tid, Ts};
 
 use crate::tasks::TaskTable;
 use crate::wakeups::WakeupSelector;
@@ -233,6 +233,9 @@ pub struct LatencyReport {
     pub tasks: Vec<LatencyRow>,
     /// Footer counters and totals.
     pub stats: LatencyStats,
+    /// The footer's anomalies with their first occurrences: `switch_prev_mismatch` (perf's
+    /// context switch bugs) and `unordered_wakeup_timestamps`.
+    pub quality: DataQuality,
 }
 
 /// The `perf sched latency` analysis.
@@ -243,6 +246,7 @@ pub struct Latency {
     cpu_current: Vec<Option<Tid>>,
     wakeups: WakeupSelector,
     stats: LatencyStats,
+    dq: DataQuality,
 }
 
 impl Latency {
@@ -258,6 +262,7 @@ impl Latency {
             cpu_current: Vec::new(),
             wakeups,
             stats: LatencyStats::default(),
+            dq: DataQuality::default(),
         }
     }
 
@@ -299,6 +304,14 @@ impl Latency {
                     if let Some(cur) = self.cpu_current[c] {
                         if cur != s.prev.pid {
                             self.stats.context_switch_bugs += 1;
+                            let prev = s.prev.pid;
+                            self.dq.add(
+                                "switch_prev_mismatch",
+                                Severity::Warning,
+                                "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
+                                1,
+                                || format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev)),
+                            );
                         }
                     }
                     self.cpu_current[c] = Some(s.next.pid);
@@ -325,6 +338,14 @@ impl Latency {
                 self.stats.wakeup_timestamps += 1;
                 if t.sched_out > ts {
                     self.stats.unordered_timestamps += 1;
+                    let (pid, out) = (w.task.pid, t.sched_out);
+                    self.dq.add(
+                        "unordered_wakeup_timestamps",
+                        Severity::Warning,
+                        "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
+                        1,
+                        || format!("{}: wakeup of pid {pid}, switched out at {out}", at(ev)),
+                    );
                     return;
                 }
                 t.state = AtomState::WaitCpu;
@@ -370,6 +391,7 @@ impl Latency {
             opts,
             tasks,
             mut stats,
+            dq,
             ..
         } = self;
         // Every task perf has atoms for, by tid descending (perf's tree order); ties (a
@@ -421,8 +443,20 @@ impl Latency {
         }
         // Stable sort: equal rows keep the tree order above, as perf's rbtree insert does.
         rows.sort_by(|a, b| compare(&opts.sort, b, a));
-        LatencyReport { tasks: rows, stats }
+        LatencyReport {
+            tasks: rows,
+            stats,
+            quality: dq,
+        }
     }
+}
+
+/// Where an event is, for data-quality examples.
+fn at(ev: &Event) -> String {
+    format!(
+        "input #{} {}: ts {} cpu {}",
+        ev.span.input, ev.span.pos, ev.ts, ev.cpu
+    )
 }
 
 fn row_of(comm: Comm, tid: Tid, t: &TaskLatency) -> LatencyRow {

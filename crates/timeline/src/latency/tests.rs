@@ -385,6 +385,8 @@ fn unordered_wakeups_and_context_switch_bugs_are_counted() {
         (1, 1)
     );
     assert_eq!(r.stats.context_switch_bugs, 1);
+    assert_eq!(r.quality.count("switch_prev_mismatch"), 1);
+    assert_eq!(r.quality.count("unordered_wakeup_timestamps"), 1);
     assert_eq!((r.stats.lost_events, r.stats.lost_chunks), (12, 2));
 }
 
