@@ -318,6 +318,100 @@ fn timehist_rows_equal_perf_6_1_to_the_microsecond() {
     assert!(checked > 1000, "only {checked} rows compared");
 }
 
+/// `perf sched timehist -s -M` (with -M perf also counts migrations) against
+/// `stallscope timehist --summary`: per task sched-in count, run time, min / avg / max run,
+/// stddev and migrations; idle per CPU; totals. A task whose last switch-out perf gave to its
+/// `:-1` placeholder (a dead thread, see module docs) is one row short in perf and left out.
+#[test]
+fn timehist_summary_equals_perf_6_1() {
+    if !perf_installed() {
+        return;
+    }
+    let mut compared = 0;
+    for f in fixtures().iter().filter(|f| !f.pipe_mode) {
+        let out = perf(&["timehist", "-s", "-M"], &f.data);
+        let summary = ours_json(&["timehist", "--summary"], &f.data)["summary"].clone();
+        let rows = timehist_rows(f, "current");
+        let dead: BTreeSet<i64> = rows
+            .iter()
+            .filter(|r| r["prev_state"] == "X")
+            .map(|r| r["tid"].as_i64().unwrap())
+            .collect();
+        let ours_by_tid: HashMap<i64, &Value> = summary["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["tid"].as_i64().unwrap(), t))
+            .collect();
+        let mut theirs_tids = BTreeSet::new();
+        let mut placeholder_rows = 0;
+        let (mut idle, mut totals) = (Vec::new(), Vec::new());
+        for line in out.lines() {
+            let t: Vec<&str> = line.split_whitespace().collect();
+            if line.starts_with("    CPU ") {
+                idle.push(line.trim_end().to_string());
+                continue;
+            }
+            if line.contains("Total ") {
+                totals.push(line.trim_end().to_string());
+                continue;
+            }
+            if t.len() < 9 || parse_msus(t[t.len() - 6]).is_none() {
+                continue;
+            }
+            let name = t[..t.len() - 8].join(" ");
+            let ctx = format!("{}: perf `{line}`", f.name);
+            let tid = perf_row_tid(&name).unwrap_or_else(|| panic!("{ctx}: task name"));
+            if tid == -1 {
+                placeholder_rows += 1;
+                continue;
+            }
+            theirs_tids.insert(tid);
+            if dead.contains(&tid) {
+                continue;
+            }
+            let o = ours_by_tid
+                .get(&tid)
+                .unwrap_or_else(|| panic!("{ctx}: no task {tid} in ours"));
+            let n = t.len();
+            let ms = |k: &str| format!("{}.{:03}", u(o, k) / 1_000_000, u(o, k) % 1_000_000 / 1000);
+            let mine = [
+                u(o, "sched_in").to_string(),
+                ms("run_ns"),
+                ms("min_run_ns"),
+                ms("avg_run_ns"),
+                ms("max_run_ns"),
+                format!("{:.2}", o["stddev_pct"].as_f64().unwrap()),
+                u(o, "migrations").to_string(),
+            ];
+            assert_eq!(t[n - 7..].to_vec(), mine, "{ctx} vs ours {o}");
+            compared += 1;
+        }
+        let our_tids: BTreeSet<i64> = ours_by_tid.keys().copied().collect();
+        assert_eq!(theirs_tids, our_tids, "{}: tasks in the summary", f.name);
+        // Our text summary prints the same idle and total lines, except that perf counts its
+        // placeholder as one more task.
+        let text = ours(&["timehist", "--summary"], &f.data);
+        let our_idle: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("    CPU "))
+            .map(|l| l.trim_end().to_string())
+            .collect();
+        assert_eq!(idle, our_idle, "{}: idle stats", f.name);
+        let mut our_totals: Vec<String> = text
+            .lines()
+            .filter(|l| l.contains("Total "))
+            .map(|l| l.trim_end().to_string())
+            .collect();
+        if placeholder_rows > 0 {
+            let n = u(&summary, "unique_tasks");
+            our_totals[0] = our_totals[0].replace(&format!(": {n}"), &format!(": {}", n + 1));
+        }
+        assert_eq!(totals, our_totals, "{}: totals", f.name);
+    }
+    assert!(compared > 30, "only {compared} summary rows compared");
+}
+
 /// Default (today's perf) versus `--perf-compat 6.1`: only the sch delay of rows after a
 /// runnable switch-out changes, and there it becomes the wait time.
 #[test]
