@@ -13,8 +13,10 @@ use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 
 /// Arguments of `stallscope dump`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  stallscope dump perf.data | head\n  stallscope dump --source trace.txt\n  \
-stallscope dump --format json perf.data | jq .event | sort | uniq -c")]
+#[command(
+    after_help = "Examples:\n  stallscope dump perf.data | head\n  stallscope dump --source trace.txt\n  \
+stallscope dump --format json perf.data | jq .event | sort | uniq -c"
+)]
 pub struct DumpArgs {
     #[command(flatten)]
     input: InputArgs,
@@ -37,7 +39,9 @@ fn json_line(ev: &Event, path: &str) -> Value {
             FieldRef::UInt(u) => Value::from(u),
             FieldRef::Str(s) => Value::from(s),
             FieldRef::State(s) => Value::from(s.to_string()),
-            FieldRef::Bytes(b) => Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>()),
+            FieldRef::Bytes(b) => {
+                Value::from(b.iter().map(|x| format!("{x:02x}")).collect::<String>())
+            }
         };
         fields.insert(k.to_string(), jv);
     });
@@ -55,7 +59,10 @@ fn json_line(ev: &Event, path: &str) -> Value {
     m.insert("fields".into(), Value::Object(fields));
     m.insert("source".into(), Value::Object(src));
     if let Some(cc) = &ev.callchain {
-        m.insert("callchain".into(), Value::from(cc.iter().map(|ip| format!("{ip:#x}")).collect::<Vec<_>>()));
+        m.insert(
+            "callchain".into(),
+            Value::from(cc.iter().map(|ip| format!("{ip:#x}")).collect::<Vec<_>>()),
+        );
     }
     Value::Object(m)
 }

@@ -7,13 +7,15 @@ use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
-use stallscope::model::{fmt_secs_nsecs, Comm, EventKind, TraceMeta, Tid, Ts};
+use stallscope::model::{fmt_secs_nsecs, Comm, EventKind, Tid, TraceMeta, Ts};
 
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 
 /// Arguments of `stallscope info`.
 #[derive(Args, Debug)]
-#[command(after_help = "Examples:\n  stallscope info perf.data\n  stallscope info --format json trace.txt.zst | jq .capabilities")]
+#[command(
+    after_help = "Examples:\n  stallscope info perf.data\n  stallscope info --format json trace.txt.zst | jq .capabilities"
+)]
 pub struct InfoArgs {
     #[command(flatten)]
     input: InputArgs,
@@ -60,11 +62,17 @@ struct InfoReport<'a> {
 }
 
 fn capabilities(counts: &BTreeMap<String, u64>, declared: &BTreeSet<String>) -> Vec<Capability> {
-    let has = |name: &str| counts.contains_key(name) || declared.iter().any(|d| d == name || d.ends_with(&format!(":{name}")));
+    let has = |name: &str| {
+        counts.contains_key(name)
+            || declared
+                .iter()
+                .any(|d| d == name || d.ends_with(&format!(":{name}")))
+    };
     let switch = has("sched_switch");
     let wake = has("sched_waking") || has("sched_wakeup");
     let runtime = has("sched_stat_runtime");
-    const SCHED_RECORD: &str = "perf sched record -- COMMAND   (or: perf record -e 'sched:*' -a -- COMMAND)";
+    const SCHED_RECORD: &str =
+        "perf sched record -- COMMAND   (or: perf record -e 'sched:*' -a -- COMMAND)";
     vec![
         Capability {
             analysis: "latency",
@@ -76,7 +84,8 @@ fn capabilities(counts: &BTreeMap<String, u64>, declared: &BTreeSet<String>) -> 
             analysis: "latency runtime column",
             supported: runtime,
             needs: "sched_stat_runtime",
-            record_hint: (!runtime).then_some("perf sched record -- COMMAND   (adds sched:sched_stat_runtime)"),
+            record_hint: (!runtime)
+                .then_some("perf sched record -- COMMAND   (adds sched:sched_stat_runtime)"),
         },
         Capability {
             analysis: "timehist",
@@ -84,7 +93,12 @@ fn capabilities(counts: &BTreeMap<String, u64>, declared: &BTreeSet<String>) -> 
             needs: "sched_switch (sched_waking/sched_wakeup for sch delay)",
             record_hint: (!(switch && wake)).then_some(SCHED_RECORD),
         },
-        Capability { analysis: "dump", supported: true, needs: "any events", record_hint: None },
+        Capability {
+            analysis: "dump",
+            supported: true,
+            needs: "any events",
+            record_hint: None,
+        },
     ]
 }
 
@@ -121,7 +135,9 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
                     t.2 += 1;
                 }
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => name_task(w.task.pid, w.task.comm),
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                name_task(w.task.pid, w.task.comm)
+            }
             EventKind::TaskComm { tid, comm, .. } => name_task(*tid, *comm),
             EventKind::Lost { count } => match count {
                 Some(c) => lost += c,
@@ -137,15 +153,32 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
             k => *counts.entry(static_name(k)).or_default() += 1,
         }
     }
-    let mut event_counts: BTreeMap<String, u64> = counts.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut event_counts: BTreeMap<String, u64> = counts
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
     event_counts.extend(generic_counts);
-    let declared: BTreeSet<String> = inputs.metas().iter().flat_map(|m| m.declared_events.iter().cloned()).collect();
+    let declared: BTreeSet<String> = inputs
+        .metas()
+        .iter()
+        .flat_map(|m| m.declared_events.iter().cloned())
+        .collect();
     let mut task_list: Vec<TaskInfo> = tasks
         .into_iter()
         .filter(|(pid, _)| *pid != 0)
-        .map(|(pid, (comm, events, sw))| TaskInfo { pid, comm: comm.as_str().to_string(), events, switches_in: sw })
+        .map(|(pid, (comm, events, sw))| TaskInfo {
+            pid,
+            comm: comm.as_str().to_string(),
+            events,
+            switches_in: sw,
+        })
         .collect();
-    task_list.sort_by(|a, b| b.switches_in.cmp(&a.switches_in).then(b.events.cmp(&a.events)).then(a.pid.cmp(&b.pid)));
+    task_list.sort_by(|a, b| {
+        b.switches_in
+            .cmp(&a.switches_in)
+            .then(b.events.cmp(&a.events))
+            .then(a.pid.cmp(&b.pid))
+    });
     let dq = inputs.quality();
     let report = InfoReport {
         inputs: inputs.metas(),
@@ -191,23 +224,46 @@ fn static_name(k: &EventKind) -> &'static str {
 fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::Result<()> {
     for m in &r.inputs {
         let fmt = m.format.map_or("unknown", |f| f.name());
-        let comp = m.compression.as_deref().map(|c| format!(" ({c}-compressed)")).unwrap_or_default();
+        let comp = m
+            .compression
+            .as_deref()
+            .map(|c| format!(" ({c}-compressed)"))
+            .unwrap_or_default();
         writeln!(out, "Input:    {}  [{fmt}{comp}]", m.path)?;
         let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
         writeln!(out, "  kernel:   {}", opt(&m.kernel_release))?;
         if m.hostname.is_some() || m.tool_version.is_some() {
-            writeln!(out, "  host:     {}   recorded by: {}", opt(&m.hostname), opt(&m.tool_version))?;
+            writeln!(
+                out,
+                "  host:     {}   recorded by: {}",
+                opt(&m.hostname),
+                opt(&m.tool_version)
+            )?;
         }
         if let Some(c) = &m.cmdline {
             writeln!(out, "  command:  {c}")?;
         }
         let clock = opt(&m.clock);
-        let unit = if m.clock_is_ns { "ns" } else { "raw counts, not ns" };
-        writeln!(out, "  cpus:     {}   clock: {clock} ({unit})", m.nr_cpus.map_or("unknown".into(), |n| n.to_string()))?;
+        let unit = if m.clock_is_ns {
+            "ns"
+        } else {
+            "raw counts, not ns"
+        };
+        writeln!(
+            out,
+            "  cpus:     {}   clock: {clock} ({unit})",
+            m.nr_cpus.map_or("unknown".into(), |n| n.to_string())
+        )?;
     }
     let span = match (r.first_ts_ns, r.last_ts_ns, r.duration_ns) {
         (Some(f), Some(l), Some(d)) => {
-            format!("{} .. {}  ({}.{:06} s)", fmt_secs_nsecs(f), fmt_secs_nsecs(l), d / 1_000_000_000, (d % 1_000_000_000) / 1000)
+            format!(
+                "{} .. {}  ({}.{:06} s)",
+                fmt_secs_nsecs(f),
+                fmt_secs_nsecs(l),
+                d / 1_000_000_000,
+                (d % 1_000_000_000) / 1000
+            )
         }
         _ => "no events".into(),
     };
@@ -220,13 +276,26 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
         writeln!(out, "  {c:>12}  {name}")?;
     }
     if r.lost_events > 0 || r.lost_events_unknown_count > 0 {
-        writeln!(out, "Lost events: {} (+{} drops of unknown size)", r.lost_events, r.lost_events_unknown_count)?;
+        writeln!(
+            out,
+            "Lost events: {} (+{} drops of unknown size)",
+            r.lost_events, r.lost_events_unknown_count
+        )?;
     } else {
         writeln!(out, "Lost events: none reported")?;
     }
-    writeln!(out, "Tasks:    {} (top {} by switches in)", r.tasks.len(), top.min(r.tasks.len()))?;
+    writeln!(
+        out,
+        "Tasks:    {} (top {} by switches in)",
+        r.tasks.len(),
+        top.min(r.tasks.len())
+    )?;
     for t in r.tasks.iter().take(top) {
-        writeln!(out, "  {:>8}  {:<20} {:>8} switches in  {:>8} events", t.pid, t.comm, t.switches_in, t.events)?;
+        writeln!(
+            out,
+            "  {:>8}  {:<20} {:>8} switches in  {:>8} events",
+            t.pid, t.comm, t.switches_in, t.events
+        )?;
     }
     writeln!(out, "Analyses:")?;
     for c in &r.capabilities {

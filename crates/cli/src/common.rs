@@ -27,7 +27,10 @@ impl InputArgs {
             None => None,
             Some(name) => Some(InputFormat::from_name(name).ok_or_else(|| {
                 let names: Vec<&str> = InputFormat::ALL.iter().map(|f| f.name()).collect();
-                CliError::Usage(format!("unknown --input-format {name:?}; expected one of {}", names.join(", ")))
+                CliError::Usage(format!(
+                    "unknown --input-format {name:?}; expected one of {}",
+                    names.join(", ")
+                ))
             })?),
         };
         let mut inputs = Inputs::open(&self.files, forced)?;
@@ -92,7 +95,13 @@ pub fn write_quality_text(out: &mut dyn Write, dq: &DataQuality) -> io::Result<(
     }
     writeln!(out, "Data quality:")?;
     for (key, e) in dq.entries() {
-        writeln!(out, "  {:<8} {key}: {} — {}", format!("{:?}", e.severity).to_lowercase(), e.count, e.description)?;
+        writeln!(
+            out,
+            "  {:<8} {key}: {} — {}",
+            format!("{:?}", e.severity).to_lowercase(),
+            e.count,
+            e.description
+        )?;
         for ex in &e.examples {
             writeln!(out, "           e.g. {ex}")?;
         }
@@ -115,10 +124,16 @@ fn attach_progress(inputs: &mut Inputs) {
             return;
         }
         let pct = match p.bytes {
-            Some((done, total)) if total > 0 => format!(" {:>3}%", done.saturating_mul(100) / total),
+            Some((done, total)) if total > 0 => {
+                format!(" {:>3}%", done.saturating_mul(100) / total)
+            }
             _ => String::new(),
         };
-        let _ = write!(io::stderr(), "\r\x1b[Kstallscope: {} events read{pct} ({secs} s)\r", p.events);
+        let _ = write!(
+            io::stderr(),
+            "\r\x1b[Kstallscope: {} events read{pct} ({secs} s)\r",
+            p.events
+        );
     });
 }
 

@@ -17,7 +17,11 @@ fn tmp_file(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 
 fn run(args: &[&str]) -> (i32, String, String) {
     let o = stallscope().args(args).output().unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into(), String::from_utf8_lossy(&o.stderr).into())
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into(),
+        String::from_utf8_lossy(&o.stderr).into(),
+    )
 }
 
 #[test]
@@ -27,17 +31,28 @@ fn empty_file_exits_2_and_says_empty() {
         let (code, out, err) = run(&[cmd, p.to_str().unwrap()]);
         assert_eq!(code, 2, "{cmd}: {err}");
         assert!(out.is_empty(), "{cmd} printed to stdout: {out}");
-        assert!(err.contains("empty.data") && err.contains("empty file"), "{cmd}: {err}");
+        assert!(
+            err.contains("empty.data") && err.contains("empty file"),
+            "{cmd}: {err}"
+        );
     }
 }
 
 #[test]
 fn binary_garbage_exits_2_listing_formats_and_first_bytes() {
-    let p = tmp_file("garbage.bin", &[0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 0xff, 0xfe]);
+    let p = tmp_file(
+        "garbage.bin",
+        &[0xde, 0xad, 0xbe, 0xef, 0, 1, 2, 3, 0xff, 0xfe],
+    );
     let (code, _, err) = run(&["info", p.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("garbage.bin: offset 0x0"), "{err}");
-    assert!(err.contains("perf-data") && err.contains("ftrace-text") && err.contains("perf-script-text"), "{err}");
+    assert!(
+        err.contains("perf-data")
+            && err.contains("ftrace-text")
+            && err.contains("perf-script-text"),
+        "{err}"
+    );
     assert!(err.contains("de ad be ef"), "{err}");
 }
 
@@ -49,7 +64,10 @@ fn missing_file_and_unknown_input_format_exit_2() {
     let p = tmp_file("x.txt", b"hello\n");
     let (code, _, err) = run(&["info", "--input-format", "pcap", p.to_str().unwrap()]);
     assert_eq!(code, 2);
-    assert!(err.contains("pcap") && err.contains("perf-script-text"), "{err}");
+    assert!(
+        err.contains("pcap") && err.contains("perf-script-text"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -67,6 +85,9 @@ fn help_has_examples_for_every_command() {
     for cmd in ["info", "dump", "latency", "timehist"] {
         let (code, out, _) = run(&[cmd, "--help"]);
         assert_eq!(code, 0);
-        assert!(out.contains("Examples:"), "{cmd} --help lacks examples:\n{out}");
+        assert!(
+            out.contains("Examples:"),
+            "{cmd} --help lacks examples:\n{out}"
+        );
     }
 }

@@ -34,7 +34,10 @@ fn truncated_perf_data_exits_2_naming_an_offset() {
     let o = stallscope().arg("latency").arg(&cut).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
-    assert!(err.contains("truncated.perf.data") && err.contains("offset 0x"), "{err}");
+    assert!(
+        err.contains("truncated.perf.data") && err.contains("offset 0x"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -47,10 +50,20 @@ fn closed_stdout_exits_0() {
         .spawn()
         .unwrap();
     let mut first = [0u8; 64];
-    child.stdout.as_mut().unwrap().read_exact(&mut first).unwrap();
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
     drop(child.stdout.take()); // like `| head -c 64`
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "stderr: {err}");
     assert!(err.is_empty(), "stderr: {err}");
@@ -58,7 +71,11 @@ fn closed_stdout_exits_0() {
 
 #[test]
 fn info_json_parses_and_states_facts_of_the_capture() {
-    let o = stallscope().args(["info", "--format", "json"]).arg(fixture("starve.perf.data")).output().unwrap();
+    let o = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(fixture("starve.perf.data"))
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["inputs"][0]["format"], "perf-data");
@@ -66,9 +83,19 @@ fn info_json_parses_and_states_facts_of_the_capture() {
     assert!(release.starts_with("6."), "kernel release {release:?}");
     assert!(v["event_counts"]["sched_switch"].as_u64().unwrap_or(0) > 100);
     let caps = v["capabilities"].as_array().unwrap();
-    assert!(caps.iter().any(|c| c["analysis"] == "latency" && c["supported"] == true));
-    let comms: Vec<&str> = v["tasks"].as_array().unwrap().iter().filter_map(|t| t["comm"].as_str()).collect();
-    assert!(comms.iter().any(|c| c.starts_with("cyclictest")), "tasks: {comms:?}");
+    assert!(caps
+        .iter()
+        .any(|c| c["analysis"] == "latency" && c["supported"] == true));
+    let comms: Vec<&str> = v["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["comm"].as_str())
+        .collect();
+    assert!(
+        comms.iter().any(|c| c.starts_with("cyclictest")),
+        "tasks: {comms:?}"
+    );
 }
 
 #[test]
@@ -80,8 +107,18 @@ fn stdin_and_compressed_input_dump_like_the_file() {
     let zst = tmp_dir().join("starve.txt.zst");
     std::fs::write(&zst, zstd_compress(&raw)).unwrap();
     let via_zst = stallscope().arg("dump").arg(&zst).output().unwrap();
-    assert_eq!(via_zst.stdout, direct.stdout, "{}", String::from_utf8_lossy(&via_zst.stderr));
-    let mut child = stallscope().args(["dump", "-"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    assert_eq!(
+        via_zst.stdout,
+        direct.stdout,
+        "{}",
+        String::from_utf8_lossy(&via_zst.stderr)
+    );
+    let mut child = stallscope()
+        .args(["dump", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let writer = std::thread::spawn(move || stdin.write_all(&raw));
     let out = child.wait_with_output().unwrap();
@@ -90,7 +127,12 @@ fn stdin_and_compressed_input_dump_like_the_file() {
 }
 
 fn zstd_compress(data: &[u8]) -> Vec<u8> {
-    let mut child = Command::new("zstd").args(["-q", "-c"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("zstd installed");
+    let mut child = Command::new("zstd")
+        .args(["-q", "-c"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("zstd installed");
     let mut stdin = child.stdin.take().unwrap();
     let data = data.to_vec();
     let w = std::thread::spawn(move || stdin.write_all(&data));
@@ -101,7 +143,11 @@ fn zstd_compress(data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn dump_json_lines_parse() {
-    let o = stallscope().args(["dump", "--format", "json"]).arg(fixture("starve.perf.data")).output().unwrap();
+    let o = stallscope()
+        .args(["dump", "--format", "json"])
+        .arg(fixture("starve.perf.data"))
+        .output()
+        .unwrap();
     assert!(o.status.success());
     let mut n = 0;
     for line in String::from_utf8(o.stdout).unwrap().lines() {

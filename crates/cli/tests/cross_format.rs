@@ -14,9 +14,22 @@ fn repo_root() -> PathBuf {
 }
 
 fn dump(path: &Path) -> Vec<String> {
-    let o = Command::new(env!("CARGO_BIN_EXE_stallscope")).arg("dump").arg(path).output().unwrap();
-    assert!(o.status.success(), "dump {} failed: {}", path.display(), String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().lines().map(str::to_string).collect()
+    let o = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .arg("dump")
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "dump {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 /// Pairs `X.perf.data` with `X.perf-script.txt` under fixtures/sched.
@@ -40,9 +53,15 @@ fn pairs() -> Vec<(PathBuf, PathBuf)> {
 #[test]
 fn perf_data_and_its_perf_script_text_dump_identically() {
     let pairs = pairs();
-    assert!(pairs.len() >= 2, "expected at least two perf.data + perf-script.txt fixture pairs, found {pairs:?}");
+    assert!(
+        pairs.len() >= 2,
+        "expected at least two perf.data + perf-script.txt fixture pairs, found {pairs:?}"
+    );
     for (data, txt) in pairs {
-        let mut a: Vec<String> = dump(&data).into_iter().filter(|l| !l.contains(" task_comm ")).collect();
+        let mut a: Vec<String> = dump(&data)
+            .into_iter()
+            .filter(|l| !l.contains(" task_comm "))
+            .collect();
         let mut b = dump(&txt);
         assert!(a.len() > 500, "{}: only {} events", data.display(), a.len());
         // perf script sorts records exactly like our FINISHED_ROUND merge; if equal

@@ -20,7 +20,11 @@ impl Comm {
     pub const CAPACITY: usize = 30;
 
     /// The empty name.
-    pub const EMPTY: Comm = Comm { len: 0, truncated: false, bytes: [0; Comm::CAPACITY] };
+    pub const EMPTY: Comm = Comm {
+        len: 0,
+        truncated: false,
+        bytes: [0; Comm::CAPACITY],
+    };
 
     /// From raw bytes as found in a trace: stops at the first NUL; invalid UTF-8 is replaced
     /// lossily (`\u{fffd}`), which only happens on corrupt input.
@@ -94,7 +98,13 @@ mod tests {
 
     #[test]
     fn keeps_odd_names_verbatim() {
-        for n in ["CPU 0/KVM", "a:b [x] 1.5", "<...>", "kworker/11:68+d", "io worker-1"] {
+        for n in [
+            "CPU 0/KVM",
+            "a:b [x] 1.5",
+            "<...>",
+            "kworker/11:68+d",
+            "io worker-1",
+        ] {
             assert_eq!(Comm::new(n).as_str(), n);
         }
     }

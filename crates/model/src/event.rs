@@ -233,7 +233,12 @@ impl EventKind {
     /// Calls `f(key, value)` for every field, in the documented fixed order (see module
     /// docs). Optional fields the input did not carry are skipped.
     pub fn for_each_field(&self, f: &mut dyn FnMut(&str, FieldRef<'_>)) {
-        fn task(f: &mut dyn FnMut(&str, FieldRef<'_>), keys: [&str; 3], t: &TaskRef, with_prio: bool) {
+        fn task(
+            f: &mut dyn FnMut(&str, FieldRef<'_>),
+            keys: [&str; 3],
+            t: &TaskRef,
+            with_prio: bool,
+        ) {
             f(keys[0], FieldRef::Str(t.comm.as_str()));
             f(keys[1], FieldRef::Int(i64::from(t.pid)));
             if with_prio {
@@ -258,14 +263,23 @@ impl EventKind {
                 f("orig_cpu", FieldRef::UInt(u64::from(m.orig_cpu)));
                 f("dest_cpu", FieldRef::UInt(u64::from(m.dest_cpu)));
             }
-            EventKind::Fork { parent_comm, parent_pid, child_comm, child_pid } => {
+            EventKind::Fork {
+                parent_comm,
+                parent_pid,
+                child_comm,
+                child_pid,
+            } => {
                 f("parent_comm", FieldRef::Str(parent_comm.as_str()));
                 f("parent_pid", FieldRef::Int(i64::from(*parent_pid)));
                 f("child_comm", FieldRef::Str(child_comm.as_str()));
                 f("child_pid", FieldRef::Int(i64::from(*child_pid)));
             }
             EventKind::Exit(t) => task(f, PLAIN, t, true),
-            EventKind::Exec { filename, pid, old_pid } => {
+            EventKind::Exec {
+                filename,
+                pid,
+                old_pid,
+            } => {
                 f("filename", FieldRef::Str(filename));
                 f("pid", FieldRef::Int(i64::from(*pid)));
                 f("old_pid", FieldRef::Int(i64::from(*old_pid)));
@@ -343,7 +357,9 @@ pub enum FieldRef<'a> {
 pub fn kv_str(out: &mut String, key: &str, value: &str) {
     let _ = write!(out, " {key}=");
     let needs_quotes = value.is_empty()
-        || value.bytes().any(|b| b == b' ' || b == b'"' || b == b'=' || b == b'\\' || b < 0x20);
+        || value
+            .bytes()
+            .any(|b| b == b' ' || b == b'"' || b == b'=' || b == b'\\' || b < 0x20);
     if !needs_quotes {
         out.push_str(value);
         return;
@@ -366,7 +382,14 @@ impl Event {
     /// The stable `dump` line (no trailing newline, no source span). See module docs.
     pub fn dump_line(&self) -> String {
         let mut out = String::with_capacity(160);
-        let _ = write!(out, "{} {} {} {}", self.ts, self.cpu, self.pid, self.kind.name());
+        let _ = write!(
+            out,
+            "{} {} {} {}",
+            self.ts,
+            self.cpu,
+            self.pid,
+            self.kind.name()
+        );
         self.kind.write_fields(&mut out);
         out
     }
@@ -377,7 +400,11 @@ mod tests {
     use super::*;
 
     fn t(comm: &str, pid: Tid, prio: i32) -> TaskRef {
-        TaskRef { comm: Comm::new(comm), pid, prio }
+        TaskRef {
+            comm: Comm::new(comm),
+            pid,
+            prio,
+        }
     }
 
     #[test]
@@ -404,9 +431,15 @@ mod tests {
             pid: -1,
             span: Span::default(),
             callchain: None,
-            kind: EventKind::Waking(Wakeup { task: t("CPU 0/KVM", 7, 120), target_cpu: Some(1) }),
+            kind: EventKind::Waking(Wakeup {
+                task: t("CPU 0/KVM", 7, 120),
+                target_cpu: Some(1),
+            }),
         };
-        assert_eq!(w.dump_line(), "5 1 -1 sched_waking comm=\"CPU 0/KVM\" pid=7 prio=120 target_cpu=1");
+        assert_eq!(
+            w.dump_line(),
+            "5 1 -1 sched_waking comm=\"CPU 0/KVM\" pid=7 prio=120 target_cpu=1"
+        );
     }
 
     #[test]

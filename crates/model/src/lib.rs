@@ -13,11 +13,14 @@ pub mod state;
 pub mod time;
 
 pub use comm::Comm;
-pub use event::{Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime, Switch, TaskRef, Wakeup};
+pub use event::{
+    Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime,
+    Switch, TaskRef, Wakeup,
+};
 pub use meta::{InputFormat, TraceMeta};
 pub use quality::{DataQuality, Severity, StatEntry};
 pub use state::PrevState;
-pub use time::{fmt_secs_usecs, fmt_secs_nsecs, Dur, Ts};
+pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 
 /// CPU number as the kernel numbers it.
 pub type Cpu = u32;

@@ -46,7 +46,10 @@ impl InputFormat {
 
     /// True for formats whose timestamps are only µs-precise text.
     pub fn is_text(self) -> bool {
-        matches!(self, InputFormat::FtraceText | InputFormat::TraceCmdText | InputFormat::PerfScriptText)
+        matches!(
+            self,
+            InputFormat::FtraceText | InputFormat::TraceCmdText | InputFormat::PerfScriptText
+        )
     }
 }
 

@@ -45,13 +45,23 @@ impl DataQuality {
 
     /// Adds `n` to counter `key`, keeping `example` if fewer than [`Self::MAX_EXAMPLES`] are kept.
     /// `description` is used when the counter is created.
-    pub fn add(&mut self, key: &str, severity: Severity, description: &str, n: u64, example: impl FnOnce() -> String) {
-        let e = self.entries.entry(key.to_string()).or_insert_with(|| StatEntry {
-            severity,
-            count: 0,
-            description: description.to_string(),
-            examples: Vec::new(),
-        });
+    pub fn add(
+        &mut self,
+        key: &str,
+        severity: Severity,
+        description: &str,
+        n: u64,
+        example: impl FnOnce() -> String,
+    ) {
+        let e = self
+            .entries
+            .entry(key.to_string())
+            .or_insert_with(|| StatEntry {
+                severity,
+                count: 0,
+                description: description.to_string(),
+                examples: Vec::new(),
+            });
         e.count += n;
         if e.examples.len() < Self::MAX_EXAMPLES {
             e.examples.push(example());
@@ -100,12 +110,17 @@ mod tests {
     fn counts_and_keeps_first_examples() {
         let mut dq = DataQuality::default();
         for i in 0..10 {
-            dq.add("bad_line", Severity::Warning, "unparsed line", 1, || format!("line {i}"));
+            dq.add("bad_line", Severity::Warning, "unparsed line", 1, || {
+                format!("line {i}")
+            });
         }
         assert_eq!(dq.count("bad_line"), 10);
         assert_eq!(dq.count("other"), 0);
         let (_, e) = dq.entries().next().unwrap();
-        assert_eq!(e.examples, vec!["line 0", "line 1", "line 2", "line 3", "line 4"]);
+        assert_eq!(
+            e.examples,
+            vec!["line 0", "line 1", "line 2", "line 3", "line 4"]
+        );
         let mut dq2 = DataQuality::default();
         dq2.merge(&dq);
         dq2.merge(&dq);

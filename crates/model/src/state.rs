@@ -75,7 +75,10 @@ impl PrevState {
 
     /// The letter for one normalized bit, e.g. `'D'` for [`PrevState::D`].
     pub fn letter_bit(letter: char) -> Option<u16> {
-        Self::LETTERS.iter().find(|(_, l)| *l == letter).map(|(b, _)| *b)
+        Self::LETTERS
+            .iter()
+            .find(|(_, l)| *l == letter)
+            .map(|(b, _)| *b)
     }
 
     /// True when no sleep/stop/dead letter is set: the task was still runnable (`R` / `R+`).
@@ -170,14 +173,23 @@ mod tests {
 
     #[test]
     fn parse_display_round_trip() {
-        for t in ["R", "R+", "S", "D", "D|K", "I", "X", "Z", "T", "t", "P", "S+"] {
-            assert_eq!(PrevState::parse(t).map(|s| s.to_string()).as_deref(), Some(t), "{t}");
+        for t in [
+            "R", "R+", "S", "D", "D|K", "I", "X", "Z", "T", "t", "P", "S+",
+        ] {
+            assert_eq!(
+                PrevState::parse(t).map(|s| s.to_string()).as_deref(),
+                Some(t),
+                "{t}"
+            );
         }
         assert!(PrevState::parse("R+").is_some_and(|s| s.is_runnable() && s.is_preempted()));
         assert!(PrevState::parse("R").is_some_and(|s| s.is_runnable() && !s.is_preempted()));
         assert!(PrevState::parse("D").is_some_and(|s| !s.is_runnable()));
         assert_eq!(PrevState::parse(""), None);
         assert_eq!(PrevState::parse("==>"), None);
-        assert_eq!(PrevState::parse("r").map(|s| s.to_string()).as_deref(), Some("?"));
+        assert_eq!(
+            PrevState::parse("r").map(|s| s.to_string()).as_deref(),
+            Some("?")
+        );
     }
 }

@@ -20,17 +20,37 @@ pub struct ReadError {
 
 impl ReadError {
     /// A problem at `pos` in `path`.
-    pub fn new(path: &str, pos: Option<SpanPos>, expected: impl Into<String>, found: impl Into<String>) -> ReadError {
-        ReadError { path: path.to_string(), pos, expected: expected.into(), found: found.into() }
+    pub fn new(
+        path: &str,
+        pos: Option<SpanPos>,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> ReadError {
+        ReadError {
+            path: path.to_string(),
+            pos,
+            expected: expected.into(),
+            found: found.into(),
+        }
     }
 
     /// At byte offset `off`.
-    pub fn at_byte(path: &str, off: u64, expected: impl Into<String>, found: impl Into<String>) -> ReadError {
+    pub fn at_byte(
+        path: &str,
+        off: u64,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> ReadError {
         Self::new(path, Some(SpanPos::Byte(off)), expected, found)
     }
 
     /// At 1-based line `line`.
-    pub fn at_line(path: &str, line: u64, expected: impl Into<String>, found: impl Into<String>) -> ReadError {
+    pub fn at_line(
+        path: &str,
+        line: u64,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> ReadError {
         Self::new(path, Some(SpanPos::Line(line)), expected, found)
     }
 
@@ -56,6 +76,15 @@ impl std::error::Error for ReadError {}
 pub fn show_bytes(bytes: &[u8], n: usize) -> String {
     let b = &bytes[..bytes.len().min(n)];
     let hex: Vec<String> = b.iter().map(|x| format!("{x:02x}")).collect();
-    let ascii: String = b.iter().map(|&x| if (0x20..0x7f).contains(&x) { x as char } else { '.' }).collect();
+    let ascii: String = b
+        .iter()
+        .map(|&x| {
+            if (0x20..0x7f).contains(&x) {
+                x as char
+            } else {
+                '.'
+            }
+        })
+        .collect();
     format!("{} \"{}\"", hex.join(" "), ascii)
 }

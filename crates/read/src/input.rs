@@ -57,7 +57,12 @@ impl Input {
         if meta.is_file() && compression_of(&magic[..n.len()]).is_none() {
             let head = read_up_to(&mut f, HEAD_LEN).map_err(io_err)?;
             f.seek(SeekFrom::Start(0)).map_err(io_err)?;
-            return Ok(Input { path: path.to_string(), compression: None, head, body: Body::File(f) });
+            return Ok(Input {
+                path: path.to_string(),
+                compression: None,
+                head,
+                body: Body::File(f),
+            });
         }
         Self::from_stream(path, Box::new(f))
     }
@@ -75,9 +80,19 @@ impl Input {
             _ => joined,
         };
         let head = read_up_to(&mut stream, HEAD_LEN).map_err(|e| {
-            ReadError::new(path, None, format!("a valid {} stream", comp.unwrap_or("input")), format!("{e}"))
+            ReadError::new(
+                path,
+                None,
+                format!("a valid {} stream", comp.unwrap_or("input")),
+                format!("{e}"),
+            )
         })?;
-        Ok(Input { path: path.to_string(), compression: comp, head, body: Body::Stream(stream) })
+        Ok(Input {
+            path: path.to_string(),
+            compression: comp,
+            head,
+            body: Body::Stream(stream),
+        })
     }
 
     /// For tests and fuzzing: an in-memory input.

@@ -7,14 +7,14 @@
 //! the offset or line, and what was expected versus found.
 
 pub mod error;
-pub mod input;
-pub mod sniff;
-pub mod tracefs_format;
-pub mod perf_data;
-pub mod text_common;
 pub mod ftrace_text;
-pub mod tracecmd_text;
+pub mod input;
+pub mod perf_data;
 pub mod perf_script_text;
+pub mod sniff;
+pub mod text_common;
+pub mod tracecmd_text;
+pub mod tracefs_format;
 
 pub use error::ReadError;
 pub use input::Input;
@@ -37,7 +37,11 @@ pub trait EventReader: Send {
 
 /// Opens `path` (`-` = stdin) as input number `index` (used in source spans), sniffing the
 /// format unless `forced`.
-pub fn open(path: &str, forced: Option<InputFormat>, index: u16) -> Result<Box<dyn EventReader>, ReadError> {
+pub fn open(
+    path: &str,
+    forced: Option<InputFormat>,
+    index: u16,
+) -> Result<Box<dyn EventReader>, ReadError> {
     let input = Input::open(path)?;
     let format = match forced {
         Some(f) => f,
@@ -47,11 +51,21 @@ pub fn open(path: &str, forced: Option<InputFormat>, index: u16) -> Result<Box<d
 }
 
 /// Opens an already opened input as `format`.
-pub fn open_as(input: Input, format: InputFormat, index: u16) -> Result<Box<dyn EventReader>, ReadError> {
+pub fn open_as(
+    input: Input,
+    format: InputFormat,
+    index: u16,
+) -> Result<Box<dyn EventReader>, ReadError> {
     Ok(match format {
-        InputFormat::PerfData | InputFormat::PerfPipe => Box::new(perf_data::PerfDataReader::open(input, index)?),
+        InputFormat::PerfData | InputFormat::PerfPipe => {
+            Box::new(perf_data::PerfDataReader::open(input, index)?)
+        }
         InputFormat::FtraceText => Box::new(ftrace_text::FtraceTextReader::open(input, index)?),
-        InputFormat::TraceCmdText => Box::new(tracecmd_text::TraceCmdTextReader::open(input, index)?),
-        InputFormat::PerfScriptText => Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?),
+        InputFormat::TraceCmdText => {
+            Box::new(tracecmd_text::TraceCmdTextReader::open(input, index)?)
+        }
+        InputFormat::PerfScriptText => {
+            Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?)
+        }
     })
 }

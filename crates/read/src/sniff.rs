@@ -36,11 +36,21 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
         return match size {
             Some(16) => Ok(InputFormat::PerfPipe),
             Some(_) => Ok(InputFormat::PerfData),
-            None => Err(ReadError::at_byte(path, 8, "a perf.data header size (8 bytes)", "end of file")),
+            None => Err(ReadError::at_byte(
+                path,
+                8,
+                "a perf.data header size (8 bytes)",
+                "end of file",
+            )),
         };
     }
     if head.starts_with(b"PERFFILE") {
-        return Err(ReadError::at_byte(path, 0, "perf.data version 2 (PERFILE2)", "the obsolete version 1 magic PERFFILE"));
+        return Err(ReadError::at_byte(
+            path,
+            0,
+            "perf.data version 2 (PERFILE2)",
+            "the obsolete version 1 magic PERFFILE",
+        ));
     }
     if head.starts_with(TRACE_DAT_MAGIC) {
         return Err(ReadError::at_byte(

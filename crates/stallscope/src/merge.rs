@@ -62,7 +62,9 @@ impl Inputs {
     pub fn open(paths: &[String], forced: Option<InputFormat>) -> Result<Inputs, ReadError> {
         let mut readers = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
-            let idx = u16::try_from(i).map_err(|_| ReadError::new(p, None, "at most 65535 inputs", format!("input number {i}")))?;
+            let idx = u16::try_from(i).map_err(|_| {
+                ReadError::new(p, None, "at most 65535 inputs", format!("input number {i}"))
+            })?;
             readers.push(stallscope_read::open(p, forced, idx)?);
         }
         Ok(Self::from_readers(readers))
@@ -71,7 +73,14 @@ impl Inputs {
     /// Wraps already opened readers (input index = position).
     pub fn from_readers(readers: Vec<Box<dyn EventReader>>) -> Inputs {
         Inputs {
-            sources: readers.into_iter().map(|reader| Source { reader, pending: None, last_ts: None }).collect(),
+            sources: readers
+                .into_iter()
+                .map(|reader| Source {
+                    reader,
+                    pending: None,
+                    last_ts: None,
+                })
+                .collect(),
             heap: BinaryHeap::new(),
             primed: false,
             dq: DataQuality::default(),
@@ -105,7 +114,10 @@ impl Inputs {
                     bytes = Some((bd + d, bt + t));
                 }
             }
-            cb(Progress { events: self.events, bytes });
+            cb(Progress {
+                events: self.events,
+                bytes,
+            });
         }
     }
 
@@ -189,9 +201,23 @@ mod tests {
     fn reader(input: u16, ts: &[Ts]) -> Box<dyn EventReader> {
         let evs: Vec<Event> = ts
             .iter()
-            .map(|&t| Event { ts: t, cpu: 0, pid: 1, span: Span { input, ..Span::default() }, kind: EventKind::Lost { count: None }, callchain: None })
+            .map(|&t| Event {
+                ts: t,
+                cpu: 0,
+                pid: 1,
+                span: Span {
+                    input,
+                    ..Span::default()
+                },
+                kind: EventKind::Lost { count: None },
+                callchain: None,
+            })
             .collect();
-        Box::new(VecReader { meta: TraceMeta::default(), evs: evs.into_iter(), dq: DataQuality::default() })
+        Box::new(VecReader {
+            meta: TraceMeta::default(),
+            evs: evs.into_iter(),
+            dq: DataQuality::default(),
+        })
     }
 
     fn drain(mut i: Inputs) -> (Vec<(Ts, u16)>, DataQuality) {
@@ -204,18 +230,31 @@ mod tests {
 
     #[test]
     fn merges_in_time_order_with_stable_ties() {
-        let (out, dq) = drain(Inputs::from_readers(vec![reader(0, &[1, 5, 5, 9]), reader(1, &[2, 5, 10]), reader(2, &[])]));
-        assert_eq!(out, vec![(1, 0), (2, 1), (5, 0), (5, 0), (5, 1), (9, 0), (10, 1)]);
+        let (out, dq) = drain(Inputs::from_readers(vec![
+            reader(0, &[1, 5, 5, 9]),
+            reader(1, &[2, 5, 10]),
+            reader(2, &[]),
+        ]));
+        assert_eq!(
+            out,
+            vec![(1, 0), (2, 1), (5, 0), (5, 0), (5, 1), (9, 0), (10, 1)]
+        );
         assert!(dq.is_empty());
     }
 
     #[test]
     fn counts_backwards_events_and_keeps_them() {
-        let (out, dq) = drain(Inputs::from_readers(vec![reader(0, &[1, 8, 3, 9]), reader(1, &[4])]));
+        let (out, dq) = drain(Inputs::from_readers(vec![
+            reader(0, &[1, 8, 3, 9]),
+            reader(1, &[4]),
+        ]));
         assert_eq!(out.len(), 5);
         assert_eq!(dq.count("out_of_order_events"), 1);
         let (out1, dq1) = drain(Inputs::from_readers(vec![reader(0, &[1, 8, 3, 9])]));
-        assert_eq!(out1.iter().map(|x| x.0).collect::<Vec<_>>(), vec![1, 8, 3, 9]);
+        assert_eq!(
+            out1.iter().map(|x| x.0).collect::<Vec<_>>(),
+            vec![1, 8, 3, 9]
+        );
         assert_eq!(dq1.count("out_of_order_events"), 1);
     }
 }
