@@ -16,14 +16,17 @@
 //!   become generic events named after the attr with `ip` and `period` fields. Call chains
 //!   are kept.
 //! * `COMM` (3) → [`EventKind::TaskComm`]; `FORK` (7) / `EXIT` (4) only maintain the
-//!   tid → comm map ([`PerfDataReader::comm_of`]).
+//!   reader's tid → comm map (FORK copies the parent's name, EXIT forgets the task).
 //! * `LOST` (2) / `LOST_SAMPLES` (13) → [`EventKind::Lost`] and the `lost_events` counter.
 //!
 //! Records are ordered like `perf script` ([`order`]); `COMPRESSED` (81) / `COMPRESSED2`
 //! (83) zstd records (`perf record -z`) are decompressed on the fly (a record inside one
 //! reports the offset of the compressed record as its span). The data section is streamed
 //! with large reads ([`stream`]); a non-seekable file-mode input (stdin, `.xz`) is spooled
-//! first ([`spool`]) because its metadata comes after the data. Unknown record types are
+//! first ([`spool`]) because its metadata comes after the data. Inputs of
+//! [`WORKER_MIN_BYTES`] or more (and pipes) are decoded on a second thread ([`worker`]) that
+//! hands events over in batches, so reading and decoding overlap with the caller's
+//! analysis. Unknown record types are
 //! skipped by size and counted; truncation and impossible sizes are fatal errors naming the
 //! byte offset.
 
@@ -34,56 +37,86 @@ mod order;
 mod pipeline;
 mod spool;
 mod stream;
+mod worker;
 
-use stallscope_model::{Comm, DataQuality, Event, Tid, TraceMeta};
+use stallscope_model::{DataQuality, Event, TraceMeta};
 
-use crate::tracefs_format::TracingData;
 use crate::{EventReader, Input, ReadError};
 use pipeline::Pipeline;
+use worker::Worker;
+
+/// Inputs whose data section is at least this big are decoded on a worker thread.
+pub const WORKER_MIN_BYTES: u64 = 4 << 20;
 
 /// Reads perf.data files and pipes. See the module docs.
 pub struct PerfDataReader {
-    pipeline: Box<Pipeline>,
+    mode: Mode,
+}
+
+enum Mode {
+    /// Decoding in the caller's thread (small inputs).
+    Inline(Box<Pipeline>),
+    /// Decoding on a worker thread, events handed over in batches.
+    Worker(Box<Worker>),
 }
 
 impl PerfDataReader {
     /// Opens `input` (file or pipe mode, decided by the header size) as input number `index`.
+    /// Big or unknown-size inputs are decoded on a second thread.
     pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
-        Ok(PerfDataReader {
-            pipeline: Box::new(Pipeline::open(input, index)?),
-        })
+        let pipeline = Pipeline::open(input, index)?;
+        let worker = pipeline
+            .progress()
+            .is_none_or(|(_, total)| total >= WORKER_MIN_BYTES);
+        Ok(Self::from_pipeline(pipeline, worker))
     }
 
-    /// The name of task `tid` from COMM / FORK side-band records seen so far.
-    pub fn comm_of(&self, tid: Tid) -> Option<Comm> {
-        self.pipeline.comm_of(tid)
+    /// Like [`PerfDataReader::open`], choosing explicitly whether to use a worker thread.
+    pub fn open_with_worker(input: Input, index: u16, worker: bool) -> Result<Self, ReadError> {
+        Ok(Self::from_pipeline(Pipeline::open(input, index)?, worker))
     }
 
-    /// The tracing data (formats) of the file, once seen.
-    pub fn tracing_data(&self) -> Option<&TracingData> {
-        self.pipeline.tracing_data()
+    fn from_pipeline(pipeline: Pipeline, worker: bool) -> Self {
+        let mode = if worker {
+            Mode::Worker(Box::new(Worker::spawn(pipeline)))
+        } else {
+            Mode::Inline(Box::new(pipeline))
+        };
+        PerfDataReader { mode }
     }
 
-    /// Chunks allocated by the streaming buffer so far (for tests of bounded memory).
-    pub fn buffer_chunks(&self) -> usize {
-        self.pipeline.buffer_chunks()
+    /// True when events are decoded on a worker thread.
+    pub fn uses_worker(&self) -> bool {
+        matches!(self.mode, Mode::Worker(_))
     }
 }
 
 impl EventReader for PerfDataReader {
     fn meta(&self) -> &TraceMeta {
-        &self.pipeline.meta
+        match &self.mode {
+            Mode::Inline(p) => &p.meta,
+            Mode::Worker(w) => w.meta(),
+        }
     }
 
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
-        self.pipeline.next_event()
+        match &mut self.mode {
+            Mode::Inline(p) => p.next_event(),
+            Mode::Worker(w) => w.next_event(),
+        }
     }
 
     fn quality(&self) -> &DataQuality {
-        &self.pipeline.dq
+        match &self.mode {
+            Mode::Inline(p) => &p.dq,
+            Mode::Worker(w) => w.quality(),
+        }
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
-        self.pipeline.progress()
+        match &self.mode {
+            Mode::Inline(p) => p.progress(),
+            Mode::Worker(w) => w.progress(),
+        }
     }
 }

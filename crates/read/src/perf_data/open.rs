@@ -136,12 +136,18 @@ impl Pipeline {
             size: 16 * bits.len() as u64,
         };
         let tbytes = read_section(&self.path, src, len, table, "the feature section table")?;
-        for (i, bit) in bits.iter().enumerate() {
-            let Some(sec) = Section::at(&tbytes, 16 * i, self.endian) else {
-                continue;
-            };
-            if !matches!(
-                *bit,
+        for (&bit, entry) in bits.iter().zip(tbytes.chunks_exact(16)) {
+            let sec = Section::at(entry, 0, self.endian).unwrap_or_default();
+            if sec.offset > len || sec.size > len - sec.offset {
+                return Err(ReadError::at_byte(
+                    &self.path,
+                    sec.offset,
+                    format!("feature section {bit} ({} bytes)", sec.size),
+                    format!("end of file at offset {len:#x} (truncated file?)"),
+                ));
+            }
+            let used = matches!(
+                bit,
                 feat::TRACING_DATA
                     | feat::HOSTNAME
                     | feat::OSRELEASE
@@ -150,11 +156,12 @@ impl Pipeline {
                     | feat::CMDLINE
                     | feat::EVENT_DESC
                     | feat::CLOCKID
-            ) {
-                continue; // a feature stallscope does not use
+            );
+            if used {
+                let bytes =
+                    read_section(&self.path, src, len, sec, &format!("feature section {bit}"))?;
+                self.apply_feature(bit, &bytes, sec.offset)?;
             }
-            let bytes = read_section(&self.path, src, len, sec, &format!("feature section {bit}"))?;
-            self.apply_feature(*bit, &bytes, sec.offset)?;
         }
         Ok(())
     }

@@ -84,6 +84,9 @@ pub struct Pipeline {
     pub(super) layouts: Vec<Layout>,
     pub(super) id_pos: IdPos,
     pub(super) id_to_attr: FxHashMap<u64, u16>,
+    /// `id_dense[id - id_base]` = attr index (u16::MAX: none), when the ids are compact.
+    pub(super) id_dense: Vec<u16>,
+    pub(super) id_base: u64,
     decoders: Vec<AttrDecoder>,
     pub(super) stale: bool,
     pub(super) tracing: Option<TracingData>,
@@ -120,6 +123,8 @@ impl Pipeline {
             layouts: Vec::new(),
             id_pos: IdPos::default(),
             id_to_attr: FxHashMap::default(),
+            id_dense: Vec::new(),
+            id_base: 0,
             decoders: Vec::new(),
             stale: true,
             tracing: None,
@@ -134,21 +139,6 @@ impl Pipeline {
             failed: false,
             total_len,
         }
-    }
-
-    /// The name of task `tid` from COMM / FORK side-band records seen so far.
-    pub fn comm_of(&self, tid: Tid) -> Option<Comm> {
-        self.comms.get(&tid).copied()
-    }
-
-    /// The tracing data (formats) of the file, once seen.
-    pub fn tracing_data(&self) -> Option<&TracingData> {
-        self.tracing.as_ref()
-    }
-
-    /// Chunks allocated by the streaming buffer so far (for tests of bounded memory).
-    pub fn buffer_chunks(&self) -> usize {
-        self.pool.allocated()
     }
 
     fn note(&mut self, key: &str, severity: Severity, description: &str, n: u64, example: String) {
@@ -311,6 +301,17 @@ impl Pipeline {
         for (i, a) in self.attrs.iter().enumerate() {
             for &id in &a.ids {
                 self.id_to_attr.insert(id, i as u16);
+            }
+        }
+        // A dense table when the ids are compact (they normally are: perf numbers them).
+        let lo = self.id_to_attr.keys().copied().min().unwrap_or(0);
+        let hi = self.id_to_attr.keys().copied().max().unwrap_or(0);
+        self.id_base = lo;
+        self.id_dense.clear();
+        if hi - lo < 1 << 16 {
+            self.id_dense.resize((hi - lo + 1) as usize, u16::MAX);
+            for (&id, &a) in &self.id_to_attr {
+                self.id_dense[(id - lo) as usize] = a;
             }
         }
         let fallback = PrevStateTable::for_kernel_release(self.meta.kernel_release.as_deref());
@@ -560,7 +561,13 @@ impl Pipeline {
                     // perf-synthesized records (COMM/FORK/MMAP of existing tasks) have id 0.
                     Some(p) => match self.endian.u64(rec, p)? {
                         0 => Some(0),
-                        id => self.id_to_attr.get(&id).copied(),
+                        id => match id
+                            .checked_sub(self.id_base)
+                            .and_then(|i| self.id_dense.get(i as usize))
+                        {
+                            Some(&a) if a != u16::MAX => Some(a),
+                            _ => self.id_to_attr.get(&id).copied(),
+                        },
                     },
                     // No id in the records: perf then uses the first attr.
                     None => Some(0),
@@ -625,9 +632,9 @@ impl Pipeline {
         }
         let rtype = self.endian.u32(self.pool.bytes(&p.rec), 0).unwrap_or(0);
         let out = if rtype == rt::SAMPLE {
-            self.emit_sample(&p)
+            self.emit_sample(p)
         } else {
-            self.emit_side_band(&p, rtype)
+            self.emit_side_band(p, rtype)
         };
         self.pool.unref(&p.rec);
         out
@@ -775,6 +782,7 @@ impl Pipeline {
                         callchain: d.callchain,
                     }));
                 }
+                // A side-band-only record, or a skip already counted in `dq`.
                 continue;
             }
             if self.input_done {

@@ -91,11 +91,6 @@ impl ChunkPool {
         let s = r.off as usize;
         &self.chunks[r.chunk as usize].data[s..s + r.len as usize]
     }
-
-    /// Chunks allocated (for tests of bounded memory).
-    pub fn allocated(&self) -> usize {
-        self.chunks.len()
-    }
 }
 
 /// A problem while cutting records out of a stream.
@@ -319,7 +314,14 @@ impl RawStream {
     }
 
     /// The next record (one reference taken on its chunk), `None` at the end.
+    #[inline]
     pub fn next(&mut self, pool: &mut ChunkPool) -> Result<Option<RecordRef>, StreamError> {
+        // Fast path: the whole record is already buffered.
+        if self.win.avail() >= 8 {
+            if let Some(r) = self.win.cut(pool, self.endian, None)? {
+                return Ok(Some(r));
+            }
+        }
         let Some((rtype, size)) = self.peek(pool)? else {
             return Ok(None);
         };
@@ -380,10 +382,13 @@ pub struct DecompStream {
 }
 
 impl DecompStream {
-    /// A fresh decompressor.
+    /// A fresh decompressor. Frames needing a window above 32 MiB are refused (perf uses
+    /// small levels), which bounds what a hostile frame header can make zstd allocate.
     pub fn new() -> io::Result<DecompStream> {
+        let mut zstd = zstd::stream::raw::Decoder::new()?;
+        zstd.set_parameter(zstd::stream::raw::DParameter::WindowLogMax(25))?;
         Ok(DecompStream {
-            zstd: zstd::stream::raw::Decoder::new()?,
+            zstd,
             win: Window {
                 chunk: None,
                 start: 0,
@@ -444,5 +449,98 @@ impl DecompStream {
     /// Bytes of an unfinished record left when the input ended (0 = clean).
     pub fn leftover(&self) -> usize {
         self.win.avail()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Synthetic records: header {type 9, misc 0, size} + a recognizable body.
+    fn records(n: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|i| {
+                let size = 8 + 8 * (1 + i % 37) + if i % 5 == 0 { 4000 } else { 0 };
+                let mut r = Vec::with_capacity(size);
+                r.extend_from_slice(&9u32.to_le_bytes());
+                r.extend_from_slice(&0u16.to_le_bytes());
+                r.extend_from_slice(&(size as u16).to_le_bytes());
+                r.extend((8..size).map(|j| (i * 7 + j) as u8));
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn decompressed_records_may_straddle_compressed_records_and_chunks() {
+        let recs = records(4000);
+        let all: Vec<u8> = recs.concat();
+        assert!(all.len() > 2 * CHUNK_SIZE, "crosses chunk boundaries");
+        // Split the stream at odd places (mid-header, mid-body), one zstd frame per piece,
+        // and also split one frame across two feeds.
+        let cuts = [0, 3, 1000, 77_777, 500_001, 1_234_567, 2_000_003, all.len()];
+        let mut pool = ChunkPool::default();
+        let mut d = DecompStream::new().unwrap();
+        let mut out = Vec::new();
+        for w in cuts.windows(2) {
+            let frame = zstd::encode_all(&all[w[0]..w[1]], 1).unwrap();
+            let (a, b) = frame.split_at(frame.len() / 2);
+            d.feed(&mut pool, a, w[0] as u64, Endian::Little, &mut out)
+                .unwrap();
+            d.feed(&mut pool, b, w[0] as u64, Endian::Little, &mut out)
+                .unwrap();
+        }
+        assert_eq!(d.leftover(), 0);
+        assert_eq!(out.len(), recs.len());
+        for (r, want) in out.iter().zip(&recs) {
+            assert_eq!(pool.bytes(r), &want[..]);
+        }
+        // Every record holds a reference: nothing was recycled under them.
+        for r in &out {
+            pool.unref(r);
+        }
+        assert!(pool.chunks.len() <= 4, "{} chunks", pool.chunks.len());
+    }
+
+    #[test]
+    fn raw_stream_reports_truncation_and_bad_sizes_with_offsets() {
+        let recs = records(50);
+        let mut all: Vec<u8> = recs.concat();
+        let total = all.len();
+        all.truncate(total - 3);
+        let mut pool = ChunkPool::default();
+        let mut s = RawStream::new(Box::new(io::Cursor::new(all)), 1000, None, Endian::Little);
+        let mut n = 0;
+        let err = loop {
+            match s.next(&mut pool) {
+                Ok(Some(r)) => {
+                    pool.unref(&r);
+                    n += 1;
+                }
+                Ok(None) => panic!("truncation not noticed"),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(n, 49);
+        let last_off = 1000 + (total - recs[49].len()) as u64;
+        assert!(
+            matches!(err, StreamError::Truncated { off, rtype: Some(9), .. } if off == last_off),
+            "{err:?}"
+        );
+        let bad = vec![9, 0, 0, 0, 0, 0, 4, 0];
+        let mut s = RawStream::new(Box::new(io::Cursor::new(bad)), 0, None, Endian::Little);
+        assert!(matches!(
+            s.next(&mut pool),
+            Err(StreamError::BadSize {
+                off: 0,
+                size: 4,
+                ..
+            })
+        ));
+        let mut d = DecompStream::new().unwrap();
+        let mut out = Vec::new();
+        assert!(d
+            .feed(&mut pool, b"not zstd at all", 77, Endian::Little, &mut out)
+            .is_err());
     }
 }

@@ -16,7 +16,10 @@ pub struct CommCache {
 impl Default for CommCache {
     fn default() -> Self {
         // All-zero key = an empty name, which is what an all-EMPTY value table says.
-        CommCache { keys: Box::new([0; SLOTS]), values: Box::new([Comm::EMPTY; SLOTS]) }
+        CommCache {
+            keys: Box::new([0; SLOTS]),
+            values: Box::new([Comm::EMPTY; SLOTS]),
+        }
     }
 }
 
@@ -49,7 +52,15 @@ mod tests {
     #[test]
     fn cached_names_equal_uncached_ones() {
         let mut c = CommCache::default();
-        for raw in [&b"perf\0\0\0\0\0\0\0\0\0\0\0\0"[..], b"", b"\0", b"migration/0", b"perf\0garbage", b"perf", b"a very long name beyond 16"] {
+        for raw in [
+            &b"perf\0\0\0\0\0\0\0\0\0\0\0\0"[..],
+            b"",
+            b"\0",
+            b"migration/0",
+            b"perf\0garbage",
+            b"perf",
+            b"a very long name beyond 16",
+        ] {
             for _ in 0..2 {
                 assert_eq!(c.get(raw), Comm::from_bytes(raw), "{raw:?}");
             }

@@ -282,7 +282,11 @@ impl TracepointDecoder {
     /// Like [`TracepointDecoder::decode`], with task names looked up in `names` (keep one
     /// cache per reader).
     #[inline]
-    pub fn decode_cached(&self, rec: &[u8], names: &mut CommCache) -> Result<EventKind, DecodeFailure> {
+    pub fn decode_cached(
+        &self,
+        rec: &[u8],
+        names: &mut CommCache,
+    ) -> Result<EventKind, DecodeFailure> {
         self.try_decode(rec, names).ok_or(DecodeFailure::Truncated)
     }
 
