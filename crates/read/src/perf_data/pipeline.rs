@@ -9,6 +9,8 @@
 //! Released records are decoded ([`Pipeline::next_event`]) with per-attr decoders built once
 //! ([`Pipeline::rebuild`]): one [`TracepointDecoder`] per tracepoint attr.
 
+use std::collections::VecDeque;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use stallscope_model::{
     Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, InputFormat, Severity, Span,
@@ -61,14 +63,6 @@ enum AttrDecoder {
     Other {
         name: String,
     },
-}
-
-/// The decoded parts of a record; `ts` and `span` come from its queue entry.
-struct Decoded {
-    cpu: u32,
-    pid: Tid,
-    kind: EventKind,
-    callchain: Option<Box<[u64]>>,
 }
 
 /// The record-to-event pipeline of one perf input: metadata, record streams, ordering
@@ -615,33 +609,8 @@ impl Pipeline {
         }
     }
 
-    /// Decodes one released record (`None` for side-band-only or skipped ones).
-    #[inline]
-    fn emit(&mut self, p: &Pending, out_of_order: bool) -> Option<Decoded> {
-        if self.stale {
-            self.rebuild();
-        }
-        if out_of_order {
-            self.dq.add(
-                "perf_out_of_order_events",
-                Severity::Warning,
-                "records older than one already emitted (outside perf's round ordering)",
-                1,
-                || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
-            );
-        }
-        let rtype = self.endian.u32(self.pool.bytes(&p.rec), 0).unwrap_or(0);
-        let out = if rtype == rt::SAMPLE {
-            self.emit_sample(p)
-        } else {
-            self.emit_side_band(p, rtype)
-        };
-        self.pool.unref(&p.rec);
-        out
-    }
-
-    #[inline]
-    fn emit_sample(&mut self, p: &Pending) -> Option<Decoded> {
+    #[inline(always)]
+    fn sample_event(&mut self, p: &Pending) -> Option<Event> {
         let e = self.endian;
         let rec = self.pool.bytes(&p.rec);
         let Some(s) = parse_sample(rec, &self.layouts[p.attr as usize], e) else {
@@ -692,9 +661,14 @@ impl Pipeline {
                 }))
             }
         };
-        Some(Decoded {
+        Some(Event {
+            ts: p.ts,
             cpu: s.cpu.unwrap_or(0),
             pid: s.tid.unwrap_or(-1),
+            span: Span {
+                input: self.index,
+                pos: SpanPos::Byte(p.rec.file_off),
+            },
             kind,
             callchain: s
                 .callchain
@@ -702,7 +676,7 @@ impl Pipeline {
         })
     }
 
-    fn emit_side_band(&mut self, p: &Pending, rtype: u32) -> Option<Decoded> {
+    fn side_band_event(&mut self, p: &Pending, rtype: u32) -> Option<Event> {
         let e = self.endian;
         let rec = self.pool.bytes(&p.rec);
         let l = &self.layouts[p.attr as usize];
@@ -753,9 +727,14 @@ impl Pipeline {
             EventKind::TaskComm { tid, .. } => tid,
             _ => tid.unwrap_or(-1),
         };
-        Some(Decoded {
+        Some(Event {
+            ts: p.ts,
             cpu: cpu.unwrap_or(0),
             pid,
+            span: Span {
+                input: self.index,
+                pos: SpanPos::Byte(p.rec.file_off),
+            },
             kind,
             callchain: None,
         })
@@ -763,32 +742,53 @@ impl Pipeline {
 
     /// The next event, `Ok(None)` at the end (and after an error).
     pub(super) fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        self.produce(|e| e)
+    }
+
+    /// Appends the next event to `out`; `Ok(false)` at the end (the worker's batch fill:
+    /// the event is built straight in the batch).
+    pub(super) fn next_event_into(&mut self, out: &mut VecDeque<Event>) -> Result<bool, ReadError> {
+        Ok(self.produce(|e| out.push_back(e))?.is_some())
+    }
+
+    /// Decodes released records (reading more when none are released) until one becomes an
+    /// event, and hands it to `sink`.
+    #[inline(always)]
+    fn produce<R>(&mut self, sink: impl FnOnce(Event) -> R) -> Result<Option<R>, ReadError> {
         if self.failed {
             return Ok(None);
         }
         loop {
-            if let Some((p, ooo)) = self.queue.pop() {
-                if let Some(d) = self.emit(&p, ooo) {
-                    // Built here, in the return slot: an Event is too big to copy cheaply.
-                    return Ok(Some(Event {
-                        ts: p.ts,
-                        cpu: d.cpu,
-                        pid: d.pid,
-                        span: Span {
-                            input: self.index,
-                            pos: SpanPos::Byte(p.rec.file_off),
-                        },
-                        kind: d.kind,
-                        callchain: d.callchain,
-                    }));
+            let Some((p, out_of_order)) = self.queue.pop() else {
+                if self.input_done {
+                    return Ok(None);
                 }
-                // A side-band-only record, or a skip already counted in `dq`.
+                self.pump()?;
                 continue;
+            };
+            if self.stale {
+                self.rebuild();
             }
-            if self.input_done {
-                return Ok(None);
+            if out_of_order {
+                self.dq.add(
+                    "perf_out_of_order_events",
+                    Severity::Warning,
+                    "records older than one already emitted (outside perf's round ordering)",
+                    1,
+                    || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+                );
             }
-            self.pump()?;
+            let rtype = self.endian.u32(self.pool.bytes(&p.rec), 0).unwrap_or(0);
+            let event = if rtype == rt::SAMPLE {
+                self.sample_event(&p)
+            } else {
+                self.side_band_event(&p, rtype)
+            };
+            self.pool.unref(&p.rec);
+            if let Some(e) = event {
+                return Ok(Some(sink(e)));
+            }
+            // A side-band-only record, or a skip already counted in `dq`.
         }
     }
 

@@ -152,12 +152,9 @@ fn run(p: &mut Pipeline, tx: &SyncSender<Batch>, reuse: &Receiver<VecDeque<Event
     };
     let mut events = fresh();
     loop {
-        let (end, full) = match p.next_event() {
-            Ok(Some(e)) => {
-                events.push_back(e);
-                (None, events.len() >= BATCH)
-            }
-            Ok(None) => (Some(Ok(())), true),
+        let (end, full) = match p.next_event_into(&mut events) {
+            Ok(true) => (None, events.len() >= BATCH),
+            Ok(false) => (Some(Ok(())), true),
             Err(e) => (Some(Err(e)), true),
         };
         if !full {
