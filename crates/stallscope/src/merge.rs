@@ -103,7 +103,7 @@ impl Inputs {
     }
 
     fn report_progress(&mut self) {
-        if self.events % Self::PROGRESS_EVERY != 0 {
+        if !self.events.is_multiple_of(Self::PROGRESS_EVERY) {
             return;
         }
         if let Some(cb) = self.on_progress.as_mut() {
