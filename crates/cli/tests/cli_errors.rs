@@ -71,16 +71,6 @@ fn missing_file_and_unknown_input_format_exit_2() {
 }
 
 #[test]
-fn trace_dat_is_refused_with_a_conversion_hint() {
-    let mut bytes = b"\x17\x08\x44tracing6\0".to_vec();
-    bytes.extend_from_slice(&[0; 64]);
-    let p = tmp_file("trace.dat", &bytes);
-    let (code, _, err) = run(&["info", p.to_str().unwrap()]);
-    assert_eq!(code, 2);
-    assert!(err.contains("trace-cmd report"), "{err}");
-}
-
-#[test]
 fn help_has_examples_for_every_command() {
     for cmd in ["info", "dump", "latency", "timehist"] {
         let (code, out, _) = run(&[cmd, "--help"]);

@@ -16,13 +16,16 @@ pub enum InputFormat {
     TraceCmdText,
     /// `perf script` text.
     PerfScriptText,
+    /// trace-cmd `trace.dat` (versions 6 and 7).
+    TraceDat,
 }
 
 impl InputFormat {
     /// Every format, in the order sniffing tries them.
-    pub const ALL: [InputFormat; 5] = [
+    pub const ALL: [InputFormat; 6] = [
         InputFormat::PerfData,
         InputFormat::PerfPipe,
+        InputFormat::TraceDat,
         InputFormat::TraceCmdText,
         InputFormat::FtraceText,
         InputFormat::PerfScriptText,
@@ -36,6 +39,7 @@ impl InputFormat {
             InputFormat::FtraceText => "ftrace-text",
             InputFormat::TraceCmdText => "trace-cmd-text",
             InputFormat::PerfScriptText => "perf-script-text",
+            InputFormat::TraceDat => "trace-dat",
         }
     }
 

@@ -14,6 +14,7 @@ pub mod perf_script_text;
 pub mod sniff;
 pub mod text_common;
 pub mod tracecmd_text;
+pub mod tracedat;
 pub mod tracefs_format;
 
 pub use error::ReadError;
@@ -67,5 +68,6 @@ pub fn open_as(
         InputFormat::PerfScriptText => {
             Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?)
         }
+        InputFormat::TraceDat => Box::new(tracedat::TraceDatReader::open(input, index)?),
     })
 }

@@ -21,7 +21,7 @@ pub fn sniff(input: &Input) -> Result<InputFormat, ReadError> {
 /// Detects the format from the first bytes `head` of the input named `path`.
 pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
     if head.is_empty() {
-        return Err(ReadError::at_byte(path, 0, "a trace (formats tried: perf-data, perf-pipe, trace-cmd-text, ftrace-text, perf-script-text)", "an empty file"));
+        return Err(ReadError::at_byte(path, 0, "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text)", "an empty file"));
     }
     if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
         let size = head.get(8..16).map(|b| {
@@ -53,12 +53,7 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
         ));
     }
     if head.starts_with(TRACE_DAT_MAGIC) {
-        return Err(ReadError::at_byte(
-            path,
-            0,
-            "a format this build reads (perf-data, perf-pipe, trace-cmd-text, ftrace-text, perf-script-text)",
-            "a trace-cmd trace.dat file, which is not supported yet: convert it with `trace-cmd report -N > trace.txt`",
-        ));
+        return Ok(InputFormat::TraceDat);
     }
     if let Some(f) = crate::text_common::sniff_text(head) {
         return Ok(f);
@@ -66,7 +61,7 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
     Err(ReadError::at_byte(
         path,
         0,
-        "a trace (formats tried: perf-data, perf-pipe, trace-cmd-text, ftrace-text, perf-script-text)",
+        "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text)",
         format!("unrecognized content starting with {}", show_bytes(head, 16)),
     ))
 }

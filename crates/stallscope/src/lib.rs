@@ -11,6 +11,9 @@
 pub mod merge;
 
 pub use merge::{Inputs, Progress};
+pub use stallscope_detect as detect;
 pub use stallscope_model as model;
 pub use stallscope_read as read;
+pub use stallscope_record as record;
+pub use stallscope_report as report;
 pub use stallscope_timeline as timeline;
