@@ -6,6 +6,7 @@
 //! domain; never floating point.
 
 pub mod comm;
+pub mod context;
 pub mod event;
 pub mod meta;
 pub mod quality;
@@ -13,6 +14,7 @@ pub mod state;
 pub mod time;
 
 pub use comm::Comm;
+pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
 pub use event::{
     Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime,
     Switch, TaskRef, Wakeup,

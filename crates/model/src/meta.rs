@@ -84,4 +84,9 @@ pub struct TraceMeta {
     /// Event names the input declares (header attrs / format files), `system:name` when the
     /// system is known. Text inputs fill this with the names seen while reading.
     pub declared_events: Vec<String>,
+    /// Host facts recorded with the trace (`stallscope record`), when present.
+    pub system_context: Option<crate::SystemContext>,
+    /// Events lost per CPU as recorded in the file's own statistics (e.g. trace.dat CPU
+    /// stats), `(cpu, count)`; lost events seen inline are reported as `lost_events` events.
+    pub lost_per_cpu: Vec<(u32, u64)>,
 }
