@@ -1,5 +1,9 @@
 //! placeholder: trace-cmd trace.dat reader (being written).
 use crate::{EventReader, Input, ReadError};
+
+/// trace.dat option id under which `stallscope record` stores its
+/// [`stallscope_model::SystemContext`] as JSON (trace-cmd skips unknown option ids).
+pub const OPTION_SYSTEM_CONTEXT: u16 = 0x5353;
 use stallscope_model::{DataQuality, Event, TraceMeta};
 /// Reader (being written).
 pub struct TraceDatReader {
