@@ -357,3 +357,52 @@ fn committed_script_sched_ns_prefix_matches() {
     }
     assert_eq!(n, 40);
 }
+
+/// COMM side-band records against `perf script --show-task-events` (synthesized ones at
+/// time 0 included): same order, time, cpu, pid/tid and name.
+#[test]
+fn comm_records_match_perf_task_events() {
+    let file = sample("perf_sched.data.xz");
+    let plain = plain_copy(&file);
+    let out = Command::new("perf")
+        .args(["script", "--ns", "--show-task-events", "-i"])
+        .arg(&plain)
+        .output()
+        .expect("perf must be installed");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut perf = Vec::new();
+    for line in text.lines().filter(|l| l.contains(": PERF_RECORD_COMM")) {
+        let (head, rest) = line.split_once(": PERF_RECORD_COMM").unwrap();
+        let time = parse_ns(head.rsplit(' ').next().unwrap());
+        let cpu: u32 = head
+            .rsplit_once('[')
+            .unwrap()
+            .1
+            .split(']')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let body = rest.trim_start_matches(" exec").trim_start_matches(": ");
+        let (name, ids) = body.rsplit_once(':').unwrap();
+        let (pid, tid) = ids.split_once('/').unwrap();
+        perf.push((
+            time,
+            cpu,
+            pid.parse::<i32>().unwrap(),
+            tid.parse::<i32>().unwrap(),
+            name.to_string(),
+        ));
+    }
+    let input = Input::open(file.to_str().unwrap()).unwrap();
+    let mut r = PerfDataReader::open(input, 0).unwrap();
+    let mut ours = Vec::new();
+    while let Some(e) = r.next_event().unwrap() {
+        if let EventKind::TaskComm { tgid, tid, comm } = e.kind {
+            assert_eq!(e.pid, tid);
+            ours.push((e.ts, e.cpu, tgid, tid, comm.to_string()));
+        }
+    }
+    assert_eq!(ours.len(), 323);
+    assert_eq!(ours, perf);
+}
