@@ -23,14 +23,15 @@
 //! (83) zstd records (`perf record -z`) are decompressed on the fly (a record inside one
 //! reports the offset of the compressed record as its span). The data section is streamed
 //! with large reads ([`stream`]); a non-seekable file-mode input (stdin, `.xz`) is spooled
-//! first ([`spool`]) because its metadata comes after the data. Inputs of
-//! [`WORKER_MIN_BYTES`] or more (and pipes) are decoded on a second thread ([`worker`]) that
-//! hands events over in batches, so reading and decoding overlap with the caller's
-//! analysis. Unknown record types are
-//! skipped by size and counted; truncation and impossible sizes are fatal errors naming the
-//! byte offset.
+//! first ([`spool`]) because its metadata comes after the data. The reading side
+//! ([`pipeline`]: read, decompress, order) and the decoding side ([`decode`]) run in the
+//! caller's thread for small inputs; for inputs of [`WORKER_MIN_BYTES`] or more (and pipes)
+//! the reading side runs on a second thread ([`worker`]) and hands ordered records over in
+//! batches, so both cores work. Unknown record types are skipped by size and counted;
+//! truncation and impossible sizes are fatal errors naming the byte offset.
 
 mod attr;
+mod decode;
 mod header;
 mod open;
 mod order;
@@ -42,10 +43,11 @@ mod worker;
 use stallscope_model::{DataQuality, Event, TraceMeta};
 
 use crate::{EventReader, Input, ReadError};
+use decode::Decoder;
 use pipeline::Pipeline;
 use worker::Worker;
 
-/// Inputs whose data section is at least this big are decoded on a worker thread.
+/// Inputs whose data section is at least this big are read on a worker thread.
 pub const WORKER_MIN_BYTES: u64 = 4 << 20;
 
 /// Reads perf.data files and pipes. See the module docs.
@@ -54,15 +56,15 @@ pub struct PerfDataReader {
 }
 
 enum Mode {
-    /// Decoding in the caller's thread (small inputs).
-    Inline(Box<Pipeline>),
-    /// Decoding on a worker thread, events handed over in batches.
+    /// Reading and decoding in the caller's thread (small inputs).
+    Inline(Box<Inline>),
+    /// Reading on a worker thread, records handed over in batches, decoding here.
     Worker(Box<Worker>),
 }
 
 impl PerfDataReader {
     /// Opens `input` (file or pipe mode, decided by the header size) as input number `index`.
-    /// Big or unknown-size inputs are decoded on a second thread.
+    /// Big or unknown-size inputs are read on a second thread.
     pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
         let pipeline = Pipeline::open(input, index)?;
         let worker = pipeline
@@ -80,12 +82,13 @@ impl PerfDataReader {
         let mode = if worker {
             Mode::Worker(Box::new(Worker::spawn(pipeline)))
         } else {
-            Mode::Inline(Box::new(pipeline))
+            let decoder = Decoder::new(pipeline.tables().clone());
+            Mode::Inline(Box::new(Inline { pipeline, decoder }))
         };
         PerfDataReader { mode }
     }
 
-    /// True when events are decoded on a worker thread.
+    /// True when the input is read on a worker thread.
     pub fn uses_worker(&self) -> bool {
         matches!(self.mode, Mode::Worker(_))
     }
@@ -94,29 +97,51 @@ impl PerfDataReader {
 impl EventReader for PerfDataReader {
     fn meta(&self) -> &TraceMeta {
         match &self.mode {
-            Mode::Inline(p) => &p.meta,
+            Mode::Inline(i) => &i.pipeline.meta,
             Mode::Worker(w) => w.meta(),
         }
     }
 
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         match &mut self.mode {
-            Mode::Inline(p) => p.next_event(),
+            Mode::Inline(i) => i.next_event(),
             Mode::Worker(w) => w.next_event(),
         }
     }
 
     fn quality(&self) -> &DataQuality {
         match &self.mode {
-            Mode::Inline(p) => &p.dq,
+            Mode::Inline(i) => &i.pipeline.dq,
             Mode::Worker(w) => w.quality(),
         }
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
         match &self.mode {
-            Mode::Inline(p) => p.progress(),
+            Mode::Inline(i) => i.pipeline.progress(),
             Mode::Worker(w) => w.progress(),
         }
+    }
+}
+
+/// Both sides in one thread.
+struct Inline {
+    pipeline: Pipeline,
+    decoder: Decoder,
+}
+
+impl Inline {
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        while let Some(p) = self.pipeline.pop_released()? {
+            self.decoder.set_tables(self.pipeline.tables());
+            let pl = &mut self.pipeline;
+            let ev = self.decoder.decode(pl.pool.bytes(&p.rec), &p, &mut pl.dq);
+            pl.release(&p);
+            if ev.is_some() {
+                return Ok(ev);
+            }
+            // A side-band-only record, or a skip counted in `dq`.
+        }
+        Ok(None)
     }
 }

@@ -1,4 +1,4 @@
-//! [`Pipeline`]: turns the records of one perf input into [`Event`]s.
+//! [`Pipeline`]: the reading side of a perf input, up to time-ordered records.
 //!
 //! Per record ([`Pipeline::handle`]): kernel records that can become events (SAMPLE, COMM,
 //! FORK, EXIT, LOST, LOST_SAMPLES) are queued with their time for ordering
@@ -6,22 +6,20 @@
 //! decompressed and their records handled in turn; pipe-mode metadata records (HEADER_ATTR,
 //! HEADER_TRACING_DATA and the payload after it, EVENT_UPDATE, HEADER_FEATURE) update the
 //! attrs, names and formats; known bookkeeping records are dropped; unknown ones are counted.
-//! Released records are decoded ([`Pipeline::next_event`]) with per-attr decoders built once
-//! ([`Pipeline::rebuild`]): one [`TracepointDecoder`] per tracepoint attr.
+//! Released records ([`Pipeline::pop_released`]) are decoded by a [`super::decode::Decoder`]
+//! with the [`DecodeTables`] built here once per metadata change ([`Pipeline::rebuild`]).
 
-use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
-use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, InputFormat, Severity, Span,
-    SpanPos, Tid, TraceMeta,
-};
+use stallscope_model::{DataQuality, InputFormat, Severity, SpanPos, TraceMeta};
 
-use super::attr::{parse_sample, parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
+use super::attr::{parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
+use super::decode::{AttrDecoder, DecodeTables};
 use super::header::{self, feat};
 use super::order::{OrderQueue, Pending, MAX_PENDING};
 use super::stream::{ChunkPool, DecompStream, RawStream, RecordRef, StreamError};
-use crate::tracefs_format::{CommCache, Endian, PrevStateTable, TracepointDecoder, TracingData};
+use crate::tracefs_format::{Endian, PrevStateTable, TracepointDecoder, TracingData};
 use crate::ReadError;
 
 /// Record types.
@@ -52,21 +50,8 @@ pub(super) mod rt {
     }
 }
 
-/// How samples of one attr are turned into events.
-#[derive(Debug)]
-enum AttrDecoder {
-    Tracepoint(TracepointDecoder),
-    MissingFormat {
-        system: Option<String>,
-        name: String,
-    },
-    Other {
-        name: String,
-    },
-}
-
-/// The record-to-event pipeline of one perf input: metadata, record streams, ordering
-/// queue and decoders. [`super::PerfDataReader`] drives it inline or on a worker thread.
+/// The reading side of one perf input: metadata, record streams, ordering queue, and the
+/// decode tables. [`super::PerfDataReader`] runs it inline or on a worker thread.
 pub struct Pipeline {
     pub(super) path: String,
     pub(super) index: u16,
@@ -81,7 +66,7 @@ pub struct Pipeline {
     /// `id_dense[id - id_base]` = attr index (u16::MAX: none), when the ids are compact.
     pub(super) id_dense: Vec<u16>,
     pub(super) id_base: u64,
-    decoders: Vec<AttrDecoder>,
+    tables: Arc<DecodeTables>,
     pub(super) stale: bool,
     pub(super) tracing: Option<TracingData>,
     pub(super) pool: ChunkPool,
@@ -89,8 +74,6 @@ pub struct Pipeline {
     pub(super) decomp: Option<DecompStream>,
     pub(super) scratch: Vec<u8>,
     pub(super) queue: OrderQueue,
-    pub(super) comms: FxHashMap<Tid, Comm>,
-    pub(super) names: CommCache,
     pub(super) input_done: bool,
     pub(super) failed: bool,
     pub(super) total_len: Option<u64>,
@@ -119,7 +102,7 @@ impl Pipeline {
             id_to_attr: FxHashMap::default(),
             id_dense: Vec::new(),
             id_base: 0,
-            decoders: Vec::new(),
+            tables: Arc::default(),
             stale: true,
             tracing: None,
             pool: ChunkPool::default(),
@@ -127,8 +110,6 @@ impl Pipeline {
             decomp: None,
             scratch: Vec::new(),
             queue: OrderQueue::default(),
-            comms: FxHashMap::default(),
-            names: CommCache::default(),
             input_done: false,
             failed: false,
             total_len,
@@ -359,7 +340,12 @@ impl Pipeline {
         for (k, s, d, ex) in notes {
             self.note_once(k, s, d, ex);
         }
-        self.decoders = decoders;
+        self.tables = Arc::new(DecodeTables {
+            endian: self.endian,
+            index: self.index,
+            layouts: self.layouts.clone(),
+            decoders,
+        });
         self.meta.declared_events = self
             .attrs
             .iter()
@@ -609,187 +595,52 @@ impl Pipeline {
         }
     }
 
-    #[inline(always)]
-    fn sample_event(&mut self, p: &Pending) -> Option<Event> {
-        let e = self.endian;
-        let rec = self.pool.bytes(&p.rec);
-        let Some(s) = parse_sample(rec, &self.layouts[p.attr as usize], e) else {
-            self.note(
-                "perf_bad_sample",
-                Severity::Warning,
-                "SAMPLE records too short for their sample_type, skipped",
-                1,
-                format!("offset {:#x}", p.rec.file_off),
-            );
-            return None;
-        };
-        let kind = match &self.decoders[p.attr as usize] {
-            AttrDecoder::Tracepoint(d) => {
-                match s.raw.map(|raw| d.decode_cached(raw, &mut self.names)) {
-                    Some(Ok(kind)) => kind,
-                    _ => {
-                        self.note(
-                        "perf_bad_tracepoint_record",
-                        Severity::Warning,
-                        "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
-                        1,
-                        format!("offset {:#x}", p.rec.file_off),
-                    );
-                        return None;
-                    }
-                }
-            }
-            AttrDecoder::MissingFormat { system, name } => {
-                EventKind::Generic(Box::new(GenericEvent {
-                    system: system.clone(),
-                    name: name.clone(),
-                    fields: Vec::new(),
-                }))
-            }
-            AttrDecoder::Other { name } => {
-                let mut fields = Vec::new();
-                if let Some(ip) = s.ip {
-                    fields.push(("ip".to_string(), FieldValue::UInt(ip)));
-                }
-                if let Some(period) = s.period {
-                    fields.push(("period".to_string(), FieldValue::UInt(period)));
-                }
-                EventKind::Generic(Box::new(GenericEvent {
-                    system: None,
-                    name: name.clone(),
-                    fields,
-                }))
-            }
-        };
-        Some(Event {
-            ts: p.ts,
-            cpu: s.cpu.unwrap_or(0),
-            pid: s.tid.unwrap_or(-1),
-            span: Span {
-                input: self.index,
-                pos: SpanPos::Byte(p.rec.file_off),
-            },
-            kind,
-            callchain: s
-                .callchain
-                .map(|cc| cc.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect()),
-        })
-    }
-
-    fn side_band_event(&mut self, p: &Pending, rtype: u32) -> Option<Event> {
-        let e = self.endian;
-        let rec = self.pool.bytes(&p.rec);
-        let l = &self.layouts[p.attr as usize];
-        let (tid, _, cpu) = parse_trailer(rec, l, e);
-        let body_end = rec.len().saturating_sub(l.trailer_len).max(8);
-        let u32_at = |o: usize| e.u32(rec, o).map(|v| v as i32);
-        let kind = match rtype {
-            rt::COMM => {
-                let (Some(tgid), Some(tid), Some(name)) =
-                    (u32_at(8), u32_at(12), rec.get(16..body_end))
-                else {
-                    return None;
-                };
-                let comm = Comm::from_bytes(name);
-                self.comms.insert(tid, comm);
-                EventKind::TaskComm { tgid, tid, comm }
-            }
-            rt::FORK | rt::EXIT => {
-                // u32 pid, ppid, tid, ptid; u64 time.
-                if let (Some(tid), Some(ptid)) = (u32_at(16), u32_at(20)) {
-                    if rtype == rt::FORK {
-                        if let Some(c) = self.comms.get(&ptid).copied() {
-                            self.comms.insert(tid, c);
-                        }
-                    } else {
-                        self.comms.remove(&tid);
-                    }
-                }
-                return None;
-            }
-            rt::LOST | rt::LOST_SAMPLES => {
-                let count = e.u64(rec, if rtype == rt::LOST { 16 } else { 8 });
-                self.dq.add(
-                    "lost_events",
-                    Severity::Error,
-                    "events the kernel dropped (perf LOST / LOST_SAMPLES records): results around them are incomplete",
-                    count.unwrap_or(1),
-                    || {
-                        let n = count.map_or("?".to_string(), |c| c.to_string());
-                        format!("offset {:#x}: {n} lost at {} ns", p.rec.file_off, p.ts)
-                    },
-                );
-                EventKind::Lost { count }
-            }
-            _ => return None,
-        };
-        let pid = match kind {
-            EventKind::TaskComm { tid, .. } => tid,
-            _ => tid.unwrap_or(-1),
-        };
-        Some(Event {
-            ts: p.ts,
-            cpu: cpu.unwrap_or(0),
-            pid,
-            span: Span {
-                input: self.index,
-                pos: SpanPos::Byte(p.rec.file_off),
-            },
-            kind,
-            callchain: None,
-        })
-    }
-
-    /// The next event, `Ok(None)` at the end (and after an error).
-    pub(super) fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
-        self.produce(|e| e)
-    }
-
-    /// Appends the next event to `out`; `Ok(false)` at the end (the worker's batch fill:
-    /// the event is built straight in the batch).
-    pub(super) fn next_event_into(&mut self, out: &mut VecDeque<Event>) -> Result<bool, ReadError> {
-        Ok(self.produce(|e| out.push_back(e))?.is_some())
-    }
-
-    /// Decodes released records (reading more when none are released) until one becomes an
-    /// event, and hands it to `sink`.
-    #[inline(always)]
-    fn produce<R>(&mut self, sink: impl FnOnce(Event) -> R) -> Result<Option<R>, ReadError> {
+    /// The next record released by the ordering queue (reading more input when none is),
+    /// `None` at the end. The caller decodes it from [`Pipeline::record`] and then calls
+    /// [`Pipeline::release`].
+    #[inline]
+    pub(super) fn pop_released(&mut self) -> Result<Option<Pending>, ReadError> {
         if self.failed {
             return Ok(None);
         }
         loop {
-            let Some((p, out_of_order)) = self.queue.pop() else {
-                if self.input_done {
-                    return Ok(None);
+            if let Some((p, out_of_order)) = self.queue.pop() {
+                if self.stale {
+                    self.rebuild();
                 }
-                self.pump()?;
-                continue;
-            };
-            if self.stale {
-                self.rebuild();
+                if out_of_order {
+                    self.dq.add(
+                        "perf_out_of_order_events",
+                        Severity::Warning,
+                        "records older than one already emitted (outside perf's round ordering)",
+                        1,
+                        || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+                    );
+                }
+                return Ok(Some(p));
             }
-            if out_of_order {
-                self.dq.add(
-                    "perf_out_of_order_events",
-                    Severity::Warning,
-                    "records older than one already emitted (outside perf's round ordering)",
-                    1,
-                    || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
-                );
+            if self.input_done {
+                return Ok(None);
             }
-            let rtype = self.endian.u32(self.pool.bytes(&p.rec), 0).unwrap_or(0);
-            let event = if rtype == rt::SAMPLE {
-                self.sample_event(&p)
-            } else {
-                self.side_band_event(&p, rtype)
-            };
-            self.pool.unref(&p.rec);
-            if let Some(e) = event {
-                return Ok(Some(sink(e)));
-            }
-            // A side-band-only record, or a skip already counted in `dq`.
+            self.pump()?;
         }
+    }
+
+    /// The bytes of a released record.
+    #[inline]
+    pub(super) fn record(&self, p: &Pending) -> &[u8] {
+        self.pool.bytes(&p.rec)
+    }
+
+    /// Done with a released record: its buffer space may be reused.
+    #[inline]
+    pub(super) fn release(&mut self, p: &Pending) {
+        self.pool.unref(&p.rec);
+    }
+
+    /// The current decode tables.
+    pub(super) fn tables(&self) -> &Arc<DecodeTables> {
+        &self.tables
     }
 
     /// `(bytes consumed, total)` when the total is known.

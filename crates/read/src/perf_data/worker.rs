@@ -1,27 +1,35 @@
-//! [`Worker`]: runs a [`Pipeline`] on its own thread and hands events to the caller in
-//! batches of [`BATCH`] over a bounded channel (at most [`IN_FLIGHT`] batches queued, so
-//! memory stays bounded). Emptied batch buffers go back to the worker for reuse. Each batch
-//! carries the data-quality counters, metadata and progress as of its last event, so
-//! [`Worker::quality`] and [`Worker::meta`] describe what the caller has consumed so far
-//! (pipe-mode metadata can change while reading). If the caller drops the reader, the worker
-//! stops at its next send.
+//! [`Worker`]: runs the reading side ([`Pipeline`]: read, decompress, order) on its own
+//! thread and decodes on the caller's thread, so the two cores share the work. The worker
+//! copies each released record into a batch buffer (at most [`BATCH`] records, at most
+//! [`IN_FLIGHT`] batches queued: bounded memory); the caller decodes them with its
+//! [`Decoder`]. Emptied batches go back to the worker for reuse. Each batch carries the
+//! reading side's data-quality counters, metadata, progress and decode tables as of its last
+//! record; [`Worker::quality`] merges them with the caller-side counters. If the caller
+//! drops the reader, the worker stops at its next send.
 
-use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
 use std::thread;
 
 use stallscope_model::{DataQuality, Event, TraceMeta};
 
+use super::decode::{DecodeTables, Decoder};
+use super::order::Pending;
 use super::pipeline::Pipeline;
 use crate::ReadError;
 
-/// Events per batch.
-pub const BATCH: usize = 2048;
+/// Records per batch.
+pub const BATCH: usize = 4096;
 /// Batches queued between the threads.
 pub const IN_FLIGHT: usize = 2;
 
+/// Released records, their bytes, and the reading side's state.
+#[derive(Default)]
 struct Batch {
-    events: VecDeque<Event>,
+    /// Records; `rec.off` / `rec.len` locate each in `bytes`.
+    records: Vec<Pending>,
+    bytes: Vec<u8>,
+    tables: Arc<DecodeTables>,
     meta: TraceMeta,
     dq: DataQuality,
     progress: Option<(u64, u64)>,
@@ -32,109 +40,117 @@ struct Batch {
 /// The caller's side.
 pub struct Worker {
     rx: Receiver<Batch>,
-    recycle: Sender<VecDeque<Event>>,
-    current: VecDeque<Event>,
-    end: Option<Result<(), ReadError>>,
+    recycle: Sender<Batch>,
+    current: Batch,
+    pos: usize,
+    decoder: Decoder,
+    /// Counters from the decoding (caller) side.
+    decode_dq: DataQuality,
+    /// Reading-side counters merged with `decode_dq`.
+    merged: DataQuality,
     finished: bool,
-    meta: TraceMeta,
-    dq: DataQuality,
-    progress: Option<(u64, u64)>,
     path: String,
 }
 
 impl Worker {
-    /// Starts decoding `pipeline` on a new thread.
+    /// Starts reading `pipeline` on a new thread.
     pub fn spawn(mut pipeline: Pipeline) -> Worker {
         let (tx, rx) = sync_channel::<Batch>(IN_FLIGHT);
-        let (recycle, reuse) = channel::<VecDeque<Event>>();
-        let meta = pipeline.meta.clone();
-        let dq = pipeline.dq.clone();
-        let progress = pipeline.progress();
-        let path = meta.path.clone();
+        let (recycle, reuse) = channel::<Batch>();
+        let current = Batch {
+            tables: pipeline.tables().clone(),
+            meta: pipeline.meta.clone(),
+            dq: pipeline.dq.clone(),
+            progress: pipeline.progress(),
+            ..Batch::default()
+        };
+        let path = current.meta.path.clone();
+        let decoder = Decoder::new(current.tables.clone());
+        let merged = current.dq.clone();
+        let mut w = Worker {
+            rx,
+            recycle,
+            current,
+            pos: 0,
+            decoder,
+            decode_dq: DataQuality::default(),
+            merged,
+            finished: false,
+            path,
+        };
         let spawned = thread::Builder::new()
-            .name("perf-decode".into())
+            .name("perf-read".into())
             .spawn(move || run(&mut pipeline, &tx, &reuse));
         if let Err(e) = spawned {
             let err = ReadError::new(
-                &path,
+                &w.path,
                 None,
-                "a decoder thread",
+                "a reader thread",
                 format!("it could not be started: {e}"),
             );
-            return Worker::failed(err, meta, dq);
+            w.current.end = Some(Err(err));
         }
-        Worker {
-            rx,
-            recycle,
-            current: VecDeque::new(),
-            end: None,
-            finished: false,
-            meta,
-            dq,
-            progress,
-            path,
-        }
-    }
-
-    fn failed(err: ReadError, meta: TraceMeta, dq: DataQuality) -> Worker {
-        let (_, rx) = sync_channel(0);
-        let (recycle, _) = channel();
-        Worker {
-            rx,
-            recycle,
-            current: VecDeque::new(),
-            end: Some(Err(err)),
-            finished: false,
-            path: meta.path.clone(),
-            meta,
-            dq,
-            progress: None,
-        }
+        w
     }
 
     /// Metadata as of the last batch received.
     pub fn meta(&self) -> &TraceMeta {
-        &self.meta
+        &self.current.meta
     }
 
-    /// Data quality as of the last batch received.
+    /// Data quality as of the last record decoded.
     pub fn quality(&self) -> &DataQuality {
-        &self.dq
+        &self.merged
     }
 
     /// Progress as of the last batch received.
     pub fn progress(&self) -> Option<(u64, u64)> {
-        self.progress
+        self.current.progress
+    }
+
+    fn remerge(&mut self) {
+        self.merged = self.current.dq.clone();
+        self.merged.merge(&self.decode_dq);
     }
 
     /// The next event.
     pub fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         loop {
-            if let Some(e) = self.current.pop_front() {
-                return Ok(Some(e));
+            if let Some(p) = self.current.records.get(self.pos) {
+                self.pos += 1;
+                let start = p.rec.off as usize;
+                let rec = &self.current.bytes[start..start + p.rec.len as usize];
+                let ev = self.decoder.decode(rec, p, &mut self.decode_dq);
+                if self.decoder.take_noted() {
+                    self.remerge();
+                }
+                match ev {
+                    Some(e) => return Ok(Some(e)),
+                    // A side-band-only record, or a skip counted in `decode_dq`.
+                    None => continue,
+                }
             }
             if self.finished {
                 return Ok(None);
             }
-            if let Some(end) = self.end.take() {
+            if let Some(end) = self.current.end.take() {
                 self.finished = true;
                 return end.map(|()| None);
             }
-            let _ = self.recycle.send(std::mem::take(&mut self.current));
             match self.rx.recv() {
                 Ok(b) => {
-                    self.current = b.events;
-                    self.meta = b.meta;
-                    self.dq = b.dq;
-                    self.progress = b.progress;
-                    self.end = b.end;
+                    let done = std::mem::replace(&mut self.current, b);
+                    let _ = self.recycle.send(done);
+                    self.pos = 0;
+                    self.decoder.set_tables(&self.current.tables);
+                    self.remerge();
                 }
                 Err(_) => {
                     self.finished = true;
                     return Err(ReadError::new(
                         &self.path,
                         None,
-                        "events from the decoder thread",
+                        "records from the reader thread",
                         "the thread stopped unexpectedly",
                     ));
                 }
@@ -143,34 +159,37 @@ impl Worker {
     }
 }
 
-/// The worker loop.
-fn run(p: &mut Pipeline, tx: &SyncSender<Batch>, reuse: &Receiver<VecDeque<Event>>) {
-    let fresh = || {
-        reuse
-            .try_recv()
-            .unwrap_or_else(|_| VecDeque::with_capacity(BATCH))
-    };
-    let mut events = fresh();
+/// The worker loop: fill a batch with released records, send it, repeat.
+fn run(p: &mut Pipeline, tx: &SyncSender<Batch>, reuse: &Receiver<Batch>) {
     loop {
-        let (end, full) = match p.next_event_into(&mut events) {
-            Ok(true) => (None, events.len() >= BATCH),
-            Ok(false) => (Some(Ok(())), true),
-            Err(e) => (Some(Err(e)), true),
+        let mut b = reuse.try_recv().unwrap_or_default();
+        b.records.clear();
+        b.bytes.clear();
+        let end = loop {
+            match p.pop_released() {
+                Ok(Some(mut r)) => {
+                    let off = b.bytes.len();
+                    b.bytes.extend_from_slice(p.record(&r));
+                    p.release(&r);
+                    r.rec.chunk = 0;
+                    r.rec.off = off as u32;
+                    b.records.push(r);
+                    if b.records.len() >= BATCH {
+                        break None;
+                    }
+                }
+                Ok(None) => break Some(Ok(())),
+                Err(e) => break Some(Err(e)),
+            }
         };
-        if !full {
-            continue;
-        }
         let last = end.is_some();
-        let batch = Batch {
-            events,
-            meta: p.meta.clone(),
-            dq: p.dq.clone(),
-            progress: p.progress(),
-            end,
-        };
-        if tx.send(batch).is_err() || last {
+        b.end = end;
+        b.tables = p.tables().clone();
+        b.meta.clone_from(&p.meta);
+        b.dq.clone_from(&p.dq);
+        b.progress = p.progress();
+        if tx.send(b).is_err() || last {
             return;
         }
-        events = fresh();
     }
 }

@@ -1,0 +1,237 @@
+//! [`Decoder`]: turns released perf records into [`Event`]s, using [`DecodeTables`] (one
+//! sample layout and one decoder per attr, built by the pipeline whenever metadata changes
+//! and shared read-only). It keeps the per-reader state of decoding: the task-name cache and
+//! the tid → comm map fed by COMM / FORK / EXIT records.
+//!
+//! * SAMPLE of a tracepoint attr → the [`TracepointDecoder`]'s kind (sched events native,
+//!   others generic); of another attr → a generic event named after the attr with `ip` and
+//!   `period`; `ts` = sample time, `cpu` = sample cpu (0 when absent), `pid` = sample tid.
+//! * COMM → [`EventKind::TaskComm`]; FORK copies the parent's name to the child; EXIT
+//!   forgets the task; LOST / LOST_SAMPLES → [`EventKind::Lost`] and `lost_events`.
+//!
+//! Problems are counted in the [`DataQuality`] passed in (the caller owns it: the
+//! pipeline's in inline mode, the caller thread's own in worker mode).
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{
+    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, Severity, Span, SpanPos, Tid,
+};
+
+use super::attr::{parse_sample, parse_trailer, Layout};
+use super::order::Pending;
+use super::pipeline::rt;
+use crate::tracefs_format::{CommCache, Endian, TracepointDecoder};
+
+/// How samples of one attr are turned into events.
+#[derive(Debug)]
+pub enum AttrDecoder {
+    /// A tracepoint with its format.
+    Tracepoint(TracepointDecoder),
+    /// A tracepoint whose format is not in the tracing data.
+    MissingFormat {
+        /// `sched` of `sched:sched_switch`, when the name says.
+        system: Option<String>,
+        /// Event name.
+        name: String,
+    },
+    /// Any other event (`cpu-clock`, …).
+    Other {
+        /// perf's name for it.
+        name: String,
+    },
+}
+
+/// Everything needed to decode records, per attr (index = attr index).
+#[derive(Debug, Default)]
+pub struct DecodeTables {
+    /// Byte order of the records.
+    pub endian: Endian,
+    /// Input number for spans.
+    pub index: u16,
+    /// Sample layouts.
+    pub layouts: Vec<Layout>,
+    /// Decoders.
+    pub decoders: Vec<AttrDecoder>,
+}
+
+/// The decoding state of one reader.
+pub struct Decoder {
+    tables: std::sync::Arc<DecodeTables>,
+    names: CommCache,
+    comms: FxHashMap<Tid, Comm>,
+    noted: bool,
+}
+
+impl Decoder {
+    /// A decoder using `tables`.
+    pub fn new(tables: std::sync::Arc<DecodeTables>) -> Decoder {
+        Decoder {
+            tables,
+            names: CommCache::default(),
+            comms: FxHashMap::default(),
+            noted: false,
+        }
+    }
+
+    /// Switches to newer tables (after pipe-mode metadata changed).
+    pub fn set_tables(&mut self, tables: &std::sync::Arc<DecodeTables>) {
+        if !std::sync::Arc::ptr_eq(&self.tables, tables) {
+            self.tables = tables.clone();
+        }
+    }
+
+    /// True (once) when something was counted in `dq` since the last call.
+    pub fn take_noted(&mut self) -> bool {
+        std::mem::take(&mut self.noted)
+    }
+
+    /// The event of record `rec` released as `p`, or `None` (side-band-only record, or a
+    /// skip counted in `dq`).
+    #[inline(always)]
+    pub fn decode(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
+        let rtype = self.tables.endian.u32(rec, 0).unwrap_or(0);
+        if rtype == rt::SAMPLE {
+            self.sample_event(rec, p, dq)
+        } else {
+            self.side_band_event(rec, p, rtype, dq)
+        }
+    }
+
+    #[inline(always)]
+    fn sample_event(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
+        let e = self.tables.endian;
+        let Some(s) = parse_sample(rec, &self.tables.layouts[p.attr as usize], e) else {
+            self.noted = true;
+            dq.add(
+                "perf_bad_sample",
+                Severity::Warning,
+                "SAMPLE records too short for their sample_type, skipped",
+                1,
+                || format!("offset {:#x}", p.rec.file_off),
+            );
+            return None;
+        };
+        let kind = match &self.tables.decoders[p.attr as usize] {
+            AttrDecoder::Tracepoint(d) => {
+                match s.raw.map(|raw| d.decode_cached(raw, &mut self.names)) {
+                    Some(Ok(kind)) => kind,
+                    _ => {
+                        self.noted = true;
+                        dq.add(
+                        "perf_bad_tracepoint_record",
+                        Severity::Warning,
+                        "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
+                        1,
+                        || format!("offset {:#x}", p.rec.file_off),
+                    );
+                        return None;
+                    }
+                }
+            }
+            AttrDecoder::MissingFormat { system, name } => {
+                EventKind::Generic(Box::new(GenericEvent {
+                    system: system.clone(),
+                    name: name.clone(),
+                    fields: Vec::new(),
+                }))
+            }
+            AttrDecoder::Other { name } => {
+                let mut fields = Vec::new();
+                if let Some(ip) = s.ip {
+                    fields.push(("ip".to_string(), FieldValue::UInt(ip)));
+                }
+                if let Some(period) = s.period {
+                    fields.push(("period".to_string(), FieldValue::UInt(period)));
+                }
+                EventKind::Generic(Box::new(GenericEvent {
+                    system: None,
+                    name: name.clone(),
+                    fields,
+                }))
+            }
+        };
+        Some(Event {
+            ts: p.ts,
+            cpu: s.cpu.unwrap_or(0),
+            pid: s.tid.unwrap_or(-1),
+            span: Span {
+                input: self.tables.index,
+                pos: SpanPos::Byte(p.rec.file_off),
+            },
+            kind,
+            callchain: s
+                .callchain
+                .map(|cc| cc.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect()),
+        })
+    }
+
+    fn side_band_event(
+        &mut self,
+        rec: &[u8],
+        p: &Pending,
+        rtype: u32,
+        dq: &mut DataQuality,
+    ) -> Option<Event> {
+        let e = self.tables.endian;
+        let l = &self.tables.layouts[p.attr as usize];
+        let (tid, _, cpu) = parse_trailer(rec, l, e);
+        let body_end = rec.len().saturating_sub(l.trailer_len).max(8);
+        let u32_at = |o: usize| e.u32(rec, o).map(|v| v as i32);
+        let kind = match rtype {
+            rt::COMM => {
+                let (Some(tgid), Some(tid), Some(name)) =
+                    (u32_at(8), u32_at(12), rec.get(16..body_end))
+                else {
+                    return None;
+                };
+                let comm = Comm::from_bytes(name);
+                self.comms.insert(tid, comm);
+                EventKind::TaskComm { tgid, tid, comm }
+            }
+            rt::FORK | rt::EXIT => {
+                // u32 pid, ppid, tid, ptid; u64 time.
+                if let (Some(tid), Some(ptid)) = (u32_at(16), u32_at(20)) {
+                    if rtype == rt::FORK {
+                        if let Some(c) = self.comms.get(&ptid).copied() {
+                            self.comms.insert(tid, c);
+                        }
+                    } else {
+                        self.comms.remove(&tid);
+                    }
+                }
+                return None;
+            }
+            rt::LOST | rt::LOST_SAMPLES => {
+                let count = e.u64(rec, if rtype == rt::LOST { 16 } else { 8 });
+                self.noted = true;
+                dq.add(
+                    "lost_events",
+                    Severity::Error,
+                    "events the kernel dropped (perf LOST / LOST_SAMPLES records): results around them are incomplete",
+                    count.unwrap_or(1),
+                    || {
+                        let n = count.map_or("?".to_string(), |c| c.to_string());
+                        format!("offset {:#x}: {n} lost at {} ns", p.rec.file_off, p.ts)
+                    },
+                );
+                EventKind::Lost { count }
+            }
+            _ => return None,
+        };
+        let pid = match kind {
+            EventKind::TaskComm { tid, .. } => tid,
+            _ => tid.unwrap_or(-1),
+        };
+        Some(Event {
+            ts: p.ts,
+            cpu: cpu.unwrap_or(0),
+            pid,
+            span: Span {
+                input: self.tables.index,
+                pos: SpanPos::Byte(p.rec.file_off),
+            },
+            kind,
+            callchain: None,
+        })
+    }
+}
