@@ -8,8 +8,10 @@
 pub mod comm;
 pub mod context;
 pub mod event;
+pub mod finding;
 pub mod meta;
 pub mod quality;
+pub mod report;
 pub mod state;
 pub mod time;
 
@@ -19,8 +21,10 @@ pub use event::{
     Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime,
     Switch, TaskRef, Wakeup,
 };
+pub use finding::{Evidence, Finding, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};
 pub use quality::{DataQuality, Severity, StatEntry};
+pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
 pub use state::PrevState;
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 
