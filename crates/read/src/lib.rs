@@ -11,6 +11,7 @@ pub mod ftrace_text;
 pub mod input;
 pub mod perf_data;
 pub mod perf_script_text;
+pub mod ringbuf;
 pub mod sniff;
 pub mod text_common;
 pub mod tracecmd_text;
