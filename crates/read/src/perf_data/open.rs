@@ -104,6 +104,8 @@ impl Pipeline {
             ));
         }
         let attrs = read_attrs(&path, &mut src, len, &fh, endian)?;
+        // The data stream is attached below, once the feature sections (read through the
+        // same file handle) have been applied.
         let raw_placeholder =
             RawStream::new(Box::new(std::io::empty()), fh.data.offset, Some(0), endian);
         let mut rd = Pipeline::new(
