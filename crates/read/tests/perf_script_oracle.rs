@@ -9,6 +9,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use stallscope_model::{Event, EventKind, FieldValue};
 use stallscope_read::perf_data::PerfDataReader;
@@ -20,25 +21,40 @@ fn sample(name: &str) -> PathBuf {
         .join(name)
 }
 
-/// A decompressed copy of `path` in a per-process temp directory (perf cannot read .xz).
-fn plain_copy(path: &Path) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("stallscope-perf-oracle-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let name = path
-        .file_name()
-        .unwrap()
-        .to_string_lossy()
-        .trim_end_matches(".xz")
-        .to_string();
-    let out = dir.join(name);
-    let mut bytes = Vec::new();
-    Input::open(path.to_str().unwrap())
-        .unwrap()
-        .into_reader()
-        .read_to_end(&mut bytes)
-        .unwrap();
-    std::fs::write(&out, bytes).unwrap();
-    out
+/// Runs `perf ARGS -i FILE` and returns its standard output. A `.xz` file is first
+/// decompressed to a temp file of its own (perf cannot read .xz), removed afterwards.
+fn run_perf(file: &Path, args: &[&str]) -> String {
+    static COPIES: AtomicUsize = AtomicUsize::new(0);
+    let copy = file.extension().is_some_and(|e| e == "xz").then(|| {
+        let n = COPIES.fetch_add(1, Ordering::Relaxed);
+        let out = std::env::temp_dir().join(format!(
+            "stallscope-perf-oracle-{}-{n}.data",
+            std::process::id()
+        ));
+        let mut bytes = Vec::new();
+        Input::open(file.to_str().unwrap())
+            .unwrap()
+            .into_reader()
+            .read_to_end(&mut bytes)
+            .unwrap();
+        std::fs::write(&out, bytes).unwrap();
+        out
+    });
+    let out = Command::new("perf")
+        .args(args)
+        .arg("-i")
+        .arg(copy.as_deref().unwrap_or(file))
+        .output()
+        .expect("perf must be installed (Debian linux-perf) to run the oracle tests");
+    if let Some(c) = &copy {
+        std::fs::remove_file(c).unwrap();
+    }
+    assert!(
+        out.status.success(),
+        "perf {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// One `perf script` sample: header fields, payload text, call-chain frames.
@@ -69,17 +85,7 @@ fn parse_ns(t: &str) -> u64 {
 /// Runs `perf script --ns -F FIELDS` and parses it. FIELDS start with `tid`, then `cpu`
 /// when `with_cpu`, then `time`, then `period` when `with_period`, then `event`.
 fn perf_script(file: &Path, fields: &str, with_cpu: bool, with_period: bool) -> Vec<PerfLine> {
-    let out = Command::new("perf")
-        .args(["script", "--ns", "-F", fields, "-i"])
-        .arg(file)
-        .output()
-        .expect("perf must be installed (Debian linux-perf) to run the oracle tests");
-    assert!(
-        out.status.success(),
-        "perf script failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run_perf(file, &["script", "--ns", "-F", fields]);
     let mut lines: Vec<PerfLine> = Vec::new();
     for line in text.lines() {
         if line.trim().is_empty() {
@@ -202,8 +208,7 @@ struct Summary {
 }
 
 fn compare_tracepoints(file: &Path) -> Summary {
-    let plain = plain_copy(file);
-    let perf = perf_script(&plain, "tid,cpu,time,event,trace", true, false);
+    let perf = perf_script(file, "tid,cpu,time,event,trace", true, false);
     let ours = our_samples(file);
     assert_eq!(
         ours.len(),
@@ -304,8 +309,7 @@ fn tracepoints_with_callchains_match_perf_script() {
     let file = sample("perf_tp_callchain.data.xz");
     let s = compare_tracepoints(&file);
     assert!(s.events > 7000);
-    let plain = plain_copy(&file);
-    let perf = perf_script(&plain, "tid,cpu,time,event,ip", true, false);
+    let perf = perf_script(&file, "tid,cpu,time,event,ip", true, false);
     let ours = our_samples(&file);
     assert_eq!(ours.len(), perf.len());
     let mut frames = 0;
@@ -363,13 +367,7 @@ fn committed_script_sched_ns_prefix_matches() {
 #[test]
 fn comm_records_match_perf_task_events() {
     let file = sample("perf_sched.data.xz");
-    let plain = plain_copy(&file);
-    let out = Command::new("perf")
-        .args(["script", "--ns", "--show-task-events", "-i"])
-        .arg(&plain)
-        .output()
-        .expect("perf must be installed");
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = run_perf(&file, &["script", "--ns", "--show-task-events"]);
     let mut perf = Vec::new();
     for line in text.lines().filter(|l| l.contains(": PERF_RECORD_COMM")) {
         let (head, rest) = line.split_once(": PERF_RECORD_COMM").unwrap();
