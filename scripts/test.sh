@@ -8,3 +8,5 @@ export CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
+# Fuzz targets are built (not run) in CI; run them for longer with `cargo +nightly fuzz run <target>`.
+cargo check --manifest-path fuzz/Cargo.toml
