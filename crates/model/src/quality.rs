@@ -53,19 +53,23 @@ impl DataQuality {
         n: u64,
         example: impl FnOnce() -> String,
     ) {
-        let e = self
-            .entries
-            .entry(key.to_string())
-            .or_insert_with(|| StatEntry {
-                severity,
-                count: 0,
-                description: description.to_string(),
-                examples: Vec::new(),
-            });
-        e.count += n;
-        if e.examples.len() < Self::MAX_EXAMPLES {
-            e.examples.push(example());
+        // Fast path without allocating the key: floods of one problem are common.
+        if let Some(e) = self.entries.get_mut(key) {
+            e.count += n;
+            if e.examples.len() < Self::MAX_EXAMPLES {
+                e.examples.push(example());
+            }
+            return;
         }
+        self.entries.insert(
+            key.to_string(),
+            StatEntry {
+                severity,
+                count: n,
+                description: description.to_string(),
+                examples: vec![example()],
+            },
+        );
     }
 
     /// Counter value (0 when absent).
