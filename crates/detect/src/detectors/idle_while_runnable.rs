@@ -1,0 +1,356 @@
+//! `idle-while-runnable` (work conservation): a CPU stays idle while a task waits runnable
+//! on another CPU.
+//!
+//! State machine:
+//!
+//! ```text
+//!   per CPU:   switch to idle (next pid 0) → idle since ts;  switch from idle → busy
+//!   per task:  timeline → Runnable: waiting on CPU a (wakeup target_cpu / switch CPU),
+//!              sched_migrate_task moves it;  Runnable → anything: the wait ends
+//!   overlap:   when CPU b ≠ a leaves idle, or when the wait ends while b is idle,
+//!              overlap = now − max(idle since, wait start); ≥ threshold_ns → an incident
+//! ```
+//!
+//! Incidents of one task, waiting CPU and idle CPU merge into one finding with counts and
+//! the worst overlap. Memory: one record per CPU and per waiting task, plus the findings.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{
+    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Tid, Ts, Window,
+};
+use stallscope_timeline::{TaskState, Transition};
+
+use super::fmt::{dur, i};
+use super::sched::cpu_list_contains;
+use crate::evidence::{keep, render, Kept};
+use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::{Context, Detector, DetectorInfo};
+
+/// Thresholds.
+pub static PARAMS: [ParamInfo; 3] = [
+    ParamInfo {
+        name: "threshold_ns",
+        default: 5_000_000,
+        unit: ParamUnit::Ns,
+        doc: "shortest overlap of a wait with another CPU's idle time that is reported",
+    },
+    ParamInfo {
+        name: "high_ns",
+        default: 20_000_000,
+        unit: ParamUnit::Ns,
+        doc: "worst overlap that makes a finding medium (high when affinity is known to allow the idle CPU)",
+    },
+    ParamInfo {
+        name: "repeats",
+        default: 10,
+        unit: ParamUnit::Count,
+        doc: "incidents that make a finding medium (high when affinity is known to allow the idle CPU)",
+    },
+];
+
+/// Description.
+pub static INFO: DetectorInfo = DetectorInfo {
+    id: "idle-while-runnable",
+    summary: "a CPU stays idle while a task waits runnable on another CPU",
+    explanation: EXPLANATION,
+    needs: &[&["sched_switch"], &["sched_waking", "sched_wakeup"]],
+    optional: &["sched_migrate_task"],
+    record_command: "perf sched record -- COMMAND   (or: perf record -e 'sched:*' -a -- COMMAND)",
+    params: &PARAMS,
+};
+
+const EXPLANATION: &str = r#"# idle-while-runnable
+
+## What it finds
+Work-conservation failures: CPU *b* stays idle while a task waits runnable on CPU *a* for
+at least `threshold_ns` (default 5 ms) of overlap. Each finding names the task, the CPU it
+waited on, the idle CPU, the window, the number of such incidents and the worst overlap.
+
+## Why it matters
+An idle CPU next to a queue of runnable work is lost capacity and added latency. Causes:
+CPU affinity (`taskset`, cpusets, IRQ-bound kthreads) that forbids the idle CPU, load
+balancing that is too slow or blocked (idle CPUs in deep C-states, `SD_BALANCE` domains,
+`isolcpus`/`nohz_full`), or wake-affine placement stacking tasks on one CPU.
+
+## How to confirm
+`perf sched timehist` over the window shows CPU *b* in `<idle>` while the task's wait
+grows on CPU *a*; check the task's affinity with `taskset -p PID` and the cpuset of its
+cgroup. If it may run on *b*, look at the scheduler domains and idle states.
+
+## Limits
+Affinity is not in scheduler events: unless the trace carries system context (`stallscope
+record` stores each task's allowed CPUs), a task pinned to its CPU looks the same as a
+balancing failure — such findings are never above medium. With recorded affinity, a task
+not allowed on the idle CPU is not reported. A wait's CPU comes from the wakeup's
+`target_cpu` and later migrations; a CPU whose current task is unknown (start of trace,
+after lost events) is not considered idle.
+
+## Severity
+- **high**: recorded affinity allows the idle CPU, and the worst overlap is at least
+  `high_ns` (default 20 ms) or there were at least `repeats` (default 10) incidents.
+- **medium**: the same without recorded affinity, or affinity allows the idle CPU
+  with smaller numbers.
+- **low**: otherwise (affinity unknown, short and rare).
+"#;
+
+/// Builds the detector.
+pub fn make(p: &Params) -> Box<dyn Detector> {
+    Box::new(IdleWhileRunnable::new(p))
+}
+
+struct Waiter {
+    since: Ts,
+    cpu: Cpu,
+    start: Kept,
+}
+
+#[derive(Default)]
+struct CpuIdle {
+    idle_since: Option<(Ts, Kept)>,
+}
+
+struct Incident {
+    overlap: u64,
+    from: Ts,
+    to: Ts,
+    evidence: Vec<Kept>,
+}
+
+struct Group {
+    count: u64,
+    total: u64,
+    first: Ts,
+    last: Ts,
+    worst: Incident,
+}
+
+/// The detector.
+pub struct IdleWhileRunnable {
+    threshold: u64,
+    high: u64,
+    repeats: u64,
+    cpus: Vec<CpuIdle>,
+    waiting: FxHashMap<Tid, Waiter>,
+    groups: FxHashMap<(Tid, Cpu, Cpu), Group>,
+}
+
+impl IdleWhileRunnable {
+    fn new(p: &Params) -> IdleWhileRunnable {
+        IdleWhileRunnable {
+            threshold: p.get("threshold_ns"),
+            high: p.get("high_ns"),
+            repeats: p.get("repeats"),
+            cpus: Vec::new(),
+            waiting: FxHashMap::default(),
+            groups: FxHashMap::default(),
+        }
+    }
+
+    fn cpu(&mut self, c: Cpu) -> &mut CpuIdle {
+        let c = c as usize;
+        if c >= self.cpus.len() {
+            self.cpus.resize_with(c + 1, CpuIdle::default);
+        }
+        &mut self.cpus[c]
+    }
+
+    fn incident(&mut self, tid: Tid, idle_cpu: Cpu, idle: (Ts, &Kept), now: Ts, end: &Event) {
+        let Some(w) = self.waiting.get(&tid) else {
+            return;
+        };
+        if w.cpu == idle_cpu {
+            return;
+        }
+        let from = idle.0.max(w.since);
+        let overlap = now.saturating_sub(from);
+        if overlap < self.threshold {
+            return;
+        }
+        let key = (tid, w.cpu, idle_cpu);
+        let evidence = vec![w.start.clone(), idle.1.clone(), keep(end)];
+        let g = self.groups.entry(key).or_insert_with(|| Group {
+            count: 0,
+            total: 0,
+            first: from,
+            last: now,
+            worst: Incident {
+                overlap: 0,
+                from,
+                to: now,
+                evidence: Vec::new(),
+            },
+        });
+        g.count += 1;
+        g.total += overlap;
+        g.first = g.first.min(from);
+        g.last = g.last.max(now);
+        if overlap > g.worst.overlap {
+            g.worst = Incident {
+                overlap,
+                from,
+                to: now,
+                evidence,
+            };
+        }
+    }
+
+    fn finding(
+        &self,
+        (tid, wait_cpu, idle_cpu): (Tid, Cpu, Cpu),
+        g: &Group,
+        cx: &Context<'_>,
+    ) -> Option<Finding> {
+        let allowed = cx
+            .task_context(tid)
+            .and_then(|t| t.cpus_allowed.as_deref())
+            .and_then(|l| cpu_list_contains(l, idle_cpu));
+        if allowed == Some(false) {
+            return None; // the task may not run on the idle CPU: not a balancing failure
+        }
+        let big = g.worst.overlap >= self.high || g.count >= self.repeats;
+        let severity = match (allowed, big) {
+            (Some(true), true) => FindingSeverity::High,
+            (Some(true), false) | (None, true) => FindingSeverity::Medium,
+            _ => FindingSeverity::Low,
+        };
+        let comm = cx.comm(tid);
+        let affinity = match allowed {
+            Some(_) => "its recorded affinity allows that CPU".to_string(),
+            None => "affinity unknown (not recorded): the task may be pinned".to_string(),
+        };
+        let mut title = format!(
+            "CPU {idle_cpu} stayed idle for {} while {comm} (pid {tid}) waited runnable on CPU {wait_cpu}",
+            dur(g.worst.overlap)
+        );
+        if g.count > 1 {
+            title.push_str(&format!(
+                "; worst of {} incidents ({} in total)",
+                g.count,
+                dur(g.total)
+            ));
+        }
+        title.push_str(&format!("; {affinity}"));
+        let mut m = BTreeMap::new();
+        m.insert("worst_overlap_ns".into(), i(g.worst.overlap));
+        m.insert("worst_start_ns".into(), i(g.worst.from));
+        m.insert("worst_end_ns".into(), i(g.worst.to));
+        m.insert("incidents".into(), i(g.count));
+        m.insert("total_overlap_ns".into(), i(g.total));
+        m.insert("waiting_cpu".into(), i64::from(wait_cpu));
+        m.insert("idle_cpu".into(), i64::from(idle_cpu));
+        let mut cpus = vec![wait_cpu, idle_cpu];
+        cpus.sort_unstable();
+        let kept: Vec<&Kept> = g.worst.evidence.iter().collect();
+        Some(Finding {
+            detector: INFO.id.into(),
+            severity,
+            title,
+            window: Window {
+                start_ns: g.first,
+                end_ns: g.last,
+            },
+            cpus,
+            tasks: vec![FindingTask {
+                pid: tid,
+                comm: comm.as_str().to_string(),
+                role: "victim".into(),
+                measures: BTreeMap::new(),
+            }],
+            measures: m,
+            evidence: render(cx.paths, &kept),
+            hint: format!(
+                "Check `taskset -p {tid}` and the task's cpuset: if it may run on CPU {idle_cpu}, look at load balancing (scheduler domains, idle states, isolcpus/nohz_full). `perf sched timehist` around {} s shows CPU {idle_cpu} in <idle>.",
+                stallscope_model::fmt_secs_usecs(g.worst.from)
+            ),
+        })
+    }
+}
+
+impl Detector for IdleWhileRunnable {
+    fn info(&self) -> &'static DetectorInfo {
+        &INFO
+    }
+
+    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+        match &ev.kind {
+            EventKind::Switch(s) => {
+                let c = ev.cpu;
+                if s.prev.pid == 0 {
+                    if let Some((since, k)) = self.cpu(c).idle_since.take() {
+                        let waiters: Vec<Tid> = self.waiting.keys().copied().collect();
+                        for t in waiters {
+                            self.incident(t, c, (since, &k), ev.ts, ev);
+                        }
+                    }
+                } else {
+                    self.cpu(c).idle_since = None;
+                }
+                if s.next.pid == 0 {
+                    self.cpu(c).idle_since = Some((ev.ts, keep(ev)));
+                }
+            }
+            EventKind::Lost { .. } => {
+                self.cpu(ev.cpu).idle_since = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
+        match *t {
+            Transition::State { ts, tid, from, to } => {
+                if matches!(from, TaskState::Runnable { .. }) && self.waiting.contains_key(&tid) {
+                    let idle: Vec<(Cpu, Ts, Kept)> = self
+                        .cpus
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(c, s)| {
+                            s.idle_since
+                                .as_ref()
+                                .map(|(t0, k)| (c as Cpu, *t0, k.clone()))
+                        })
+                        .collect();
+                    for (c, t0, k) in idle {
+                        self.incident(tid, c, (t0, &k), ts, ev);
+                    }
+                    self.waiting.remove(&tid);
+                }
+                if let TaskState::Runnable { since, .. } = to {
+                    let cpu = match &ev.kind {
+                        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                            w.target_cpu.unwrap_or(ev.cpu)
+                        }
+                        _ => ev.cpu,
+                    };
+                    self.waiting.insert(
+                        tid,
+                        Waiter {
+                            since,
+                            cpu,
+                            start: keep(ev),
+                        },
+                    );
+                }
+            }
+            Transition::Migrated { tid, to_cpu, .. } => {
+                if let Some(w) = self.waiting.get_mut(&tid) {
+                    w.cpu = to_cpu;
+                }
+            }
+            Transition::Forked { .. } | Transition::Exited { .. } => {}
+        }
+    }
+
+    fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        let mut keys: Vec<&(Tid, Cpu, Cpu)> = self.groups.keys().collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .filter_map(|k| self.finding(*k, &self.groups[k], cx))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,52 @@
+//! Idle CPU next to a waiting task, ended by the wait ending or by the idle CPU waking.
+
+use crate::testutil::{idle, run, t, Trace, MS};
+use stallscope_model::FindingSeverity;
+
+const ID: &str = "idle-while-runnable";
+
+#[test]
+fn idle_cpu_during_a_wait_is_found() {
+    let (h, v) = (t("hog", 100, 120), t("victim", 200, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, v, "S", idle());
+    tr.wake(MS, 0, 100, v, 0);
+    tr.sw(11 * MS, 0, h, "S", v);
+    let f = run(ID, &[], &tr);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let f = &f[0];
+    assert_eq!(f.measures["worst_overlap_ns"], 10_000_000);
+    assert_eq!(f.measures["idle_cpu"], 1);
+    assert_eq!(f.measures["waiting_cpu"], 0);
+    assert_eq!(f.cpus, vec![0, 1]);
+    assert_eq!(f.tasks[0].pid, 200);
+    assert_eq!(f.severity, FindingSeverity::Low);
+    assert!(f.title.contains("affinity unknown"), "{}", f.title);
+}
+
+#[test]
+fn idle_cpu_waking_up_ends_the_overlap() {
+    let (h, v, x) = (t("hog", 100, 120), t("victim", 200, 120), t("x", 300, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, v, "S", idle());
+    tr.wake(MS, 0, 100, v, 0);
+    tr.sw(8 * MS, 1, idle(), "R", x);
+    tr.sw(11 * MS, 0, h, "S", v);
+    let f = run(ID, &[], &tr);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].measures["worst_overlap_ns"], 7_000_000);
+    // a shorter overlap than the threshold is nothing
+    assert!(run(ID, &[("threshold_ns", "8ms")], &tr).is_empty());
+}
+
+#[test]
+fn wait_on_the_idle_cpu_itself_is_not_an_incident() {
+    let (h, v) = (t("hog", 100, 120), t("victim", 200, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.wake(MS, 0, 100, v, 1);
+    tr.sw(11 * MS, 1, idle(), "R", v);
+    assert!(run(ID, &[], &tr).is_empty());
+}

@@ -1,0 +1,8 @@
+//! One module per detector, plus small shared helpers ([`sched`]: nice and weights,
+//! [`fmt`]: units in titles).
+
+pub mod fmt;
+pub mod idle_while_runnable;
+pub mod runqueue_starvation;
+pub mod sched;
+pub mod wakeup_ping_pong;

@@ -1,0 +1,835 @@
+//! `runqueue-starvation`: a task stays runnable (woken or preempted) on a CPU for a long
+//! time while other tasks run there.
+//!
+//! State machine, per waiting task (a *wait*):
+//!
+//! ```text
+//!   timeline: → Runnable (woken: CPU = wakeup target_cpu; preempted: CPU of the switch-out)
+//!        │  every switch-out on that CPU credits the task that ran there (a *culprit*) with
+//!        │  the overlap of its run and the wait, and one slice
+//!        │  sched_migrate_task of the waiter → its CPU changes (remembered: "victim migrated")
+//!        │  sched_migrate_task of a culprit away from the CPU → remembered
+//!        ▼
+//!   timeline: Runnable → Running: the wait ends; how, from the ending sched_switch:
+//!        victim migrated · culprit migrated away · culprit preempted (prev R/R+) ·
+//!        culprit blocked (prev S/D/…) · victim picked (the CPU was idle)
+//! ```
+//!
+//! A finished wait is *flagged* when it is at least `threshold_ns`, or extreme for the task
+//! (≥ `relative_min_ns` and ≥ `relative_factor` × the task's median wait so far), or — for
+//! a periodic task (regular wakeup intervals) — at least one period long. Flagged waits of
+//! the same victim behind the same main culprit (who ran longest during the wait) merge into
+//! one finding with counts and the worst instance. Memory: one record per CPU, per task
+//! (two small histograms), per waiting task, per (victim, culprit) group.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{
+    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, PrevState, Tid, Ts, Window,
+};
+use stallscope_timeline::{RunnableCause, TaskState, Transition};
+
+use super::fmt::{dur, i, permille, ratio_permille};
+use super::sched::{describe_prio, nice_of_prio, weight_of_nice};
+use crate::evidence::{keep, render, Kept};
+use crate::hist::LogHist;
+use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::{Context, Detector, DetectorInfo};
+
+/// Thresholds.
+pub static PARAMS: [ParamInfo; 6] = [
+    ParamInfo {
+        name: "threshold_ns",
+        default: 10_000_000,
+        unit: ParamUnit::Ns,
+        doc: "a wait at least this long is flagged",
+    },
+    ParamInfo {
+        name: "high_ns",
+        default: 50_000_000,
+        unit: ParamUnit::Ns,
+        doc: "a worst wait at least this long makes the finding high",
+    },
+    ParamInfo {
+        name: "relative_min_ns",
+        default: 5_000_000,
+        unit: ParamUnit::Ns,
+        doc: "shortest wait flagged for being extreme relative to the task's median",
+    },
+    ParamInfo {
+        name: "relative_factor",
+        default: 20,
+        unit: ParamUnit::Count,
+        doc: "a wait this many times the task's median wait is extreme",
+    },
+    ParamInfo {
+        name: "min_samples",
+        default: 20,
+        unit: ParamUnit::Count,
+        doc: "waits (or wakeups) a task needs before its median (or period) is trusted",
+    },
+    ParamInfo {
+        name: "min_repeats",
+        default: 3,
+        unit: ParamUnit::Count,
+        doc: "a finding with no wait over threshold_ns needs this many flagged waits",
+    },
+];
+
+/// Description.
+pub static INFO: DetectorInfo = DetectorInfo {
+    id: "runqueue-starvation",
+    summary: "a runnable task waits long for its CPU while other tasks run there",
+    explanation: EXPLANATION,
+    needs: &[&["sched_switch"], &["sched_waking", "sched_wakeup"]],
+    optional: &[
+        "sched_migrate_task",
+        "sched_wakeup_new",
+        "sched_stat_runtime",
+    ],
+    record_command: "perf sched record -- COMMAND   (or: perf record -e 'sched:*' -a -- COMMAND)",
+    params: &PARAMS,
+};
+
+const EXPLANATION: &str = r#"# runqueue-starvation
+
+## What it finds
+A task that is **runnable** — woken, or preempted while still wanting the CPU — but does not
+get its CPU for a long time, while other tasks run there. The waiting task is the
+**victim**; every task that ran on that CPU during the wait is a **culprit**, with its run
+time and number of slices (the one that ran longest is the main culprit). A wait is flagged
+when it lasts at least `threshold_ns` (default 10 ms), or when it is extreme for that task
+(at least `relative_min_ns`, default 5 ms, and at least `relative_factor`, default 20, times
+the task's median wait once `min_samples`, default 20, waits are known), or when the task is
+**periodic** (at least `min_samples` wakeups, half of their intervals within 20 % of the
+median interval) and the wait is longer than its period: the task falls behind its own
+rhythm. Repeated flagged waits of one victim behind one main culprit become one finding
+with counts, the total, and the worst instance in detail.
+
+Each finding says how the worst wait ended: the culprit **blocked** (it switched out
+sleeping), the culprit was **preempted** (it switched out runnable, `R`/`R+`), the culprit
+**migrated away** (`sched_migrate_task` moved it to another CPU), the **victim migrated**
+to another CPU, or the **victim was picked** after the CPU went idle. It gives the
+explanation the trace supports: kernel priorities (and so nice and CFS/EEVDF load weights)
+from the event payloads, cgroup CPU weights and policies from recorded system context
+(`stallscope record`), and the vruntime gap when events carry vruntime
+(`sched_stat_runtime` on kernels before 6.8).
+
+## Why it matters
+A runnable task that does not run is pure latency: a periodic thread misses deadlines, a
+request handler stalls, a lock holder delays every waiter. Usually the cause is a
+scheduling-class or weight imbalance (a nice −20 hog, a cgroup with a huge `cpu.weight`,
+an RT task), pinning that keeps tasks on one CPU, or a hog that never sleeps.
+
+## How to confirm
+`perf sched timehist -p PID --state` (or `stallscope timehist --pid PID`) around the
+window shows the victim's long "wait time"/"sch delay" and who ran meanwhile;
+`perf sched latency -p` shows its maximum delay. Check `chrt -p`, `ps -o ni`, the
+cgroups' `cpu.weight`/`cpu.shares`, and `taskset -p` of both tasks.
+
+## Limits
+A wait whose CPU is not known (no `target_cpu`, no migration events) is attributed to
+the CPU it ended on. The median and the period are learned as the trace goes, so waits
+before `min_samples` samples are judged by `threshold_ns` alone. Without system context
+the trace does not say why the kernel preferred the culprit beyond priorities; vruntime is
+only printed by older kernels. Waits cut by lost events are dropped.
+
+## Severity
+- **high**: the worst wait is at least `high_ns` (default 50 ms), or the victim is
+  periodic and at least 10 % of its wakeups waited longer than a period (at least
+  `min_repeats` times behind this culprit).
+- **medium**: the worst wait is at least `threshold_ns`, or a periodic victim waited
+  longer than a period on at least 1 % of its wakeups.
+- **low**: only waits that are extreme relative to the task's own median.
+"#;
+
+/// Builds the detector.
+pub fn make(p: &Params) -> Box<dyn Detector> {
+    Box::new(RunqueueStarvation::new(p))
+}
+
+/// How a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitEnd {
+    /// The culprit switched out sleeping (state given).
+    CulpritBlocked(PrevState),
+    /// The culprit switched out runnable (`R` / `R+`).
+    CulpritPreempted(PrevState),
+    /// The main culprit was migrated away from the CPU.
+    CulpritMigratedAway,
+    /// The victim was migrated and ran elsewhere.
+    VictimMigrated,
+    /// The CPU went idle (or its task was unknown) and then picked the victim.
+    VictimPicked,
+}
+
+impl WaitEnd {
+    /// Index in the per-group counters and the measure name.
+    fn slot(self) -> (usize, &'static str) {
+        match self {
+            WaitEnd::CulpritBlocked(_) => (0, "ended_culprit_blocked"),
+            WaitEnd::CulpritPreempted(_) => (1, "ended_culprit_preempted"),
+            WaitEnd::CulpritMigratedAway => (2, "ended_culprit_migrated_away"),
+            WaitEnd::VictimMigrated => (3, "ended_victim_migrated"),
+            WaitEnd::VictimPicked => (4, "ended_victim_picked"),
+        }
+    }
+}
+
+/// A task that ran on the waiter's CPU during a wait.
+#[derive(Clone, Debug)]
+struct Culprit {
+    tid: Tid,
+    run_ns: u64,
+    slices: u64,
+    prio: i32,
+    vruntime: Option<u64>,
+    first_in: Option<Kept>,
+}
+
+/// A wait in progress.
+#[derive(Clone, Debug)]
+struct Wait {
+    since: Ts,
+    cause: RunnableCause,
+    start_cpu: Cpu,
+    cpu: Cpu,
+    start: Kept,
+    culprits: Vec<Culprit>,
+    victim_moves: Vec<Kept>,
+    culprit_moves: Vec<(Tid, Kept)>,
+}
+
+/// Per-task statistics.
+#[derive(Default)]
+struct TaskStat {
+    prio: Option<i32>,
+    vruntime: Option<u64>,
+    waits: LogHist,
+    median_wait: u64,
+    intervals: LogHist,
+    period: u64,
+    first_wakeup: Option<Ts>,
+    last_wakeup: Option<Ts>,
+    wakeups: u64,
+    waits_longer_than_period: u64,
+    wait: Option<Box<Wait>>,
+}
+
+/// Per CPU: who runs since when, and who waits there.
+#[derive(Default)]
+struct CpuRun {
+    runner: Option<Tid>,
+    since: Ts,
+    switch_in: Option<Kept>,
+    waiters: Vec<Tid>,
+}
+
+/// The worst wait of a group.
+struct Worst {
+    wait: u64,
+    since: Ts,
+    end: Ts,
+    start_cpu: Cpu,
+    end_cpu: Cpu,
+    how: WaitEnd,
+    culprits: Vec<Culprit>,
+    victim_prio: Option<i32>,
+    victim_vruntime: Option<u64>,
+    evidence: Vec<Kept>,
+}
+
+/// Flagged waits of one victim behind one main culprit.
+struct Group {
+    count: u64,
+    total: u64,
+    over_threshold: u64,
+    over_relative: u64,
+    over_period: u64,
+    ends: [u64; 5],
+    first: Ts,
+    last: Ts,
+    cpus: Vec<Cpu>,
+    worst: Worst,
+}
+
+/// The detector.
+pub struct RunqueueStarvation {
+    threshold: u64,
+    high: u64,
+    relative_min: u64,
+    relative_factor: u64,
+    min_samples: u64,
+    min_repeats: u64,
+    tasks: FxHashMap<Tid, TaskStat>,
+    cpus: Vec<CpuRun>,
+    groups: FxHashMap<(Tid, Tid), Group>,
+}
+
+/// Recompute cached medians when the sample count is a power of two or a multiple of 32.
+fn refresh_due(n: u64) -> bool {
+    n.is_power_of_two() || n.is_multiple_of(32)
+}
+
+impl RunqueueStarvation {
+    fn new(p: &Params) -> RunqueueStarvation {
+        RunqueueStarvation {
+            threshold: p.get("threshold_ns"),
+            high: p.get("high_ns"),
+            relative_min: p.get("relative_min_ns"),
+            relative_factor: p.get("relative_factor"),
+            min_samples: p.get("min_samples"),
+            min_repeats: p.get("min_repeats"),
+            tasks: FxHashMap::default(),
+            cpus: Vec::new(),
+            groups: FxHashMap::default(),
+        }
+    }
+
+    fn cpu(&mut self, c: Cpu) -> &mut CpuRun {
+        let c = c as usize;
+        if c >= self.cpus.len() {
+            self.cpus.resize_with(c + 1, CpuRun::default);
+        }
+        &mut self.cpus[c]
+    }
+
+    fn note_prio(&mut self, tid: Tid, prio: i32) {
+        if tid > 0 && prio >= 0 {
+            self.tasks.entry(tid).or_default().prio = Some(prio);
+        }
+    }
+
+    /// A switch on `ev.cpu`: credits the outgoing task to every waiter of that CPU.
+    fn on_switch(&mut self, ev: &Event, prev: Tid, next: Tid) {
+        let ts = ev.ts;
+        let c = ev.cpu;
+        self.cpu(c);
+        let run = &self.cpus[c as usize];
+        let (runner, since) = (run.runner, run.since);
+        if prev > 0 && runner.is_none_or(|r| r == prev) && !run.waiters.is_empty() {
+            let waiters = run.waiters.clone();
+            let switch_in = run.switch_in.clone();
+            let (prio, vr) = self
+                .tasks
+                .get(&prev)
+                .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime));
+            for w in waiters {
+                if w == prev {
+                    continue; // the waiter itself never culprits its own wait
+                }
+                let Some(wait) = self.tasks.get_mut(&w).and_then(|t| t.wait.as_deref_mut()) else {
+                    continue; // waiter list and wait are updated together; nothing to credit
+                };
+                let start = since.max(wait.since);
+                let overlap = ts.saturating_sub(start);
+                match wait.culprits.iter_mut().find(|k| k.tid == prev) {
+                    Some(k) => {
+                        k.run_ns += overlap;
+                        k.slices += 1;
+                        k.prio = prio;
+                        k.vruntime = vr;
+                    }
+                    None => wait.culprits.push(Culprit {
+                        tid: prev,
+                        run_ns: overlap,
+                        slices: 1,
+                        prio,
+                        vruntime: vr,
+                        first_in: switch_in.clone(),
+                    }),
+                }
+            }
+        }
+        let run = self.cpu(c);
+        run.runner = Some(next);
+        run.since = ts;
+        run.switch_in = (next > 0).then(|| keep(ev));
+    }
+
+    fn start_wait(&mut self, tid: Tid, since: Ts, cause: RunnableCause, ev: &Event) {
+        let cpu = match (&ev.kind, cause) {
+            (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w), _) => {
+                w.target_cpu.unwrap_or(ev.cpu)
+            }
+            _ => ev.cpu,
+        };
+        let min_samples = self.min_samples;
+        let t = self.tasks.entry(tid).or_default();
+        if cause == RunnableCause::Wakeup && !matches!(ev.kind, EventKind::WakeupNew(_)) {
+            if let Some(last) = t.last_wakeup {
+                t.intervals.add(since.saturating_sub(last));
+                let n = t.intervals.count();
+                if n >= min_samples && refresh_due(n) {
+                    let m = t.intervals.median();
+                    // periodic: at least half of the intervals within 20 % of the median
+                    t.period = if m > 0 && t.intervals.count_near(m, 200) * 2 >= n {
+                        m
+                    } else {
+                        0
+                    };
+                }
+            }
+            t.first_wakeup.get_or_insert(since);
+            t.last_wakeup = Some(since);
+            t.wakeups += 1;
+        }
+        t.wait = Some(Box::new(Wait {
+            since,
+            cause,
+            start_cpu: cpu,
+            cpu,
+            start: keep(ev),
+            culprits: Vec::new(),
+            victim_moves: Vec::new(),
+            culprit_moves: Vec::new(),
+        }));
+        let run = self.cpu(cpu);
+        if !run.waiters.contains(&tid) {
+            run.waiters.push(tid);
+        }
+    }
+
+    fn remove_waiter(&mut self, cpu: Cpu, tid: Tid) {
+        if let Some(run) = self.cpus.get_mut(cpu as usize) {
+            run.waiters.retain(|&w| w != tid);
+        }
+    }
+
+    fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
+        let moved_waiter = match self.tasks.get_mut(&tid).and_then(|t| t.wait.as_deref_mut()) {
+            Some(w) => {
+                w.cpu = to;
+                if w.victim_moves.len() < 4 {
+                    w.victim_moves.push(keep(ev));
+                }
+                true
+            }
+            None => false,
+        };
+        if moved_waiter {
+            self.remove_waiter(from, tid);
+            let run = self.cpu(to);
+            if !run.waiters.contains(&tid) {
+                run.waiters.push(tid);
+            }
+        }
+        // a preempted culprit is itself a waiter: it may also be leaving other waiters' CPU
+        let Some(run) = self.cpus.get(from as usize) else {
+            return;
+        };
+        for w in run.waiters.clone() {
+            if w == tid {
+                continue;
+            }
+            if let Some(wait) = self.tasks.get_mut(&w).and_then(|t| t.wait.as_deref_mut()) {
+                if wait.culprits.iter().any(|k| k.tid == tid) && wait.culprit_moves.len() < 4 {
+                    wait.culprit_moves.push((tid, keep(ev)));
+                }
+            }
+        }
+    }
+
+    fn end_wait(&mut self, tid: Tid, ts: Ts, end_cpu: Cpu, ev: &Event) {
+        let Some(t) = self.tasks.get_mut(&tid) else {
+            return;
+        };
+        let Some(wait) = t.wait.take() else { return };
+        let waited = ts.saturating_sub(wait.since);
+        let cpu_of_wait = wait.cpu;
+        // judge against what was known before this wait
+        let abs = waited >= self.threshold;
+        let rel = waited >= self.relative_min
+            && t.waits.count() >= self.min_samples
+            && t.median_wait > 0
+            && waited >= self.relative_factor.saturating_mul(t.median_wait);
+        let periodic = wait.cause == RunnableCause::Wakeup && t.period > 0;
+        let over_period = periodic && waited >= t.period;
+        if over_period {
+            t.waits_longer_than_period += 1;
+        }
+        t.waits.add(waited);
+        let n = t.waits.count();
+        if refresh_due(n) {
+            t.median_wait = t.waits.median();
+        }
+        let (victim_prio, victim_vr) = (t.prio, t.vruntime);
+        self.remove_waiter(cpu_of_wait, tid);
+        if cpu_of_wait != wait.start_cpu {
+            self.remove_waiter(wait.start_cpu, tid);
+        }
+        if !(abs || rel || over_period) {
+            return;
+        }
+        let mut culprits = wait.culprits.clone();
+        culprits.sort_by(|a, b| b.run_ns.cmp(&a.run_ns).then(a.tid.cmp(&b.tid)));
+        let main = culprits.first().map_or(-1, |k| k.tid);
+        let (prev, prev_state) = match &ev.kind {
+            EventKind::Switch(s) => (s.prev.pid, s.prev_state),
+            _ => (-1, PrevState::default()),
+        };
+        let how = if !wait.victim_moves.is_empty() && end_cpu != wait.start_cpu {
+            WaitEnd::VictimMigrated
+        } else if main > 0 && wait.culprit_moves.iter().any(|(k, _)| *k == main) {
+            WaitEnd::CulpritMigratedAway
+        } else if prev <= 0 {
+            WaitEnd::VictimPicked
+        } else if prev_state.is_runnable() {
+            WaitEnd::CulpritPreempted(prev_state)
+        } else {
+            WaitEnd::CulpritBlocked(prev_state)
+        };
+        let g = self.groups.entry((tid, main)).or_insert_with(|| Group {
+            count: 0,
+            total: 0,
+            over_threshold: 0,
+            over_relative: 0,
+            over_period: 0,
+            ends: [0; 5],
+            first: wait.since,
+            last: ts,
+            cpus: Vec::new(),
+            worst: Worst {
+                wait: 0,
+                since: 0,
+                end: 0,
+                start_cpu: 0,
+                end_cpu: 0,
+                how,
+                culprits: Vec::new(),
+                victim_prio: None,
+                victim_vruntime: None,
+                evidence: Vec::new(),
+            },
+        });
+        g.count += 1;
+        g.total += waited;
+        g.over_threshold += u64::from(abs);
+        g.over_relative += u64::from(rel);
+        g.over_period += u64::from(over_period);
+        g.ends[how.slot().0] += 1;
+        g.first = g.first.min(wait.since);
+        g.last = g.last.max(ts);
+        for c in [wait.start_cpu, end_cpu] {
+            if !g.cpus.contains(&c) {
+                g.cpus.push(c);
+            }
+        }
+        if waited > g.worst.wait || g.worst.evidence.is_empty() {
+            let mut evidence = vec![wait.start.clone()];
+            evidence.extend(wait.victim_moves.iter().cloned());
+            evidence.extend(culprits.iter().take(3).filter_map(|k| k.first_in.clone()));
+            evidence.extend(wait.culprit_moves.iter().map(|(_, e)| e.clone()));
+            evidence.push(keep(ev));
+            g.worst = Worst {
+                wait: waited,
+                since: wait.since,
+                end: ts,
+                start_cpu: wait.start_cpu,
+                end_cpu,
+                how,
+                culprits,
+                victim_prio,
+                victim_vruntime: victim_vr,
+                evidence,
+            };
+        }
+    }
+
+    fn finding(&self, (victim, main): (Tid, Tid), g: &Group, cx: &Context<'_>) -> Option<Finding> {
+        if g.over_threshold == 0 && g.count < self.min_repeats {
+            return None;
+        }
+        let t = self.tasks.get(&victim)?;
+        let w = &g.worst;
+        let periodic = t.period > 0 && t.wakeups >= self.min_samples;
+        let missed_permille = ratio_permille(t.waits_longer_than_period, t.wakeups);
+        let rhythm_repeats = periodic && g.over_period >= self.min_repeats;
+        let severity = if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
+            FindingSeverity::High
+        } else if w.wait >= self.threshold || (rhythm_repeats && missed_permille >= 10) {
+            FindingSeverity::Medium
+        } else {
+            FindingSeverity::Low
+        };
+        let vcomm = cx.comm(victim);
+        let main_k = w.culprits.iter().find(|k| k.tid == main);
+        let on = if w.start_cpu == w.end_cpu {
+            format!("CPU {}", w.start_cpu)
+        } else {
+            format!("CPU {} (ran on CPU {})", w.start_cpu, w.end_cpu)
+        };
+        let mut title = match main_k {
+            Some(k) => format!(
+                "{vcomm} (pid {victim}) waited {} runnable on {on} while {} (pid {main}) ran {} slice{} ({})",
+                dur(w.wait),
+                cx.comm(main),
+                k.slices,
+                if k.slices == 1 { "" } else { "s" },
+                dur(k.run_ns)
+            ),
+            None => format!(
+                "{vcomm} (pid {victim}) waited {} runnable on {on} with no other task recorded running there",
+                dur(w.wait)
+            ),
+        };
+        if g.count > 1 {
+            title.push_str(&format!(
+                "; worst of {} flagged waits ({} in total)",
+                g.count,
+                dur(g.total)
+            ));
+        }
+        if rhythm_repeats {
+            title.push_str(&format!(
+                "; periodic task (every {}) waited longer than its period after {} of {} wakeups ({})",
+                dur(t.period),
+                t.waits_longer_than_period,
+                t.wakeups,
+                permille(missed_permille)
+            ));
+        }
+        let mut m = BTreeMap::new();
+        m.insert("worst_wait_ns".into(), i(w.wait));
+        m.insert("worst_wait_start_ns".into(), i(w.since));
+        m.insert("worst_wait_end_ns".into(), i(w.end));
+        m.insert("waits".into(), i(g.count));
+        m.insert("total_wait_ns".into(), i(g.total));
+        m.insert("waits_over_threshold".into(), i(g.over_threshold));
+        m.insert("waits_over_relative".into(), i(g.over_relative));
+        m.insert("waits_over_period".into(), i(g.over_period));
+        m.insert("victim_median_wait_ns".into(), i(t.waits.median()));
+        for (k, n) in g.ends.iter().enumerate() {
+            let name = [
+                "ended_culprit_blocked",
+                "ended_culprit_preempted",
+                "ended_culprit_migrated_away",
+                "ended_victim_migrated",
+                "ended_victim_picked",
+            ][k];
+            m.insert(name.into(), i(*n));
+        }
+        if periodic {
+            m.insert("period_ns".into(), i(t.period));
+            m.insert("wakeups".into(), i(t.wakeups));
+            m.insert(
+                "waits_longer_than_period".into(),
+                i(t.waits_longer_than_period),
+            );
+            if let (Some(a), Some(b)) = (t.first_wakeup, t.last_wakeup) {
+                m.insert("expected_wakeups".into(), i((b - a) / t.period + 1));
+            }
+        }
+        let mut tasks = vec![FindingTask {
+            pid: victim,
+            comm: vcomm.as_str().to_string(),
+            role: "victim".into(),
+            measures: prio_measures(w.victim_prio),
+        }];
+        for k in w.culprits.iter().take(5) {
+            let mut tm = prio_measures(Some(k.prio).filter(|p| *p >= 0));
+            tm.insert("run_ns".into(), i(k.run_ns));
+            tm.insert("slices".into(), i(k.slices));
+            tasks.push(FindingTask {
+                pid: k.tid,
+                comm: cx.comm(k.tid).as_str().to_string(),
+                role: "culprit".into(),
+                measures: tm,
+            });
+        }
+        if let Some(k) = main_k {
+            m.insert("culprit_run_ns".into(), i(k.run_ns));
+            m.insert("culprit_slices".into(), i(k.slices));
+            if let (Some(a), Some(b)) = (w.victim_vruntime, k.vruntime) {
+                m.insert("vruntime_gap_ns".into(), a as i64 - b as i64);
+            }
+        }
+        let hint = self.hint(victim, main, main_k, w, cx);
+        let mut cpus = g.cpus.clone();
+        cpus.sort_unstable();
+        let kept: Vec<&Kept> = w.evidence.iter().collect();
+        Some(Finding {
+            detector: INFO.id.into(),
+            severity,
+            title,
+            window: Window {
+                start_ns: g.first,
+                end_ns: g.last,
+            },
+            cpus,
+            tasks,
+            measures: m,
+            evidence: render(cx.paths, &kept),
+            hint,
+        })
+    }
+
+    fn hint(
+        &self,
+        victim: Tid,
+        main: Tid,
+        main_k: Option<&Culprit>,
+        w: &Worst,
+        cx: &Context<'_>,
+    ) -> String {
+        let mut why = Vec::new();
+        let how = match w.how {
+            WaitEnd::CulpritBlocked(s) => format!("the culprit switched out sleeping ({s})"),
+            WaitEnd::CulpritPreempted(s) => {
+                format!("the running task was preempted ({s}) and the victim picked")
+            }
+            WaitEnd::CulpritMigratedAway => {
+                "the main culprit was migrated to another CPU (sched_migrate_task)".into()
+            }
+            WaitEnd::VictimMigrated => format!(
+                "the victim was migrated from CPU {} to CPU {} (sched_migrate_task) and ran there",
+                w.start_cpu, w.end_cpu
+            ),
+            WaitEnd::VictimPicked => "the CPU went idle and then picked the victim".into(),
+        };
+        why.push(format!("The worst wait ended because {how}."));
+        if let Some(k) = main_k {
+            let (vp, cp) = (w.victim_prio.unwrap_or(-1), k.prio);
+            let mut s = format!(
+                "Victim {}, culprit {}",
+                describe_prio(vp),
+                describe_prio(cp)
+            );
+            if let (Some(a), Some(b)) = (
+                nice_of_prio(vp).and_then(weight_of_nice),
+                nice_of_prio(cp).and_then(weight_of_nice),
+            ) {
+                if b > a {
+                    s.push_str(&format!(
+                        ": the culprit is entitled to {}× the victim's CPU share",
+                        b / a.max(1)
+                    ));
+                }
+            }
+            s.push('.');
+            why.push(s);
+            if let (Some(a), Some(b)) = (w.victim_vruntime, k.vruntime) {
+                why.push(format!(
+                    "vruntime: victim {a}, culprit {b} (gap {} ns).",
+                    a as i64 - b as i64
+                ));
+            }
+        }
+        for (pid, role) in [(victim, "victim"), (main, "culprit")] {
+            if let Some(tc) = cx.task_context(pid) {
+                let mut parts = Vec::new();
+                if let Some(p) = &tc.policy {
+                    parts.push(p.clone());
+                }
+                if let Some(n) = tc.nice {
+                    parts.push(format!("nice {n}"));
+                }
+                for cg in &tc.cgroups {
+                    if let Some(wt) = cg.cpu_weight {
+                        parts.push(format!("cgroup {} cpu.weight {wt}", cg.path));
+                    }
+                    if let Some(sh) = cg.cpu_shares {
+                        parts.push(format!("cgroup {} cpu.shares {sh}", cg.path));
+                    }
+                }
+                if let Some(a) = &tc.cpus_allowed {
+                    parts.push(format!("CPUs {a}"));
+                }
+                if !parts.is_empty() {
+                    why.push(format!("Recorded {role} context: {}.", parts.join(", ")));
+                }
+            }
+        }
+        why.push(format!(
+            "Confirm with `perf sched timehist -p {victim} --state` around {} s; consider raising the victim's priority or weight, lowering the culprit's, or separating them on different CPUs.",
+            stallscope_model::fmt_secs_usecs(w.since)
+        ));
+        why.join(" ")
+    }
+}
+
+fn prio_measures(prio: Option<i32>) -> BTreeMap<String, i64> {
+    let mut m = BTreeMap::new();
+    if let Some(p) = prio {
+        m.insert("prio".into(), i64::from(p));
+        if let Some(n) = nice_of_prio(p) {
+            m.insert("nice".into(), i64::from(n));
+            if let Some(w) = weight_of_nice(n) {
+                m.insert("weight".into(), i(w));
+            }
+        }
+    }
+    m
+}
+
+impl Detector for RunqueueStarvation {
+    fn info(&self) -> &'static DetectorInfo {
+        &INFO
+    }
+
+    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+        match &ev.kind {
+            EventKind::Switch(s) => {
+                self.note_prio(s.prev.pid, s.prev.prio);
+                self.note_prio(s.next.pid, s.next.prio);
+                self.on_switch(ev, s.prev.pid, s.next.pid);
+            }
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                self.note_prio(w.task.pid, w.task.prio)
+            }
+            EventKind::StatRuntime(r) => {
+                if let Some(v) = r.vruntime {
+                    if r.task.pid > 0 {
+                        self.tasks.entry(r.task.pid).or_default().vruntime = Some(v);
+                    }
+                }
+            }
+            EventKind::Lost { .. } => {
+                // the CPU's runner is unknown until its next switch
+                let run = self.cpu(ev.cpu);
+                run.runner = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
+        match *t {
+            Transition::State { ts, tid, from, to } => {
+                if let TaskState::Runnable { .. } = from {
+                    match to {
+                        TaskState::Running { cpu, .. } => self.end_wait(tid, ts, cpu, ev),
+                        _ => {
+                            // the timeline reset the task (counted there as data quality)
+                            if let Some(w) = self.tasks.get_mut(&tid).and_then(|s| s.wait.take()) {
+                                self.remove_waiter(w.cpu, tid);
+                            }
+                        }
+                    }
+                }
+                if let TaskState::Runnable { since, cause } = to {
+                    self.start_wait(tid, since, cause, ev);
+                }
+            }
+            Transition::Migrated {
+                tid,
+                from_cpu,
+                to_cpu,
+                ..
+            } => self.on_migrate(tid, from_cpu, to_cpu, ev),
+            Transition::Forked { .. } | Transition::Exited { .. } => {}
+        }
+    }
+
+    fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        let mut keys: Vec<&(Tid, Tid)> = self.groups.keys().collect();
+        keys.sort_unstable();
+        keys.into_iter()
+            .filter_map(|k| self.finding(*k, &self.groups[k], cx))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,550 @@
+//! `wakeup-ping-pong`: two tasks handing one CPU back and forth at a high rate, and
+//! per-CPU context-switch storms.
+//!
+//! State machine, per CPU:
+//!
+//! ```text
+//!   sched_waking on CPU c (context task A wakes B)      → remembered as c's last wakeup
+//!   sched_switch on c: prev P leaves (run length kept), next N enters
+//!       N ≠ idle and the last non-idle task A ≠ N left at most max_gap_ns ago
+//!           → one handoff A→N of the pair {A, N}: A's run length, whether A had just
+//!             woken N, whether A left preempted (R/R+) right after waking N
+//!   block_rq_complete on c → c's completed-I/O counter
+//!   workqueue_execute_start → the context kworker's work function
+//! ```
+//!
+//! Per CPU: the switch count and rate; per pair of that CPU: handoffs each way, run-length
+//! histograms of each side, wake and preemption counts, I/O completions in the pair's window.
+//! Pairs that alternate rarely are pruned when a CPU holds more than 4096 pairs.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{
+    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, Tid, Ts, Window,
+};
+
+use super::fmt::{dur, i, permille, ratio_permille};
+use crate::evidence::{keep, render, Kept};
+use crate::hist::LogHist;
+use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::{Context, Detector, DetectorInfo};
+
+/// Thresholds.
+pub static PARAMS: [ParamInfo; 7] = [
+    ParamInfo {
+        name: "min_handoffs",
+        default: 1000,
+        unit: ParamUnit::Count,
+        doc: "handoffs a pair needs to be reported",
+    },
+    ParamInfo {
+        name: "min_rate_per_s",
+        default: 1000,
+        unit: ParamUnit::PerSecond,
+        doc: "handoffs per second (over the pair's active window) to be reported",
+    },
+    ParamInfo {
+        name: "high_rate_per_s",
+        default: 5000,
+        unit: ParamUnit::PerSecond,
+        doc: "handoffs per second that make a ping-pong high",
+    },
+    ParamInfo {
+        name: "max_gap_ns",
+        default: 2_000_000,
+        unit: ParamUnit::Ns,
+        doc: "longest idle gap between two runs still counted as a handoff",
+    },
+    ParamInfo {
+        name: "storm_rate_per_s",
+        default: 20000,
+        unit: ParamUnit::PerSecond,
+        doc: "context switches per second on one CPU that always make a storm",
+    },
+    ParamInfo {
+        name: "storm_min_rate_per_s",
+        default: 5000,
+        unit: ParamUnit::PerSecond,
+        doc: "lowest switch rate for a storm relative to the other CPUs",
+    },
+    ParamInfo {
+        name: "storm_factor",
+        default: 5,
+        unit: ParamUnit::Count,
+        doc: "a CPU switching this many times faster than the median of the other CPUs storms",
+    },
+];
+
+/// Description.
+pub static INFO: DetectorInfo = DetectorInfo {
+    id: "wakeup-ping-pong",
+    summary: "two tasks hand a CPU back and forth at a high rate; per-CPU context-switch storms",
+    explanation: EXPLANATION,
+    needs: &[&["sched_switch"], &["sched_waking", "sched_wakeup"]],
+    optional: &["block_rq_complete", "workqueue_execute_start"],
+    record_command: "perf record -e 'sched:*' -e block:block_rq_complete -e workqueue:workqueue_execute_start -a -- COMMAND",
+    params: &PARAMS,
+};
+
+const EXPLANATION: &str = r#"# wakeup-ping-pong
+
+## What it finds
+Pairs of tasks alternating on one CPU: A runs, wakes B, B preempts or replaces A, then
+hands the CPU back — thousands of times per second. A *handoff* is a switch from A to B on
+a CPU, allowing an idle gap of at most `max_gap_ns` (default 2 ms) between them. A pair is
+reported when it made at least `min_handoffs` (default 1000) handoffs, at least
+`min_rate_per_s` (default 1000) per second over its active window, and both directions
+occur (the rarer direction at least 30 % of the other). Each finding gives the pair, the
+CPU, handoffs per second, the pair's share of that CPU's context switches, the median run
+length of each side, how often a side woke the other and how often it was switched out
+preempted (`R`/`R+`) right after waking it, and — when `block_rq_complete` or
+`workqueue_execute_start` events are present — handoffs per completed I/O on that CPU and
+the work function the kworker side ran.
+
+It also reports a **context-switch storm**: a CPU with at least `min_handoffs` switches
+whose switch rate is at least
+`storm_rate_per_s` (default 20000/s), or at least `storm_min_rate_per_s` (default 5000/s)
+and `storm_factor` (default 5) times the median rate of the other CPUs, naming its top
+pairs.
+
+## Why it matters
+Each handoff costs two context switches, cache and TLB disruption, and the wakeup latency
+of the other side: I/O completions bounced through a kworker or ksoftirqd one request at a
+time, a producer and consumer on a pipe with a tiny buffer, or a lock handed back and forth
+turn a CPU into a switching machine that does little work. Short median run lengths on both
+sides (microseconds) are the signature.
+
+## How to confirm
+`perf sched timehist -C CPU` (or `stallscope timehist`) over the window shows the
+alternation; `perf sched map` shows it per CPU. For I/O: `perf record -e block:* -e
+workqueue:*` and compare completions with switches. Batching (larger I/O, higher
+`io_uring`/aio completion batching, `rq_affinity`, moving the interrupt or the submitter to
+another CPU) usually reduces it.
+
+## Limits
+Handoffs are counted between consecutive non-idle tasks on a CPU; a pair that alternates
+across CPUs is not a ping-pong here. Who woke whom comes from the context task of
+`sched_waking`/`sched_wakeup`; wakeups from interrupt context name the interrupted task.
+Rates are averages over the pair's first to last handoff. When a CPU holds more than 4096
+pairs, the rarest are dropped and their counts lost.
+
+## Severity
+- **high**: at least `high_rate_per_s` (default 5000) handoffs per second; a storm at
+  twice `storm_rate_per_s` or more.
+- **medium**: at least twice `min_rate_per_s`; any other storm.
+- **low**: otherwise.
+"#;
+
+/// Builds the detector.
+pub fn make(p: &Params) -> Box<dyn Detector> {
+    Box::new(WakeupPingPong::new(p))
+}
+
+/// One pair on one CPU (`tids[0] < tids[1]`; index 0/1 = side).
+struct Pair {
+    tids: [Tid; 2],
+    handoffs: [u64; 2],
+    runs: [LogHist; 2],
+    wakes: [u64; 2],
+    preempted_after_waking: [u64; 2],
+    first: Ts,
+    last: Ts,
+    completions_at_first: u64,
+    completions_at_last: u64,
+    evidence: Vec<Kept>,
+}
+
+impl Pair {
+    fn total(&self) -> u64 {
+        self.handoffs[0] + self.handoffs[1]
+    }
+}
+
+#[derive(Default)]
+struct CpuPP {
+    cur: Option<(Tid, Ts)>,
+    /// Last non-idle task, its switch-out time and run length.
+    last_task: Option<(Tid, Ts, u64)>,
+    last_wake: Option<(Tid, Tid, Kept)>,
+    switches: u64,
+    first: Option<Ts>,
+    last: Ts,
+    completions: u64,
+    pairs: FxHashMap<(Tid, Tid), Pair>,
+}
+
+/// The detector.
+pub struct WakeupPingPong {
+    min_handoffs: u64,
+    min_rate: u64,
+    high_rate: u64,
+    max_gap: u64,
+    storm_rate: u64,
+    storm_min_rate: u64,
+    storm_factor: u64,
+    cpus: Vec<CpuPP>,
+    /// kworker tid → (work function, count), a few per task.
+    work: FxHashMap<Tid, Vec<(String, u64)>>,
+    saw_block: bool,
+}
+
+const MAX_PAIRS: usize = 4096;
+
+/// `count * 1e9 / window`, per second.
+fn per_s(count: u64, window: u64) -> u64 {
+    if window == 0 {
+        return 0;
+    }
+    (u128::from(count) * 1_000_000_000 / u128::from(window)) as u64
+}
+
+impl WakeupPingPong {
+    fn new(p: &Params) -> WakeupPingPong {
+        WakeupPingPong {
+            min_handoffs: p.get("min_handoffs"),
+            min_rate: p.get("min_rate_per_s"),
+            high_rate: p.get("high_rate_per_s"),
+            max_gap: p.get("max_gap_ns"),
+            storm_rate: p.get("storm_rate_per_s"),
+            storm_min_rate: p.get("storm_min_rate_per_s"),
+            storm_factor: p.get("storm_factor"),
+            cpus: Vec::new(),
+            work: FxHashMap::default(),
+            saw_block: false,
+        }
+    }
+
+    fn cpu(&mut self, c: Cpu) -> &mut CpuPP {
+        let c = c as usize;
+        if c >= self.cpus.len() {
+            self.cpus.resize_with(c + 1, CpuPP::default);
+        }
+        &mut self.cpus[c]
+    }
+
+    fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
+        let ts = ev.ts;
+        let max_gap = self.max_gap;
+        let cpu = self.cpu(ev.cpu);
+        cpu.switches += 1;
+        cpu.first.get_or_insert(ts);
+        cpu.last = ts;
+        if prev > 0 {
+            let len = cpu
+                .cur
+                .filter(|(t, _)| *t == prev)
+                .map_or(0, |(_, since)| ts.saturating_sub(since));
+            cpu.last_task = Some((prev, ts, len));
+        }
+        if next > 0 {
+            if let Some((a, out_ts, len)) = cpu.last_task {
+                if a != next && ts.saturating_sub(out_ts) <= max_gap {
+                    let key = if a < next { (a, next) } else { (next, a) };
+                    let side = usize::from(a != key.0);
+                    let completions = cpu.completions;
+                    let woke = matches!(&cpu.last_wake, Some((w, e, _)) if *w == a && *e == next);
+                    let wake_ev = cpu.last_wake.as_ref().map(|(_, _, k)| k.clone());
+                    let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
+                        tids: [key.0, key.1],
+                        handoffs: [0; 2],
+                        runs: [LogHist::default(), LogHist::default()],
+                        wakes: [0; 2],
+                        preempted_after_waking: [0; 2],
+                        first: ts,
+                        last: ts,
+                        completions_at_first: completions,
+                        completions_at_last: completions,
+                        evidence: Vec::new(),
+                    });
+                    p.handoffs[side] += 1;
+                    p.runs[side].add(len);
+                    p.last = ts;
+                    p.completions_at_last = completions;
+                    if woke {
+                        p.wakes[side] += 1;
+                        if prev == a && prev_runnable {
+                            p.preempted_after_waking[side] += 1;
+                        }
+                    }
+                    if p.evidence.len() < 6 {
+                        if woke {
+                            if let Some(k) = wake_ev {
+                                p.evidence.push(k);
+                            }
+                        }
+                        p.evidence.push(keep(ev));
+                    }
+                    if cpu.pairs.len() > MAX_PAIRS {
+                        prune(&mut cpu.pairs);
+                    }
+                }
+            }
+            cpu.cur = Some((next, ts));
+        } else {
+            cpu.cur = None;
+        }
+    }
+
+    fn work_function(&self, tid: Tid) -> Option<&str> {
+        self.work
+            .get(&tid)?
+            .iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(f, _)| f.as_str())
+    }
+
+    fn pair_finding(&self, c: usize, cpu: &CpuPP, p: &Pair, cx: &Context<'_>) -> Option<Finding> {
+        let total = p.total();
+        let window = p.last.saturating_sub(p.first);
+        let rate = per_s(total, window);
+        let (lo, hi) = (
+            p.handoffs[0].min(p.handoffs[1]),
+            p.handoffs[0].max(p.handoffs[1]),
+        );
+        if total < self.min_handoffs || rate < self.min_rate || lo * 1000 < hi * 300 {
+            return None;
+        }
+        let severity = if rate >= self.high_rate {
+            FindingSeverity::High
+        } else if rate >= self.min_rate.saturating_mul(2) {
+            FindingSeverity::Medium
+        } else {
+            FindingSeverity::Low
+        };
+        let share = ratio_permille(total, cpu.switches);
+        let names = [cx.comm(p.tids[0]), cx.comm(p.tids[1])];
+        let mut title = format!(
+            "{} (pid {}) and {} (pid {}) handed CPU {c} back and forth {rate} times/s ({total} handoffs in {}, {} of the CPU's switches); median runs {} / {}",
+            names[0],
+            p.tids[0],
+            names[1],
+            p.tids[1],
+            dur(window),
+            permille(share),
+            dur(p.runs[0].median()),
+            dur(p.runs[1].median()),
+        );
+        let mut m = BTreeMap::new();
+        m.insert("handoffs".into(), i(total));
+        m.insert("handoffs_per_s".into(), i(rate));
+        m.insert("cpu_switches".into(), i(cpu.switches));
+        m.insert("share_of_cpu_switches_permille".into(), i(share));
+        m.insert("window_ns".into(), i(window));
+        let ios = p.completions_at_last - p.completions_at_first;
+        if self.saw_block {
+            m.insert("io_completions".into(), i(ios));
+            if let Some(per_io) = (total * 1000).checked_div(ios) {
+                m.insert("handoffs_per_io_x1000".into(), i(per_io));
+                title.push_str(&format!(
+                    "; {}.{:03} handoffs per completed I/O",
+                    total / ios,
+                    (total % ios) * 1000 / ios
+                ));
+            }
+        }
+        let mut tasks = Vec::new();
+        let mut funcs = Vec::new();
+        for (s, name) in names.iter().enumerate() {
+            let mut tm = BTreeMap::new();
+            tm.insert("handoffs_to_other".into(), i(p.handoffs[s]));
+            tm.insert("median_run_ns".into(), i(p.runs[s].median()));
+            tm.insert("woke_other".into(), i(p.wakes[s]));
+            tm.insert(
+                "preempted_right_after_waking".into(),
+                i(p.preempted_after_waking[s]),
+            );
+            if let Some(f) = self.work_function(p.tids[s]) {
+                funcs.push(format!("{name} runs {f}"));
+            }
+            tasks.push(FindingTask {
+                pid: p.tids[s],
+                comm: name.as_str().to_string(),
+                role: "partner".into(),
+                measures: tm,
+            });
+        }
+        if !funcs.is_empty() {
+            title.push_str(&format!("; {}", funcs.join(", ")));
+        }
+        let kept: Vec<&Kept> = p.evidence.iter().collect();
+        Some(Finding {
+            detector: INFO.id.into(),
+            severity,
+            title,
+            window: Window {
+                start_ns: p.first,
+                end_ns: p.last,
+            },
+            cpus: vec![c as Cpu],
+            tasks,
+            measures: m,
+            evidence: render(cx.paths, &kept),
+            hint: format!(
+                "{} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) reduces it.",
+                names[0], names[1], p.wakes[0], p.preempted_after_waking[0],
+                names[1], names[0], p.wakes[1], p.preempted_after_waking[1]
+            ),
+        })
+    }
+
+    fn storms(&self, cx: &Context<'_>) -> Vec<Finding> {
+        let rates: Vec<(usize, u64, u64)> = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter_map(|(c, s)| {
+                let w = s.last.saturating_sub(s.first?);
+                Some((c, per_s(s.switches, w), w))
+            })
+            .collect();
+        let mut out = Vec::new();
+        for &(c, rate, window) in &rates {
+            let mut others: Vec<u64> = rates.iter().filter(|r| r.0 != c).map(|r| r.1).collect();
+            others.sort_unstable();
+            let median_other = others.get(others.len() / 2).copied();
+            let relative = rate >= self.storm_min_rate
+                && median_other.is_some_and(|m| rate >= self.storm_factor.saturating_mul(m.max(1)));
+            if (rate < self.storm_rate && !relative) || self.cpus[c].switches < self.min_handoffs {
+                continue;
+            }
+            let cpu = &self.cpus[c];
+            let mut pairs: Vec<&Pair> = cpu.pairs.values().collect();
+            pairs.sort_by(|a, b| b.total().cmp(&a.total()).then(a.tids.cmp(&b.tids)));
+            let top: Vec<String> = pairs
+                .iter()
+                .take(3)
+                .map(|p| {
+                    format!(
+                        "{}/{} ({} handoffs)",
+                        cx.comm(p.tids[0]),
+                        cx.comm(p.tids[1]),
+                        p.total()
+                    )
+                })
+                .collect();
+            let mut tasks = Vec::new();
+            for p in pairs.iter().take(3) {
+                for t in p.tids {
+                    if !tasks.iter().any(|x: &FindingTask| x.pid == t) {
+                        tasks.push(FindingTask {
+                            pid: t,
+                            comm: cx.comm(t).as_str().to_string(),
+                            role: "partner".into(),
+                            measures: BTreeMap::new(),
+                        });
+                    }
+                }
+            }
+            let mut m = BTreeMap::new();
+            m.insert("switches".into(), i(cpu.switches));
+            m.insert("switches_per_s".into(), i(rate));
+            m.insert("window_ns".into(), i(window));
+            if let Some(mo) = median_other {
+                m.insert("median_other_cpus_switches_per_s".into(), i(mo));
+            }
+            let kept: Vec<&Kept> = pairs
+                .iter()
+                .take(1)
+                .flat_map(|p| p.evidence.iter())
+                .collect();
+            out.push(Finding {
+                detector: INFO.id.into(),
+                severity: if rate >= self.storm_rate.saturating_mul(2) {
+                    FindingSeverity::High
+                } else {
+                    FindingSeverity::Medium
+                },
+                title: format!(
+                    "context-switch storm on CPU {c}: {rate} switches/s ({} switches in {}){}; top pairs: {}",
+                    cpu.switches,
+                    dur(window),
+                    median_other.map_or(String::new(), |mo| format!(", other CPUs' median {mo}/s")),
+                    if top.is_empty() { "none".to_string() } else { top.join(", ") }
+                ),
+                window: Window {
+                    start_ns: cpu.first.unwrap_or(0),
+                    end_ns: cpu.last,
+                },
+                cpus: vec![c as Cpu],
+                tasks,
+                measures: m,
+                evidence: render(cx.paths, &kept),
+                hint: format!("Look at the top pairs' wakeup-ping-pong findings; `perf sched timehist -C {c}` shows who switches."),
+            });
+        }
+        out
+    }
+}
+
+/// Drops the rarest pairs (keeps those with at least the median handoff count, and at least 2).
+fn prune(pairs: &mut FxHashMap<(Tid, Tid), Pair>) {
+    let mut counts: Vec<u64> = pairs.values().map(Pair::total).collect();
+    counts.sort_unstable();
+    let cut = counts[counts.len() / 2].max(2);
+    pairs.retain(|_, p| p.total() >= cut);
+}
+
+impl Detector for WakeupPingPong {
+    fn info(&self) -> &'static DetectorInfo {
+        &INFO
+    }
+
+    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+        match &ev.kind {
+            EventKind::Switch(s) => {
+                self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
+            }
+            EventKind::Waking(w) | EventKind::Wakeup(w) if ev.pid > 0 => {
+                let k = keep(ev);
+                self.cpu(ev.cpu).last_wake = Some((ev.pid, w.task.pid, k));
+            }
+            EventKind::Generic(g) => match g.name.as_str() {
+                "block_rq_complete" => {
+                    self.saw_block = true;
+                    self.cpu(ev.cpu).completions += 1;
+                }
+                "workqueue_execute_start" if ev.pid > 0 => {
+                    let f = g
+                        .fields
+                        .iter()
+                        .find(|(k, _)| k == "function")
+                        .map(|(_, v)| match v {
+                            FieldValue::Str(s) => s.clone(),
+                            FieldValue::UInt(u) => format!("{u:#x}"),
+                            FieldValue::Int(x) => format!("{x:#x}"),
+                            FieldValue::Bytes(_) => "?".to_string(),
+                        });
+                    if let Some(f) = f {
+                        let list = self.work.entry(ev.pid).or_default();
+                        if let Some(e) = list.iter_mut().find(|(n, _)| *n == f) {
+                            e.1 += 1;
+                        } else if list.len() < 4 {
+                            list.push((f, 1));
+                        } // else: a kworker running many functions keeps its first four
+                    }
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+    }
+
+    fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (c, cpu) in self.cpus.iter().enumerate() {
+            let mut pairs: Vec<&Pair> = cpu.pairs.values().collect();
+            pairs.sort_by(|a, b| b.total().cmp(&a.total()).then(a.tids.cmp(&b.tids)));
+            out.extend(
+                pairs
+                    .into_iter()
+                    .filter_map(|p| self.pair_finding(c, cpu, p, cx)),
+            );
+        }
+        out.extend(self.storms(cx));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

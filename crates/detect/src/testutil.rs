@@ -1,0 +1,131 @@
+//! Synthetic event builders and a runner for the detectors' unit tests.
+
+use stallscope_model::{
+    Comm, Cpu, Event, EventKind, Finding, GenericEvent, Migrate, PrevState, Span, SpanPos, Switch,
+    TaskRef, Tid, TraceMeta, Ts, Wakeup,
+};
+
+use crate::{registry, Engine, Params};
+
+pub const MS: Ts = 1_000_000;
+
+/// A task `name` with `pid` and kernel priority `prio`.
+pub fn t(name: &str, pid: Tid, prio: i32) -> TaskRef {
+    TaskRef {
+        comm: Comm::new(name),
+        pid,
+        prio,
+    }
+}
+
+pub fn idle() -> TaskRef {
+    t("swapper", 0, 120)
+}
+
+/// Events numbered by line so evidence sources are checkable.
+pub struct Trace {
+    pub events: Vec<Event>,
+}
+
+impl Trace {
+    pub fn new() -> Trace {
+        Trace { events: Vec::new() }
+    }
+    fn push(&mut self, ts: Ts, cpu: Cpu, pid: Tid, kind: EventKind) -> &mut Self {
+        let line = self.events.len() as u64 + 1;
+        self.events.push(Event {
+            ts,
+            cpu,
+            pid,
+            span: Span {
+                input: 0,
+                pos: SpanPos::Line(line),
+            },
+            kind,
+            callchain: None,
+        });
+        self
+    }
+    /// `prev` leaves `cpu` in `state`, `next` enters.
+    pub fn sw(&mut self, ts: Ts, cpu: Cpu, prev: TaskRef, state: &str, next: TaskRef) -> &mut Self {
+        let prev_state = PrevState::parse(state).unwrap_or_default();
+        self.push(
+            ts,
+            cpu,
+            prev.pid,
+            EventKind::Switch(Switch {
+                prev,
+                prev_state,
+                next,
+            }),
+        )
+    }
+    /// `waker` (running on `cpu`) wakes `task` towards `target`.
+    pub fn wake(&mut self, ts: Ts, cpu: Cpu, waker: Tid, task: TaskRef, target: Cpu) -> &mut Self {
+        self.push(
+            ts,
+            cpu,
+            waker,
+            EventKind::Waking(Wakeup {
+                task,
+                target_cpu: Some(target),
+            }),
+        )
+    }
+    pub fn migrate(&mut self, ts: Ts, cpu: Cpu, task: TaskRef, from: Cpu, to: Cpu) -> &mut Self {
+        self.push(
+            ts,
+            cpu,
+            -1,
+            EventKind::Migrate(Migrate {
+                task,
+                orig_cpu: from,
+                dest_cpu: to,
+            }),
+        )
+    }
+    pub fn generic(
+        &mut self,
+        ts: Ts,
+        cpu: Cpu,
+        pid: Tid,
+        name: &str,
+        fields: Vec<(String, stallscope_model::FieldValue)>,
+    ) -> &mut Self {
+        self.push(
+            ts,
+            cpu,
+            pid,
+            EventKind::Generic(Box::new(GenericEvent {
+                system: None,
+                name: name.into(),
+                fields,
+            })),
+        )
+    }
+}
+
+/// Runs detector `id` with `sets` (`name=value`) over `trace`; its findings.
+pub fn run(id: &str, sets: &[(&str, &str)], trace: &Trace) -> Vec<Finding> {
+    let e = registry::find(id).expect("registered");
+    let mut p = Params::defaults(e.info.params);
+    for (k, v) in sets {
+        p.set(e.info.params, k, v).expect("valid param");
+    }
+    let meta = TraceMeta {
+        path: "synthetic.txt".into(),
+        declared_events: vec!["sched_switch".into(), "sched_waking".into()],
+        ..TraceMeta::default()
+    };
+    let mut engine = Engine::new(vec![(e.make)(&p)], &[&meta]);
+    for ev in &trace.events {
+        engine.process(ev);
+    }
+    let out = engine.finish();
+    out.outcomes
+        .into_iter()
+        .next()
+        .expect("one")
+        .result
+        .expect("needs met")
+}
