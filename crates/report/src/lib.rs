@@ -1,1 +1,33 @@
-//! placeholder (being written)
+//! stallscope renderers: a [`Report`](stallscope_model::Report) as text ([`text`]: one block
+//! per finding, most severe first, or one line per finding) or JSON ([`json`]: the
+//! `stallscope.report/1` document). Depends on the model only, so a saved JSON report can be
+//! re-rendered.
+
+pub mod json;
+pub mod text;
+
+use std::collections::BTreeMap;
+
+use stallscope_model::{DataQuality, QualityEntry, Severity};
+
+/// Data-quality counters as report entries.
+pub fn quality_entries(dq: &DataQuality) -> BTreeMap<String, QualityEntry> {
+    dq.entries()
+        .map(|(k, e)| {
+            let severity = match e.severity {
+                Severity::Info => "info",
+                Severity::Warning => "warning",
+                Severity::Error => "error",
+            };
+            (
+                k.to_string(),
+                QualityEntry {
+                    severity: severity.to_string(),
+                    count: e.count,
+                    description: e.description.clone(),
+                    examples: e.examples.clone(),
+                },
+            )
+        })
+        .collect()
+}

@@ -1,0 +1,17 @@
+//! JSON rendering: the report as one pretty-printed `stallscope.report/1` document
+//! (schema: `docs/report.schema.json`), and parsing one back.
+
+use std::io::{self, Write};
+
+use stallscope_model::Report;
+
+/// Writes `report` as pretty JSON followed by a newline.
+pub fn write(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, report).map_err(io::Error::other)?;
+    out.write_all(b"\n")
+}
+
+/// Parses a saved report.
+pub fn parse(text: &str) -> Result<Report, serde_json::Error> {
+    serde_json::from_str(text)
+}

@@ -1,0 +1,246 @@
+//! Text rendering.
+//!
+//! Full mode: a header (inputs, events, time range, detectors run and skipped with the
+//! record command, data quality), then one block per finding, most severe first:
+//!
+//! ```text
+//! [HIGH] runqueue-starvation: cyclictest (pid 12897) waited 98.766 ms runnable on CPU 1 while …
+//!   window   595.127047000 .. 595.225813000 (98.766 ms)   CPUs 1
+//!   victim   cyclictest (pid 12897)  nice=0 prio=120 weight=1024
+//!   culprit  stress-ng-cpu (pid 12892)  nice=-20 prio=100 run_ns=98600000 slices=25 weight=88761
+//!   measures worst_wait_ns=98766000 waits=1 …
+//!   evidence
+//!     595.127047000  starve.perf.data:0x5a3c8  595127047000 1 12897 sched_switch prev_comm=…
+//!   hint     The worst wait ended because …
+//! ```
+//!
+//! One-line mode: `SEVERITY DETECTOR START_S CPUS: TITLE` per finding, nothing else.
+//! Color (severity labels) only when asked for (the CLI asks on a tty without `NO_COLOR`).
+
+use std::io::{self, Write};
+
+use stallscope_model::{fmt_secs_nsecs, Finding, FindingSeverity, Report};
+
+/// Rendering options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TextOptions {
+    /// One line per finding.
+    pub oneline: bool,
+    /// ANSI colors on severity labels.
+    pub color: bool,
+}
+
+fn label(s: FindingSeverity, color: bool) -> String {
+    let (text, code) = match s {
+        FindingSeverity::High => ("HIGH", "1;31"),
+        FindingSeverity::Medium => ("MEDIUM", "1;33"),
+        FindingSeverity::Low => ("LOW", "1;36"),
+    };
+    if color {
+        format!("\x1b[{code}m{text}\x1b[0m")
+    } else {
+        text.to_string()
+    }
+}
+
+fn cpus(f: &Finding) -> String {
+    f.cpus
+        .iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Writes `report`.
+pub fn write(out: &mut dyn Write, report: &Report, opt: TextOptions) -> io::Result<()> {
+    if opt.oneline {
+        for f in &report.findings {
+            writeln!(
+                out,
+                "{} {} {} CPU {}: {}",
+                f.severity,
+                f.detector,
+                fmt_secs_nsecs(f.window.start_ns),
+                cpus(f),
+                f.title
+            )?;
+        }
+        return Ok(());
+    }
+    write_header(out, report)?;
+    for f in &report.findings {
+        writeln!(out)?;
+        write_finding(out, f, opt.color)?;
+    }
+    Ok(())
+}
+
+fn write_header(out: &mut dyn Write, r: &Report) -> io::Result<()> {
+    for i in &r.inputs {
+        writeln!(
+            out,
+            "Input:    {}  [{}]{}",
+            i.path,
+            i.format.as_deref().unwrap_or("unknown"),
+            i.kernel_release
+                .as_deref()
+                .map(|k| format!("  kernel {k}"))
+                .unwrap_or_default()
+        )?;
+    }
+    let c = &r.capabilities;
+    match (c.first_ts_ns, c.last_ts_ns) {
+        (Some(a), Some(b)) => writeln!(
+            out,
+            "Events:   {} analyzed, {} .. {}",
+            c.events_read,
+            fmt_secs_nsecs(a),
+            fmt_secs_nsecs(b)
+        )?,
+        _ => writeln!(out, "Events:   none analyzed")?,
+    }
+    writeln!(out, "Ran:      {}", r.detectors_run.join(", "))?;
+    for s in &r.skipped {
+        writeln!(out, "Skipped:  {} — {}", s.id, s.reason)?;
+        writeln!(out, "          to record: {}", s.record_command)?;
+    }
+    if !r.data_quality.is_empty() {
+        writeln!(out, "Data quality:")?;
+        for (k, e) in &r.data_quality {
+            writeln!(
+                out,
+                "  {:<8} {k}: {} — {}",
+                e.severity, e.count, e.description
+            )?;
+            for ex in &e.examples {
+                writeln!(out, "           e.g. {ex}")?;
+            }
+        }
+    }
+    let count = |s| r.findings.iter().filter(|f| f.severity == s).count();
+    writeln!(
+        out,
+        "Findings: {} ({} high, {} medium, {} low)",
+        r.findings.len(),
+        count(FindingSeverity::High),
+        count(FindingSeverity::Medium),
+        count(FindingSeverity::Low)
+    )
+}
+
+fn write_finding(out: &mut dyn Write, f: &Finding, color: bool) -> io::Result<()> {
+    writeln!(
+        out,
+        "[{}] {}: {}",
+        label(f.severity, color),
+        f.detector,
+        f.title
+    )?;
+    writeln!(
+        out,
+        "  window   {} .. {}   CPUs {}",
+        fmt_secs_nsecs(f.window.start_ns),
+        fmt_secs_nsecs(f.window.end_ns),
+        cpus(f)
+    )?;
+    for t in &f.tasks {
+        let ms: Vec<String> = t.measures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        writeln!(
+            out,
+            "  {:<8} {} (pid {})  {}",
+            t.role,
+            t.comm,
+            t.pid,
+            ms.join(" ")
+        )?;
+    }
+    let ms: Vec<String> = f.measures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    writeln!(out, "  measures {}", ms.join(" "))?;
+    if !f.evidence.is_empty() {
+        writeln!(out, "  evidence")?;
+        for e in &f.evidence {
+            writeln!(
+                out,
+                "    {}  {}  {}",
+                fmt_secs_nsecs(e.ts_ns),
+                e.source,
+                e.text
+            )?;
+        }
+    }
+    writeln!(out, "  hint     {}", f.hint)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{Evidence, FindingTask, Window};
+
+    fn finding(sev: FindingSeverity) -> Finding {
+        Finding {
+            detector: "runqueue-starvation".into(),
+            severity: sev,
+            title: "t waited".into(),
+            window: Window {
+                start_ns: 1_500_000_000,
+                end_ns: 2_000_000_000,
+            },
+            cpus: vec![1],
+            tasks: vec![FindingTask {
+                pid: 5,
+                comm: "t".into(),
+                role: "victim".into(),
+                measures: Default::default(),
+            }],
+            measures: [("worst_wait_ns".to_string(), 7i64)].into_iter().collect(),
+            evidence: vec![Evidence {
+                ts_ns: 1_500_000_000,
+                source: "x.txt:3".into(),
+                text: "original line".into(),
+            }],
+            hint: "h".into(),
+        }
+    }
+
+    #[test]
+    fn blocks_and_oneline() {
+        let mut r = Report::new();
+        r.findings = vec![
+            finding(FindingSeverity::Low),
+            finding(FindingSeverity::High),
+        ];
+        r.sort_findings();
+        let mut full = Vec::new();
+        write(&mut full, &r, TextOptions::default()).unwrap();
+        let full = String::from_utf8(full).unwrap();
+        assert!(full.contains("Findings: 2 (1 high, 0 medium, 1 low)"));
+        let high = full.find("[HIGH]").unwrap();
+        let low = full.find("[LOW]").unwrap();
+        assert!(high < low, "most severe first");
+        assert!(full.contains("    1.500000000  x.txt:3  original line\n"));
+        let mut one = Vec::new();
+        write(
+            &mut one,
+            &r,
+            TextOptions {
+                oneline: true,
+                color: false,
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(one).unwrap(),
+            "high runqueue-starvation 1.500000000 CPU 1: t waited\nlow runqueue-starvation 1.500000000 CPU 1: t waited\n"
+        );
+    }
+
+    #[test]
+    fn json_round_trips() {
+        let mut r = Report::new();
+        r.findings = vec![finding(FindingSeverity::Medium)];
+        let mut buf = Vec::new();
+        crate::json::write(&mut buf, &r).unwrap();
+        let back = crate::json::parse(std::str::from_utf8(&buf).unwrap()).unwrap();
+        assert_eq!(back, r);
+    }
+}
