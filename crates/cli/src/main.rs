@@ -7,6 +7,7 @@
 mod cmd_dump;
 mod cmd_info;
 mod cmd_latency;
+mod cmd_record;
 mod cmd_timehist;
 mod common;
 
@@ -44,6 +45,8 @@ enum Command {
     Latency(cmd_latency::LatencyArgs),
     /// One row per context switch, like `perf sched timehist`.
     Timehist(cmd_timehist::TimehistArgs),
+    /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
+    Record(cmd_record::RecordArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Dump(a) => cmd_dump::run(a, &mut out),
         Command::Latency(a) => cmd_latency::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
+        Command::Record(a) => cmd_record::run(a, &mut out),
     };
     common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));

@@ -1,0 +1,108 @@
+//! `stallscope record`: capture scheduler / block / workqueue tracepoints into a trace.dat
+//! through a private tracefs instance (see `stallscope_record`). Needs root or
+//! CAP_SYS_ADMIN; any failure exits 2 with the reason, and the instance is always removed.
+//! Lost events are printed per CPU at the end (stderr) and stored in the file.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use stallscope::record::events::DEFAULT_GROUPS;
+use stallscope::record::{record, RecordOptions, StopWhen};
+
+use crate::common::CliError;
+
+/// Arguments of `stallscope record`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  sudo stallscope record -o trace.dat --duration 5\n  \
+sudo stallscope record -o trace.dat -- make -j4\n  \
+sudo stallscope record -o trace.dat --events sched,irq --buffer-kb 16384 --cpus 0-1 --duration 10\n\n\
+Without --duration or COMMAND, records until Ctrl-C. Read the file with `stallscope info trace.dat` \
+or `trace-cmd report -i trace.dat`."
+)]
+pub struct RecordArgs {
+    /// Output trace.dat file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Record for this many seconds (decimals allowed).
+    #[arg(long, value_name = "SECONDS", conflicts_with = "command")]
+    duration: Option<f64>,
+    /// Event groups: sched, block, workqueue (default), irq, softirq, or SYSTEM:EVENT, comma separated.
+    #[arg(long, value_name = "GROUPS", default_value = DEFAULT_GROUPS)]
+    events: String,
+    /// Ring-buffer size per CPU in KiB.
+    #[arg(long, value_name = "N", default_value_t = 8192)]
+    buffer_kb: u64,
+    /// Record only these CPUs (`0-3,6`).
+    #[arg(long, value_name = "LIST")]
+    cpus: Option<String>,
+    /// Command to run and record until it exits (after `--`).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Runs the command.
+pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
+    let stop = match (&args.duration, args.command.is_empty()) {
+        (Some(s), _) => {
+            if !s.is_finite() || *s <= 0.0 || *s > 1e9 {
+                return Err(CliError::Usage(format!(
+                    "--duration must be a positive number of seconds, not {s}"
+                )));
+            }
+            // Whole nanoseconds from the user's decimal seconds.
+            StopWhen::Duration(Duration::from_nanos((s * 1e9).round() as u64))
+        }
+        (None, false) => StopWhen::Command(args.command.clone()),
+        (None, true) => StopWhen::Signal,
+    };
+    if stop == StopWhen::Signal {
+        eprintln!("stallscope: recording until Ctrl-C (SIGINT) or SIGTERM");
+    }
+    let opts = RecordOptions {
+        output: args.output.clone(),
+        stop,
+        events: args.events.clone(),
+        buffer_kb: args.buffer_kb,
+        cpus: args.cpus.clone(),
+        verbose: true,
+    };
+    let summary = record(&opts).map_err(|e| CliError::Usage(format!("record: {e}")))?;
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(
+        err,
+        "stallscope: wrote {} ({} events enabled, {} sub-buffers, {} bytes of event data, {:.3} s{}; {} tasks described)",
+        summary.output.display(),
+        summary.events.len(),
+        summary.pages,
+        summary.data_bytes,
+        summary.duration_ns as f64 / 1e9,
+        summary
+            .stopped_by_signal
+            .map(|s| format!(", stopped by {s}"))
+            .unwrap_or_default(),
+        summary.tasks_described,
+    );
+    for l in &summary.lost {
+        let _ = writeln!(
+            err,
+            "stallscope: cpu{}: {} events lost (overrun {}, dropped {}, commit overrun {}, {} pages flagged MISSED_EVENTS with {} counted)",
+            l.cpu, l.lost, l.overrun, l.dropped, l.commit_overrun, l.flagged_pages, l.flagged_count
+        );
+    }
+    let total = summary.total_lost();
+    if total > 0 {
+        let _ = writeln!(
+            err,
+            "stallscope: warning: {total} events lost in total; increase --buffer-kb or record fewer events"
+        );
+    }
+    if let Some(st) = summary.command_status {
+        if !st.success() {
+            let _ = writeln!(err, "stallscope: note: the command exited with {st}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! Collects the [`SystemContext`] stored in every recording: host facts once at start
+//! ([`host_facts`]), tasks from `/proc` scans at start, about once a second while recording
+//! (new tasks only) and at the end, plus the pids named in `saved_cmdlines`
+//! ([`ContextCollector`]). A task is described the first time it is seen; tasks that exited
+//! before any scan saw them are counted in [`ContextCollector::missed`] (their attributes
+//! are unknown, never guessed).
+
+pub mod block;
+pub mod cgroup;
+pub mod kernel;
+pub mod proc_task;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::Path;
+
+use stallscope_model::{SystemContext, TaskContext, Tid};
+
+use crate::tracefs::DebugfsMount;
+use cgroup::CgroupReader;
+
+/// Host-wide facts (no tasks yet).
+pub fn host_facts() -> SystemContext {
+    let mut ctx = SystemContext::default();
+    let un = kernel::uname();
+    if let Some(u) = &un {
+        ctx.uname = Some(format!(
+            "{} {} {} {} {}",
+            u.sysname, u.nodename, u.release, u.version, u.machine
+        ));
+        ctx.kernel_release = Some(u.release.clone());
+    }
+    let read = |p: &str| fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+    ctx.nr_cpus = read("/sys/devices/system/cpu/possible").and_then(|s| kernel::cpu_list_len(&s));
+    ctx.cpus_online = read("/sys/devices/system/cpu/online");
+    kernel::read_knobs(
+        Path::new("/proc/sys/kernel"),
+        "sched_",
+        &[],
+        &mut ctx.sched_knobs,
+    );
+    let debugfs = DebugfsMount::ensure();
+    kernel::read_knobs(
+        Path::new("/sys/kernel/debug/sched"),
+        "",
+        &["debug"],
+        &mut ctx.sched_knobs,
+    );
+    let debug_preempt = read("/sys/kernel/debug/sched/preempt");
+    drop(debugfs);
+    let release = un.as_ref().map(|u| u.release.as_str()).unwrap_or("");
+    let config = kernel::kernel_config(release);
+    ctx.hz = config
+        .as_deref()
+        .and_then(|c| kernel::config_value(c, "CONFIG_HZ"))
+        .and_then(|v| v.parse().ok());
+    ctx.preemption = kernel::preemption_model(
+        debug_preempt.as_deref(),
+        config.as_deref(),
+        &read("/proc/cmdline").unwrap_or_default(),
+        un.as_ref().map(|u| u.version.as_str()).unwrap_or(""),
+    );
+    ctx.block_devices = block::block_devices(Path::new("/sys/block"));
+    ctx
+}
+
+/// Reads one task's attributes from `/proc/<tid>`; `None` when it is gone.
+pub fn read_task(tid: Tid, cgroups: &mut CgroupReader) -> Option<TaskContext> {
+    let dir = Path::new("/proc").join(tid.to_string());
+    let stat = proc_task::parse_stat(&fs::read_to_string(dir.join("stat")).ok()?)?;
+    let status = fs::read_to_string(dir.join("status")).unwrap_or_default();
+    let (lines, _malformed) =
+        proc_task::parse_cgroup_file(&fs::read_to_string(dir.join("cgroup")).unwrap_or_default());
+    Some(TaskContext {
+        pid: tid,
+        tgid: proc_task::status_value(&status, "Tgid")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(tid),
+        comm: stat.comm,
+        policy: stat.policy.map(proc_task::policy_name),
+        nice: stat.nice,
+        priority: stat.priority,
+        rt_priority: stat.rt_priority,
+        cgroups: cgroups.contexts(&lines),
+        cpus_allowed: proc_task::status_value(&status, "Cpus_allowed_list").map(str::to_string),
+    })
+}
+
+/// Every task id currently in `/proc` (all threads of all processes).
+pub fn list_tids() -> Vec<Tid> {
+    let mut out = Vec::new();
+    let Ok(procs) = fs::read_dir("/proc") else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<Tid>().ok()) else {
+            continue; // not a process directory
+        };
+        match fs::read_dir(p.path().join("task")) {
+            Ok(tasks) => out.extend(
+                tasks
+                    .flatten()
+                    .filter_map(|t| t.file_name().to_str().and_then(|s| s.parse::<Tid>().ok())),
+            ),
+            Err(_) => out.push(pid), // exited between the two reads, or no task/ dir
+        }
+    }
+    out
+}
+
+/// Accumulates tasks over the recording.
+#[derive(Debug, Default)]
+pub struct ContextCollector {
+    tasks: BTreeMap<Tid, TaskContext>,
+    gone: BTreeSet<Tid>,
+    cgroups: CgroupReader,
+}
+
+impl ContextCollector {
+    /// A collector using this host's cgroup mounts.
+    pub fn new() -> ContextCollector {
+        ContextCollector {
+            cgroups: CgroupReader::new(),
+            ..Default::default()
+        }
+    }
+
+    /// Describes the given tasks unless already described.
+    pub fn add(&mut self, tids: impl IntoIterator<Item = Tid>) {
+        for tid in tids {
+            if tid <= 0 || self.tasks.contains_key(&tid) {
+                continue; // idle task (0) has no /proc entry; known tasks keep first values
+            }
+            match read_task(tid, &mut self.cgroups) {
+                Some(t) => {
+                    self.gone.remove(&tid);
+                    self.tasks.insert(tid, t);
+                }
+                None => {
+                    self.gone.insert(tid);
+                }
+            }
+        }
+    }
+
+    /// Scans `/proc` for tasks not seen yet.
+    pub fn scan(&mut self) {
+        let tids = list_tids();
+        self.add(tids);
+    }
+
+    /// Tasks named by the trace but gone before any scan could read them.
+    pub fn missed(&self) -> usize {
+        self.gone.len()
+    }
+
+    /// Moves the tasks into `ctx`.
+    pub fn finish(self, ctx: &mut SystemContext) {
+        ctx.tasks = self.tasks.into_values().collect();
+    }
+}

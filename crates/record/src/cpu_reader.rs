@@ -1,0 +1,144 @@
+//! One reader thread per CPU: whole sub-buffers from `per_cpu/cpuN/trace_pipe_raw` into a
+//! per-CPU spool file.
+//!
+//! ```text
+//! loop {
+//!     stopping = stop flag          (raised only after tracing_on=0 was written)
+//!     read() sub-buffers until EAGAIN, append each verbatim to the spool
+//!     if stopping { break }          → this last drain ran after tracing stopped: complete
+//!     poll(POLLIN, 100 ms)           (woken at buffer_percent full, or the timeout)
+//! }
+//! ```
+//! Each read returns one sub-buffer (a partially filled one while the writer is active).
+//! Empty pages (commit 0, no loss flag) are not stored. The page header's MISSED_EVENTS /
+//! MISSED_STORED flags are counted here (decoded by `stallscope_read::ringbuf`).
+//! The spool is an already-unlinked file in the output directory, so it disappears even if the
+//! recorder is killed.
+
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use stallscope_read::ringbuf::{parse_page_header, MissedEvents, PageLayout};
+
+/// Per-CPU result of a reader thread.
+#[derive(Debug)]
+pub struct CpuCapture {
+    /// CPU number.
+    pub cpu: u32,
+    /// The spool (positioned anywhere; holds `counts.pages` whole sub-buffers).
+    pub spool: File,
+    /// What the pages said.
+    pub counts: PageCounts,
+}
+
+/// Page counters of one CPU.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PageCounts {
+    /// Sub-buffers stored.
+    pub pages: u64,
+    /// Pages carrying the MISSED_EVENTS flag.
+    pub missed_pages: u64,
+    /// Sum of the stored lost counts (MISSED_STORED).
+    pub missed_counted: u64,
+    /// Pages with MISSED_EVENTS but no stored count.
+    pub missed_unknown_pages: u64,
+    /// Pages whose header could not be decoded (stored anyway; trace-cmd decides).
+    pub bad_headers: u64,
+}
+
+/// Creates an unlinked spool file in `dir`.
+pub fn create_spool(dir: &Path, cpu: u32) -> io::Result<File> {
+    let path: PathBuf = dir.join(format!(
+        ".stallscope-spool-{}-cpu{cpu}.tmp",
+        std::process::id()
+    ));
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    fs::remove_file(&path)?;
+    Ok(f)
+}
+
+/// Reads CPU `cpu`'s `trace_pipe_raw` until `stop` is raised and the buffer is drained.
+pub fn run(
+    cpu: u32,
+    pipe_path: &Path,
+    layout: PageLayout,
+    spool: File,
+    stop: &Arc<AtomicBool>,
+) -> io::Result<CpuCapture> {
+    let mut pipe = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(pipe_path)?;
+    let mut out = io::BufWriter::with_capacity(1 << 20, spool);
+    let mut counts = PageCounts::default();
+    let mut page = vec![0u8; layout.subbuf_size];
+    loop {
+        let stopping = stop.load(Ordering::SeqCst);
+        loop {
+            match pipe.read(&mut page) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // A short read is padded to a whole sub-buffer to keep the file layout.
+                    page[n..].fill(0);
+                    if store_page(&page, &layout, &mut counts) {
+                        out.write_all(&page)?;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if stopping {
+            break;
+        }
+        let mut pfd = libc::pollfd {
+            fd: pipe.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; EINTR (a signal) just ends the wait early.
+        unsafe { libc::poll(&mut pfd, 1, 100) };
+    }
+    let spool = out.into_inner().map_err(|e| e.into_error())?;
+    Ok(CpuCapture { cpu, spool, counts })
+}
+
+/// Counts the page's loss flags; false for an empty page without loss (not worth storing).
+fn store_page(page: &[u8], layout: &PageLayout, cap: &mut PageCounts) -> bool {
+    match parse_page_header(page, layout) {
+        Ok(h) => {
+            match h.missed {
+                MissedEvents::None => {
+                    if h.data_len == 0 {
+                        return false;
+                    }
+                }
+                MissedEvents::Count(n) => {
+                    cap.missed_pages += 1;
+                    cap.missed_counted += n;
+                }
+                MissedEvents::Unknown => {
+                    cap.missed_pages += 1;
+                    cap.missed_unknown_pages += 1;
+                }
+            }
+            cap.pages += 1;
+            true
+        }
+        Err(_) => {
+            cap.bad_headers += 1;
+            cap.pages += 1;
+            true
+        }
+    }
+}

@@ -1,0 +1,459 @@
+//! One recording from start to file: the sequence described in the crate docs, with the
+//! guards ([`Tracefs`], [`Instance`], [`SignalGuard`]) declared so that every exit path —
+//! `?` on an error, a panic unwinding, a signal ending the wait — removes the instance.
+
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use stallscope_model::{SystemContext, Tid};
+use stallscope_read::ringbuf::PageLayout;
+use stallscope_read::tracedat::OPTION_SYSTEM_CONTEXT;
+use stallscope_read::tracefs_format::{parse_saved_cmdlines, Endian, HeaderPage};
+
+use crate::context::{self, ContextCollector};
+use crate::cpu_reader::{self, CpuCapture};
+use crate::events;
+use crate::instance::{self, Instance};
+use crate::signals::{self, SignalGuard};
+use crate::stats::{cpustat_option_text, CpuStats};
+use crate::tracedat_writer::{self as writer, CpuData, TraceDatHeader};
+use crate::tracefs::{read_bytes, read_text, Tracefs};
+use crate::RecordError;
+
+/// When the recording ends (besides SIGINT / SIGTERM / SIGHUP, which always end it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopWhen {
+    /// After this long.
+    Duration(Duration),
+    /// When this command (argv) exits.
+    Command(Vec<String>),
+    /// Only on a signal (Ctrl-C).
+    Signal,
+}
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct RecordOptions {
+    /// Output trace.dat path.
+    pub output: PathBuf,
+    /// End condition.
+    pub stop: StopWhen,
+    /// Comma-separated event groups ([`events::DEFAULT_GROUPS`] by default).
+    pub events: String,
+    /// Per-CPU ring buffer size in KiB.
+    pub buffer_kb: u64,
+    /// CPU list to record (`None` = all).
+    pub cpus: Option<String>,
+    /// Print progress and warnings to stderr.
+    pub verbose: bool,
+}
+
+/// Lost events of one CPU.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuLost {
+    /// CPU number.
+    pub cpu: u32,
+    /// `overrun` of per_cpu/cpuN/stats (events overwritten).
+    pub overrun: u64,
+    /// `dropped events` (events refused).
+    pub dropped: u64,
+    /// `commit overrun`.
+    pub commit_overrun: u64,
+    /// Pages with the MISSED_EVENTS flag.
+    pub flagged_pages: u64,
+    /// Sum of the counts stored in flagged pages.
+    pub flagged_count: u64,
+    /// Lost events: the larger of the stats total and the page-flag count.
+    pub lost: u64,
+}
+
+/// What was recorded.
+#[derive(Clone, Debug, Default)]
+pub struct RecordSummary {
+    /// Output path.
+    pub output: PathBuf,
+    /// Events enabled (`sys:name`).
+    pub events: Vec<String>,
+    /// Warnings printed (missing events, stale instances removed…).
+    pub warnings: Vec<String>,
+    /// Bytes of CPU data written (all CPUs).
+    pub data_bytes: u64,
+    /// Sub-buffers written.
+    pub pages: u64,
+    /// Per-CPU lost events (every recorded CPU).
+    pub lost: Vec<CpuLost>,
+    /// The signal that ended the recording, if one did.
+    pub stopped_by_signal: Option<&'static str>,
+    /// Exit status of the traced command.
+    pub command_status: Option<std::process::ExitStatus>,
+    /// Wall time between tracing_on=1 and tracing_on=0, in nanoseconds.
+    pub duration_ns: u64,
+    /// Tasks described in the system context.
+    pub tasks_described: usize,
+    /// Tasks named by the trace that exited before they could be described.
+    pub tasks_missed: usize,
+}
+
+impl RecordSummary {
+    /// Total lost events.
+    pub fn total_lost(&self) -> u64 {
+        self.lost.iter().map(|l| l.lost).sum()
+    }
+}
+
+fn warn(summary: &mut RecordSummary, verbose: bool, msg: String) {
+    if verbose {
+        eprintln!("stallscope: warning: {msg}");
+    }
+    summary.warnings.push(msg);
+}
+
+/// CPU numbers under `per_cpu/` of the instance.
+fn instance_cpus(inst: &Instance) -> Result<Vec<u32>, RecordError> {
+    let dir = inst.path("per_cpu");
+    let rd = fs::read_dir(&dir).map_err(|e| RecordError::io("listing per_cpu", &dir, e))?;
+    let mut cpus: Vec<u32> = rd
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()
+                .and_then(|n| n.strip_prefix("cpu"))
+                .and_then(|n| n.parse().ok())
+        })
+        .collect();
+    cpus.sort_unstable();
+    Ok(cpus)
+}
+
+/// Records according to `opts` and writes the trace.dat.
+pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
+    let mut summary = RecordSummary {
+        output: opts.output.clone(),
+        ..Default::default()
+    };
+    if opts.buffer_kb == 0 {
+        return Err(RecordError::Usage("--buffer-kb must be at least 1".into()));
+    }
+    let selected = match &opts.cpus {
+        Some(list) => Some(instance::parse_cpu_list(list).map_err(RecordError::Usage)?),
+        None => None,
+    };
+    crate::privilege::check()?;
+    let out_dir = match opts.output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let out_file = File::create(&opts.output)
+        .map_err(|e| RecordError::io("creating the output file", &opts.output, e))?;
+
+    let tracefs = Tracefs::locate()?;
+    for name in instance::remove_stale(&tracefs.root) {
+        warn(
+            &mut summary,
+            opts.verbose,
+            format!("removed stale tracefs instance {name} left by a recorder that no longer runs"),
+        );
+    }
+    let mut sig = SignalGuard::install();
+    let mut inst = Instance::create(&tracefs.root)?;
+
+    inst.write("buffer_size_kb", &opts.buffer_kb.to_string())?;
+    let all_cpus = instance_cpus(&inst)?;
+    let record_cpus: Vec<u32> = match &selected {
+        Some(sel) => {
+            if let Some(bad) = sel.iter().find(|c| !all_cpus.contains(c)) {
+                return Err(RecordError::Usage(format!(
+                    "--cpus: CPU {bad} does not exist (CPUs {:?})",
+                    all_cpus
+                )));
+            }
+            inst.write("tracing_cpumask", &instance::cpumask_text(sel))?;
+            sel.clone()
+        }
+        None => all_cpus.clone(),
+    };
+    let resolved =
+        events::resolve(&opts.events, &inst.path("events")).map_err(RecordError::Usage)?;
+    for w in &resolved.warnings {
+        warn(&mut summary, opts.verbose, w.clone());
+    }
+    summary.events = resolved.names();
+
+    // Metadata, read before tracing starts.
+    let header_page = read_bytes(&inst.path("events/header_page"))?;
+    let header_event = read_bytes(&inst.path("events/header_event"))?;
+    let hp = HeaderPage::parse(&String::from_utf8_lossy(&header_page))
+        .map_err(|e| RecordError::Reader(format!("cannot parse events/header_page: {e}")))?;
+    let layout = PageLayout::from_header_page(&hp, Endian::Little).ok_or_else(|| {
+        RecordError::Reader(format!(
+            "events/header_page has a {}-byte commit word (expected 4 or 8)",
+            hp.commit_size
+        ))
+    })?;
+    let mut systems = Vec::new();
+    for (sys, evs) in &resolved.by_system {
+        let mut formats = Vec::new();
+        for ev in evs {
+            formats.push(read_bytes(
+                &inst.path(&format!("events/{sys}/{ev}/format")),
+            )?);
+        }
+        systems.push((sys.clone(), formats));
+    }
+    let ftrace_formats = read_ftrace_formats(&tracefs.root);
+    let printk_formats = read_bytes(&tracefs.root.join("printk_formats")).unwrap_or_default();
+    let trace_clock = inst.read("trace_clock").unwrap_or_default();
+
+    let mut ctx = context::host_facts();
+    let mut collector = ContextCollector::new();
+    collector.scan();
+
+    for (sys, evs) in &resolved.by_system {
+        for ev in evs {
+            inst.write(&format!("events/{sys}/{ev}/enable"), "1")?;
+        }
+    }
+
+    // Readers first, then tracing_on, so nothing waits in the buffer unread.
+    let mut handles: Vec<(u32, JoinHandle<std::io::Result<CpuCapture>>)> = Vec::new();
+    for &cpu in &record_cpus {
+        let spool = cpu_reader::create_spool(&out_dir, cpu)
+            .map_err(|e| RecordError::io("creating a spool file", &out_dir, e))?;
+        let pipe = inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+        let stop = inst.stop.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("stallscope-cpu{cpu}"))
+            .spawn(move || cpu_reader::run(cpu, &pipe, layout, spool, &stop))
+            .map_err(|e| RecordError::Reader(format!("cannot start reader thread: {e}")))?;
+        handles.push((cpu, h));
+    }
+    inst.write("tracing_on", "1")?;
+    let started = Instant::now();
+    if opts.verbose {
+        eprintln!(
+            "stallscope: recording {} events on CPUs {:?} into {}",
+            summary.events.len(),
+            record_cpus,
+            opts.output.display()
+        );
+    }
+
+    let waited = wait_for_stop(&opts.stop, &mut sig, &mut collector);
+    inst.write("tracing_on", "0")?;
+    summary.duration_ns = started.elapsed().as_nanos() as u64;
+    inst.stop.store(true, Ordering::SeqCst);
+    let mut captures = Vec::new();
+    let mut reader_error = None;
+    for (cpu, h) in handles {
+        match h.join() {
+            Ok(Ok(c)) => captures.push(c),
+            Ok(Err(e)) => reader_error = Some(format!("CPU {cpu}: {e}")),
+            Err(_) => reader_error = Some(format!("CPU {cpu}: reader thread panicked")),
+        }
+    }
+    let (stopped_by, command_status) = waited?;
+    summary.stopped_by_signal = stopped_by;
+    summary.command_status = command_status;
+    if let Some(e) = reader_error {
+        return Err(RecordError::Reader(e));
+    }
+
+    // Statistics and names after the final drain.
+    let mut options = vec![
+        writer::text_option(writer::OPTION_TRACECLOCK, &trace_clock),
+        writer::text_option(
+            writer::OPTION_UNAME,
+            &ctx.uname
+                .as_ref()
+                .and_then(|_| context::kernel::uname())
+                .map(|u| format!("{} {} {} {}", u.sysname, u.nodename, u.release, u.machine))
+                .unwrap_or_default(),
+        ),
+        writer::text_option(
+            writer::OPTION_VERSION,
+            &format!("stallscope {}", env!("CARGO_PKG_VERSION")),
+        ),
+    ];
+    for &cpu in &all_cpus {
+        let text = inst
+            .read(&format!("per_cpu/cpu{cpu}/stats"))
+            .unwrap_or_default();
+        let stats = CpuStats::parse(&text);
+        if let Some(c) = captures.iter().find(|c| c.cpu == cpu) {
+            let flagged = c.counts.missed_counted;
+            summary.lost.push(CpuLost {
+                cpu,
+                overrun: stats.overrun,
+                dropped: stats.dropped,
+                commit_overrun: stats.commit_overrun,
+                flagged_pages: c.counts.missed_pages,
+                flagged_count: flagged,
+                lost: stats.lost().max(flagged),
+            });
+        }
+        options.push(writer::text_option(
+            writer::OPTION_CPUSTAT,
+            &cpustat_option_text(cpu, &text),
+        ));
+    }
+    options.push((
+        writer::OPTION_CPUCOUNT,
+        (all_cpus.len() as u32).to_le_bytes().to_vec(),
+    ));
+
+    let kernel_cmdlines = read_text(&tracefs.root.join("saved_cmdlines")).unwrap_or_default();
+    let named = parse_saved_cmdlines(&kernel_cmdlines);
+    collector.add(named.iter().map(|(pid, _)| *pid as Tid));
+    collector.scan();
+    summary.tasks_missed = collector.missed();
+    collector.finish(&mut ctx);
+    summary.tasks_described = ctx.tasks.len();
+    let saved_cmdlines = merged_cmdlines(&kernel_cmdlines, &ctx);
+    options.push((OPTION_SYSTEM_CONTEXT, context_json(&ctx)?));
+
+    let header = TraceDatHeader {
+        page_size: layout.subbuf_size as u32,
+        header_page,
+        header_event,
+        ftrace_formats,
+        systems,
+        kallsyms: Vec::new(),
+        printk_formats,
+        saved_cmdlines: saved_cmdlines.into_bytes(),
+        nr_cpus: all_cpus.len() as u32,
+        options,
+    };
+    let mut spools: Vec<(u32, File, u64)> = captures
+        .into_iter()
+        .map(|c| (c.cpu, c.spool, c.counts.pages * layout.subbuf_size as u64))
+        .collect();
+    // CPUs not recorded (--cpus) get an empty stream.
+    let mut empties: Vec<std::io::Cursor<Vec<u8>>> = all_cpus
+        .iter()
+        .map(|_| std::io::Cursor::new(Vec::new()))
+        .collect();
+    let mut cpu_data: Vec<CpuData<'_>> = Vec::new();
+    let mut spool_iter = spools.iter_mut().peekable();
+    for (&cpu, empty) in all_cpus.iter().zip(empties.iter_mut()) {
+        match spool_iter.next_if(|(c, _, _)| *c == cpu) {
+            Some((_, f, len)) => {
+                summary.data_bytes += *len;
+                cpu_data.push(CpuData {
+                    source: f,
+                    len: *len,
+                });
+            }
+            None => cpu_data.push(CpuData {
+                source: empty,
+                len: 0,
+            }),
+        }
+    }
+    summary.pages = summary.data_bytes / layout.subbuf_size as u64;
+    let mut out = BufWriter::with_capacity(1 << 20, out_file);
+    writer::write(&mut out, &header, &mut cpu_data)
+        .and_then(|()| out.flush())
+        .map_err(|e| RecordError::io("writing the trace.dat", &opts.output, e))?;
+    drop(cpu_data);
+    inst.remove()?;
+    drop(sig);
+    Ok(summary)
+}
+
+/// Result of waiting: the signal that ended it and the command's exit status.
+type Waited = Result<(Option<&'static str>, Option<std::process::ExitStatus>), RecordError>;
+
+/// Waits for the stop condition; scans /proc about once a second meanwhile.
+fn wait_for_stop(
+    stop: &StopWhen,
+    sig: &mut SignalGuard,
+    collector: &mut ContextCollector,
+) -> Waited {
+    let started = Instant::now();
+    let mut last_scan = Instant::now();
+    let mut child: Option<Child> = None;
+    if let StopWhen::Command(argv) = stop {
+        let (prog, args) = argv
+            .split_first()
+            .ok_or_else(|| RecordError::Usage("empty command after --".into()))?;
+        let c = Command::new(prog)
+            .args(args)
+            .spawn()
+            .map_err(|e| RecordError::Spawn(prog.clone(), e))?;
+        collector.add([c.id() as Tid]);
+        child = Some(c);
+    }
+    let mut forwarded = 0u32;
+    let mut stopped_by = None;
+    loop {
+        if let Some(c) = child.as_mut() {
+            if let Some(s) = sig.take_new() {
+                stopped_by = Some(signals::name(s));
+                forwarded += 1;
+                // A third signal means "really stop": the command is killed.
+                let send = if forwarded >= 3 { libc::SIGKILL } else { s };
+                // SAFETY: plain kill(2) on our own child's pid.
+                unsafe { libc::kill(c.id() as libc::pid_t, send) };
+            }
+            match c.try_wait() {
+                Ok(Some(status)) => return Ok((stopped_by, Some(status))),
+                Ok(None) => {}
+                Err(e) => return Err(RecordError::Spawn("waiting for the command".into(), e)),
+            }
+        } else {
+            if let Some(s) = signals::pending() {
+                return Ok((Some(signals::name(s)), None));
+            }
+            if let StopWhen::Duration(d) = stop {
+                if started.elapsed() >= *d {
+                    return Ok((None, None));
+                }
+            }
+        }
+        if last_scan.elapsed() >= Duration::from_secs(1) {
+            collector.scan();
+            last_scan = Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `events/ftrace/*/format` (readable ones; used by trace-cmd for `print`/`bprint` only).
+fn read_ftrace_formats(root: &Path) -> Vec<Vec<u8>> {
+    let Ok(rd) = fs::read_dir(root.join("events/ftrace")) else {
+        return Vec::new();
+    };
+    let mut names: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("format")).collect();
+    names.sort();
+    names.into_iter().filter_map(|p| fs::read(p).ok()).collect()
+}
+
+/// The kernel's `saved_cmdlines` plus `PID COMM` for described tasks it does not name (the
+/// kernel keeps only a small, recent set of names).
+fn merged_cmdlines(kernel: &str, ctx: &SystemContext) -> String {
+    let mut out = kernel.to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    let known: BTreeSet<i32> = parse_saved_cmdlines(kernel)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    for t in &ctx.tasks {
+        if !known.contains(&t.pid) && !t.comm.contains('\n') {
+            out.push_str(&format!("{} {}\n", t.pid, t.comm));
+        }
+    }
+    out
+}
+
+fn context_json(ctx: &SystemContext) -> Result<Vec<u8>, RecordError> {
+    serde_json::to_vec(ctx)
+        .map_err(|e| RecordError::Reader(format!("cannot serialize the system context: {e}")))
+}
