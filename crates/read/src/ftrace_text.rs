@@ -25,71 +25,29 @@
 //! such lines are counted under `ftrace_raw_or_hex_lines` and skipped. Stack traces are
 //! counted and skipped. Blank lines and `#` comments are part of the grammar.
 
-use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+use stallscope_model::{InputFormat, Severity};
 
 use crate::text_common::context::parse_kernel_context;
 use crate::text_common::kernel_line::{
     ftrace_header_comment, is_stack_line, parse_lost_marker, push_kernel_event, skipped_stack_line,
     token_after,
 };
-use crate::text_common::lines::{Line, LineSource};
+use crate::text_common::line_reader::LineReader;
+use crate::text_common::lines::Line;
 use crate::text_common::state::{key, TextState};
-use crate::{EventReader, Input, ReadError};
+use crate::{Input, ReadError};
 
-/// Reader of kernel ftrace text.
-pub struct FtraceTextReader {
-    lines: LineSource,
-    st: TextState,
-    done: bool,
-}
+/// Reader of kernel ftrace text: the shared line loop driven by this module's line handler.
+pub type FtraceTextReader = LineReader;
 
-impl FtraceTextReader {
-    /// Opens `input` (already decompressed) as input number `index`.
-    pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
-        let st = TextState::new(&input, InputFormat::FtraceText, index, None);
-        let lines = LineSource::new(st.path.clone(), input.into_reader());
-        Ok(FtraceTextReader {
-            lines,
-            st,
-            done: false,
-        })
-    }
-}
-
-impl EventReader for FtraceTextReader {
-    fn meta(&self) -> &TraceMeta {
-        &self.st.meta
-    }
-
-    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
-        loop {
-            if let Some(ev) = self.st.out.pop_front() {
-                return Ok(Some(ev));
-            }
-            if self.done {
-                return Ok(None);
-            }
-            match self.lines.next_line() {
-                Ok(Some(line)) => {
-                    if self.st.check_line(&line) {
-                        handle_line(&mut self.st, &line);
-                    }
-                }
-                Ok(None) => {
-                    self.st.finish();
-                    self.done = true;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    fn quality(&self) -> &DataQuality {
-        &self.st.dq
-    }
+/// Opens `input` (already decompressed) as input number `index`.
+pub fn open(input: Input, index: u16) -> Result<FtraceTextReader, ReadError> {
+    Ok(LineReader::new(
+        input,
+        InputFormat::FtraceText,
+        index,
+        handle_line,
+    ))
 }
 
 /// Handles one line of ftrace text.
@@ -158,10 +116,12 @@ fn is_raw_option_line(t: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventReader;
+    use stallscope_model::Event;
 
     fn read(text: &str) -> (Vec<Event>, FtraceTextReader) {
         let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
-        let mut r = FtraceTextReader::open(input, 0).expect("open");
+        let mut r = open(input, 0).expect("open");
         let mut out = Vec::new();
         while let Some(e) = r.next_event().expect("event") {
             out.push(e);

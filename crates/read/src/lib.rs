@@ -62,9 +62,9 @@ pub fn open_as(
         InputFormat::PerfData | InputFormat::PerfPipe => {
             Box::new(perf_data::PerfDataReader::open(input, index)?)
         }
-        InputFormat::FtraceText => Box::new(ftrace_text::FtraceTextReader::open(input, index)?),
+        InputFormat::FtraceText => Box::new(ftrace_text::open(input, index)?),
         InputFormat::TraceCmdText => {
-            Box::new(tracecmd_text::TraceCmdTextReader::open(input, index)?)
+            Box::new(tracecmd_text::open(input, index)?)
         }
         InputFormat::PerfScriptText => {
             Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?)

@@ -10,6 +10,7 @@
 //! perf       "            perf 13978 [000]   481.124203:       sched:sched_switch: prev_comm=perf …"
 //! ```
 //!
+//! * [`line_reader`]: the pull loop of the ftrace and trace-cmd readers.
 //! * [`lines`]: buffered line source (one reused buffer, push-back, lossy UTF-8, cut last line).
 //! * [`context`]: the context columns, anchored on the tokens right of the comm.
 //! * [`payload`]: payload text → native scheduler events or generic `key=value` events.
@@ -23,6 +24,7 @@
 
 pub(crate) mod context;
 pub(crate) mod kernel_line;
+pub(crate) mod line_reader;
 pub(crate) mod lines;
 pub(crate) mod payload;
 pub(crate) mod prev_state;

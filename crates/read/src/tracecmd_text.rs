@@ -25,70 +25,28 @@
 //! says preemption is unavailable. `-R` prints raw numbers, decoded with the 4.14+ table.
 
 use stallscope_model::time::parse_u64;
-use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
+use stallscope_model::InputFormat;
 
 use crate::text_common::context::parse_kernel_context;
 use crate::text_common::kernel_line::{
     is_stack_line, parse_lost_marker, push_kernel_event, skipped_stack_line,
 };
-use crate::text_common::lines::{Line, LineSource};
+use crate::text_common::line_reader::LineReader;
+use crate::text_common::lines::Line;
 use crate::text_common::state::TextState;
-use crate::{EventReader, Input, ReadError};
+use crate::{Input, ReadError};
 
-/// Reader of `trace-cmd report` text.
-pub struct TraceCmdTextReader {
-    lines: LineSource,
-    st: TextState,
-    done: bool,
-}
+/// Reader of `trace-cmd report` text: the shared line loop driven by this module's line handler.
+pub type TraceCmdTextReader = LineReader;
 
-impl TraceCmdTextReader {
-    /// Opens `input` (already decompressed) as input number `index`.
-    pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
-        let st = TextState::new(&input, InputFormat::TraceCmdText, index, None);
-        let lines = LineSource::new(st.path.clone(), input.into_reader());
-        Ok(TraceCmdTextReader {
-            lines,
-            st,
-            done: false,
-        })
-    }
-}
-
-impl EventReader for TraceCmdTextReader {
-    fn meta(&self) -> &TraceMeta {
-        &self.st.meta
-    }
-
-    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
-        loop {
-            if let Some(ev) = self.st.out.pop_front() {
-                return Ok(Some(ev));
-            }
-            if self.done {
-                return Ok(None);
-            }
-            match self.lines.next_line() {
-                Ok(Some(line)) => {
-                    if self.st.check_line(&line) {
-                        handle_line(&mut self.st, &line);
-                    }
-                }
-                Ok(None) => {
-                    self.st.finish();
-                    self.done = true;
-                }
-                Err(e) => {
-                    self.done = true;
-                    return Err(e);
-                }
-            }
-        }
-    }
-
-    fn quality(&self) -> &DataQuality {
-        &self.st.dq
-    }
+/// Opens `input` (already decompressed) as input number `index`.
+pub fn open(input: Input, index: u16) -> Result<TraceCmdTextReader, ReadError> {
+    Ok(LineReader::new(
+        input,
+        InputFormat::TraceCmdText,
+        index,
+        handle_line,
+    ))
 }
 
 /// Strips the `--ts-diff` column `(+N)` (blank on the first event) and its padding.
@@ -139,11 +97,12 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::EventReader;
     use crate::text_common::state::key;
 
     fn read(text: &str) -> (Vec<String>, TraceCmdTextReader) {
         let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
-        let mut r = TraceCmdTextReader::open(input, 0).expect("open");
+        let mut r = open(input, 0).expect("open");
         let mut out = Vec::new();
         while let Some(e) = r.next_event().expect("event") {
             out.push(e.dump_line());
