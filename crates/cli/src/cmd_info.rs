@@ -148,9 +148,13 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
         if ev.pid >= 0 {
             tasks.entry(ev.pid).or_insert((Comm::EMPTY, 0, 0)).1 += 1;
         }
-        match &ev.kind {
-            EventKind::Generic(g) => *generic_counts.entry(g.name.clone()).or_default() += 1,
-            k => *counts.entry(static_name(k)).or_default() += 1,
+        match ev.kind.static_name() {
+            Some(name) => *counts.entry(name).or_default() += 1,
+            None => {
+                *generic_counts
+                    .entry(ev.kind.name().to_string())
+                    .or_default() += 1
+            }
         }
     }
     let mut event_counts: BTreeMap<String, u64> = counts
@@ -202,23 +206,6 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
         OutputFormat::Text => write_text(out, &report, args.top)?,
     }
     Ok(())
-}
-
-fn static_name(k: &EventKind) -> &'static str {
-    match k {
-        EventKind::Switch(_) => "sched_switch",
-        EventKind::Waking(_) => "sched_waking",
-        EventKind::Wakeup(_) => "sched_wakeup",
-        EventKind::WakeupNew(_) => "sched_wakeup_new",
-        EventKind::Migrate(_) => "sched_migrate_task",
-        EventKind::Fork { .. } => "sched_process_fork",
-        EventKind::Exit(_) => "sched_process_exit",
-        EventKind::Exec { .. } => "sched_process_exec",
-        EventKind::StatRuntime(_) => "sched_stat_runtime",
-        EventKind::Lost { .. } => "lost_events",
-        EventKind::TaskComm { .. } => "task_comm",
-        EventKind::Generic(_) => "generic",
-    }
 }
 
 fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::Result<()> {

@@ -215,6 +215,15 @@ impl EventKind {
     /// for [`EventKind::Lost`]).
     pub fn name(&self) -> &str {
         match self {
+            EventKind::Generic(g) => &g.name,
+            k => k.static_name().unwrap_or(""),
+        }
+    }
+
+    /// The name of a natively modeled kind as a `'static` string (`None` for generic events),
+    /// for counting by name without allocating.
+    pub fn static_name(&self) -> Option<&'static str> {
+        Some(match self {
             EventKind::Switch(_) => "sched_switch",
             EventKind::Waking(_) => "sched_waking",
             EventKind::Wakeup(_) => "sched_wakeup",
@@ -226,8 +235,9 @@ impl EventKind {
             EventKind::StatRuntime(_) => "sched_stat_runtime",
             EventKind::Lost { .. } => "lost_events",
             EventKind::TaskComm { .. } => "task_comm",
-            EventKind::Generic(g) => &g.name,
-        }
+            EventKind::Generic(_) => return None,
+        })
+    }
     }
 
     /// Calls `f(key, value)` for every field, in the documented fixed order (see module
