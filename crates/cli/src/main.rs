@@ -4,7 +4,10 @@
 //! [`common`]. Exit codes: 0 success, 2 error (unreadable input, unknown format, corrupt
 //! header, bad usage); a closed stdout (`| head`) ends quietly with 0.
 
+mod cmd_analyze;
+mod cmd_detectors;
 mod cmd_dump;
+mod cmd_explain;
 mod cmd_info;
 mod cmd_latency;
 mod cmd_record;
@@ -36,6 +39,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Find scheduling pathologies and explain them with evidence (exit 1 with --fail-on).
+    Analyze(cmd_analyze::AnalyzeArgs),
+    /// List the detectors, their needed events and thresholds.
+    Detectors(cmd_detectors::DetectorsArgs),
+    /// Explain what a detector finds, how to confirm it, its limits and severity rules.
+    Explain(cmd_explain::ExplainArgs),
     /// Describe inputs: format, kernel, CPUs, time range, event counts, tasks, data quality,
     /// and which analyses they support.
     Info(cmd_info::InfoArgs),
@@ -54,6 +63,9 @@ fn main() -> ExitCode {
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let result = match &cli.command {
+        Command::Analyze(a) => cmd_analyze::run(a, &mut out),
+        Command::Detectors(a) => cmd_detectors::run(a, &mut out),
+        Command::Explain(a) => cmd_explain::run(a, &mut out),
         Command::Info(a) => cmd_info::run(a, &mut out),
         Command::Dump(a) => cmd_dump::run(a, &mut out),
         Command::Latency(a) => cmd_latency::run(a, &mut out),
@@ -63,6 +75,7 @@ fn main() -> ExitCode {
     common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {
+        Ok(()) if cmd_analyze::failed() => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
