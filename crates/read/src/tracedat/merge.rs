@@ -1,0 +1,249 @@
+//! [`Merger`]: decodes the per-CPU streams in parallel and hands out their events in time
+//! order.
+//!
+//! Work is demand-driven so memory stays bounded whatever the file size: a CPU's
+//! [`CpuStream`] (its whole decoding state) travels to a worker thread as a job, comes back
+//! with one [`Batch`], and is sent again only while fewer than [`PREFETCH`] batches of that
+//! CPU wait to be merged. At most one job per CPU is in flight, so a CPU's batches stay in
+//! order. The merge is a binary heap keyed on `(timestamp, CPU slot)`: equal timestamps
+//! come out lowest CPU first, like `trace-cmd report`. Small inputs (or one core) decode in
+//! the caller's thread with the same code.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+
+use stallscope_model::{DataQuality, Event};
+
+use crate::ReadError;
+
+use super::cpu_stream::{Batch, CpuStream};
+
+/// Batches of one CPU decoded ahead of the merge.
+pub const PREFETCH: usize = 2;
+
+type Done = (usize, Box<CpuStream>, Result<Batch, ReadError>);
+
+enum Pool {
+    Inline(VecDeque<Done>),
+    Threads {
+        jobs: Option<SyncSender<(usize, Box<CpuStream>)>>,
+        results: Receiver<Done>,
+        workers: Vec<JoinHandle<()>>,
+    },
+}
+
+impl Pool {
+    fn new(threads: usize, slots: usize, batch_size: usize) -> Pool {
+        if threads < 1 {
+            return Pool::Inline(VecDeque::new());
+        }
+        let (jobs, job_rx) = sync_channel::<(usize, Box<CpuStream>)>(slots.max(1));
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let (done_tx, results) = channel::<Done>();
+        let mut workers = Vec::new();
+        for i in 0..threads {
+            let rx = Arc::clone(&job_rx);
+            let tx: Sender<Done> = done_tx.clone();
+            let spawned =
+                thread::Builder::new()
+                    .name(format!("tracedat-{i}"))
+                    .spawn(move || loop {
+                        let job = match rx.lock() {
+                            Ok(guard) => guard.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((slot, mut stream)) = job else { return };
+                        let batch = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            stream.next_batch(batch_size)
+                        }))
+                        .unwrap_or_else(|_| {
+                            Err(stream.internal_error("decoding stopped by a bug (panic)"))
+                        });
+                        if tx.send((slot, stream, batch)).is_err() {
+                            return;
+                        }
+                    });
+            match spawned {
+                Ok(h) => workers.push(h),
+                Err(_) => break, // fewer threads; the ones started (or inline) do the work
+            }
+        }
+        if workers.is_empty() {
+            return Pool::Inline(VecDeque::new());
+        }
+        Pool::Threads {
+            jobs: Some(jobs),
+            results,
+            workers,
+        }
+    }
+
+    fn submit(&mut self, slot: usize, mut stream: Box<CpuStream>, batch_size: usize) {
+        match self {
+            Pool::Inline(q) => {
+                let batch = stream.next_batch(batch_size);
+                q.push_back((slot, stream, batch));
+            }
+            Pool::Threads { jobs, .. } => {
+                if let Some(tx) = jobs {
+                    // Cannot fail while the workers live (they exit only when `jobs` drops).
+                    let _ = tx.send((slot, stream));
+                }
+            }
+        }
+    }
+
+    fn wait(&mut self) -> Option<Done> {
+        match self {
+            Pool::Inline(q) => q.pop_front(),
+            Pool::Threads { results, .. } => results.recv().ok(),
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        if let Pool::Threads { jobs, workers, .. } = self {
+            jobs.take();
+            for w in workers.drain(..) {
+                let _ = w.join();
+            }
+        }
+    }
+}
+
+struct Slot {
+    current: std::vec::IntoIter<Event>,
+    ready: VecDeque<Vec<Event>>,
+    stream: Option<Box<CpuStream>>,
+    in_flight: bool,
+    exhausted: bool,
+}
+
+/// Time-ordered events of all CPU streams.
+pub struct Merger {
+    slots: Vec<Slot>,
+    heap: BinaryHeap<Reverse<(u64, usize)>>,
+    pool: Pool,
+    batch_size: usize,
+    started: bool,
+    path: String,
+}
+
+impl Merger {
+    /// Merges `streams` (sorted by CPU), decoding on `threads` worker threads (0 = inline).
+    pub fn new(path: &str, streams: Vec<CpuStream>, threads: usize) -> Merger {
+        let n = streams.len().max(1);
+        let batch_size = (65_536 / n).clamp(512, 8192);
+        let slots = streams
+            .into_iter()
+            .map(|s| Slot {
+                current: Vec::new().into_iter(),
+                ready: VecDeque::new(),
+                stream: Some(Box::new(s)),
+                in_flight: false,
+                exhausted: false,
+            })
+            .collect();
+        Merger {
+            slots,
+            heap: BinaryHeap::new(),
+            pool: Pool::new(threads, n, batch_size),
+            batch_size,
+            started: false,
+            path: path.to_string(),
+        }
+    }
+
+    /// The next event in time order; problems and new event names go to `dq` / `declared`.
+    pub fn next(
+        &mut self,
+        dq: &mut DataQuality,
+        declared: &mut Vec<String>,
+    ) -> Result<Option<Event>, ReadError> {
+        if !self.started {
+            self.started = true;
+            for s in 0..self.slots.len() {
+                self.resubmit(s);
+            }
+            for s in 0..self.slots.len() {
+                self.fill_current(s, dq, declared)?;
+                self.push_head(s);
+            }
+        }
+        let Some(Reverse((_, s))) = self.heap.pop() else {
+            return Ok(None);
+        };
+        let ev = self.slots[s].current.next();
+        if self.slots[s].current.as_slice().is_empty() {
+            self.fill_current(s, dq, declared)?;
+        }
+        self.push_head(s);
+        Ok(ev)
+    }
+
+    fn push_head(&mut self, s: usize) {
+        if let Some(e) = self.slots[s].current.as_slice().first() {
+            self.heap.push(Reverse((e.ts, s)));
+        }
+    }
+
+    fn resubmit(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        if slot.in_flight || slot.exhausted || slot.ready.len() >= PREFETCH {
+            return;
+        }
+        if let Some(stream) = slot.stream.take() {
+            slot.in_flight = true;
+            self.pool.submit(s, stream, self.batch_size);
+        }
+    }
+
+    /// Makes slot `s`'s current batch non-empty, unless the CPU has no more events.
+    fn fill_current(
+        &mut self,
+        s: usize,
+        dq: &mut DataQuality,
+        declared: &mut Vec<String>,
+    ) -> Result<(), ReadError> {
+        loop {
+            if let Some(events) = self.slots[s].ready.pop_front() {
+                self.slots[s].current = events.into_iter();
+                self.resubmit(s);
+                return Ok(());
+            }
+            if self.slots[s].exhausted && !self.slots[s].in_flight {
+                return Ok(());
+            }
+            self.resubmit(s);
+            let Some((slot, stream, batch)) = self.pool.wait() else {
+                // A job is in flight for `s`, so the pool can only be closed if its threads
+                // are gone: fatal, never a silent end.
+                return Err(ReadError::new(
+                    &self.path,
+                    None,
+                    "running decoding threads",
+                    "the decoding threads stopped",
+                ));
+            };
+            let batch = batch?;
+            let target = &mut self.slots[slot];
+            target.stream = Some(stream);
+            target.in_flight = false;
+            if batch.done {
+                target.exhausted = true;
+            }
+            if !batch.events.is_empty() {
+                target.ready.push_back(batch.events);
+            }
+            if !batch.dq.is_empty() {
+                dq.merge(&batch.dq);
+            }
+            declared.extend(batch.declared);
+            self.resubmit(slot);
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! trace-cmd `trace.dat` reader, versions 6 and 7 (formats.md §3, §4; ring buffer §2).
+//!
+//! ```text
+//! 17 08 44 "tracing" "6\0"|"7\0" endian long_size page_size
+//! v6: tracing-data blob (formats, printk, cmdlines) · u32 cpus · options · flyrecord table
+//! v7: compression name/version · OPTIONS chain → metadata sections + BUFFER option
+//! CPU data: per CPU, raw ring-buffer sub-buffers (v7: optionally zstd/zlib chunks)
+//! ```
+//! [`header`] reads the metadata into a [`header::FileInfo`]; [`options`] interprets the
+//! options (clock, UNAME, VERSION, CPUCOUNT, OFFSET/DATE, TSC2NSEC, CPUSTAT, BUFFER, the
+//! stallscope system context); [`cpu_stream`] decodes one CPU's sub-buffers through
+//! [`crate::ringbuf`] and the shared [`crate::tracefs_format`] decoders (scheduler events
+//! native, the rest generic, context pid = `common_pid`, span = byte offset of the record);
+//! [`merge`] runs the CPUs on worker threads and merges them by timestamp.
+//!
+//! What becomes metadata: TRACECLOCK → `clock` (`clock_is_ns` false for `counter`,
+//! `x86-tsc`, `uptime` unless TSC2NSEC converts), UNAME → `kernel_release`/`hostname`,
+//! VERSION → `tool_version`, CPUCOUNT → `nr_cpus`, CPUSTAT `overrun` + `commit overrun` +
+//! `dropped events` → `lost_per_cpu` (and the `lost_events` counter when non-zero),
+//! option [`OPTION_SYSTEM_CONTEXT`] → `system_context`. saved_cmdlines are not turned into
+//! events (the records carry their own names). Latency-format files (text data) are
+//! refused with a clear error; instances other than the top one are listed as skipped.
+
+mod compress;
+mod cpu_stream;
+mod header;
+mod merge;
+mod options;
+mod source;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+
+use crate::ringbuf::PageLayout;
+use crate::tracefs_format::{IntAccessor, PrevStateTable, TracepointDecoder};
+use crate::{EventReader, Input, ReadError};
+
+use cpu_stream::{CpuStream, EventDecoder, Tables, TsAdjust};
+use header::FileInfo;
+use merge::Merger;
+use source::Source;
+
+/// trace.dat option id under which `stallscope record` stores its
+/// [`stallscope_model::SystemContext`] as JSON (trace-cmd skips unknown option ids).
+pub const OPTION_SYSTEM_CONTEXT: u16 = 0x5353;
+
+/// Inputs with less CPU data than this are decoded in the caller's thread.
+pub const THREADED_MIN_BYTES: u64 = 2 << 20;
+
+/// Largest event id accepted (ids are the u16 `common_type`).
+const MAX_EVENT_ID: u32 = u16::MAX as u32;
+
+/// Reads trace.dat files. See the module docs.
+pub struct TraceDatReader {
+    meta: TraceMeta,
+    dq: DataQuality,
+    merger: Merger,
+    declared: HashSet<String>,
+    new_names: Vec<String>,
+    done: bool,
+}
+
+impl TraceDatReader {
+    /// Opens `input` (already decompressed) as input number `index`.
+    pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
+        let path = input.path.clone();
+        let wrapper = input.compression;
+        let src = Source::from_input(input)?;
+        let info = header::read_file_info(&src, &path)?;
+        let mut dq = DataQuality::default();
+        let meta = build_meta(&path, wrapper, &info, &mut dq);
+        check_cpu_areas(&path, &src, &info)?;
+
+        let endian = info.tracing.endian;
+        let Some(hp) = info.tracing.header_page else {
+            return Err(ReadError::at_byte(
+                &path,
+                0,
+                "a header_page in the metadata",
+                "none",
+            ));
+        };
+        let layout = PageLayout {
+            subbuf_size: info.subbuf_size as usize,
+            ..PageLayout::from_header_page(&hp, endian).ok_or_else(|| {
+                ReadError::at_byte(
+                    &path,
+                    0,
+                    "a header_page whose commit field is 4 or 8 bytes",
+                    format!("{} bytes", hp.commit_size),
+                )
+            })?
+        };
+        if layout.subbuf_size <= layout.data_offset {
+            return Err(ReadError::at_byte(
+                &path,
+                0,
+                "a sub-buffer size larger than its header",
+                format!("{} bytes", layout.subbuf_size),
+            ));
+        }
+        let (decoders, type_field) = build_decoders(&info, &meta, &mut dq);
+        let adjust = TsAdjust {
+            tsc: info.options.tsc2nsec.map(|(m, s, _)| (m, s)),
+            offset: info.options.ts_offset,
+        };
+        let total: u64 = info.cpus.iter().map(|c| c.size).sum();
+        let mut areas = info.cpus.clone();
+        areas.sort_by_key(|a| a.cpu);
+        let tables = Arc::new(Tables {
+            path: path.clone(),
+            index,
+            src,
+            layout,
+            decoders,
+            type_field,
+            adjust,
+            codec: if info.cpu_data_compressed {
+                info.codec
+            } else {
+                None
+            },
+        });
+        let with_data: Vec<_> = areas.into_iter().filter(|a| a.size > 0).collect();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = if total < THREADED_MIN_BYTES || cores < 2 {
+            0
+        } else {
+            cores.min(with_data.len())
+        };
+        let streams = with_data
+            .into_iter()
+            .map(|a| CpuStream::new(Arc::clone(&tables), a))
+            .collect();
+        Ok(TraceDatReader {
+            meta,
+            dq,
+            merger: Merger::new(&path, streams, threads),
+            declared: HashSet::new(),
+            new_names: Vec::new(),
+            done: false,
+        })
+    }
+}
+
+/// Every CPU's plain data must lie inside the file (trace-cmd refuses truncated files too).
+fn check_cpu_areas(path: &str, src: &Source, info: &FileInfo) -> Result<(), ReadError> {
+    for a in &info.cpus {
+        let end = cpu_stream::data_end(a, info.cpu_data_compressed);
+        if a.size > 0 && end > src.len() {
+            return Err(ReadError::at_byte(
+                path,
+                src.len(),
+                format!(
+                    "CPU {}'s data at offset {:#x}..{:#x} (the file looks truncated)",
+                    a.cpu, a.offset, end
+                ),
+                format!("the end of the file at offset {:#x}", src.len()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn build_meta(
+    path: &str,
+    wrapper: Option<&str>,
+    info: &FileInfo,
+    dq: &mut DataQuality,
+) -> TraceMeta {
+    let o = &info.options;
+    let mut meta = TraceMeta {
+        path: path.to_string(),
+        format: Some(InputFormat::TraceDat),
+        compression: wrapper
+            .map(str::to_string)
+            .or_else(|| info.compression.clone()),
+        clock: o.clock.clone(),
+        clock_is_ns: true,
+        ..TraceMeta::default()
+    };
+    if let Some(u) = &o.uname {
+        let mut words = u.split_whitespace();
+        let _sysname = words.next();
+        meta.hostname = words.next().map(str::to_string);
+        meta.kernel_release = words.next().map(str::to_string);
+    }
+    meta.tool_version = Some(match &o.version {
+        Some(v) => format!("trace-cmd {v} (trace.dat v{})", info.version),
+        None => format!("trace-cmd (trace.dat v{})", info.version),
+    });
+    meta.nr_cpus = o.cpu_count.or(u32::try_from(info.cpus.len()).ok());
+    if o.tsc2nsec.is_none() {
+        if let Some(c) = &o.clock {
+            // The kernel's raw-count clocks (trace_clocks[].in_ns == 0).
+            meta.clock_is_ns = !matches!(c.as_str(), "counter" | "x86-tsc" | "uptime");
+        }
+    }
+    if !meta.clock_is_ns {
+        dq.add(
+            "timestamps_not_ns",
+            Severity::Warning,
+            "timestamps are raw clock counts, not nanoseconds: durations are in clock units",
+            1,
+            || format!("{path}: trace clock {}", o.clock.as_deref().unwrap_or("?")),
+        );
+    }
+    for text in &o.cpustats {
+        if let Some((cpu, lost)) = options::cpustat_lost(text) {
+            meta.lost_per_cpu.push((cpu, lost));
+            if lost > 0 {
+                dq.add(
+                    "lost_events",
+                    Severity::Error,
+                    "events lost (ring buffer overrun or dropped): results near them are incomplete",
+                    lost,
+                    || format!("{path}: CPU {cpu}: {lost} events overrun or dropped (CPUSTAT option)"),
+                );
+            }
+        }
+    }
+    if let Some(json) = &o.system_context {
+        match serde_json::from_slice(json) {
+            Ok(ctx) => meta.system_context = Some(ctx),
+            Err(e) => dq.add(
+                "tracedat_bad_system_context",
+                Severity::Warning,
+                "a stallscope system-context option that is not valid JSON; ignored",
+                1,
+                || format!("{path}: {e}"),
+            ),
+        }
+    }
+    for (id, at, why) in &o.malformed {
+        dq.add(
+            "tracedat_bad_option",
+            Severity::Warning,
+            "trace.dat options whose data could not be read; ignored",
+            1,
+            || format!("{path}: option {id} at offset {at:#x}: {why}"),
+        );
+    }
+    for name in &info.other_instances {
+        dq.add(
+            "tracedat_instances_skipped",
+            Severity::Info,
+            "buffer instances other than the top one; their events are not read",
+            1,
+            || format!("{path}: instance `{name}`"),
+        );
+    }
+    for (system, why) in &info.tracing.bad_formats {
+        dq.add(
+            "tracefs_bad_format",
+            Severity::Warning,
+            "event format files in the trace.dat that could not be parsed (their records are skipped)",
+            1,
+            || format!("{system}: {why}"),
+        );
+    }
+    meta
+}
+
+/// One decoder per event id, and the `common_type` accessor.
+fn build_decoders(
+    info: &FileInfo,
+    meta: &TraceMeta,
+    dq: &mut DataQuality,
+) -> (Vec<Option<EventDecoder>>, Option<IntAccessor>) {
+    let td = &info.tracing;
+    let fallback = PrevStateTable::for_kernel_release(meta.kernel_release.as_deref());
+    let max_id = td
+        .events
+        .iter()
+        .map(|f| f.id)
+        .filter(|&id| id <= MAX_EVENT_ID)
+        .max()
+        .unwrap_or(0);
+    let mut decoders: Vec<Option<EventDecoder>> = Vec::new();
+    decoders.resize_with(max_id as usize + 1, || None);
+    let mut type_field = None;
+    for f in &td.events {
+        if f.id > MAX_EVENT_ID {
+            dq.add(
+                "tracefs_bad_format",
+                Severity::Warning,
+                "event format files in the trace.dat that could not be parsed (their records are skipped)",
+                1,
+                || format!("{}: id {} does not fit common_type", f.full_name(), f.id),
+            );
+            continue;
+        }
+        if type_field.is_none() {
+            type_field = f
+                .field("common_type")
+                .and_then(|c| IntAccessor::new(c, td.endian));
+        }
+        let (d, why) = TracepointDecoder::new(f, td.endian, &fallback);
+        if let Some(why) = why {
+            dq.add(
+                "tracefs_format_fallback",
+                Severity::Info,
+                "scheduler events whose format lacks an expected field; decoded as generic events",
+                1,
+                || why,
+            );
+        }
+        if let Some(src) = d.prev_state_source().filter(|s| !s.contains("print fmt")) {
+            dq.add(
+                "prev_state_table_fallback",
+                Severity::Info,
+                "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table",
+                1,
+                || src.to_string(),
+            );
+        }
+        decoders[f.id as usize] = Some(EventDecoder {
+            decoder: d,
+            pid: f
+                .field("common_pid")
+                .and_then(|p| IntAccessor::new(p, td.endian)),
+            name: f.full_name(),
+        });
+    }
+    (decoders, type_field)
+}
+
+impl EventReader for TraceDatReader {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        if self.done {
+            return Ok(None);
+        }
+        let next = self.merger.next(&mut self.dq, &mut self.new_names);
+        for name in self.new_names.drain(..) {
+            if self.declared.insert(name.clone()) {
+                self.meta.declared_events.push(name);
+            }
+        }
+        match next {
+            Ok(Some(e)) => Ok(Some(e)),
+            Ok(None) => {
+                self.done = true;
+                Ok(None)
+            }
+            Err(e) => {
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+
+    fn quality(&self) -> &DataQuality {
+        &self.dq
+    }
+}
