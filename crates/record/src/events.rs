@@ -161,7 +161,10 @@ pub fn resolve(groups: &str, events_dir: &Path) -> Result<ResolvedEvents, String
         }
     }
     if out.is_empty() {
-        return Err(format!("no event of {groups:?} exists on this kernel"));
+        return Err(format!(
+            "no event of {groups:?} exists on this kernel: {}",
+            out.warnings.join("; ")
+        ));
     }
     Ok(out)
 }

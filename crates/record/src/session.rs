@@ -151,6 +151,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     };
     let out_file = File::create(&opts.output)
         .map_err(|e| RecordError::io("creating the output file", &opts.output, e))?;
+    let mut output_guard = PartialOutput {
+        path: &opts.output,
+        complete: false,
+    };
 
     let tracefs = Tracefs::locate()?;
     for name in instance::remove_stale(&tracefs.root) {
@@ -235,6 +239,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
     inst.write("tracing_on", "1")?;
     let started = Instant::now();
+    // Test hook: proves that a panic while recording still removes the instance.
+    if std::env::var_os("STALLSCOPE_RECORD_TEST_PANIC").is_some() {
+        panic!("STALLSCOPE_RECORD_TEST_PANIC is set: panicking while recording");
+    }
     if opts.verbose {
         eprintln!(
             "stallscope: recording {} events on CPUs {:?} into {}",
@@ -361,9 +369,25 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         .and_then(|()| out.flush())
         .map_err(|e| RecordError::io("writing the trace.dat", &opts.output, e))?;
     drop(cpu_data);
+    output_guard.complete = true;
     inst.remove()?;
     drop(sig);
     Ok(summary)
+}
+
+/// Removes the output file on drop unless the recording completed (no empty or half-written
+/// trace.dat is left behind by an error or a panic).
+struct PartialOutput<'a> {
+    path: &'a Path,
+    complete: bool,
+}
+
+impl Drop for PartialOutput<'_> {
+    fn drop(&mut self) {
+        if !self.complete {
+            let _ = fs::remove_file(self.path);
+        }
+    }
 }
 
 /// Result of waiting: the signal that ended it and the command's exit status.
