@@ -1,0 +1,467 @@
+//! `stallscope analyze`, `detectors`, `explain`: output contracts.
+//!
+//! * `--format json` validates against docs/report.schema.json (checked by the small
+//!   validator below: type, const, enum, required, properties, additionalProperties, items,
+//!   minimum, local `$ref` — the keywords the schema uses; an unknown keyword fails the test
+//!   so the validator cannot silently ignore part of the schema).
+//! * `--fail-on` exits 1 exactly when a finding of that severity or higher exists.
+//! * text output carries the original trace lines of text inputs as evidence.
+//! * detectors whose events are missing are listed as skipped with a record command.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stallscope")
+}
+
+fn path(rel: &str) -> String {
+    root().join(rel).to_string_lossy().into_owned()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// Validates `v` against `schema`; errors name the JSON path.
+fn validate(v: &Value, schema: &Value, root_schema: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(obj) = schema.as_object() else {
+        errors.push(format!("{at}: schema is not an object"));
+        return;
+    };
+    for (k, s) in obj {
+        match k.as_str() {
+            "$schema" | "$id" | "title" | "description" | "$defs" => {}
+            "$ref" => {
+                let name = s
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .expect("local ref");
+                validate(v, &root_schema["$defs"][name], root_schema, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match s {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("bad type keyword"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "string" => v.is_string(),
+                    "integer" => v.is_i64() || v.is_u64(),
+                    "boolean" => v.is_boolean(),
+                    "array" => v.is_array(),
+                    "object" => v.is_object(),
+                    "null" => v.is_null(),
+                    other => panic!("type {other} unsupported"),
+                });
+                if !ok {
+                    errors.push(format!("{at}: {v} is not {types:?}"));
+                }
+            }
+            "const" => {
+                if v != s {
+                    errors.push(format!("{at}: {v} != {s}"));
+                }
+            }
+            "enum" => {
+                if !s.as_array().expect("enum list").contains(v) {
+                    errors.push(format!("{at}: {v} not in {s}"));
+                }
+            }
+            "minimum" => {
+                if let Some(n) = v.as_f64() {
+                    if n < s.as_f64().expect("number") {
+                        errors.push(format!("{at}: {v} < {s}"));
+                    }
+                }
+            }
+            "required" => {
+                if let Some(o) = v.as_object() {
+                    for r in s.as_array().expect("list") {
+                        let r = r.as_str().expect("name");
+                        if !o.contains_key(r) {
+                            errors.push(format!("{at}: missing {r}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(o) = v.as_object() {
+                    for (name, sub) in s.as_object().expect("map") {
+                        if let Some(x) = o.get(name) {
+                            validate(x, sub, root_schema, &format!("{at}.{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                if let Some(o) = v.as_object() {
+                    let known = obj.get("properties").and_then(Value::as_object);
+                    for (name, x) in o {
+                        if known.is_some_and(|k| k.contains_key(name)) {
+                            continue;
+                        }
+                        validate(x, s, root_schema, &format!("{at}.{name}"), errors);
+                    }
+                }
+            }
+            "items" => {
+                if let Some(a) = v.as_array() {
+                    for (i, x) in a.iter().enumerate() {
+                        validate(x, s, root_schema, &format!("{at}[{i}]"), errors);
+                    }
+                }
+            }
+            other => panic!("schema keyword {other} is not supported by this validator"),
+        }
+    }
+}
+
+fn schema() -> Value {
+    let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");
+    serde_json::from_str(&text).expect("schema json")
+}
+
+fn assert_valid(v: &Value) {
+    let s = schema();
+    let mut errors = Vec::new();
+    validate(v, &s, &s, "$", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
+#[test]
+fn json_reports_validate_against_the_schema() {
+    let mut total = 0;
+    for rel in [
+        "fixtures/sched/starve.perf.data",
+        "fixtures/sched/starve.ftrace.txt",
+        "fixtures/sched/equal.perf.data",
+        "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data",
+        "fixtures/detectors/idle-while-runnable/pinned.perf.data",
+    ] {
+        let v = json(&["analyze", "--format", "json", &path(rel)]);
+        assert_valid(&v);
+        assert_eq!(v["schema"], "stallscope.report/1");
+        total += v["findings"].as_array().unwrap().len();
+    }
+    assert!(total > 0, "the schema was checked against real findings");
+}
+
+#[test]
+fn the_validator_rejects_a_broken_report() {
+    let mut v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        &path("fixtures/sched/starve.perf.data"),
+    ]);
+    v["findings"][0]["severity"] = Value::from("urgent");
+    v["findings"][0]["measures"]["worst_wait_ns"] = Value::from(1.5);
+    v["findings"][0].as_object_mut().unwrap().remove("hint");
+    let s = schema();
+    let mut errors = Vec::new();
+    validate(&v, &s, &s, "$", &mut errors);
+    assert_eq!(errors.len(), 3, "{errors:#?}");
+}
+
+#[test]
+fn fail_on_exits_1_exactly_when_such_a_finding_exists() {
+    let starve = path("fixtures/sched/starve.perf.data");
+    let equal = path("fixtures/sched/equal.perf.data");
+    let pinned = path("fixtures/detectors/idle-while-runnable/pinned.perf.data");
+    let code = |args: &[&str]| run(args).status.code();
+    assert_eq!(
+        code(&["analyze", "--oneline", "--fail-on", "high", &starve]),
+        Some(1)
+    );
+    assert_eq!(code(&["analyze", "--oneline", &starve]), Some(0));
+    assert_eq!(
+        code(&["analyze", "--oneline", "--fail-on", "low", &equal]),
+        Some(0)
+    );
+    // pinned: medium idle-while-runnable findings, none high
+    let v = json(&["analyze", "--format", "json", &pinned]);
+    let sev: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["severity"].as_str().unwrap())
+        .collect();
+    assert!(sev.contains(&"medium") && !sev.contains(&"high"), "{sev:?}");
+    assert_eq!(
+        code(&["analyze", "--oneline", "--fail-on", "high", &pinned]),
+        Some(0)
+    );
+    assert_eq!(
+        code(&["analyze", "--oneline", "--fail-on", "medium", &pinned]),
+        Some(1)
+    );
+    // filtered away: no finding left, no failure
+    assert_eq!(
+        code(&[
+            "analyze",
+            "--oneline",
+            "--fail-on",
+            "high",
+            "--pid",
+            "1",
+            &starve
+        ]),
+        Some(0)
+    );
+    assert_eq!(code(&["analyze", "--fail-on", "urgent", &starve]), Some(2));
+}
+
+#[test]
+fn text_output_carries_the_original_trace_lines() {
+    let file = path("fixtures/sched/starve.ftrace.txt");
+    let v = json(&["analyze", "--format", "json", &file]);
+    let out = run(&["analyze", &file]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let mut checked = 0;
+    for f in v["findings"].as_array().unwrap() {
+        for e in f["evidence"].as_array().unwrap() {
+            let src = e["source"].as_str().unwrap();
+            let n: usize = src
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .parse()
+                .expect("line number");
+            let original = &lines[n - 1];
+            assert_eq!(e["text"].as_str().unwrap(), original);
+            assert!(
+                text.contains(original.as_str()),
+                "text output lacks {src}: {original}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "{checked}");
+    assert!(text.contains("[HIGH] runqueue-starvation: cyclictest"));
+    // one line per finding
+    let one = run(&["analyze", "--oneline", &file]);
+    let one = String::from_utf8(one.stdout).unwrap();
+    assert_eq!(one.lines().count(), v["findings"].as_array().unwrap().len());
+    assert!(one
+        .lines()
+        .all(|l| l.starts_with("high ") || l.starts_with("medium ") || l.starts_with("low ")));
+}
+
+#[test]
+fn binary_evidence_names_byte_offsets_and_dump_lines() {
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "runqueue-starvation",
+        &path("fixtures/sched/starve.perf.data"),
+    ]);
+    let e = &v["findings"][0]["evidence"][0];
+    assert!(
+        e["source"]
+            .as_str()
+            .unwrap()
+            .contains("starve.perf.data:0x"),
+        "{e}"
+    );
+    let ts = e["ts_ns"].as_u64().unwrap();
+    assert!(
+        e["text"].as_str().unwrap().starts_with(&format!("{ts} ")),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_events_skip_detectors_with_a_record_command() {
+    // only sched_switch lines of a real ftrace capture: no wakeups
+    let full = std::fs::read_to_string(root().join("fixtures/sched/starve.ftrace.txt")).unwrap();
+    let only_switch: String = full
+        .lines()
+        .filter(|l| l.starts_with('#') || l.contains("sched_switch:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let dir = std::env::temp_dir().join(format!("stallscope-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("switch-only.txt");
+    std::fs::write(&file, only_switch).unwrap();
+    let v = json(&["analyze", "--format", "json", file.to_str().unwrap()]);
+    let skipped = v["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 3, "{v}");
+    for s in skipped {
+        assert!(
+            s["reason"]
+                .as_str()
+                .unwrap()
+                .contains("sched_waking or sched_wakeup"),
+            "{s}"
+        );
+        assert!(
+            s["record_command"].as_str().unwrap().contains("perf"),
+            "{s}"
+        );
+    }
+    assert!(v["findings"].as_array().unwrap().is_empty());
+    let text = String::from_utf8(run(&["analyze", file.to_str().unwrap()]).stdout).unwrap();
+    assert!(text.contains("Skipped:  runqueue-starvation"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn select_ignore_set_and_filters() {
+    let starve = path("fixtures/sched/starve.perf.data");
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "idle-while-runnable",
+        &starve,
+    ]);
+    assert_eq!(
+        v["detectors_run"],
+        serde_json::json!(["idle-while-runnable"])
+    );
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--ignore",
+        "idle-while-runnable,wakeup-ping-pong",
+        &starve,
+    ]);
+    assert_eq!(
+        v["detectors_run"],
+        serde_json::json!(["runqueue-starvation"])
+    );
+    // a 200 ms threshold leaves only the periodic finding (its worst wait is 15.7 ms)
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "runqueue-starvation",
+        "--set",
+        "runqueue-starvation.threshold_ns=200ms",
+        "--set",
+        "runqueue-starvation.high_ns=300ms",
+        &starve,
+    ]);
+    let titles: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["title"].as_str().unwrap())
+        .collect();
+    assert!(
+        titles.iter().all(|t| t.contains("periodic task")),
+        "{titles:#?}"
+    );
+    // --time before the 98.8 ms wait of pid 12897 ends: that wait is not seen
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "runqueue-starvation",
+        "--time",
+        "..595.2",
+        &starve,
+    ]);
+    assert!(v["findings"].as_array().unwrap().is_empty(), "{v}");
+    let v = json(&["analyze", "--format", "json", "--pid", "12899", &starve]);
+    for f in v["findings"].as_array().unwrap() {
+        assert!(f["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["pid"] == 12899));
+    }
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--cpu",
+        "0",
+        "--select",
+        "runqueue-starvation",
+        &starve,
+    ]);
+    assert!(v["findings"].as_array().unwrap().is_empty());
+    for bad in [
+        vec!["analyze", "--select", "nope", &starve],
+        vec!["analyze", "--set", "runqueue-starvation.nope=1", &starve],
+        vec![
+            "analyze",
+            "--set",
+            "runqueue-starvation.threshold_ns=ten",
+            &starve,
+        ],
+        vec!["analyze", "--time", "3..2", &starve],
+        vec!["analyze", "--cpu", "x", &starve],
+    ] {
+        let out = run(&bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(!out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn detectors_and_explain() {
+    let v = json(&["detectors", "--format", "json"]);
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            "runqueue-starvation",
+            "wakeup-ping-pong",
+            "idle-while-runnable"
+        ]
+    );
+    for d in v.as_array().unwrap() {
+        assert!(!d["params"].as_array().unwrap().is_empty());
+        let out = run(&["explain", d["id"].as_str().unwrap()]);
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).unwrap();
+        for section in [
+            "## What it finds",
+            "## How to confirm",
+            "## Limits",
+            "## Severity",
+            "## Thresholds",
+        ] {
+            assert!(text.contains(section), "{}: {section}", d["id"]);
+        }
+    }
+    let text = String::from_utf8(run(&["detectors"]).stdout).unwrap();
+    assert!(text.contains("runqueue-starvation.threshold_ns=10000000"));
+    assert_eq!(run(&["explain", "nope"]).status.code(), Some(2));
+}
