@@ -59,6 +59,8 @@ pub struct FileInfo {
     pub subbuf_size: u32,
     /// The top instance's CPU data is chunk-compressed.
     pub cpu_data_compressed: bool,
+    /// Name of the instance whose data is read (`""` = top).
+    pub instance: String,
     /// Names of instances whose data is not read.
     pub other_instances: Vec<String>,
 }
@@ -161,11 +163,29 @@ fn read_v6(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
     let tracing = parse_growing(src, path, 0, |b, _| TracingData::parse(b, 0))?;
     let endian = tracing.endian;
     let tail_at = tracing.consumed as u64;
-    let (options, cpus) =
-        parse_growing(src, path, tail_at, |b, base| parse_v6_tail(b, base, endian))?;
-    let mut other_instances = Vec::new();
-    for b in &options.buffers {
-        other_instances.push(b.name.clone());
+    let (mut options, mut cpus) = parse_growing(src, path, tail_at, |b, base| {
+        let mut c = BlobCursor::new(b, base, endian);
+        let header_cpus = c.u32("the number of CPUs")?;
+        parse_v6_blocks(&mut c, header_cpus, Options::default(), endian)
+    })?;
+    let mut instance = String::new();
+    let mut other_instances: Vec<String> = options.buffers.iter().map(|b| b.name.clone()).collect();
+    // `trace-cmd extract -B NAME` leaves the top instance empty: read the first instance.
+    if cpus.iter().all(|c| c.size == 0) && !options.buffers.is_empty() {
+        let b = options.buffers[0].clone();
+        let n = options.cpu_count.unwrap_or(cpus.len() as u32);
+        let (instance_options, instance_cpus) =
+            parse_growing(src, path, b.offset, |bytes, base| {
+                let mut c = BlobCursor::new(bytes, base, endian);
+                parse_v6_blocks(&mut c, n, Options::default(), endian)
+            })?;
+        cpus = instance_cpus;
+        instance = b.name;
+        other_instances.remove(0);
+        options.cpustats = instance_options.cpustats;
+        if instance_options.clock.is_some() {
+            options.clock = instance_options.clock;
+        }
     }
     let subbuf_size = tracing.page_size;
     Ok(FileInfo {
@@ -177,19 +197,18 @@ fn read_v6(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
         cpus,
         subbuf_size,
         cpu_data_compressed: false,
+        instance,
         other_instances,
     })
 }
 
-/// `u32 cpus`, option blocks, `flyrecord` table (offsets relative to `base`).
-fn parse_v6_tail(
-    bytes: &[u8],
-    base: u64,
+/// Option blocks then the `flyrecord` table of `header_cpus` CPUs (or CPUCOUNT's number).
+fn parse_v6_blocks(
+    c: &mut BlobCursor<'_>,
+    header_cpus: u32,
+    mut options: Options,
     endian: Endian,
 ) -> Result<(Options, Vec<CpuArea>), BlobError> {
-    let mut c = BlobCursor::new(bytes, base, endian);
-    let header_cpus = c.u32("the number of CPUs")?;
-    let mut options = Options::default();
     loop {
         let at = c.offset();
         let tag = c.take(10, "a 10-byte tag (\"options  \", \"flyrecord\")")?;
@@ -226,7 +245,11 @@ fn parse_v6_tail(
                 ))
             }
             other => {
-                return Err((at, "\"options  \\0\" or \"flyrecord\\0\"".into(), show_bytes(other, 10)))
+                return Err((
+                    at,
+                    "\"options  \\0\" or \"flyrecord\\0\"".into(),
+                    show_bytes(other, 10),
+                ))
             }
         }
     }
@@ -381,16 +404,20 @@ fn read_v7(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
         ));
     }
 
-    let top_index =
-        options
-            .buffers
-            .iter()
-            .position(|b| b.name.is_empty())
-            .or(if options.buffers.is_empty() {
-                None
-            } else {
-                Some(0)
-            });
+    // The top instance (name ""), unless it holds no data and an instance does
+    // (`trace-cmd extract -B NAME`).
+    let has_data = |b: &super::options::BufferOption| b.cpus.iter().any(|c| c.size > 0);
+    let top_index = options
+        .buffers
+        .iter()
+        .position(|b| b.name.is_empty() && has_data(b))
+        .or_else(|| options.buffers.iter().position(has_data))
+        .or_else(|| options.buffers.iter().position(|b| b.name.is_empty()))
+        .or(if options.buffers.is_empty() {
+            None
+        } else {
+            Some(0)
+        });
     let Some(top_index) = top_index else {
         return Err(ReadError::at_byte(
             path,
@@ -440,6 +467,7 @@ fn read_v7(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
         cpus: top.cpus.clone(),
         subbuf_size: top.page_size.unwrap_or(page_size),
         cpu_data_compressed,
+        instance: top.name.clone(),
         other_instances,
         options,
     })

@@ -19,7 +19,9 @@
 //! `dropped events` → `lost_per_cpu` (and the `lost_events` counter when non-zero),
 //! option [`OPTION_SYSTEM_CONTEXT`] → `system_context`. saved_cmdlines are not turned into
 //! events (the records carry their own names). Latency-format files (text data) are
-//! refused with a clear error; instances other than the top one are listed as skipped.
+//! refused with a clear error. The top instance is read, or, when it holds no data (files
+//! made by `trace-cmd extract -B NAME`), the first instance that does; the others are
+//! listed as skipped.
 
 mod compress;
 mod cpu_stream;
@@ -240,6 +242,16 @@ fn build_meta(
             "trace.dat options whose data could not be read; ignored",
             1,
             || format!("{path}: option {id} at offset {at:#x}: {why}"),
+        );
+    }
+    if !info.instance.is_empty() {
+        let name = &info.instance;
+        dq.add(
+            "tracedat_instance_read",
+            Severity::Info,
+            "the top buffer holds no data; the events come from this buffer instance",
+            1,
+            || format!("{path}: instance `{name}`"),
         );
     }
     for name in &info.other_instances {
