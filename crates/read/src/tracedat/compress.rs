@@ -21,8 +21,9 @@ pub enum Codec {
     Zlib,
 }
 
-/// Largest decompressed block accepted (trace-cmd writes blocks of at most a few MiB).
-pub const MAX_BLOCK: usize = 1 << 30;
+/// Largest decompressed block accepted (trace-cmd writes chunks of about a MiB and
+/// metadata sections of a few MiB).
+pub const MAX_BLOCK: usize = 64 << 20;
 
 impl Codec {
     /// From the header's algorithm name; `Ok(None)` for `none`, `Err` for an unknown name.

@@ -66,9 +66,12 @@ impl Source {
     pub fn read_at(&self, off: u64, n: usize) -> io::Result<Vec<u8>> {
         let avail = self.len().saturating_sub(off);
         let n = n.min(usize::try_from(avail).unwrap_or(usize::MAX));
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         match self {
             Source::Memory(m) => {
-                // INVARIANT: off + n <= len, checked through `avail` above.
+                // INVARIANT: n > 0, so off < len and off + n <= len (through `avail` above).
                 let start = off as usize;
                 Ok(m[start..start + n].to_vec())
             }
