@@ -73,7 +73,7 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
-        "stallscope: wrote {} ({} events enabled, {} sub-buffers, {} bytes of event data, {:.3} s{}; {} tasks described)",
+        "stallscope: wrote {} ({} events enabled, {} sub-buffers, {} bytes of event data, {:.3} s{}; {} tasks described, {} exited before they could be read)",
         summary.output.display(),
         summary.events.len(),
         summary.pages,
@@ -84,6 +84,7 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
             .map(|s| format!(", stopped by {s}"))
             .unwrap_or_default(),
         summary.tasks_described,
+        summary.tasks_missed,
     );
     for l in &summary.lost {
         let _ = writeln!(

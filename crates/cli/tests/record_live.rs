@@ -268,6 +268,23 @@ fn record_workload_is_read_by_trace_cmd_and_has_context() {
         "only {switches_out} switches of stress-ng {stress_pid}"
     );
 
+    // stallscope's own trace.dat reader finds exactly the same switches of the workload.
+    let dump = stallscope().arg("dump").arg(&file).output().unwrap();
+    assert!(
+        dump.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let (prev, next) = (
+        format!(" prev_pid={stress_pid} "),
+        format!(" next_pid={stress_pid} "),
+    );
+    let ours = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter(|l| l.contains(" sched_switch ") && (l.contains(&prev) || l.contains(&next)))
+        .count();
+    assert_eq!(ours, switches_out, "stallscope dump vs trace-cmd report");
+
     // System context: host facts match this machine, the workload's tasks are described.
     let ctx = system_context(&file);
     let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
@@ -534,5 +551,32 @@ fn record_overrun_is_reported_not_hidden() {
     assert!(
         report.contains("EVENTS DROPPED]"),
         "trace-cmd saw no dropped events"
+    );
+    // Later commands show the loss: `info` reports the stored per-CPU counts.
+    let info = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let lost_per_cpu: u64 = v["inputs"][0]["lost_per_cpu"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[1].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        lost_per_cpu, stored,
+        "info's lost_per_cpu vs the CPUSTAT options"
+    );
+    assert!(
+        v["data_quality"].to_string().contains("lost"),
+        "{}",
+        v["data_quality"]
     );
 }
