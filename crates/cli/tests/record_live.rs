@@ -580,3 +580,78 @@ fn record_overrun_is_reported_not_hidden() {
         v["data_quality"]
     );
 }
+
+#[test]
+fn record_killed_with_sigkill_leaves_an_instance_the_next_run_removes() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = global_settings();
+    let file = tmp("killed.dat");
+    let mut child = stallscope()
+        .args(["record", "--events", "sched", "--duration", "30", "-o"])
+        .arg(&file)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL: no cleanup can run
+    child.wait().unwrap();
+    assert!(
+        instance_exists(pid),
+        "SIGKILL left no instance (test premise)"
+    );
+    let out = stallscope()
+        .args(["record", "--events", "sched", "--duration", "0.3", "-o"])
+        .arg(tmp("after_kill.dat"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let left = instance_exists(pid);
+    if left {
+        let _ = std::fs::remove_dir(
+            Path::new(TRACEFS)
+                .join("instances")
+                .join(format!("stallscope-{pid}")),
+        );
+    }
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !left,
+        "instance of the killed recorder {pid} not removed: {stderr}"
+    );
+    assert!(stderr.contains(&format!("removed stale tracefs instance stallscope-{pid}")));
+    assert_eq!(global_settings(), before);
+}
+
+#[test]
+fn record_cpus_limits_the_recording_to_those_cpus() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    if online.trim() == "0" {
+        eprintln!("skipping: one CPU only");
+        return;
+    }
+    let before = global_settings();
+    let file = tmp("cpu0.dat");
+    let child = stallscope()
+        .args(["record", "--events", "sched", "--cpus", "0", "-o"])
+        .arg(&file)
+        .args(["--", "stress-ng", "--cpu", "2", "--timeout", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = wait_with_timeout(child, Duration::from_secs(30));
+    let report = check_clean_run(&out, pid, &file, &before);
+    let events: Vec<&str> = report.lines().filter(|l| l.contains(": sched_")).collect();
+    assert!(events.len() > 10, "{} events", events.len());
+    let other_cpu = events.iter().find(|l| !l.contains("[000]"));
+    assert!(other_cpu.is_none(), "event outside CPU 0: {other_cpu:?}");
+}

@@ -271,6 +271,16 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if let Some(e) = reader_error {
         return Err(RecordError::Reader(e));
     }
+    for c in captures.iter().filter(|c| c.counts.bad_headers > 0) {
+        warn(
+            &mut summary,
+            opts.verbose,
+            format!(
+                "CPU {}: {} sub-buffers with an undecodable header were stored as read",
+                c.cpu, c.counts.bad_headers
+            ),
+        );
+    }
 
     // Statistics and names after the final drain.
     let mut options = vec![
