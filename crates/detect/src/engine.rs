@@ -75,6 +75,7 @@ pub struct Engine {
     system: Option<SystemContext>,
     declared: BTreeSet<String>,
     seen_native: BTreeSet<&'static str>,
+    seen_mask: u16,
     seen_generic: FxHashSet<String>,
     time: Option<(Ts, Ts)>,
     events: u64,
@@ -97,6 +98,22 @@ fn native_name(k: &EventKind) -> Option<&'static str> {
     })
 }
 
+/// A small distinct number per native kind (for the seen-names bit mask).
+fn native_index(k: &EventKind) -> u32 {
+    match k {
+        EventKind::Switch(_) => 0,
+        EventKind::Waking(_) => 1,
+        EventKind::Wakeup(_) => 2,
+        EventKind::WakeupNew(_) => 3,
+        EventKind::Migrate(_) => 4,
+        EventKind::Fork { .. } => 5,
+        EventKind::Exit(_) => 6,
+        EventKind::Exec { .. } => 7,
+        EventKind::StatRuntime(_) => 8,
+        _ => 9,
+    }
+}
+
 impl Engine {
     /// An engine for inputs described by `metas` (paths, declared events, system context).
     pub fn new(detectors: Vec<Box<dyn Detector>>, metas: &[&TraceMeta]) -> Engine {
@@ -115,6 +132,7 @@ impl Engine {
             system: metas.iter().find_map(|m| m.system_context.clone()),
             declared,
             seen_native: BTreeSet::new(),
+            seen_mask: 0,
             seen_generic: FxHashSet::default(),
             time: None,
             events: 0,
@@ -137,7 +155,9 @@ impl Engine {
         }
         match native_name(&ev.kind) {
             Some(n) => {
-                if self.seen_native.len() < 9 {
+                let bit = 1u16 << native_index(&ev.kind);
+                if self.seen_mask & bit == 0 {
+                    self.seen_mask |= bit;
                     self.seen_native.insert(n);
                 }
             }

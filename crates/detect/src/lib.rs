@@ -18,6 +18,7 @@ pub mod engine;
 pub mod evidence;
 pub mod hist;
 pub mod params;
+pub mod per_task;
 pub mod registry;
 
 #[cfg(test)]

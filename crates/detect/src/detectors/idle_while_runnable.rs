@@ -29,12 +29,18 @@ use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 3] = [
+pub static PARAMS: [ParamInfo; 4] = [
     ParamInfo {
         name: "threshold_ns",
         default: 5_000_000,
         unit: ParamUnit::Ns,
-        doc: "shortest overlap of a wait with another CPU's idle time that is reported",
+        doc: "an overlap of a wait with another CPU's idle time this long is reported",
+    },
+    ParamInfo {
+        name: "min_overlap_ns",
+        default: 1_000_000,
+        unit: ParamUnit::Ns,
+        doc: "shorter overlaps count only when repeated: at least `repeats` of them totalling `threshold_ns` × `repeats`",
     },
     ParamInfo {
         name: "high_ns",
@@ -65,8 +71,11 @@ const EXPLANATION: &str = r#"# idle-while-runnable
 
 ## What it finds
 Work-conservation failures: CPU *b* stays idle while a task waits runnable on CPU *a* for
-at least `threshold_ns` (default 5 ms) of overlap. Each finding names the task, the CPU it
-waited on, the idle CPU, the window, the number of such incidents and the worst overlap.
+at least `threshold_ns` (default 5 ms) of overlap — or, repeatedly, for shorter overlaps:
+at least `repeats` (default 10) incidents of at least `min_overlap_ns` (default 1 ms) that
+add up to `threshold_ns` × `repeats` (e.g. two hogs sharing one CPU by 4 ms slices while
+the other CPU idles). Each finding names the task, the CPU it waited on, the idle CPU, the
+window, the number of incidents, their total and the worst overlap.
 
 ## Why it matters
 An idle CPU next to a queue of runnable work is lost capacity and added latency. Causes:
@@ -129,6 +138,7 @@ struct Group {
 /// The detector.
 pub struct IdleWhileRunnable {
     threshold: u64,
+    min_overlap: u64,
     high: u64,
     repeats: u64,
     cpus: Vec<CpuIdle>,
@@ -140,6 +150,7 @@ impl IdleWhileRunnable {
     fn new(p: &Params) -> IdleWhileRunnable {
         IdleWhileRunnable {
             threshold: p.get("threshold_ns"),
+            min_overlap: p.get("min_overlap_ns").min(p.get("threshold_ns")),
             high: p.get("high_ns"),
             repeats: p.get("repeats"),
             cpus: Vec::new(),
@@ -165,7 +176,7 @@ impl IdleWhileRunnable {
         }
         let from = idle.0.max(w.since);
         let overlap = now.saturating_sub(from);
-        if overlap < self.threshold {
+        if overlap < self.min_overlap {
             return;
         }
         let key = (tid, w.cpu, idle_cpu);
@@ -208,6 +219,11 @@ impl IdleWhileRunnable {
             .and_then(|l| cpu_list_contains(l, idle_cpu));
         if allowed == Some(false) {
             return None; // the task may not run on the idle CPU: not a balancing failure
+        }
+        let repeated =
+            g.count >= self.repeats && g.total >= self.threshold.saturating_mul(self.repeats);
+        if g.worst.overlap < self.threshold && !repeated {
+            return None;
         }
         let big = g.worst.overlap >= self.high || g.count >= self.repeats;
         let severity = match (allowed, big) {
@@ -279,8 +295,16 @@ impl Detector for IdleWhileRunnable {
                 let c = ev.cpu;
                 if s.prev.pid == 0 {
                     if let Some((since, k)) = self.cpu(c).idle_since.take() {
-                        let waiters: Vec<Tid> = self.waiting.keys().copied().collect();
-                        for t in waiters {
+                        let min = self.min_overlap;
+                        let hits: Vec<Tid> = self
+                            .waiting
+                            .iter()
+                            .filter(|(_, w)| {
+                                w.cpu != c && ev.ts.saturating_sub(since.max(w.since)) >= min
+                            })
+                            .map(|(t, _)| *t)
+                            .collect();
+                        for t in hits {
                             self.incident(t, c, (since, &k), ev.ts, ev);
                         }
                     }
@@ -302,15 +326,16 @@ impl Detector for IdleWhileRunnable {
         match *t {
             Transition::State { ts, tid, from, to } => {
                 if matches!(from, TaskState::Runnable { .. }) && self.waiting.contains_key(&tid) {
+                    let (min, since) = (self.min_overlap, self.waiting[&tid].since);
                     let idle: Vec<(Cpu, Ts, Kept)> = self
                         .cpus
                         .iter()
                         .enumerate()
                         .filter_map(|(c, s)| {
-                            s.idle_since
-                                .as_ref()
-                                .map(|(t0, k)| (c as Cpu, *t0, k.clone()))
+                            s.idle_since.as_ref().map(|(t0, k)| (c as Cpu, *t0, k))
                         })
+                        .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
+                        .map(|(c, t0, k)| (c, t0, k.clone()))
                         .collect();
                     for (c, t0, k) in idle {
                         self.incident(tid, c, (t0, &k), ts, ev);

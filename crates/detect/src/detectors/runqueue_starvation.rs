@@ -35,10 +35,11 @@ use super::sched::{describe_prio, nice_of_prio, weight_of_nice};
 use crate::evidence::{keep, render, Kept};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 6] = [
+pub static PARAMS: [ParamInfo; 7] = [
     ParamInfo {
         name: "threshold_ns",
         default: 10_000_000,
@@ -68,6 +69,12 @@ pub static PARAMS: [ParamInfo; 6] = [
         default: 20,
         unit: ParamUnit::Count,
         doc: "waits (or wakeups) a task needs before its median (or period) is trusted",
+    },
+    ParamInfo {
+        name: "min_period_ns",
+        default: 500_000,
+        unit: ParamUnit::Ns,
+        doc: "shortest wakeup period considered a rhythm (faster wakers are not periodic tasks)",
     },
     ParamInfo {
         name: "min_repeats",
@@ -103,7 +110,7 @@ when it lasts at least `threshold_ns` (default 10 ms), or when it is extreme for
 (at least `relative_min_ns`, default 5 ms, and at least `relative_factor`, default 20, times
 the task's median wait once `min_samples`, default 20, waits are known), or when the task is
 **periodic** (at least `min_samples` wakeups, half of their intervals within 20 % of the
-median interval) and the wait is longer than its period: the task falls behind its own
+median interval, which is at least `min_period_ns`, default 0.5 ms) and the wait is longer than its period: the task falls behind its own
 rhythm. Repeated flagged waits of one victim behind one main culprit become one finding
 with counts, the total, and the worst instance in detail.
 
@@ -261,8 +268,9 @@ pub struct RunqueueStarvation {
     relative_min: u64,
     relative_factor: u64,
     min_samples: u64,
+    min_period: u64,
     min_repeats: u64,
-    tasks: FxHashMap<Tid, TaskStat>,
+    tasks: PerTask<TaskStat>,
     cpus: Vec<CpuRun>,
     groups: FxHashMap<(Tid, Tid), Group>,
 }
@@ -280,8 +288,9 @@ impl RunqueueStarvation {
             relative_min: p.get("relative_min_ns"),
             relative_factor: p.get("relative_factor"),
             min_samples: p.get("min_samples"),
+            min_period: p.get("min_period_ns"),
             min_repeats: p.get("min_repeats"),
-            tasks: FxHashMap::default(),
+            tasks: PerTask::default(),
             cpus: Vec::new(),
             groups: FxHashMap::default(),
         }
@@ -297,7 +306,7 @@ impl RunqueueStarvation {
 
     fn note_prio(&mut self, tid: Tid, prio: i32) {
         if tid > 0 && prio >= 0 {
-            self.tasks.entry(tid).or_default().prio = Some(prio);
+            self.tasks.entry(tid).prio = Some(prio);
         }
     }
 
@@ -306,20 +315,18 @@ impl RunqueueStarvation {
         let ts = ev.ts;
         let c = ev.cpu;
         self.cpu(c);
-        let run = &self.cpus[c as usize];
+        let RunqueueStarvation { cpus, tasks, .. } = self;
+        let run = &cpus[c as usize];
         let (runner, since) = (run.runner, run.since);
         if prev > 0 && runner.is_none_or(|r| r == prev) && !run.waiters.is_empty() {
-            let waiters = run.waiters.clone();
-            let switch_in = run.switch_in.clone();
-            let (prio, vr) = self
-                .tasks
-                .get(&prev)
+            let (prio, vr) = tasks
+                .get(prev)
                 .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime));
-            for w in waiters {
+            for &w in &run.waiters {
                 if w == prev {
                     continue; // the waiter itself never culprits its own wait
                 }
-                let Some(wait) = self.tasks.get_mut(&w).and_then(|t| t.wait.as_deref_mut()) else {
+                let Some(wait) = tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) else {
                     continue; // waiter list and wait are updated together; nothing to credit
                 };
                 let start = since.max(wait.since);
@@ -337,7 +344,7 @@ impl RunqueueStarvation {
                         slices: 1,
                         prio,
                         vruntime: vr,
-                        first_in: switch_in.clone(),
+                        first_in: run.switch_in.clone(),
                     }),
                 }
             }
@@ -355,8 +362,8 @@ impl RunqueueStarvation {
             }
             _ => ev.cpu,
         };
-        let min_samples = self.min_samples;
-        let t = self.tasks.entry(tid).or_default();
+        let (min_samples, min_period) = (self.min_samples, self.min_period);
+        let t = self.tasks.entry(tid);
         if cause == RunnableCause::Wakeup && !matches!(ev.kind, EventKind::WakeupNew(_)) {
             if let Some(last) = t.last_wakeup {
                 t.intervals.add(since.saturating_sub(last));
@@ -364,7 +371,7 @@ impl RunqueueStarvation {
                 if n >= min_samples && refresh_due(n) {
                     let m = t.intervals.median();
                     // periodic: at least half of the intervals within 20 % of the median
-                    t.period = if m > 0 && t.intervals.count_near(m, 200) * 2 >= n {
+                    t.period = if m >= min_period && t.intervals.count_near(m, 200) * 2 >= n {
                         m
                     } else {
                         0
@@ -398,7 +405,7 @@ impl RunqueueStarvation {
     }
 
     fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
-        let moved_waiter = match self.tasks.get_mut(&tid).and_then(|t| t.wait.as_deref_mut()) {
+        let moved_waiter = match self.tasks.get_mut(tid).and_then(|t| t.wait.as_deref_mut()) {
             Some(w) => {
                 w.cpu = to;
                 if w.victim_moves.len() < 4 {
@@ -423,7 +430,7 @@ impl RunqueueStarvation {
             if w == tid {
                 continue;
             }
-            if let Some(wait) = self.tasks.get_mut(&w).and_then(|t| t.wait.as_deref_mut()) {
+            if let Some(wait) = self.tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) {
                 if wait.culprits.iter().any(|k| k.tid == tid) && wait.culprit_moves.len() < 4 {
                     wait.culprit_moves.push((tid, keep(ev)));
                 }
@@ -432,7 +439,7 @@ impl RunqueueStarvation {
     }
 
     fn end_wait(&mut self, tid: Tid, ts: Ts, end_cpu: Cpu, ev: &Event) {
-        let Some(t) = self.tasks.get_mut(&tid) else {
+        let Some(t) = self.tasks.get_mut(tid) else {
             return;
         };
         let Some(wait) = t.wait.take() else { return };
@@ -541,7 +548,7 @@ impl RunqueueStarvation {
         if g.over_threshold == 0 && g.count < self.min_repeats {
             return None;
         }
-        let t = self.tasks.get(&victim)?;
+        let t = self.tasks.get(victim)?;
         let w = &g.worst;
         let periodic = t.period > 0 && t.wakeups >= self.min_samples;
         let missed_permille = ratio_permille(t.waits_longer_than_period, t.wakeups);
@@ -781,7 +788,7 @@ impl Detector for RunqueueStarvation {
             EventKind::StatRuntime(r) => {
                 if let Some(v) = r.vruntime {
                     if r.task.pid > 0 {
-                        self.tasks.entry(r.task.pid).or_default().vruntime = Some(v);
+                        self.tasks.entry(r.task.pid).vruntime = Some(v);
                     }
                 }
             }
@@ -802,7 +809,7 @@ impl Detector for RunqueueStarvation {
                         TaskState::Running { cpu, .. } => self.end_wait(tid, ts, cpu, ev),
                         _ => {
                             // the timeline reset the task (counted there as data quality)
-                            if let Some(w) = self.tasks.get_mut(&tid).and_then(|s| s.wait.take()) {
+                            if let Some(w) = self.tasks.get_mut(tid).and_then(|s| s.wait.take()) {
                                 self.remove_waiter(w.cpu, tid);
                             }
                         }

@@ -1,0 +1,59 @@
+//! [`PerTask`]: a detector's per-task records, looked up by tid through the timeline's
+//! dense [`TaskTable`] (direct indexing for ordinary tids, a hash map for the rest), which is
+//! several times cheaper than hashing on every event.
+
+use stallscope_model::Tid;
+use stallscope_timeline::TaskTable;
+
+/// Per-task records of type `T`, created on first use.
+pub struct PerTask<T> {
+    table: TaskTable<T>,
+}
+
+impl<T: Default> Default for PerTask<T> {
+    fn default() -> Self {
+        PerTask {
+            table: TaskTable::default(),
+        }
+    }
+}
+
+impl<T: Default> PerTask<T> {
+    /// The record of `tid`, created when missing.
+    #[inline]
+    pub fn entry(&mut self, tid: Tid) -> &mut T {
+        let (i, _) = self.table.slot(tid);
+        &mut self.table.get_mut(i).data
+    }
+}
+
+impl<T> PerTask<T> {
+    /// The record of `tid`, if any.
+    #[inline]
+    pub fn get(&self, tid: Tid) -> Option<&T> {
+        self.table.find(tid).map(|i| &self.table.get(i).data)
+    }
+
+    /// The record of `tid`, mutable, if any.
+    #[inline]
+    pub fn get_mut(&mut self, tid: Tid) -> Option<&mut T> {
+        let i = self.table.find(tid)?;
+        Some(&mut self.table.get_mut(i).data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_created_once() {
+        let mut p: PerTask<u32> = PerTask::default();
+        assert!(p.get(5).is_none());
+        *p.entry(5) += 2;
+        *p.entry(5) += 3;
+        *p.entry(-7) += 1;
+        assert_eq!(p.get(5), Some(&5));
+        assert_eq!(p.get_mut(-7).copied(), Some(1));
+    }
+}
