@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Args;
 use stallscope::record::events::DEFAULT_GROUPS;
-use stallscope::record::{record, RecordOptions, StopWhen};
+use stallscope::record::{parse_seconds, record, RecordOptions, StopWhen};
 
 use crate::common::CliError;
 
@@ -26,9 +26,9 @@ pub struct RecordArgs {
     /// Output trace.dat file.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: PathBuf,
-    /// Record for this many seconds (decimals allowed).
+    /// Record for this many seconds (decimals allowed: 0.5).
     #[arg(long, value_name = "SECONDS", conflicts_with = "command")]
-    duration: Option<f64>,
+    duration: Option<String>,
     /// Event groups: sched, block, workqueue (default), irq, softirq, or SYSTEM:EVENT, comma separated.
     #[arg(long, value_name = "GROUPS", default_value = DEFAULT_GROUPS)]
     events: String,
@@ -46,15 +46,9 @@ pub struct RecordArgs {
 /// Runs the command.
 pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
     let stop = match (&args.duration, args.command.is_empty()) {
-        (Some(s), _) => {
-            if !s.is_finite() || *s <= 0.0 || *s > 1e9 {
-                return Err(CliError::Usage(format!(
-                    "--duration must be a positive number of seconds, not {s}"
-                )));
-            }
-            // Whole nanoseconds from the user's decimal seconds.
-            StopWhen::Duration(Duration::from_nanos((s * 1e9).round() as u64))
-        }
+        (Some(s), _) => StopWhen::Duration(Duration::from_nanos(
+            parse_seconds(s).map_err(|e| CliError::Usage(format!("--duration: {e}")))?,
+        )),
         (None, false) => StopWhen::Command(args.command.clone()),
         (None, true) => StopWhen::Signal,
     };
@@ -73,12 +67,13 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(
         err,
-        "stallscope: wrote {} ({} events enabled, {} sub-buffers, {} bytes of event data, {:.3} s{}; {} tasks described, {} exited before they could be read)",
+        "stallscope: wrote {} ({} events enabled, {} sub-buffers, {} bytes of event data, {}.{:03} s{}; {} tasks described, {} exited before they could be read)",
         summary.output.display(),
         summary.events.len(),
         summary.pages,
         summary.data_bytes,
-        summary.duration_ns as f64 / 1e9,
+        summary.duration_ns / 1_000_000_000,
+        summary.duration_ns / 1_000_000 % 1000,
         summary
             .stopped_by_signal
             .map(|s| format!(", stopped by {s}"))

@@ -23,14 +23,17 @@ pub mod cpu_reader;
 pub mod error;
 pub mod events;
 pub mod instance;
+pub mod metadata;
 pub mod privilege;
 pub mod session;
 pub mod signals;
 pub mod stats;
+pub mod stop;
 pub mod summary;
 pub mod tracedat_writer;
 pub mod tracefs;
 
 pub use error::RecordError;
-pub use session::{record, CpuLost, RecordOptions, RecordSummary, StopWhen};
+pub use session::{record, CpuLost, RecordOptions, RecordSummary};
+pub use stop::{parse_seconds, StopWhen};
 pub use summary::summarize;

@@ -2,40 +2,28 @@
 //! guards ([`Tracefs`], [`Instance`], [`SignalGuard`]) declared so that every exit path —
 //! `?` on an error, a panic unwinding, a signal ending the wait — removes the instance.
 
-use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use stallscope_model::{SystemContext, Tid};
-use stallscope_read::ringbuf::PageLayout;
+use stallscope_model::Tid;
 use stallscope_read::tracedat::OPTION_SYSTEM_CONTEXT;
-use stallscope_read::tracefs_format::{parse_saved_cmdlines, Endian, HeaderPage};
+use stallscope_read::tracefs_format::parse_saved_cmdlines;
 
 use crate::context::{self, ContextCollector};
 use crate::cpu_reader::{self, CpuCapture};
 use crate::events;
 use crate::instance::{self, Instance};
-use crate::signals::{self, SignalGuard};
+use crate::metadata::{self, Metadata};
+use crate::signals::SignalGuard;
 use crate::stats::{cpustat_option_text, CpuStats};
+use crate::stop::{self, StopWhen};
 use crate::tracedat_writer::{self as writer, CpuData, TraceDatHeader};
-use crate::tracefs::{read_bytes, read_text, Tracefs};
+use crate::tracefs::{read_text, Tracefs};
 use crate::RecordError;
-
-/// When the recording ends (besides SIGINT / SIGTERM / SIGHUP, which always end it).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum StopWhen {
-    /// After this long.
-    Duration(Duration),
-    /// When this command (argv) exits.
-    Command(Vec<String>),
-    /// Only on a signal (Ctrl-C).
-    Signal,
-}
 
 /// What to record.
 #[derive(Clone, Debug)]
@@ -190,29 +178,8 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     summary.events = resolved.names();
 
     // Metadata, read before tracing starts.
-    let header_page = read_bytes(&inst.path("events/header_page"))?;
-    let header_event = read_bytes(&inst.path("events/header_event"))?;
-    let hp = HeaderPage::parse(&String::from_utf8_lossy(&header_page))
-        .map_err(|e| RecordError::Reader(format!("cannot parse events/header_page: {e}")))?;
-    let layout = PageLayout::from_header_page(&hp, Endian::Little).ok_or_else(|| {
-        RecordError::Reader(format!(
-            "events/header_page has a {}-byte commit word (expected 4 or 8)",
-            hp.commit_size
-        ))
-    })?;
-    let mut systems = Vec::new();
-    for (sys, evs) in &resolved.by_system {
-        let mut formats = Vec::new();
-        for ev in evs {
-            formats.push(read_bytes(
-                &inst.path(&format!("events/{sys}/{ev}/format")),
-            )?);
-        }
-        systems.push((sys.clone(), formats));
-    }
-    let ftrace_formats = read_ftrace_formats(&tracefs.root);
-    let printk_formats = read_bytes(&tracefs.root.join("printk_formats")).unwrap_or_default();
-    let trace_clock = inst.read("trace_clock").unwrap_or_default();
+    let meta = Metadata::read(&tracefs.root, &inst, &resolved)?;
+    let layout = meta.layout;
 
     let mut ctx = context::host_facts();
     let mut collector = ContextCollector::new();
@@ -252,7 +219,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         );
     }
 
-    let waited = wait_for_stop(&opts.stop, &mut sig, &mut collector);
+    let waited = stop::wait_for_stop(&opts.stop, &mut sig, &mut collector);
     inst.write("tracing_on", "0")?;
     summary.duration_ns = started.elapsed().as_nanos() as u64;
     inst.stop.store(true, Ordering::SeqCst);
@@ -284,12 +251,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
 
     // Statistics and names after the final drain.
     let mut options = vec![
-        writer::text_option(writer::OPTION_TRACECLOCK, &trace_clock),
+        writer::text_option(writer::OPTION_TRACECLOCK, &meta.trace_clock),
         writer::text_option(
             writer::OPTION_UNAME,
-            &ctx.uname
-                .as_ref()
-                .and_then(|_| context::kernel::uname())
+            &context::kernel::uname()
                 .map(|u| format!("{} {} {} {}", u.sysname, u.nodename, u.release, u.machine))
                 .unwrap_or_default(),
         ),
@@ -332,17 +297,17 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     summary.tasks_missed = collector.missed();
     collector.finish(&mut ctx);
     summary.tasks_described = ctx.tasks.len();
-    let saved_cmdlines = merged_cmdlines(&kernel_cmdlines, &ctx);
-    options.push((OPTION_SYSTEM_CONTEXT, context_json(&ctx)?));
+    let saved_cmdlines = metadata::merged_cmdlines(&kernel_cmdlines, &ctx);
+    options.push((OPTION_SYSTEM_CONTEXT, metadata::context_json(&ctx)?));
 
     let header = TraceDatHeader {
         page_size: layout.subbuf_size as u32,
-        header_page,
-        header_event,
-        ftrace_formats,
-        systems,
+        header_page: meta.header_page,
+        header_event: meta.header_event,
+        ftrace_formats: meta.ftrace_formats,
+        systems: meta.systems,
         kallsyms: Vec::new(),
-        printk_formats,
+        printk_formats: meta.printk_formats,
         saved_cmdlines: saved_cmdlines.into_bytes(),
         nr_cpus: all_cpus.len() as u32,
         options,
@@ -398,96 +363,4 @@ impl Drop for PartialOutput<'_> {
             let _ = fs::remove_file(self.path);
         }
     }
-}
-
-/// Result of waiting: the signal that ended it and the command's exit status.
-type Waited = Result<(Option<&'static str>, Option<std::process::ExitStatus>), RecordError>;
-
-/// Waits for the stop condition; scans /proc about once a second meanwhile.
-fn wait_for_stop(
-    stop: &StopWhen,
-    sig: &mut SignalGuard,
-    collector: &mut ContextCollector,
-) -> Waited {
-    let started = Instant::now();
-    let mut last_scan = Instant::now();
-    let mut child: Option<Child> = None;
-    if let StopWhen::Command(argv) = stop {
-        let (prog, args) = argv
-            .split_first()
-            .ok_or_else(|| RecordError::Usage("empty command after --".into()))?;
-        let c = Command::new(prog)
-            .args(args)
-            .spawn()
-            .map_err(|e| RecordError::Spawn(prog.clone(), e))?;
-        collector.add([c.id() as Tid]);
-        child = Some(c);
-    }
-    let mut forwarded = 0u32;
-    let mut stopped_by = None;
-    loop {
-        if let Some(c) = child.as_mut() {
-            if let Some(s) = sig.take_new() {
-                stopped_by = Some(signals::name(s));
-                forwarded += 1;
-                // A third signal means "really stop": the command is killed.
-                let send = if forwarded >= 3 { libc::SIGKILL } else { s };
-                // SAFETY: plain kill(2) on our own child's pid.
-                unsafe { libc::kill(c.id() as libc::pid_t, send) };
-            }
-            match c.try_wait() {
-                Ok(Some(status)) => return Ok((stopped_by, Some(status))),
-                Ok(None) => {}
-                Err(e) => return Err(RecordError::Spawn("waiting for the command".into(), e)),
-            }
-        } else {
-            if let Some(s) = signals::pending() {
-                return Ok((Some(signals::name(s)), None));
-            }
-            if let StopWhen::Duration(d) = stop {
-                if started.elapsed() >= *d {
-                    return Ok((None, None));
-                }
-            }
-        }
-        if last_scan.elapsed() >= Duration::from_secs(1) {
-            collector.scan();
-            last_scan = Instant::now();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `events/ftrace/*/format` (readable ones; used by trace-cmd for `print`/`bprint` only).
-fn read_ftrace_formats(root: &Path) -> Vec<Vec<u8>> {
-    let Ok(rd) = fs::read_dir(root.join("events/ftrace")) else {
-        return Vec::new();
-    };
-    let mut names: Vec<PathBuf> = rd.flatten().map(|e| e.path().join("format")).collect();
-    names.sort();
-    names.into_iter().filter_map(|p| fs::read(p).ok()).collect()
-}
-
-/// The kernel's `saved_cmdlines` plus `PID COMM` for described tasks it does not name (the
-/// kernel keeps only a small, recent set of names).
-fn merged_cmdlines(kernel: &str, ctx: &SystemContext) -> String {
-    let mut out = kernel.to_string();
-    if !out.is_empty() && !out.ends_with('\n') {
-        out.push('\n');
-    }
-    let known: BTreeSet<i32> = parse_saved_cmdlines(kernel)
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
-    for t in &ctx.tasks {
-        if !known.contains(&t.pid) && !t.comm.contains('\n') {
-            out.push_str(&format!("{} {}\n", t.pid, t.comm));
-        }
-    }
-    out
-}
-
-fn context_json(ctx: &SystemContext) -> Result<Vec<u8>, RecordError> {
-    serde_json::to_vec(ctx)
-        .map_err(|e| RecordError::Reader(format!("cannot serialize the system context: {e}")))
 }
