@@ -107,6 +107,16 @@ impl Trace {
 
 /// Runs detector `id` with `sets` (`name=value`) over `trace`; its findings.
 pub fn run(id: &str, sets: &[(&str, &str)], trace: &Trace) -> Vec<Finding> {
+    run_with(id, sets, trace, None)
+}
+
+/// [`run`] with recorded system context.
+pub fn run_with(
+    id: &str,
+    sets: &[(&str, &str)],
+    trace: &Trace,
+    system: Option<stallscope_model::SystemContext>,
+) -> Vec<Finding> {
     let e = registry::find(id).expect("registered");
     let mut p = Params::defaults(e.info.params);
     for (k, v) in sets {
@@ -115,6 +125,7 @@ pub fn run(id: &str, sets: &[(&str, &str)], trace: &Trace) -> Vec<Finding> {
     let meta = TraceMeta {
         path: "synthetic.txt".into(),
         declared_events: vec!["sched_switch".into(), "sched_waking".into()],
+        system_context: system,
         ..TraceMeta::default()
     };
     let mut engine = Engine::new(vec![(e.make)(&p)], &[&meta]);

@@ -50,3 +50,36 @@ fn wait_on_the_idle_cpu_itself_is_not_an_incident() {
     tr.sw(11 * MS, 1, idle(), "R", v);
     assert!(run(ID, &[], &tr).is_empty());
 }
+
+fn context(allowed: &str) -> stallscope_model::SystemContext {
+    stallscope_model::SystemContext {
+        tasks: vec![stallscope_model::TaskContext {
+            pid: 200,
+            tgid: 200,
+            comm: "victim".into(),
+            cpus_allowed: Some(allowed.into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn recorded_affinity_suppresses_or_raises_the_finding() {
+    let (h, v) = (t("hog", 100, 120), t("victim", 200, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, v, "S", idle());
+    tr.wake(MS, 0, 100, v, 0);
+    tr.sw(31 * MS, 0, h, "S", v);
+    assert_eq!(run(ID, &[], &tr)[0].severity, FindingSeverity::Medium);
+    assert!(crate::testutil::run_with(ID, &[], &tr, Some(context("0"))).is_empty());
+    let f = crate::testutil::run_with(ID, &[], &tr, Some(context("0-1")));
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].severity, FindingSeverity::High);
+    assert!(
+        f[0].title.contains("recorded affinity allows"),
+        "{}",
+        f[0].title
+    );
+}

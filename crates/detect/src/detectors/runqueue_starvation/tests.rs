@@ -211,3 +211,40 @@ fn periodic_task_falling_behind_its_period() {
     assert_eq!(f.severity, FindingSeverity::High);
     assert!(f.title.contains("periodic task"), "{}", f.title);
 }
+
+#[test]
+fn recorded_cgroup_weights_explain_the_culprit() {
+    let mut tr = base();
+    tr.sw(21 * MS, 1, hog(), "S", victim());
+    let cg = |w| stallscope_model::CgroupContext {
+        hierarchy: "0::".into(),
+        path: format!("/w{w}"),
+        cpu_weight: Some(w),
+        ..Default::default()
+    };
+    let sys = stallscope_model::SystemContext {
+        tasks: vec![
+            stallscope_model::TaskContext {
+                pid: 100,
+                cgroups: vec![cg(10000)],
+                ..Default::default()
+            },
+            stallscope_model::TaskContext {
+                pid: 200,
+                cgroups: vec![cg(100)],
+                ..Default::default()
+            },
+        ],
+        ..Default::default()
+    };
+    let f = crate::testutil::run_with(ID, &[], &tr, Some(sys));
+    let h = &only(&f).hint;
+    assert!(
+        h.contains("Recorded victim context: cgroup /w100 cpu.weight 100"),
+        "{h}"
+    );
+    assert!(
+        h.contains("Recorded culprit context: cgroup /w10000 cpu.weight 10000"),
+        "{h}"
+    );
+}
