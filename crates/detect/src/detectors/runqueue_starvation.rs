@@ -140,7 +140,8 @@ A wait whose CPU is not known (no `target_cpu`, no migration events) is attribut
 the CPU it ended on. The median and the period are learned as the trace goes, so waits
 before `min_samples` samples are judged by `threshold_ns` alone. Without system context
 the trace does not say why the kernel preferred the culprit beyond priorities; vruntime is
-only printed by older kernels. Waits cut by lost events are dropped.
+only printed by older kernels. Lost events (ring-buffer overruns) can hide switches inside a
+wait; they are shown in the data-quality block, and such waits are kept as measured.
 
 ## Severity
 - **high**: the worst wait is at least `high_ns` (default 50 ms), or the victim is
@@ -244,6 +245,8 @@ struct Worst {
     culprits: Vec<Culprit>,
     victim_prio: Option<i32>,
     victim_vruntime: Option<u64>,
+    /// The migration that ended the wait (`sched_migrate_task`), when one did.
+    migration: Option<Kept>,
     evidence: Vec<Kept>,
 }
 
@@ -507,6 +510,7 @@ impl RunqueueStarvation {
                 culprits: Vec::new(),
                 victim_prio: None,
                 victim_vruntime: None,
+                migration: None,
                 evidence: Vec::new(),
             },
         });
@@ -539,6 +543,16 @@ impl RunqueueStarvation {
                 culprits,
                 victim_prio,
                 victim_vruntime: victim_vr,
+                migration: match how {
+                    WaitEnd::VictimMigrated => wait.victim_moves.last().cloned(),
+                    WaitEnd::CulpritMigratedAway => wait
+                        .culprit_moves
+                        .iter()
+                        .rev()
+                        .find(|(k, _)| *k == main)
+                        .map(|(_, e)| e.clone()),
+                    _ => None,
+                },
                 evidence,
             };
         }
@@ -686,12 +700,14 @@ impl RunqueueStarvation {
             WaitEnd::CulpritPreempted(s) => {
                 format!("the running task was preempted ({s}) and the victim picked")
             }
-            WaitEnd::CulpritMigratedAway => {
-                "the main culprit was migrated to another CPU (sched_migrate_task)".into()
-            }
+            WaitEnd::CulpritMigratedAway => format!(
+                "the main culprit was migrated to another CPU ({})",
+                migration_text(w.migration.as_ref())
+            ),
             WaitEnd::VictimMigrated => format!(
-                "the victim was migrated from CPU {} to CPU {} (sched_migrate_task) and ran there",
-                w.start_cpu, w.end_cpu
+                "the victim was migrated ({}) and ran on CPU {}",
+                migration_text(w.migration.as_ref()),
+                w.end_cpu
             ),
             WaitEnd::VictimPicked => "the CPU went idle and then picked the victim".into(),
         };
@@ -753,6 +769,20 @@ impl RunqueueStarvation {
             stallscope_model::fmt_secs_usecs(w.since)
         ));
         why.join(" ")
+    }
+}
+
+/// `sched_migrate_task at 595.127047 s: pid 12 CPU 1 → 0`.
+fn migration_text(ev: Option<&Kept>) -> String {
+    match ev.map(|e| (e.ts, &e.kind)) {
+        Some((ts, EventKind::Migrate(m))) => format!(
+            "sched_migrate_task at {} s: pid {} CPU {} → {}",
+            stallscope_model::fmt_secs_usecs(ts),
+            m.task.pid,
+            m.orig_cpu,
+            m.dest_cpu
+        ),
+        _ => "sched_migrate_task".to_string(),
     }
 }
 

@@ -187,6 +187,8 @@ pub struct WakeupPingPong {
     /// kworker tid → (work function, count), a few per task.
     work: FxHashMap<Tid, Vec<(String, u64)>>,
     saw_block: bool,
+    /// Once `sched_waking` is seen, `sched_wakeup` (the same wakeup, later) is ignored.
+    saw_waking: bool,
 }
 
 const MAX_PAIRS: usize = 4096;
@@ -212,6 +214,7 @@ impl WakeupPingPong {
             cpus: Vec::new(),
             work: FxHashMap::default(),
             saw_block: false,
+            saw_waking: false,
         }
     }
 
@@ -495,7 +498,10 @@ impl Detector for WakeupPingPong {
             EventKind::Switch(s) => {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w) if ev.pid > 0 => {
+            EventKind::Waking(w) | EventKind::Wakeup(w)
+                if ev.pid > 0 && (matches!(ev.kind, EventKind::Waking(_)) || !self.saw_waking) =>
+            {
+                self.saw_waking |= matches!(ev.kind, EventKind::Waking(_));
                 let k = keep(ev);
                 self.cpu(ev.cpu).last_wake = Some((ev.pid, w.task.pid, k));
             }

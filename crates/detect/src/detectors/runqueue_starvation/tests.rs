@@ -88,6 +88,12 @@ fn ended_by_culprit_migrating_away() {
     let f = run(ID, &[], &tr);
     let f = only(&f);
     assert_eq!(m(f, "ended_culprit_migrated_away"), 1);
+    assert!(
+        f.hint
+            .contains("sched_migrate_task at 0.015500 s: pid 100 CPU 1 → 0"),
+        "{}",
+        f.hint
+    );
     assert_eq!(m(f, "culprit_run_ns"), 14_000_000);
     let culprits: Vec<(i32, i64)> = f
         .tasks
@@ -108,6 +114,12 @@ fn ended_by_victim_migrating() {
     let f = only(&f);
     assert_eq!(m(f, "worst_wait_ns"), 15_000_000);
     assert_eq!(m(f, "ended_victim_migrated"), 1);
+    assert!(
+        f.hint
+            .contains("sched_migrate_task at 0.015000 s: pid 200 CPU 1 → 0"),
+        "{}",
+        f.hint
+    );
     assert_eq!(f.cpus, vec![0, 1]);
     assert!(f.title.contains("CPU 1 (ran on CPU 0)"), "{}", f.title);
 }
