@@ -18,6 +18,7 @@
 //! events flags become [`EventKind::Lost`] events. A chunk or block that cannot be read
 //! (truncated file, corrupt compressed data) is a fatal [`ReadError`].
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use stallscope_model::{DataQuality, Event, EventKind, Severity, Span, SpanPos};
@@ -99,7 +100,7 @@ pub struct Tables {
 #[derive(Default)]
 pub struct Batch {
     /// Events in the CPU's order.
-    pub events: Vec<Event>,
+    pub events: VecDeque<Event>,
     /// Problems met while decoding them.
     pub dq: DataQuality,
     /// Event names seen for the first time on this CPU.
@@ -126,6 +127,9 @@ pub struct CpuStream {
     names: CommCache,
     seen: Vec<bool>,
     finished: bool,
+    /// An emptied batch buffer handed back by the merge, reused for the next batch (keeps
+    /// the allocation warm instead of faulting in fresh pages for every batch).
+    pub spare: Option<VecDeque<Event>>,
 }
 
 impl CpuStream {
@@ -144,6 +148,7 @@ impl CpuStream {
             names: CommCache::default(),
             seen,
             finished: area.size == 0,
+            spare: None,
         }
     }
 
@@ -160,7 +165,13 @@ impl CpuStream {
     /// Decodes whole sub-buffers until at least `max_events` events (or the end).
     pub fn next_batch(&mut self, max_events: usize) -> Result<Batch, ReadError> {
         let mut batch = Batch {
-            events: Vec::with_capacity(max_events + 512),
+            events: match self.spare.take() {
+                Some(mut v) => {
+                    v.clear();
+                    v
+                }
+                None => VecDeque::with_capacity(max_events + 512),
+            },
             ..Batch::default()
         };
         let subbuf = self.tables.layout.subbuf_size.max(1);
@@ -181,7 +192,6 @@ impl CpuStream {
 
     /// Loads the next block or chunk; `false` at the end of the CPU's data.
     fn refill(&mut self) -> Result<bool, ReadError> {
-        self.buf.clear();
         self.page_pos = 0;
         if self.finished {
             return Ok(false);
@@ -190,13 +200,20 @@ impl CpuStream {
         let end = data_end(&self.area, t.codec.is_some());
         let Some(codec) = t.codec else {
             if self.next_off >= end {
+                self.buf.clear();
                 self.finished = true;
                 return Ok(false);
             }
             let subbuf = t.layout.subbuf_size.max(1);
             let block = (BLOCK / subbuf).max(1) * subbuf;
             let n = usize::try_from(end - self.next_off).map_or(block, |left| left.min(block));
-            self.buf = self.read(self.next_off, n, "CPU data")?;
+            let mut buf = std::mem::take(&mut self.buf);
+            let got = t.src.read_into(self.next_off, n, &mut buf);
+            self.buf = buf;
+            got.map_err(|e| ReadError::io(&t.path, &e))?;
+            if self.buf.len() < n {
+                return Err(self.truncated(self.next_off, n, "CPU data"));
+            }
             self.buf_span = self.next_off;
             self.next_off += n as u64;
             return Ok(true);
@@ -211,6 +228,7 @@ impl CpuStream {
             }
         };
         if left == 0 {
+            self.buf.clear();
             self.finished = true;
             return Ok(false);
         }
@@ -246,14 +264,20 @@ impl CpuStream {
             .read_at(off, n)
             .map_err(|e| ReadError::io(&t.path, &e))?;
         if b.len() < n {
-            return Err(ReadError::at_byte(
-                &t.path,
-                off + b.len() as u64,
-                format!("{what} of CPU {} ({n} bytes at {off:#x})", self.cpu),
-                format!("the end of the file (file size {})", t.src.len()),
-            ));
+            return Err(self.truncated(off, n, what));
         }
         Ok(b)
+    }
+
+    fn truncated(&self, off: u64, n: usize, what: &str) -> ReadError {
+        let t = &self.tables;
+        let have = t.src.len().saturating_sub(off).min(n as u64);
+        ReadError::at_byte(
+            &t.path,
+            off + have,
+            format!("{what} of CPU {} ({n} bytes at {off:#x})", self.cpu),
+            format!("the end of the file (file size {})", t.src.len()),
+        )
     }
 
     fn decode_page(&mut self, page: &[u8], span: u64, batch: &mut Batch) {
@@ -302,7 +326,7 @@ impl CpuStream {
                         ex,
                     ),
                 }
-                batch.events.push(Event {
+                batch.events.push_back(Event {
                     ts: page_ts,
                     cpu,
                     pid: -1,
@@ -367,7 +391,7 @@ impl CpuStream {
                 self.seen[idx] = true;
                 batch.declared.push(d.name.clone());
             }
-            batch.events.push(Event {
+            batch.events.push_back(Event {
                 ts: t.adjust.apply(rec.ts),
                 cpu,
                 pid: d.pid.and_then(|p| p.get_i32(payload)).unwrap_or(-1),

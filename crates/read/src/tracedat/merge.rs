@@ -6,7 +6,9 @@
 //! with one [`Batch`], and is sent again only while fewer than [`PREFETCH`] batches of that
 //! CPU wait to be merged. At most one job per CPU is in flight, so a CPU's batches stay in
 //! order. The merge is a binary heap keyed on `(timestamp, CPU slot)`: equal timestamps
-//! come out lowest CPU first, like `trace-cmd report`. Small inputs (or one core) decode in
+//! come out lowest CPU first, like `trace-cmd report`. The slot at the top of the heap is
+//! drained without heap operations for as long as its events sort before every other
+//! slot's head (runs are long: a CPU's events cluster in time). Small inputs (or one core) decode in
 //! the caller's thread with the same code.
 
 use std::cmp::Reverse;
@@ -116,8 +118,10 @@ impl Drop for Pool {
 }
 
 struct Slot {
-    current: std::vec::IntoIter<Event>,
-    ready: VecDeque<Vec<Event>>,
+    current: VecDeque<Event>,
+    ready: VecDeque<VecDeque<Event>>,
+    /// The last emptied batch buffer, given back to the stream with its next job.
+    spare: Option<VecDeque<Event>>,
     stream: Option<Box<CpuStream>>,
     in_flight: bool,
     exhausted: bool,
@@ -131,6 +135,10 @@ pub struct Merger {
     batch_size: usize,
     started: bool,
     path: String,
+    /// Slot being emitted from without the heap (its head is not in the heap).
+    running: Option<usize>,
+    /// `(ts, slot)` of the smallest head among the other slots when the run started.
+    limit: (u64, usize),
 }
 
 impl Merger {
@@ -141,7 +149,8 @@ impl Merger {
         let slots = streams
             .into_iter()
             .map(|s| Slot {
-                current: Vec::new().into_iter(),
+                current: VecDeque::new(),
+                spare: None,
                 ready: VecDeque::new(),
                 stream: Some(Box::new(s)),
                 in_flight: false,
@@ -155,6 +164,8 @@ impl Merger {
             batch_size,
             started: false,
             path: path.to_string(),
+            running: None,
+            limit: (u64::MAX, usize::MAX),
         }
     }
 
@@ -174,19 +185,47 @@ impl Merger {
                 self.push_head(s);
             }
         }
+        // Fast path: keep emitting from the running slot while its head sorts before every
+        // other slot's head (which cannot change meanwhile): no heap operation per event.
+        if let Some(s) = self.running {
+            let before_limit = self.slots[s]
+                .current
+                .front()
+                .is_some_and(|e| (e.ts, s) < self.limit);
+            if before_limit {
+                return self.take(s, dq, declared);
+            }
+            self.running = None;
+            self.push_head(s);
+        }
         let Some(Reverse((_, s))) = self.heap.pop() else {
             return Ok(None);
         };
-        let ev = self.slots[s].current.next();
-        if self.slots[s].current.as_slice().is_empty() {
+        self.running = Some(s);
+        self.limit = self
+            .heap
+            .peek()
+            .map_or((u64::MAX, usize::MAX), |Reverse(head)| *head);
+        self.take(s, dq, declared)
+    }
+
+    /// The next event of slot `s`, refilling its current batch when it runs out.
+    #[inline]
+    fn take(
+        &mut self,
+        s: usize,
+        dq: &mut DataQuality,
+        declared: &mut Vec<String>,
+    ) -> Result<Option<Event>, ReadError> {
+        let ev = self.slots[s].current.pop_front();
+        if self.slots[s].current.is_empty() {
             self.fill_current(s, dq, declared)?;
         }
-        self.push_head(s);
         Ok(ev)
     }
 
     fn push_head(&mut self, s: usize) {
-        if let Some(e) = self.slots[s].current.as_slice().first() {
+        if let Some(e) = self.slots[s].current.front() {
             self.heap.push(Reverse((e.ts, s)));
         }
     }
@@ -196,7 +235,10 @@ impl Merger {
         if slot.in_flight || slot.exhausted || slot.ready.len() >= PREFETCH {
             return;
         }
-        if let Some(stream) = slot.stream.take() {
+        if let Some(mut stream) = slot.stream.take() {
+            if stream.spare.is_none() {
+                stream.spare = slot.spare.take();
+            }
             slot.in_flight = true;
             self.pool.submit(s, stream, self.batch_size);
         }
@@ -211,7 +253,10 @@ impl Merger {
     ) -> Result<(), ReadError> {
         loop {
             if let Some(events) = self.slots[s].ready.pop_front() {
-                self.slots[s].current = events.into_iter();
+                let empty = std::mem::replace(&mut self.slots[s].current, events);
+                if empty.capacity() > 0 {
+                    self.slots[s].spare = Some(empty);
+                }
                 self.resubmit(s);
                 return Ok(());
             }

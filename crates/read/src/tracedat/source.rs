@@ -64,19 +64,31 @@ impl Source {
 
     /// Up to `n` bytes at `off` (fewer only at the end of the data).
     pub fn read_at(&self, off: u64, n: usize) -> io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        self.read_into(off, n, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// Like [`Source::read_at`], reusing `buf`'s allocation (no zeroing of a reused buffer).
+    pub fn read_into(&self, off: u64, n: usize, buf: &mut Vec<u8>) -> io::Result<()> {
         let avail = self.len().saturating_sub(off);
         let n = n.min(usize::try_from(avail).unwrap_or(usize::MAX));
         if n == 0 {
-            return Ok(Vec::new());
+            buf.clear();
+            return Ok(());
         }
         match self {
             Source::Memory(m) => {
                 // INVARIANT: n > 0, so off < len and off + n <= len (through `avail` above).
                 let start = off as usize;
-                Ok(m[start..start + n].to_vec())
+                buf.clear();
+                buf.extend_from_slice(&m[start..start + n]);
+                Ok(())
             }
             Source::File(f, _) => {
-                let mut buf = vec![0u8; n];
+                if buf.len() != n {
+                    buf.resize(n, 0);
+                }
                 let mut done = 0;
                 while done < n {
                     match f.read_at(&mut buf[done..], off + done as u64) {
@@ -87,7 +99,7 @@ impl Source {
                     }
                 }
                 buf.truncate(done);
-                Ok(buf)
+                Ok(())
             }
         }
     }
