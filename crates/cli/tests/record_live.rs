@@ -300,18 +300,36 @@ fn record_workload_is_read_by_trace_cmd_and_has_context() {
     assert_eq!(stress.tgid, stress_pid);
     assert_eq!(stress.policy.as_deref(), Some("SCHED_OTHER"));
     assert_eq!(stress.nice, Some(0));
-    let init_status = std::fs::read_to_string("/proc/1/status").unwrap();
-    let init_allowed = init_status
+    // stress-ng inherits this test's affinity and cgroups (through stallscope).
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let allowed = status
         .lines()
         .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
         .unwrap()
         .trim();
-    let init = ctx
+    assert_eq!(stress.cpus_allowed.as_deref(), Some(allowed));
+    let cgroups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    for c in &stress.cgroups {
+        let line = format!("{}:{}", c.hierarchy, c.path);
+        assert!(
+            cgroups.lines().any(|l| l == line),
+            "{line} not in {cgroups}"
+        );
+    }
+    // Only traced tasks are described.
+    let traced: std::collections::HashSet<i32> = String::from_utf8_lossy(&dump.stdout)
+        .lines()
+        .filter_map(|l| l.split(' ').nth(2)?.parse().ok())
+        .collect();
+    let untraced: Vec<_> = ctx
         .tasks
         .iter()
-        .find(|t| t.pid == 1)
-        .expect("pid 1 missing");
-    assert_eq!(init.cpus_allowed.as_deref(), Some(init_allowed));
+        .filter(|t| !traced.contains(&t.pid))
+        .collect();
+    assert!(
+        untraced.is_empty(),
+        "described but not in the trace: {untraced:?}"
+    );
     let devs: Vec<String> = std::fs::read_dir("/sys/block")
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -11,10 +11,12 @@
 //! ```
 //! Each read returns one sub-buffer (a partially filled one while the writer is active).
 //! Empty pages (commit 0, no loss flag) are not stored. The page header's MISSED_EVENTS /
-//! MISSED_STORED flags are counted here (decoded by `stallscope_read::ringbuf`).
+//! MISSED_STORED flags are counted, and the `common_pid` of every event is collected (the
+//! tasks the system context must describe); pages are decoded by `stallscope_read::ringbuf`.
 //! The spool is an already-unlinked file in the output directory, so it disappears even if the
 //! recorder is killed.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -23,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use stallscope_read::ringbuf::{parse_page_header, MissedEvents, PageLayout};
+use stallscope_read::ringbuf::{MissedEvents, PageLayout, PageRecords};
 
 /// Per-CPU result of a reader thread.
 #[derive(Debug)]
@@ -34,6 +36,8 @@ pub struct CpuCapture {
     pub spool: File,
     /// What the pages said.
     pub counts: PageCounts,
+    /// `common_pid` of every event (0 = idle included).
+    pub pids: HashSet<i32>,
 }
 
 /// Page counters of one CPU.
@@ -49,6 +53,8 @@ pub struct PageCounts {
     pub missed_unknown_pages: u64,
     /// Pages whose header could not be decoded (stored anyway; trace-cmd decides).
     pub bad_headers: u64,
+    /// Pages whose events could not all be decoded while collecting pids (stored anyway).
+    pub bad_records: u64,
 }
 
 /// Creates an unlinked spool file in `dir`.
@@ -71,6 +77,7 @@ pub fn run(
     cpu: u32,
     pipe_path: &Path,
     layout: PageLayout,
+    common_pid_offset: usize,
     spool: File,
     stop: &Arc<AtomicBool>,
 ) -> io::Result<CpuCapture> {
@@ -80,6 +87,10 @@ pub fn run(
         .open(pipe_path)?;
     let mut out = io::BufWriter::with_capacity(1 << 20, spool);
     let mut counts = PageCounts::default();
+    let mut pids = PageTasks {
+        pid_offset: common_pid_offset,
+        pids: HashSet::new(),
+    };
     let mut page = vec![0u8; layout.subbuf_size];
     loop {
         let stopping = stop.load(Ordering::SeqCst);
@@ -89,7 +100,7 @@ pub fn run(
                 Ok(n) => {
                     // A short read is padded to a whole sub-buffer to keep the file layout.
                     page[n..].fill(0);
-                    if store_page(&page, &layout, &mut counts) {
+                    if store_page(&page, &layout, &mut counts, &mut pids) {
                         out.write_all(&page)?;
                     }
                 }
@@ -110,37 +121,82 @@ pub fn run(
         unsafe { libc::poll(&mut pfd, 1, 100) };
     }
     let spool = out.into_inner().map_err(|e| e.into_error())?;
-    Ok(CpuCapture { cpu, spool, counts })
+    Ok(CpuCapture {
+        cpu,
+        spool,
+        counts,
+        pids: pids.pids,
+    })
 }
 
-/// Counts the page's loss flags; false for an empty page without loss (not worth storing).
-fn store_page(page: &[u8], layout: &PageLayout, cap: &mut PageCounts) -> bool {
-    match parse_page_header(page, layout) {
-        Ok(h) => {
-            match h.missed {
-                MissedEvents::None => {
-                    if h.data_len == 0 {
-                        return false;
-                    }
-                }
-                MissedEvents::Count(n) => {
-                    cap.missed_pages += 1;
-                    cap.missed_counted += n;
-                }
-                MissedEvents::Unknown => {
-                    cap.missed_pages += 1;
-                    cap.missed_unknown_pages += 1;
-                }
-            }
-            cap.pages += 1;
-            true
-        }
+/// Where the `common_pid` of each event is, and the pids seen.
+#[derive(Debug, Default)]
+pub struct PageTasks {
+    /// Offset of `common_pid` (an i32) in every record (4 on all known kernels; from the
+    /// format files).
+    pub pid_offset: usize,
+    /// Pids seen.
+    pub pids: HashSet<i32>,
+}
+
+/// Counts the page's loss flags and collects its pids; false for an empty page without loss
+/// (not worth storing).
+pub fn store_page(
+    page: &[u8],
+    layout: &PageLayout,
+    cap: &mut PageCounts,
+    tasks: &mut PageTasks,
+) -> bool {
+    let (header, records) = match PageRecords::new(page, layout) {
+        Ok(x) => x,
         Err(_) => {
             cap.bad_headers += 1;
             cap.pages += 1;
-            true
+            return true;
+        }
+    };
+    match header.missed {
+        MissedEvents::None => {
+            if header.data_len == 0 {
+                return false;
+            }
+        }
+        MissedEvents::Count(n) => {
+            cap.missed_pages += 1;
+            cap.missed_counted += n;
+        }
+        MissedEvents::Unknown => {
+            cap.missed_pages += 1;
+            cap.missed_unknown_pages += 1;
         }
     }
+    cap.pages += 1;
+    let at = tasks.pid_offset;
+    let mut last = None;
+    for rec in records {
+        match rec {
+            Ok(r) => {
+                let Some(pid) = r
+                    .payload
+                    .get(at..at + 4)
+                    .and_then(|b| b.try_into().ok())
+                    .map(i32::from_le_bytes)
+                else {
+                    cap.bad_records += 1;
+                    break;
+                };
+                if last != Some(pid) {
+                    tasks.pids.insert(pid);
+                    last = Some(pid);
+                }
+            }
+            Err(_) => {
+                cap.bad_records += 1;
+                break;
+            }
+        }
+    }
+    true
 }
 
 #[cfg(test)]
@@ -162,9 +218,15 @@ mod tests {
         ))
         .unwrap();
         let mut c = PageCounts::default();
+        let mut t = PageTasks {
+            pid_offset: 4,
+            ..Default::default()
+        };
         for page in bytes.chunks(4096) {
-            assert!(store_page(page, &layout(), &mut c));
+            assert!(store_page(page, &layout(), &mut c, &mut t));
         }
+        assert_eq!(c.bad_records, 0);
+        assert!(t.pids.contains(&0), "no idle task in {:?}", t.pids);
         assert_eq!(c.pages, 3);
         assert_eq!(c.missed_pages, 1);
         assert_eq!(c.missed_unknown_pages, 1);
@@ -175,16 +237,17 @@ mod tests {
     #[test]
     fn stored_counts_and_empty_pages() {
         let mut c = PageCounts::default();
+        let mut t = PageTasks::default();
         let mut page = vec![0u8; 4096];
         // Empty page without loss: not worth storing.
-        assert!(!store_page(&page, &layout(), &mut c));
+        assert!(!store_page(&page, &layout(), &mut c, &mut t));
         // 8 data bytes, MISSED_EVENTS | MISSED_STORED sign-extended, count 5 after the data.
         page[8..16].copy_from_slice(&0xffff_ffff_c000_0008u64.to_le_bytes());
         page[24..32].copy_from_slice(&5u64.to_le_bytes());
-        assert!(store_page(&page, &layout(), &mut c));
+        assert!(store_page(&page, &layout(), &mut c, &mut t));
         // A commit larger than the page: stored anyway (trace-cmd decides), counted as bad.
         page[8..16].copy_from_slice(&0x0000_0000_0000_2000u64.to_le_bytes());
-        assert!(store_page(&page, &layout(), &mut c));
+        assert!(store_page(&page, &layout(), &mut c, &mut t));
         assert_eq!(
             (c.pages, c.missed_pages, c.missed_counted, c.bad_headers),
             (2, 1, 5, 1)

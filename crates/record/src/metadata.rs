@@ -33,6 +33,8 @@ pub struct Metadata {
     pub printk_formats: Vec<u8>,
     /// The instance's `trace_clock` (`[local] global …`).
     pub trace_clock: String,
+    /// Offset of `common_pid` in every record, from the first format file (4 if absent).
+    pub common_pid_offset: usize,
 }
 
 impl Metadata {
@@ -63,7 +65,13 @@ impl Metadata {
             }
             systems.push((sys.clone(), formats));
         }
+        let common_pid_offset = systems
+            .first()
+            .and_then(|(_, f)| f.first())
+            .and_then(|f| common_pid_offset(&String::from_utf8_lossy(f)))
+            .unwrap_or(4);
         Ok(Metadata {
+            common_pid_offset,
             header_page,
             header_event,
             layout,
@@ -73,6 +81,14 @@ impl Metadata {
             trace_clock: inst.read("trace_clock").unwrap_or_default(),
         })
     }
+}
+
+/// The `offset:` of `common_pid` in a format file
+/// (`\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;`).
+pub fn common_pid_offset(format: &str) -> Option<usize> {
+    let line = format.lines().find(|l| l.contains(" common_pid;"))?;
+    let rest = line.split("offset:").nth(1)?;
+    rest.split(';').next()?.trim().parse().ok()
 }
 
 /// `events/ftrace/*/format` (readable ones; used by trace-cmd for `print`/`bprint` only).
@@ -111,4 +127,20 @@ pub fn merged_cmdlines(kernel: &str, ctx: &SystemContext) -> String {
 pub fn context_json(ctx: &SystemContext) -> Result<Vec<u8>, RecordError> {
     serde_json::to_vec(ctx)
         .map_err(|e| RecordError::Reader(format!("cannot serialize the system context: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn common_pid_offset_from_a_real_format() {
+        let f = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/reference/samples/formats/sched_sched_switch.format"
+        ))
+        .unwrap();
+        assert_eq!(common_pid_offset(&f), Some(4));
+        assert_eq!(common_pid_offset("name: x\n"), None);
+    }
 }

@@ -2,6 +2,7 @@
 //! guards ([`Tracefs`], [`Instance`], [`SignalGuard`]) declared so that every exit path —
 //! `?` on an error, a panic unwinding, a signal ending the wait — removes the instance.
 
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -11,7 +12,6 @@ use std::time::Instant;
 
 use stallscope_model::Tid;
 use stallscope_read::tracedat::OPTION_SYSTEM_CONTEXT;
-use stallscope_read::tracefs_format::parse_saved_cmdlines;
 
 use crate::context::{self, ContextCollector};
 use crate::cpu_reader::{self, CpuCapture};
@@ -198,9 +198,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             .map_err(|e| RecordError::io("creating a spool file", &out_dir, e))?;
         let pipe = inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
         let stop = inst.stop.clone();
+        let pid_at = meta.common_pid_offset;
         let h = std::thread::Builder::new()
             .name(format!("stallscope-cpu{cpu}"))
-            .spawn(move || cpu_reader::run(cpu, &pipe, layout, spool, &stop))
+            .spawn(move || cpu_reader::run(cpu, &pipe, layout, pid_at, spool, &stop))
             .map_err(|e| RecordError::Reader(format!("cannot start reader thread: {e}")))?;
         handles.push((cpu, h));
     }
@@ -238,16 +239,23 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     if let Some(e) = reader_error {
         return Err(RecordError::Reader(e));
     }
-    for c in captures.iter().filter(|c| c.counts.bad_headers > 0) {
-        warn(
-            &mut summary,
-            opts.verbose,
-            format!(
-                "CPU {}: {} sub-buffers with an undecodable header were stored as read",
-                c.cpu, c.counts.bad_headers
-            ),
-        );
+    for c in &captures {
+        if c.counts.bad_headers + c.counts.bad_records > 0 {
+            warn(
+                &mut summary,
+                opts.verbose,
+                format!(
+                    "CPU {}: {} sub-buffers with an undecodable header and {} with undecodable \
+                     events were stored as read",
+                    c.cpu, c.counts.bad_headers, c.counts.bad_records
+                ),
+            );
+        }
     }
+    let seen_pids: HashSet<Tid> = captures
+        .iter()
+        .flat_map(|c| c.pids.iter().copied())
+        .collect();
 
     // Statistics and names after the final drain.
     let mut options = vec![
@@ -291,11 +299,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     ));
 
     let kernel_cmdlines = read_text(&tracefs.root.join("saved_cmdlines")).unwrap_or_default();
-    let named = parse_saved_cmdlines(&kernel_cmdlines);
-    collector.add(named.iter().map(|(pid, _)| *pid as Tid));
     collector.scan();
-    summary.tasks_missed = collector.missed();
-    collector.finish(&mut ctx);
+    // Tasks the trace names but no scan saw: try once more (threads of live processes).
+    collector.add(seen_pids.iter().copied());
+    summary.tasks_missed = collector.finish(&mut ctx, &seen_pids);
     summary.tasks_described = ctx.tasks.len();
     let saved_cmdlines = metadata::merged_cmdlines(&kernel_cmdlines, &ctx);
     options.push((OPTION_SYSTEM_CONTEXT, metadata::context_json(&ctx)?));

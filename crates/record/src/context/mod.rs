@@ -1,16 +1,16 @@
 //! Collects the [`SystemContext`] stored in every recording: host facts once at start
 //! ([`host_facts`]), tasks from `/proc` scans at start, about once a second while recording
-//! (new tasks only) and at the end, plus the pids named in `saved_cmdlines`
-//! ([`ContextCollector`]). A task is described the first time it is seen; tasks that exited
-//! before any scan saw them are counted in [`ContextCollector::missed`] (their attributes
-//! are unknown, never guessed).
+//! (new tasks only) and at the end ([`ContextCollector`]). A task is described the first time
+//! it is seen; the context keeps the tasks that appear in the trace (the `common_pid` of any
+//! event). Traced tasks that exited before any scan saw them are counted, not described
+//! (their attributes are unknown, never guessed).
 
 pub mod block;
 pub mod cgroup;
 pub mod kernel;
 pub mod proc_task;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::Path;
 
@@ -112,7 +112,6 @@ pub fn list_tids() -> Vec<Tid> {
 #[derive(Debug, Default)]
 pub struct ContextCollector {
     tasks: BTreeMap<Tid, TaskContext>,
-    gone: BTreeSet<Tid>,
     cgroups: CgroupReader,
 }
 
@@ -131,14 +130,8 @@ impl ContextCollector {
             if tid <= 0 || self.tasks.contains_key(&tid) {
                 continue; // idle task (0) has no /proc entry; known tasks keep first values
             }
-            match read_task(tid, &mut self.cgroups) {
-                Some(t) => {
-                    self.gone.remove(&tid);
-                    self.tasks.insert(tid, t);
-                }
-                None => {
-                    self.gone.insert(tid);
-                }
+            if let Some(t) = read_task(tid, &mut self.cgroups) {
+                self.tasks.insert(tid, t);
             }
         }
     }
@@ -149,13 +142,18 @@ impl ContextCollector {
         self.add(tids);
     }
 
-    /// Tasks named by the trace but gone before any scan could read them.
-    pub fn missed(&self) -> usize {
-        self.gone.len()
-    }
-
-    /// Moves the tasks into `ctx`.
-    pub fn finish(self, ctx: &mut SystemContext) {
-        ctx.tasks = self.tasks.into_values().collect();
+    /// Moves the tasks that appear in the trace (`seen`; all when empty) into `ctx` and
+    /// returns how many traced tasks (other than the idle task 0) could not be described.
+    pub fn finish(self, ctx: &mut SystemContext, seen: &HashSet<Tid>) -> usize {
+        let missed = seen
+            .iter()
+            .filter(|&&p| p > 0 && !self.tasks.contains_key(&p))
+            .count();
+        ctx.tasks = self
+            .tasks
+            .into_values()
+            .filter(|t| seen.is_empty() || seen.contains(&t.pid))
+            .collect();
+        missed
     }
 }
