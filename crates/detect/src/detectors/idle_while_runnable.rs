@@ -94,7 +94,8 @@ record` stores each task's allowed CPUs), a task pinned to its CPU looks the sam
 balancing failure — such findings are never above medium. With recorded affinity, a task
 not allowed on the idle CPU is not reported. A wait's CPU comes from the wakeup's
 `target_cpu` and later migrations; a CPU whose current task is unknown (start of trace,
-after lost events) is not considered idle.
+after lost events) is not considered idle. A wait during which the task's own CPU went idle
+contradicts a queued task (missing events, or CFS bandwidth throttling) and yields no incident.
 
 ## Severity
 - **high**: recorded affinity allows the idle CPU, and the worst overlap is at least
@@ -113,6 +114,9 @@ struct Waiter {
     since: Ts,
     cpu: Cpu,
     start: Kept,
+    /// Its own CPU went idle during the wait: a queued task would have run, so the trace
+    /// is missing events (or the task is throttled); no incident is taken from this wait.
+    own_cpu_idled: bool,
 }
 
 #[derive(Default)]
@@ -171,7 +175,7 @@ impl IdleWhileRunnable {
         let Some(w) = self.waiting.get(&tid) else {
             return;
         };
-        if w.cpu == idle_cpu {
+        if w.cpu == idle_cpu || w.own_cpu_idled {
             return;
         }
         let from = idle.0.max(w.since);
@@ -313,6 +317,9 @@ impl Detector for IdleWhileRunnable {
                 }
                 if s.next.pid == 0 {
                     self.cpu(c).idle_since = Some((ev.ts, keep(ev)));
+                    for w in self.waiting.values_mut() {
+                        w.own_cpu_idled |= w.cpu == c;
+                    }
                 }
             }
             EventKind::Lost { .. } => {
@@ -355,6 +362,7 @@ impl Detector for IdleWhileRunnable {
                             since,
                             cpu,
                             start: keep(ev),
+                            own_cpu_idled: false,
                         },
                     );
                 }

@@ -140,7 +140,9 @@ A wait whose CPU is not known (no `target_cpu`, no migration events) is attribut
 the CPU it ended on. The median and the period are learned as the trace goes, so waits
 before `min_samples` samples are judged by `threshold_ns` alone. Without system context
 the trace does not say why the kernel preferred the culprit beyond priorities; vruntime is
-only printed by older kernels. Lost events (ring-buffer overruns) can hide switches inside a
+only printed by older kernels. A wait during most of which its CPU was idle contradicts a
+queued task (events are missing, or the task was throttled by CFS bandwidth control): it is
+reported as low, with the idle time. Lost events (ring-buffer overruns) can hide switches inside a
 wait; they are shown in the data-quality block, and such waits are kept as measured.
 
 ## Severity
@@ -149,7 +151,8 @@ wait; they are shown in the data-quality block, and such waits are kept as measu
   `min_repeats` times behind this culprit).
 - **medium**: the worst wait is at least `threshold_ns`, or a periodic victim waited
   longer than a period on at least 1 % of its wakeups.
-- **low**: only waits that are extreme relative to the task's own median.
+- **low**: only waits that are extreme relative to the task's own median, or a worst wait
+  during more than half of which the CPU was idle (suspect trace).
 "#;
 
 /// Builds the detector.
@@ -207,6 +210,8 @@ struct Wait {
     culprits: Vec<Culprit>,
     victim_moves: Vec<Kept>,
     culprit_moves: Vec<(Tid, Kept)>,
+    /// Time the waiter's CPU spent idle during the wait (should be ~0 for a queued task).
+    idle_ns: u64,
 }
 
 /// Per-task statistics.
@@ -247,6 +252,8 @@ struct Worst {
     victim_vruntime: Option<u64>,
     /// The migration that ended the wait (`sched_migrate_task`), when one did.
     migration: Option<Kept>,
+    /// Idle time of the waiter's CPU during the wait.
+    idle_ns: u64,
     evidence: Vec<Kept>,
 }
 
@@ -321,7 +328,13 @@ impl RunqueueStarvation {
         let RunqueueStarvation { cpus, tasks, .. } = self;
         let run = &cpus[c as usize];
         let (runner, since) = (run.runner, run.since);
-        if prev > 0 && runner.is_none_or(|r| r == prev) && !run.waiters.is_empty() {
+        if prev == 0 && runner == Some(0) {
+            for &w in &run.waiters {
+                if let Some(wait) = tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) {
+                    wait.idle_ns += ts.saturating_sub(since.max(wait.since));
+                }
+            }
+        } else if prev > 0 && runner.is_none_or(|r| r == prev) && !run.waiters.is_empty() {
             let (prio, vr) = tasks
                 .get(prev)
                 .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime));
@@ -394,6 +407,7 @@ impl RunqueueStarvation {
             culprits: Vec::new(),
             victim_moves: Vec::new(),
             culprit_moves: Vec::new(),
+            idle_ns: 0,
         }));
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
@@ -511,6 +525,7 @@ impl RunqueueStarvation {
                 victim_prio: None,
                 victim_vruntime: None,
                 migration: None,
+                idle_ns: 0,
                 evidence: Vec::new(),
             },
         });
@@ -543,6 +558,7 @@ impl RunqueueStarvation {
                 culprits,
                 victim_prio,
                 victim_vruntime: victim_vr,
+                idle_ns: wait.idle_ns,
                 migration: match how {
                     WaitEnd::VictimMigrated => wait.victim_moves.last().cloned(),
                     WaitEnd::CulpritMigratedAway => wait
@@ -567,7 +583,12 @@ impl RunqueueStarvation {
         let periodic = t.period > 0 && t.wakeups >= self.min_samples;
         let missed_permille = ratio_permille(t.waits_longer_than_period, t.wakeups);
         let rhythm_repeats = periodic && g.over_period >= self.min_repeats;
-        let severity = if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
+        // A queued task is picked before its CPU idles; a CPU idle for most of the wait means
+        // missing events (or throttling): report it, but only as low.
+        let suspect = w.idle_ns.saturating_mul(2) > w.wait;
+        let severity = if suspect {
+            FindingSeverity::Low
+        } else if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
             FindingSeverity::High
         } else if w.wait >= self.threshold || (rhythm_repeats && missed_permille >= 10) {
             FindingSeverity::Medium
@@ -595,6 +616,12 @@ impl RunqueueStarvation {
                 dur(w.wait)
             ),
         };
+        if suspect {
+            title.push_str(&format!(
+                " — but the CPU was idle for {} of the wait: events may be missing (see data quality) or the task was throttled",
+                dur(w.idle_ns)
+            ));
+        }
         if g.count > 1 {
             title.push_str(&format!(
                 "; worst of {} flagged waits ({} in total)",
@@ -615,6 +642,7 @@ impl RunqueueStarvation {
         m.insert("worst_wait_ns".into(), i(w.wait));
         m.insert("worst_wait_start_ns".into(), i(w.since));
         m.insert("worst_wait_end_ns".into(), i(w.end));
+        m.insert("worst_wait_cpu_idle_ns".into(), i(w.idle_ns));
         m.insert("waits".into(), i(g.count));
         m.insert("total_wait_ns".into(), i(g.total));
         m.insert("waits_over_threshold".into(), i(g.over_threshold));

@@ -83,3 +83,15 @@ fn recorded_affinity_suppresses_or_raises_the_finding() {
         f[0].title
     );
 }
+
+#[test]
+fn a_wait_whose_own_cpu_idles_is_suspect_and_ignored() {
+    let (h, v) = (t("hog", 100, 120), t("victim", 200, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, v, "S", idle());
+    tr.wake(MS, 0, 100, v, 0);
+    tr.sw(2 * MS, 0, h, "S", idle()); // CPU 0 idles although the victim is queued there
+    tr.sw(11 * MS, 0, idle(), "R", v);
+    assert!(run(ID, &[], &tr).is_empty());
+}

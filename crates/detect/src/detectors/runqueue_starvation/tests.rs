@@ -134,6 +134,10 @@ fn ended_by_victim_being_picked_after_idle() {
     assert_eq!(m(f, "worst_wait_ns"), 24_000_000);
     assert_eq!(m(f, "ended_victim_picked"), 1);
     assert_eq!(m(f, "culprit_run_ns"), 4_000_000);
+    // the CPU idled 20 of the 24 ms: a queued task would have run; the trace is suspect
+    assert_eq!(m(f, "worst_wait_cpu_idle_ns"), 20_000_000);
+    assert_eq!(f.severity, FindingSeverity::Low);
+    assert!(f.title.contains("events may be missing"), "{}", f.title);
 }
 
 #[test]
