@@ -35,7 +35,14 @@ fn live_ok() -> bool {
         .unwrap()
         .to_string();
     let root = euid == "0";
-    let tracefs = Path::new(TRACEFS).join("instances").is_dir() || root;
+    if root && !Path::new(TRACEFS).join("instances").is_dir() {
+        // A fresh machine may not have tracefs mounted; the tests read its global files
+        // before the recorder runs, so mount it here (and leave it: other users may rely on it).
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS])
+            .status();
+    }
+    let tracefs = Path::new(TRACEFS).join("instances").is_dir();
     let trace_cmd = Command::new("trace-cmd")
         .arg("--help")
         .stdout(Stdio::null())

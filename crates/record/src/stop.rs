@@ -82,17 +82,24 @@ pub fn wait_for_stop(
         collector.add([c.id() as Tid]);
         child = Some(c);
     }
-    let mut forwarded = 0u32;
+    let mut received = 0u32;
     let mut stopped_by = None;
     loop {
         if let Some(c) = child.as_mut() {
-            if let Some(s) = sig.take_new() {
+            if let Some((s, from_terminal)) = sig.take_new() {
                 stopped_by = Some(signals::name(s));
-                forwarded += 1;
-                // A third signal means "really stop": the command is killed.
-                let send = if forwarded >= 3 { libc::SIGKILL } else { s };
-                // SAFETY: plain kill(2) on our own child's pid.
-                unsafe { libc::kill(c.id() as libc::pid_t, send) };
+                received += 1;
+                // A third signal means "really stop": the command is killed. Terminal
+                // signals (Ctrl-C) already reached the command, which shares our process group.
+                let send = if received >= 3 {
+                    Some(libc::SIGKILL)
+                } else {
+                    (!from_terminal).then_some(s)
+                };
+                if let Some(send) = send {
+                    // SAFETY: plain kill(2) on our own child's pid.
+                    unsafe { libc::kill(c.id() as libc::pid_t, send) };
+                }
             }
             match c.try_wait() {
                 Ok(Some(status)) => return Ok((stopped_by, Some(status))),
