@@ -238,7 +238,6 @@ impl EventKind {
             EventKind::Generic(_) => return None,
         })
     }
-    }
 
     /// Calls `f(key, value)` for every field, in the documented fixed order (see module
     /// docs). Optional fields the input did not carry are skipped.
