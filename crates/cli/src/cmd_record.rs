@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// Record only these CPUs (`0-3,6`).
     #[arg(long, value_name = "LIST")]
     cpus: Option<String>,
+    /// Store /proc/kallsyms in the file (about 5 MB) so kernel function addresses, e.g. of
+    /// workqueue work items, print as names.
+    #[arg(long)]
+    kallsyms: bool,
     /// Command to run and record until it exits (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -61,6 +65,7 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
         events: args.events.clone(),
         buffer_kb: args.buffer_kb,
         cpus: args.cpus.clone(),
+        kallsyms: args.kallsyms,
         verbose: true,
     };
     let summary = record(&opts).map_err(|e| CliError::Usage(format!("record: {e}")))?;

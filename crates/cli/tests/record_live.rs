@@ -60,10 +60,32 @@ fn live_ok() -> bool {
     false
 }
 
-fn tmp(name: &str) -> PathBuf {
+/// A temporary trace file, removed when the test ends.
+struct TmpFile(PathBuf);
+
+impl std::ops::Deref for TmpFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for TmpFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for TmpFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn tmp(name: &str) -> TmpFile {
     let dir = std::env::temp_dir().join(format!("stallscope-rec-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    TmpFile(dir.join(name))
 }
 
 /// Global (top instance) settings the recorder must never change.
@@ -336,6 +358,19 @@ fn record_workload_is_read_by_trace_cmd_and_has_context() {
     assert!(
         untraced.is_empty(),
         "described but not in the trace: {untraced:?}"
+    );
+    // The text summary `info` shows.
+    let summary = stallscope::record::summarize(&ctx);
+    let cpus_line = format!("online {}", online.trim());
+    assert!(
+        summary
+            .iter()
+            .any(|l| l.starts_with("cpus: ") && l.contains(&cpus_line)),
+        "{summary:?}"
+    );
+    assert!(
+        summary.iter().any(|l| l.starts_with("block: ")),
+        "{summary:?}"
     );
     let devs: Vec<String> = std::fs::read_dir("/sys/block")
         .unwrap()
@@ -628,9 +663,10 @@ fn record_killed_with_sigkill_leaves_an_instance_the_next_run_removes() {
         instance_exists(pid),
         "SIGKILL left no instance (test premise)"
     );
+    let after = tmp("after_kill.dat");
     let out = stallscope()
         .args(["record", "--events", "sched", "--duration", "0.3", "-o"])
-        .arg(tmp("after_kill.dat"))
+        .arg(&after)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -679,4 +715,43 @@ fn record_cpus_limits_the_recording_to_those_cpus() {
     assert!(events.len() > 10, "{} events", events.len());
     let other_cpu = events.iter().find(|l| !l.contains("[000]"));
     assert!(other_cpu.is_none(), "event outside CPU 0: {other_cpu:?}");
+}
+
+#[test]
+fn record_kallsyms_names_workqueue_functions() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("kallsyms.dat");
+    // `sync` queues writeback work; 1 s of workqueue events on a live system.
+    let out = stallscope()
+        .args(["record", "--events", "workqueue", "--kallsyms", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c", "sync; sleep 1"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = trace_cmd_report(&file);
+    let starts: Vec<&str> = report
+        .lines()
+        .filter(|l| l.contains("workqueue_execute_start:"))
+        .collect();
+    if starts.is_empty() {
+        eprintln!("no workqueue work ran during the recording; nothing to check");
+        return;
+    }
+    // With kallsyms trace-cmd prints `function NAME`, without it `function 0xffff…`.
+    let unnamed = starts.iter().filter(|l| l.contains("function 0x")).count();
+    assert_eq!(
+        unnamed,
+        0,
+        "addresses without names: {:?}",
+        &starts[..starts.len().min(3)]
+    );
 }

@@ -22,7 +22,7 @@ use crate::signals::SignalGuard;
 use crate::stats::{cpustat_option_text, CpuStats};
 use crate::stop::{self, StopWhen};
 use crate::tracedat_writer::{self as writer, CpuData, TraceDatHeader};
-use crate::tracefs::{read_text, Tracefs};
+use crate::tracefs::{read_bytes, read_text, Tracefs};
 use crate::RecordError;
 
 /// What to record.
@@ -38,6 +38,8 @@ pub struct RecordOptions {
     pub buffer_kb: u64,
     /// CPU list to record (`None` = all).
     pub cpus: Option<String>,
+    /// Store `/proc/kallsyms` (≈5 MB) so kernel addresses (workqueue functions) get names.
+    pub kallsyms: bool,
     /// Print progress and warnings to stderr.
     pub verbose: bool,
 }
@@ -313,7 +315,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         header_event: meta.header_event,
         ftrace_formats: meta.ftrace_formats,
         systems: meta.systems,
-        kallsyms: Vec::new(),
+        kallsyms: if opts.kallsyms {
+            read_bytes(Path::new("/proc/kallsyms"))?
+        } else {
+            Vec::new()
+        },
         printk_formats: meta.printk_formats,
         saved_cmdlines: saved_cmdlines.into_bytes(),
         nr_cpus: all_cpus.len() as u32,
