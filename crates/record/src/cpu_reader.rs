@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use stallscope_read::ringbuf::{MissedEvents, PageLayout, PageRecords};
+use stallscope_read::tracefs_format::Endian;
 
 /// Per-CPU result of a reader thread.
 #[derive(Debug)]
@@ -180,7 +181,10 @@ pub fn store_page(
                     .payload
                     .get(at..at + 4)
                     .and_then(|b| b.try_into().ok())
-                    .map(i32::from_le_bytes)
+                    .map(|b: [u8; 4]| match layout.endian {
+                        Endian::Little => i32::from_le_bytes(b),
+                        Endian::Big => i32::from_be_bytes(b),
+                    })
                 else {
                     cap.bad_records += 1;
                     break;
@@ -202,7 +206,6 @@ pub fn store_page(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stallscope_read::tracefs_format::Endian;
 
     fn layout() -> PageLayout {
         PageLayout::new(Endian::Little, 8, 4096)

@@ -138,7 +138,8 @@ pub fn remove_stale(root: &Path) -> Vec<String> {
         let Some(pid) = instance_pid(&name) else {
             continue; // not ours: other tools' instances are none of our business
         };
-        if pid_alive(pid) {
+        // Our own pid can only be a leftover of an earlier recorder that had the same pid.
+        if pid != std::process::id() as i32 && pid_alive(pid) {
             continue; // a live recorder owns it
         }
         let dir = entry.path();

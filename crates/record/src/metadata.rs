@@ -16,6 +16,13 @@ use crate::instance::Instance;
 use crate::tracefs::read_bytes;
 use crate::RecordError;
 
+/// Byte order of this host = of the running kernel whose pages we copy.
+const HOST_ENDIAN: Endian = if cfg!(target_endian = "big") {
+    Endian::Big
+} else {
+    Endian::Little
+};
+
 /// Metadata blobs of one recording.
 #[derive(Debug)]
 pub struct Metadata {
@@ -49,7 +56,7 @@ impl Metadata {
         let header_event = read_bytes(&inst.path("events/header_event"))?;
         let hp = HeaderPage::parse(&String::from_utf8_lossy(&header_page))
             .map_err(|e| RecordError::Reader(format!("cannot parse events/header_page: {e}")))?;
-        let layout = PageLayout::from_header_page(&hp, Endian::Little).ok_or_else(|| {
+        let layout = PageLayout::from_header_page(&hp, HOST_ENDIAN).ok_or_else(|| {
             RecordError::Reader(format!(
                 "events/header_page has a {}-byte commit word (expected 4 or 8)",
                 hp.commit_size

@@ -297,7 +297,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
     options.push((
         writer::OPTION_CPUCOUNT,
-        (all_cpus.len() as u32).to_le_bytes().to_vec(),
+        (all_cpus.len() as u32).to_ne_bytes().to_vec(),
     ));
 
     let kernel_cmdlines = read_text(&tracefs.root.join("saved_cmdlines")).unwrap_or_default();

@@ -12,8 +12,8 @@
 //! "flyrecord\0"  cpus × (u64 offset, u64 size)   then each CPU's sub-buffers at a
 //!                page-aligned offset
 //! ```
-//! All integers little endian (the only byte order this recorder runs on is the host's, and
-//! the file says which via the endian byte).
+//! Integers are in the host's byte order, which is the recording kernel's (the sub-buffers are
+//! copied verbatim); the endian byte says which.
 
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
@@ -86,44 +86,44 @@ fn header_bytes(h: &TraceDatHeader) -> io::Result<Vec<u8>> {
     let mut b = Vec::with_capacity(1 << 16);
     b.extend_from_slice(&[0x17, 0x08, 0x44]);
     b.extend_from_slice(b"tracing6\0");
-    b.push(0); // little endian
+    b.push(u8::from(cfg!(target_endian = "big")));
     b.push(std::mem::size_of::<libc::c_long>() as u8);
-    b.extend_from_slice(&h.page_size.to_le_bytes());
+    b.extend_from_slice(&h.page_size.to_ne_bytes());
     b.extend_from_slice(b"header_page\0");
-    b.extend_from_slice(&(h.header_page.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(h.header_page.len() as u64).to_ne_bytes());
     b.extend_from_slice(&h.header_page);
     b.extend_from_slice(b"header_event\0");
-    b.extend_from_slice(&(h.header_event.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(h.header_event.len() as u64).to_ne_bytes());
     b.extend_from_slice(&h.header_event);
-    b.extend_from_slice(&u32_len("ftrace formats", h.ftrace_formats.len())?.to_le_bytes());
+    b.extend_from_slice(&u32_len("ftrace formats", h.ftrace_formats.len())?.to_ne_bytes());
     for f in &h.ftrace_formats {
-        b.extend_from_slice(&(f.len() as u64).to_le_bytes());
+        b.extend_from_slice(&(f.len() as u64).to_ne_bytes());
         b.extend_from_slice(f);
     }
-    b.extend_from_slice(&u32_len("systems", h.systems.len())?.to_le_bytes());
+    b.extend_from_slice(&u32_len("systems", h.systems.len())?.to_ne_bytes());
     for (sys, formats) in &h.systems {
         b.extend_from_slice(sys.as_bytes());
         b.push(0);
-        b.extend_from_slice(&u32_len("events", formats.len())?.to_le_bytes());
+        b.extend_from_slice(&u32_len("events", formats.len())?.to_ne_bytes());
         for f in formats {
-            b.extend_from_slice(&(f.len() as u64).to_le_bytes());
+            b.extend_from_slice(&(f.len() as u64).to_ne_bytes());
             b.extend_from_slice(f);
         }
     }
-    b.extend_from_slice(&u32_len("kallsyms", h.kallsyms.len())?.to_le_bytes());
+    b.extend_from_slice(&u32_len("kallsyms", h.kallsyms.len())?.to_ne_bytes());
     b.extend_from_slice(&h.kallsyms);
-    b.extend_from_slice(&u32_len("printk_formats", h.printk_formats.len())?.to_le_bytes());
+    b.extend_from_slice(&u32_len("printk_formats", h.printk_formats.len())?.to_ne_bytes());
     b.extend_from_slice(&h.printk_formats);
-    b.extend_from_slice(&(h.saved_cmdlines.len() as u64).to_le_bytes());
+    b.extend_from_slice(&(h.saved_cmdlines.len() as u64).to_ne_bytes());
     b.extend_from_slice(&h.saved_cmdlines);
-    b.extend_from_slice(&h.nr_cpus.to_le_bytes());
+    b.extend_from_slice(&h.nr_cpus.to_ne_bytes());
     b.extend_from_slice(b"options  \0");
     for (id, data) in &h.options {
-        b.extend_from_slice(&id.to_le_bytes());
-        b.extend_from_slice(&u32_len("option", data.len())?.to_le_bytes());
+        b.extend_from_slice(&id.to_ne_bytes());
+        b.extend_from_slice(&u32_len("option", data.len())?.to_ne_bytes());
         b.extend_from_slice(data);
     }
-    b.extend_from_slice(&0u16.to_le_bytes());
+    b.extend_from_slice(&0u16.to_ne_bytes());
     b.extend_from_slice(b"flyrecord\0");
     Ok(b)
 }
@@ -151,8 +151,8 @@ pub fn write(out: &mut dyn Write, h: &TraceDatHeader, cpus: &mut [CpuData<'_>]) 
     }
     out.write_all(&head)?;
     for (c, off) in cpus.iter().zip(&offsets) {
-        out.write_all(&off.to_le_bytes())?;
-        out.write_all(&c.len.to_le_bytes())?;
+        out.write_all(&off.to_ne_bytes())?;
+        out.write_all(&c.len.to_ne_bytes())?;
     }
     let mut written = table_end;
     for (c, &off) in cpus.iter_mut().zip(&offsets) {
