@@ -63,9 +63,7 @@ pub fn open_as(
             Box::new(perf_data::PerfDataReader::open(input, index)?)
         }
         InputFormat::FtraceText => Box::new(ftrace_text::open(input, index)?),
-        InputFormat::TraceCmdText => {
-            Box::new(tracecmd_text::open(input, index)?)
-        }
+        InputFormat::TraceCmdText => Box::new(tracecmd_text::open(input, index)?),
         InputFormat::PerfScriptText => {
             Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?)
         }

@@ -97,8 +97,8 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::EventReader;
     use crate::text_common::state::key;
+    use crate::EventReader;
 
     fn read(text: &str) -> (Vec<String>, TraceCmdTextReader) {
         let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
