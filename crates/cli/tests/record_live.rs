@@ -755,3 +755,55 @@ fn record_kallsyms_names_workqueue_functions() {
         &starts[..starts.len().min(3)]
     );
 }
+
+/// Runs `script` with `$S` = the stallscope binary in a private mount namespace (changes to
+/// mounts there are invisible to the rest of the machine).
+fn in_mount_namespace(script: &str) -> Output {
+    Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .env("S", env!("CARGO_BIN_EXE_stallscope"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn record_mounts_tracefs_when_missing_and_unmounts_it_after() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("ns_mount.dat");
+    let out = in_mount_namespace(&format!(
+        "umount {TRACEFS} || exit 99; \
+         \"$S\" record --events sched --duration 0.5 -o '{}' || exit $?; \
+         if grep -q ' {TRACEFS} tracefs' /proc/self/mounts; then echo STILL_MOUNTED; fi",
+        file.display()
+    ));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(
+        !stdout.contains("STILL_MOUNTED"),
+        "tracefs left mounted: {stderr}"
+    );
+    assert!(trace_cmd_report(&file).contains("sched_switch:"));
+}
+
+#[test]
+fn record_without_tracefs_exits_2() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("ns_none.dat");
+    // Hide /sys/kernel (and so every tracefs mount point) behind an empty tmpfs.
+    let out = in_mount_namespace(&format!(
+        "mount -t tmpfs none /sys/kernel || exit 99; \
+         \"$S\" record --duration 0.5 -o '{}'",
+        file.display()
+    ));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("tracefs is not mounted"), "{stderr}");
+    assert!(!file.exists(), "output left behind");
+}
