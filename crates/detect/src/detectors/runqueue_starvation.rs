@@ -9,6 +9,9 @@
 //!        │  the overlap of its run and the wait, and one slice
 //!        │  sched_migrate_task of the waiter → its CPU changes (remembered: "victim migrated")
 //!        │  sched_migrate_task of a culprit away from the CPU → remembered
+//!        │  a record on the CPU in another task's context than the one switched in
+//!        │  (a switch record is missing) → that task is taken as the one running
+//!        │  the CPU's idle time during the wait is summed (a queued task should not idle)
 //!        ▼
 //!   timeline: Runnable → Running: the wait ends; how, from the ending sched_switch:
 //!        victim migrated · culprit migrated away · culprit preempted (prev R/R+) ·
@@ -140,9 +143,10 @@ A wait whose CPU is not known (no `target_cpu`, no migration events) is attribut
 the CPU it ended on. The median and the period are learned as the trace goes, so waits
 before `min_samples` samples are judged by `threshold_ns` alone. Without system context
 the trace does not say why the kernel preferred the culprit beyond priorities; vruntime is
-only printed by older kernels. A wait during most of which its CPU was idle contradicts a
-queued task (events are missing, or the task was throttled by CFS bandwidth control): it is
-reported as low, with the idle time. Lost events (ring-buffer overruns) can hide switches inside a
+only printed by older kernels. A wait during most of which its CPU was idle, or during less
+than half of which other tasks are seen running, contradicts a queued task (events are
+missing, or the task was throttled by CFS bandwidth control): it is reported as low, with
+those times. Lost events (ring-buffer overruns) can hide switches inside a
 wait; they are shown in the data-quality block, and such waits are kept as measured.
 
 ## Severity
@@ -152,7 +156,8 @@ wait; they are shown in the data-quality block, and such waits are kept as measu
 - **medium**: the worst wait is at least `threshold_ns`, or a periodic victim waited
   longer than a period on at least 1 % of its wakeups.
 - **low**: only waits that are extreme relative to the task's own median, or a worst wait
-  during more than half of which the CPU was idle (suspect trace).
+  the trace does not explain (CPU idle for more than half of it, or other tasks running for
+  less than half of it).
 "#;
 
 /// Builds the detector.
@@ -334,7 +339,10 @@ impl RunqueueStarvation {
                     wait.idle_ns += ts.saturating_sub(since.max(wait.since));
                 }
             }
-        } else if prev > 0 && runner.is_none_or(|r| r == prev) && !run.waiters.is_empty() {
+        } else if prev > 0 && !run.waiters.is_empty() {
+            // When the switch's prev is not the task we saw switched in (a switch record is
+            // missing; the timeline counts it as data quality), the interval is credited to
+            // prev: the kernel says it was running when the CPU switched.
             let (prio, vr) = tasks
                 .get(prev)
                 .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime));
@@ -422,8 +430,37 @@ impl RunqueueStarvation {
     }
 
     fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
+        // what ran on the old CPU while the waiter was queued there, up to the migration
+        let (runner, since, switch_in) = match self.cpus.get(from as usize) {
+            Some(r) => (r.runner, r.since, r.switch_in.clone()),
+            None => (None, 0, None),
+        };
+        let (prio, vr) = match runner {
+            Some(r) if r > 0 => self
+                .tasks
+                .get(r)
+                .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime)),
+            _ => (-1, None),
+        };
         let moved_waiter = match self.tasks.get_mut(tid).and_then(|t| t.wait.as_deref_mut()) {
             Some(w) => {
+                if let Some(r) = runner.filter(|&r| r > 0 && r != tid && w.cpu == from) {
+                    let overlap = ev.ts.saturating_sub(since.max(w.since));
+                    match w.culprits.iter_mut().find(|k| k.tid == r) {
+                        Some(k) => {
+                            k.run_ns += overlap;
+                            k.slices += 1;
+                        }
+                        None => w.culprits.push(Culprit {
+                            tid: r,
+                            run_ns: overlap,
+                            slices: 1,
+                            prio,
+                            vruntime: vr,
+                            first_in: switch_in,
+                        }),
+                    }
+                }
                 w.cpu = to;
                 if w.victim_moves.len() < 4 {
                     w.victim_moves.push(keep(ev));
@@ -585,7 +622,8 @@ impl RunqueueStarvation {
         let rhythm_repeats = periodic && g.over_period >= self.min_repeats;
         // A queued task is picked before its CPU idles; a CPU idle for most of the wait means
         // missing events (or throttling): report it, but only as low.
-        let suspect = w.idle_ns.saturating_mul(2) > w.wait;
+        let ran: u64 = w.culprits.iter().map(|k| k.run_ns).sum();
+        let suspect = w.idle_ns.saturating_mul(2) > w.wait || ran.saturating_mul(2) < w.wait;
         let severity = if suspect {
             FindingSeverity::Low
         } else if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
@@ -618,7 +656,8 @@ impl RunqueueStarvation {
         };
         if suspect {
             title.push_str(&format!(
-                " — but the CPU was idle for {} of the wait: events may be missing (see data quality) or the task was throttled",
+                " — but other tasks ran for only {} of it and the CPU idled for {}: events may be missing (see data quality) or the task was throttled",
+                dur(ran),
                 dur(w.idle_ns)
             ));
         }
@@ -643,6 +682,7 @@ impl RunqueueStarvation {
         m.insert("worst_wait_start_ns".into(), i(w.since));
         m.insert("worst_wait_end_ns".into(), i(w.end));
         m.insert("worst_wait_cpu_idle_ns".into(), i(w.idle_ns));
+        m.insert("worst_wait_others_ran_ns".into(), i(ran));
         m.insert("waits".into(), i(g.count));
         m.insert("total_wait_ns".into(), i(g.total));
         m.insert("waits_over_threshold".into(), i(g.over_threshold));
@@ -856,6 +896,16 @@ impl Detector for RunqueueStarvation {
                 run.runner = None;
             }
             _ => {}
+        }
+        // Every record names the task current on its CPU: when that contradicts the runner
+        // we saw switched in, a switch record is missing; the interval since the last switch
+        // is then credited to the task the records show running.
+        if ev.pid > 0 && !matches!(ev.kind, EventKind::Switch(_) | EventKind::TaskComm { .. }) {
+            if let Some(run) = self.cpus.get_mut(ev.cpu as usize) {
+                if run.runner.is_some_and(|r| r > 0 && r != ev.pid) {
+                    run.runner = Some(ev.pid);
+                }
+            }
         }
     }
 

@@ -264,3 +264,18 @@ fn recorded_cgroup_weights_explain_the_culprit() {
         "{h}"
     );
 }
+
+#[test]
+fn a_missing_switch_out_is_repaired_from_the_records_context() {
+    // the switch hog → other is recorded, other's switch back to hog is not (seen in real
+    // captures); a later record on CPU 1 in hog's context shows hog running again
+    let mut tr = base();
+    tr.sw(3 * MS, 1, hog(), "R", other());
+    tr.wake(4 * MS, 1, 100, t("z", 400, 120), 0);
+    tr.sw(21 * MS, 1, hog(), "R+", victim());
+    let f = run(ID, &[], &tr);
+    let f = only(&f);
+    assert_eq!(m(f, "culprit_run_ns"), 20_000_000);
+    assert_eq!(m(f, "culprit_slices"), 2);
+    assert_eq!(m(f, "worst_wait_others_ran_ns"), 20_000_000);
+}
