@@ -158,20 +158,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let mut inst = Instance::create(&tracefs.root)?;
 
     inst.write("buffer_size_kb", &opts.buffer_kb.to_string())?;
-    let all_cpus = instance_cpus(&inst)?;
-    let record_cpus: Vec<u32> = match &selected {
-        Some(sel) => {
-            if let Some(bad) = sel.iter().find(|c| !all_cpus.contains(c)) {
-                return Err(RecordError::Usage(format!(
-                    "--cpus: CPU {bad} does not exist (CPUs {:?})",
-                    all_cpus
-                )));
-            }
-            inst.write("tracing_cpumask", &instance::cpumask_text(sel))?;
-            sel.clone()
-        }
-        None => all_cpus.clone(),
-    };
+    let (all_cpus, record_cpus) = select_cpus(&inst, selected.as_deref())?;
     let resolved =
         events::resolve(&opts.events, &inst.path("events")).map_err(RecordError::Usage)?;
     for w in &resolved.warnings {
@@ -194,19 +181,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
 
     // Readers first, then tracing_on, so nothing waits in the buffer unread.
-    let mut handles: Vec<(u32, JoinHandle<std::io::Result<CpuCapture>>)> = Vec::new();
-    for &cpu in &record_cpus {
-        let spool = cpu_reader::create_spool(&out_dir, cpu)
-            .map_err(|e| RecordError::io("creating a spool file", &out_dir, e))?;
-        let pipe = inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-        let stop = inst.stop.clone();
-        let pid_at = meta.common_pid_offset;
-        let h = std::thread::Builder::new()
-            .name(format!("stallscope-cpu{cpu}"))
-            .spawn(move || cpu_reader::run(cpu, &pipe, layout, pid_at, spool, &stop))
-            .map_err(|e| RecordError::Reader(format!("cannot start reader thread: {e}")))?;
-        handles.push((cpu, h));
-    }
+    let handles = start_readers(&inst, &record_cpus, &out_dir, &meta)?;
     inst.write("tracing_on", "1")?;
     let started = Instant::now();
     // Test hook: proves that a panic while recording still removes the instance.
@@ -226,21 +201,11 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     inst.write("tracing_on", "0")?;
     summary.duration_ns = started.elapsed().as_nanos() as u64;
     inst.stop.store(true, Ordering::SeqCst);
-    let mut captures = Vec::new();
-    let mut reader_error = None;
-    for (cpu, h) in handles {
-        match h.join() {
-            Ok(Ok(c)) => captures.push(c),
-            Ok(Err(e)) => reader_error = Some(format!("CPU {cpu}: {e}")),
-            Err(_) => reader_error = Some(format!("CPU {cpu}: reader thread panicked")),
-        }
-    }
+    let joined = join_readers(handles);
     let (stopped_by, command_status) = waited?;
     summary.stopped_by_signal = stopped_by;
     summary.command_status = command_status;
-    if let Some(e) = reader_error {
-        return Err(RecordError::Reader(e));
-    }
+    let captures = joined?;
     for c in &captures {
         if c.counts.bad_headers + c.counts.bad_records > 0 {
             warn(
@@ -273,28 +238,9 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             &format!("stallscope {}", env!("CARGO_PKG_VERSION")),
         ),
     ];
-    for &cpu in &all_cpus {
-        let text = inst
-            .read(&format!("per_cpu/cpu{cpu}/stats"))
-            .unwrap_or_default();
-        let stats = CpuStats::parse(&text);
-        if let Some(c) = captures.iter().find(|c| c.cpu == cpu) {
-            let flagged = c.counts.missed_counted;
-            summary.lost.push(CpuLost {
-                cpu,
-                overrun: stats.overrun,
-                dropped: stats.dropped,
-                commit_overrun: stats.commit_overrun,
-                flagged_pages: c.counts.missed_pages,
-                flagged_count: flagged,
-                lost: stats.lost().max(flagged),
-            });
-        }
-        options.push(writer::text_option(
-            writer::OPTION_CPUSTAT,
-            &cpustat_option_text(cpu, &text),
-        ));
-    }
+    let (cpustats, lost) = cpu_stats(&inst, &all_cpus, &captures);
+    options.extend(cpustats);
+    summary.lost = lost;
     options.push((
         writer::OPTION_CPUCOUNT,
         (all_cpus.len() as u32).to_ne_bytes().to_vec(),
@@ -325,38 +271,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         nr_cpus: all_cpus.len() as u32,
         options,
     };
-    let mut spools: Vec<(u32, File, u64)> = captures
-        .into_iter()
-        .map(|c| (c.cpu, c.spool, c.counts.pages * layout.subbuf_size as u64))
-        .collect();
-    // CPUs not recorded (--cpus) get an empty stream.
-    let mut empties: Vec<std::io::Cursor<Vec<u8>>> = all_cpus
-        .iter()
-        .map(|_| std::io::Cursor::new(Vec::new()))
-        .collect();
-    let mut cpu_data: Vec<CpuData<'_>> = Vec::new();
-    let mut spool_iter = spools.iter_mut().peekable();
-    for (&cpu, empty) in all_cpus.iter().zip(empties.iter_mut()) {
-        match spool_iter.next_if(|(c, _, _)| *c == cpu) {
-            Some((_, f, len)) => {
-                summary.data_bytes += *len;
-                cpu_data.push(CpuData {
-                    source: f,
-                    len: *len,
-                });
-            }
-            None => cpu_data.push(CpuData {
-                source: empty,
-                len: 0,
-            }),
-        }
-    }
-    summary.pages = summary.data_bytes / layout.subbuf_size as u64;
-    let mut out = BufWriter::with_capacity(1 << 20, out_file);
-    writer::write(&mut out, &header, &mut cpu_data)
-        .and_then(|()| out.flush())
-        .map_err(|e| RecordError::io("writing the trace.dat", &opts.output, e))?;
-    drop(cpu_data);
+    (summary.data_bytes, summary.pages) = write_trace(
+        out_file,
+        &opts.output,
+        &header,
+        captures,
+        &all_cpus,
+        layout.subbuf_size as u64,
+    )?;
     output_guard.complete = true;
     inst.remove()?;
     drop(sig);
@@ -376,4 +298,145 @@ impl Drop for PartialOutput<'_> {
             let _ = fs::remove_file(self.path);
         }
     }
+}
+
+/// All CPUs of the instance and those to record (`--cpus`, applied as `tracing_cpumask`).
+fn select_cpus(
+    inst: &Instance,
+    selected: Option<&[u32]>,
+) -> Result<(Vec<u32>, Vec<u32>), RecordError> {
+    let all_cpus = instance_cpus(inst)?;
+    let Some(sel) = selected else {
+        return Ok((all_cpus.clone(), all_cpus));
+    };
+    if let Some(bad) = sel.iter().find(|c| !all_cpus.contains(c)) {
+        return Err(RecordError::Usage(format!(
+            "--cpus: CPU {bad} does not exist (CPUs {all_cpus:?})"
+        )));
+    }
+    inst.write("tracing_cpumask", &instance::cpumask_text(sel))?;
+    Ok((all_cpus, sel.to_vec()))
+}
+
+/// A running reader thread.
+type Reader = (u32, JoinHandle<std::io::Result<CpuCapture>>);
+
+/// Starts one reader thread per CPU, each with its spool in `out_dir`.
+fn start_readers(
+    inst: &Instance,
+    cpus: &[u32],
+    out_dir: &Path,
+    meta: &Metadata,
+) -> Result<Vec<Reader>, RecordError> {
+    let mut handles = Vec::new();
+    for &cpu in cpus {
+        let spool = cpu_reader::create_spool(out_dir, cpu)
+            .map_err(|e| RecordError::io("creating a spool file", out_dir, e))?;
+        let pipe = inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+        let stop = inst.stop.clone();
+        let (layout, pid_at) = (meta.layout, meta.common_pid_offset);
+        let h = std::thread::Builder::new()
+            .name(format!("stallscope-cpu{cpu}"))
+            .spawn(move || cpu_reader::run(cpu, &pipe, layout, pid_at, spool, &stop))
+            .map_err(|e| RecordError::Reader(format!("cannot start reader thread: {e}")))?;
+        handles.push((cpu, h));
+    }
+    Ok(handles)
+}
+
+/// Waits for every reader (the stop flag must be raised); the first failure is the error.
+fn join_readers(handles: Vec<Reader>) -> Result<Vec<CpuCapture>, RecordError> {
+    let mut captures = Vec::new();
+    let mut error = None;
+    for (cpu, h) in handles {
+        match h.join() {
+            Ok(Ok(c)) => captures.push(c),
+            Ok(Err(e)) => {
+                error.get_or_insert(format!("CPU {cpu}: {e}"));
+            }
+            Err(_) => {
+                error.get_or_insert(format!("CPU {cpu}: reader thread panicked"));
+            }
+        }
+    }
+    match error {
+        Some(e) => Err(RecordError::Reader(e)),
+        None => Ok(captures),
+    }
+}
+
+/// CPUSTAT options for every CPU and the lost counts of the recorded ones.
+fn cpu_stats(
+    inst: &Instance,
+    all_cpus: &[u32],
+    captures: &[CpuCapture],
+) -> (Vec<(u16, Vec<u8>)>, Vec<CpuLost>) {
+    let mut options = Vec::new();
+    let mut lost = Vec::new();
+    for &cpu in all_cpus {
+        let text = inst
+            .read(&format!("per_cpu/cpu{cpu}/stats"))
+            .unwrap_or_default();
+        let stats = CpuStats::parse(&text);
+        if let Some(c) = captures.iter().find(|c| c.cpu == cpu) {
+            let flagged = c.counts.missed_counted;
+            lost.push(CpuLost {
+                cpu,
+                overrun: stats.overrun,
+                dropped: stats.dropped,
+                commit_overrun: stats.commit_overrun,
+                flagged_pages: c.counts.missed_pages,
+                flagged_count: flagged,
+                lost: stats.lost().max(flagged),
+            });
+        }
+        options.push(writer::text_option(
+            writer::OPTION_CPUSTAT,
+            &cpustat_option_text(cpu, &text),
+        ));
+    }
+    (options, lost)
+}
+
+/// Writes the trace.dat; CPUs not recorded (`--cpus`) get an empty stream. Returns the bytes
+/// and sub-buffers of CPU data written.
+fn write_trace(
+    out_file: File,
+    path: &Path,
+    header: &TraceDatHeader,
+    captures: Vec<CpuCapture>,
+    all_cpus: &[u32],
+    subbuf_size: u64,
+) -> Result<(u64, u64), RecordError> {
+    let mut spools: Vec<(u32, File, u64)> = captures
+        .into_iter()
+        .map(|c| (c.cpu, c.spool, c.counts.pages * subbuf_size))
+        .collect();
+    let mut empties: Vec<std::io::Cursor<Vec<u8>>> = all_cpus
+        .iter()
+        .map(|_| std::io::Cursor::new(Vec::new()))
+        .collect();
+    let mut cpu_data: Vec<CpuData<'_>> = Vec::new();
+    let mut bytes = 0;
+    let mut spool_iter = spools.iter_mut().peekable();
+    for (&cpu, empty) in all_cpus.iter().zip(empties.iter_mut()) {
+        match spool_iter.next_if(|(c, _, _)| *c == cpu) {
+            Some((_, f, len)) => {
+                bytes += *len;
+                cpu_data.push(CpuData {
+                    source: f,
+                    len: *len,
+                });
+            }
+            None => cpu_data.push(CpuData {
+                source: empty,
+                len: 0,
+            }),
+        }
+    }
+    let mut out = BufWriter::with_capacity(1 << 20, out_file);
+    writer::write(&mut out, header, &mut cpu_data)
+        .and_then(|()| out.flush())
+        .map_err(|e| RecordError::io("writing the trace.dat", path, e))?;
+    Ok((bytes, bytes / subbuf_size.max(1)))
 }
