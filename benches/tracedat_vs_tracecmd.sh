@@ -57,7 +57,7 @@ FILE=${1:?usage: $0 [--make] FILE}
 
 events=$("$BIN" info "$FILE" | awk '/^Events:/ {print $2}')
 echo "file: $FILE ($(du -h "$FILE" | cut -f1), $events events)"
-echo "trace-cmd: $(trace-cmd --version 2>&1 | grep version)"
+echo "trace-cmd: $(trace-cmd --version 2>&1 | grep -m1 'trace-cmd version')"
 ours=$(best_of_3 "$BIN" latency "$FILE")
 theirs=$(best_of_3 sh -c "trace-cmd report '$FILE' > /dev/null")
 echo "stallscope latency:            ${ours} ms"

@@ -196,3 +196,47 @@ fn helper_finds_the_chain_end_of_the_reference_sample_too() {
     let done = last_done(&file);
     assert_eq!(u64_at(&file, done), 0);
 }
+
+/// `trace-cmd dump --options`: the instance's CPUSTAT `overrun:` + `commit overrun:` +
+/// `dropped events:` per CPU (after the `Buffer: NAME` marker) are our `lost_per_cpu`, and
+/// `lost_events` counts them once even where missed-events markers report the same losses.
+#[test]
+fn instance_cpu_stats_match_trace_cmd_dump() {
+    let file =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/tracedat/sched_v7_zstd.dat");
+    let out = Command::new("trace-cmd")
+        .args(["dump", "--options", "-i"])
+        .arg(&file)
+        .output()
+        .expect("trace-cmd must be installed");
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let after = &text[text
+        .find("Buffer: stallscope-fixture-")
+        .expect("instance CPUSTAT marker")..];
+    let mut expected = Vec::new();
+    let (mut cpu, mut lost) = (None, 0u64);
+    for line in after.lines() {
+        if let Some(c) = line.strip_prefix("CPU: ") {
+            if let Some(c) = cpu.take() {
+                expected.push((c, lost));
+            }
+            cpu = c.trim().parse::<u32>().ok();
+            lost = 0;
+        }
+        for key in ["overrun: ", "commit overrun: ", "dropped events: "] {
+            if let Some(v) = line.strip_prefix(key) {
+                lost += v.trim().parse::<u64>().unwrap();
+            }
+        }
+    }
+    if let Some(c) = cpu {
+        expected.push((c, lost));
+    }
+    assert!(expected.iter().any(|&(_, n)| n > 0), "{expected:?}");
+    let (r, _) = read_all(std::fs::read(&file).unwrap());
+    assert_eq!(r.meta().lost_per_cpu, expected);
+    // Each CPU's loss counted once: max(CPUSTAT, missed-events count) summed over CPUs.
+    let total: u64 = expected.iter().map(|&(_, n)| n).sum();
+    assert_eq!(r.quality().count("lost_events"), total);
+}

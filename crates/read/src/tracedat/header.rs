@@ -182,7 +182,11 @@ fn read_v6(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
         cpus = instance_cpus;
         instance = b.name;
         other_instances.remove(0);
-        options.cpustats = instance_options.cpustats;
+        options.cpustats = instance_options
+            .cpustats
+            .into_iter()
+            .map(|(_, text)| (instance.clone(), text))
+            .collect();
         if instance_options.clock.is_some() {
             options.clock = instance_options.clock;
         }

@@ -170,6 +170,7 @@ impl Merger {
     }
 
     /// The next event in time order; problems and new event names go to `dq` / `declared`.
+    #[inline]
     pub fn next(
         &mut self,
         dq: &mut DataQuality,

@@ -16,7 +16,8 @@
 //! What becomes metadata: TRACECLOCK → `clock` (`clock_is_ns` false for `counter`,
 //! `x86-tsc`, `uptime` unless TSC2NSEC converts), UNAME → `kernel_release`/`hostname`,
 //! VERSION → `tool_version`, CPUCOUNT → `nr_cpus`, CPUSTAT `overrun` + `commit overrun` +
-//! `dropped events` → `lost_per_cpu` (and the `lost_events` counter when non-zero),
+//! `dropped events` → `lost_per_cpu` (and, at the end of the data, the `lost_events`
+//! counter for what the missed-events markers did not already report),
 //! option [`OPTION_SYSTEM_CONTEXT`] → `system_context`. saved_cmdlines are not turned into
 //! events (the records carry their own names). Latency-format files (text data) are
 //! refused with a clear error. The top instance is read, or, when it holds no data (files
@@ -33,7 +34,7 @@ mod source;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Event, EventKind, InputFormat, Severity, TraceMeta};
 
 use crate::ringbuf::PageLayout;
 use crate::tracefs_format::{IntAccessor, PrevStateTable, TracepointDecoder};
@@ -62,6 +63,8 @@ pub struct TraceDatReader {
     declared: HashSet<String>,
     new_names: Vec<String>,
     done: bool,
+    /// Events lost per CPU according to the missed-events markers seen so far.
+    inline_lost: Vec<(u32, u64)>,
 }
 
 impl TraceDatReader {
@@ -143,6 +146,7 @@ impl TraceDatReader {
             declared: HashSet::new(),
             new_names: Vec::new(),
             done: false,
+            inline_lost: Vec::new(),
         })
     }
 }
@@ -209,18 +213,13 @@ fn build_meta(
             || format!("{path}: trace clock {}", o.clock.as_deref().unwrap_or("?")),
         );
     }
-    for text in &o.cpustats {
+    // Only the statistics of the buffer whose data is read.
+    let own_stats = o.cpustats.iter().filter(|(inst, _)| *inst == info.instance);
+    for (_, text) in own_stats {
+        // Counted in `lost_events` at the end of the data, minus what the sub-buffers'
+        // missed-events markers already reported for that CPU (the same losses).
         if let Some((cpu, lost)) = options::cpustat_lost(text) {
             meta.lost_per_cpu.push((cpu, lost));
-            if lost > 0 {
-                dq.add(
-                    "lost_events",
-                    Severity::Error,
-                    "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                    lost,
-                    || format!("{path}: CPU {cpu}: {lost} events overrun or dropped (CPUSTAT option)"),
-                );
-            }
         }
     }
     if let Some(json) = &o.system_context {
@@ -339,32 +338,68 @@ fn build_decoders(
     (decoders, type_field)
 }
 
+impl TraceDatReader {
+    fn note_inline_lost(&mut self, cpu: u32, n: u64) {
+        match self.inline_lost.iter_mut().find(|(c, _)| *c == cpu) {
+            Some((_, total)) => *total = total.saturating_add(n),
+            None => self.inline_lost.push((cpu, n)),
+        }
+    }
+
+    /// CPUSTAT losses beyond what the missed-events markers said, into `lost_events`.
+    fn count_cpustat_losses(&mut self) {
+        let path = &self.meta.path;
+        for &(cpu, stat) in &self.meta.lost_per_cpu {
+            let inline = self
+                .inline_lost
+                .iter()
+                .find(|(c, _)| *c == cpu)
+                .map_or(0, |(_, n)| *n);
+            let extra = stat.saturating_sub(inline);
+            if extra > 0 {
+                self.dq.add(
+                    "lost_events",
+                    Severity::Error,
+                    "events lost (ring buffer overrun or dropped): results near them are incomplete",
+                    extra,
+                    || format!("{path}: CPU {cpu}: {stat} events overrun or dropped (CPUSTAT option), {inline} of them reported by missed-events markers"),
+                );
+            }
+        }
+    }
+}
+
 impl EventReader for TraceDatReader {
     fn meta(&self) -> &TraceMeta {
         &self.meta
     }
 
+    #[inline]
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         if self.done {
             return Ok(None);
         }
         let next = self.merger.next(&mut self.dq, &mut self.new_names);
-        for name in self.new_names.drain(..) {
-            if self.declared.insert(name.clone()) {
-                self.meta.declared_events.push(name);
+        if !self.new_names.is_empty() {
+            for name in self.new_names.drain(..) {
+                if self.declared.insert(name.clone()) {
+                    self.meta.declared_events.push(name);
+                }
             }
         }
-        match next {
-            Ok(Some(e)) => Ok(Some(e)),
+        match &next {
+            Ok(Some(e)) => {
+                if let EventKind::Lost { count } = e.kind {
+                    self.note_inline_lost(e.cpu, count.unwrap_or(0));
+                }
+            }
             Ok(None) => {
                 self.done = true;
-                Ok(None)
+                self.count_cpustat_losses();
             }
-            Err(e) => {
-                self.done = true;
-                Err(e)
-            }
+            Err(_) => self.done = true,
         }
+        next
     }
 
     fn quality(&self) -> &DataQuality {

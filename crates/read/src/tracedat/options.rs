@@ -104,8 +104,11 @@ pub struct Options {
     pub ts_offset: i64,
     /// TSC2NSEC `(mult, shift, offset)`.
     pub tsc2nsec: Option<(u32, u32, u64)>,
-    /// CPUSTAT texts, in file order.
-    pub cpustats: Vec<String>,
+    /// CPUSTAT texts in file order, with the buffer instance they belong to (`""` = top;
+    /// trace-cmd writes a `Buffer: NAME` CPUSTAT before an instance's per-CPU stats).
+    pub cpustats: Vec<(String, String)>,
+    /// Instance named by the last `Buffer: NAME` CPUSTAT.
+    cpustat_instance: String,
     /// BUFFER / BUFFER_TEXT options.
     pub buffers: Vec<BufferOption>,
     /// v7 metadata sections `(id, offset)`.
@@ -142,7 +145,11 @@ impl Options {
                 None => Some(bad("an ASCII integer")),
             },
             id::CPUSTAT => {
-                self.cpustats.push(text());
+                let t = text();
+                match t.trim().strip_prefix("Buffer:") {
+                    Some(name) => self.cpustat_instance = name.trim().to_string(),
+                    None => self.cpustats.push((self.cpustat_instance.clone(), t)),
+                }
                 None
             }
             id::BUFFER | id::BUFFER_TEXT => match parse_buffer(option, data, endian, v7) {
