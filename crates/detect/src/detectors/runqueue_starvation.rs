@@ -12,6 +12,8 @@
 //!        │  a record on the CPU in another task's context than the one switched in
 //!        │  (a switch record is missing) → that task is taken as the one running
 //!        │  the CPU's idle time during the wait is summed (a queued task should not idle)
+//!        │  a record in the waiter's own context (it is running: its switch-in record is
+//!        │  missing) → the wait is dropped
 //!        ▼
 //!   timeline: Runnable → Running: the wait ends; how, from the ending sched_switch:
 //!        victim migrated · culprit migrated away · culprit preempted (prev R/R+) ·
@@ -146,7 +148,8 @@ the trace does not say why the kernel preferred the culprit beyond priorities; v
 only printed by older kernels. A wait during most of which its CPU was idle, or during less
 than half of which other tasks are seen running, contradicts a queued task (events are
 missing, or the task was throttled by CFS bandwidth control): it is reported as low, with
-those times. Lost events (ring-buffer overruns) can hide switches inside a
+those times. A wait during which a record shows the task itself running (its switch-in
+record is missing) is dropped. Lost events (ring-buffer overruns) can hide switches inside a
 wait; they are shown in the data-quality block, and such waits are kept as measured.
 
 ## Severity
@@ -905,6 +908,12 @@ impl Detector for RunqueueStarvation {
                 if run.runner.is_some_and(|r| r > 0 && r != ev.pid) {
                     run.runner = Some(ev.pid);
                 }
+            }
+            // …and a task seen running cannot be waiting: its switch-in record is missing,
+            // so its "wait" is not one; it is dropped.
+            if let Some(w) = self.tasks.get_mut(ev.pid).and_then(|t| t.wait.take()) {
+                self.remove_waiter(w.cpu, ev.pid);
+                self.remove_waiter(w.start_cpu, ev.pid);
             }
         }
     }

@@ -279,3 +279,12 @@ fn a_missing_switch_out_is_repaired_from_the_records_context() {
     assert_eq!(m(f, "culprit_slices"), 2);
     assert_eq!(m(f, "worst_wait_others_ran_ns"), 20_000_000);
 }
+
+#[test]
+fn a_waiter_seen_running_is_not_waiting() {
+    // the victim's switch-in is missing: a record in its own context shows it running
+    let mut tr = base();
+    tr.wake(2 * MS, 0, 200, t("z", 400, 120), 0);
+    tr.sw(21 * MS, 1, hog(), "R+", victim());
+    assert!(run(ID, &[], &tr).is_empty());
+}
