@@ -150,4 +150,28 @@ mod tests {
         assert_eq!(common_pid_offset(&f), Some(4));
         assert_eq!(common_pid_offset("name: x\n"), None);
     }
+
+    #[test]
+    fn cmdlines_keep_the_kernel_names_and_add_described_tasks() {
+        let ctx = SystemContext {
+            tasks: vec![
+                stallscope_model::TaskContext {
+                    pid: 12,
+                    comm: "renamed".into(),
+                    ..Default::default()
+                },
+                stallscope_model::TaskContext {
+                    pid: 40,
+                    comm: "a b".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            merged_cmdlines("12 kworker/0:1\n7 bash", &ctx),
+            "12 kworker/0:1\n7 bash\n40 a b\n"
+        );
+        assert_eq!(merged_cmdlines("", &ctx), "12 renamed\n40 a b\n");
+    }
 }
