@@ -149,7 +149,8 @@ only printed by older kernels. A wait during most of which its CPU was idle, or 
 than half of which other tasks are seen running, contradicts a queued task (events are
 missing, or the task was throttled by CFS bandwidth control): it is reported as low, with
 those times. A wait during which a record shows the task itself running (its switch-in
-record is missing) is dropped. Lost events (ring-buffer overruns) can hide switches inside a
+record is missing) is dropped; a wait that starts right after the timeline had to reset the
+task's state (contradicting switch records) is reported as low. Lost events (ring-buffer overruns) can hide switches inside a
 wait; they are shown in the data-quality block, and such waits are kept as measured.
 
 ## Severity
@@ -159,8 +160,8 @@ wait; they are shown in the data-quality block, and such waits are kept as measu
 - **medium**: the worst wait is at least `threshold_ns`, or a periodic victim waited
   longer than a period on at least 1 % of its wakeups.
 - **low**: only waits that are extreme relative to the task's own median, or a worst wait
-  the trace does not explain (CPU idle for more than half of it, or other tasks running for
-  less than half of it).
+  the trace does not explain (CPU idle for more than half of it, other tasks running for
+  less than half of it, or a start right after contradicting switch records).
 "#;
 
 /// Builds the detector.
@@ -220,6 +221,9 @@ struct Wait {
     culprit_moves: Vec<(Tid, Kept)>,
     /// Time the waiter's CPU spent idle during the wait (should be ~0 for a queued task).
     idle_ns: u64,
+    /// The task's state before the wait was unknown after the trace's start (the timeline
+    /// reset it because switch records contradicted each other).
+    uncertain_start: bool,
 }
 
 /// Per-task statistics.
@@ -236,6 +240,8 @@ struct TaskStat {
     wakeups: u64,
     waits_longer_than_period: u64,
     wait: Option<Box<Wait>>,
+    /// A transition of this task was seen (so a later `Unknown` state is a reset).
+    seen_before: bool,
 }
 
 /// Per CPU: who runs since when, and who waits there.
@@ -262,6 +268,8 @@ struct Worst {
     migration: Option<Kept>,
     /// Idle time of the waiter's CPU during the wait.
     idle_ns: u64,
+    /// See [`Wait::uncertain_start`].
+    uncertain_start: bool,
     evidence: Vec<Kept>,
 }
 
@@ -382,7 +390,14 @@ impl RunqueueStarvation {
         run.switch_in = (next > 0).then(|| keep(ev));
     }
 
-    fn start_wait(&mut self, tid: Tid, since: Ts, cause: RunnableCause, ev: &Event) {
+    fn start_wait(
+        &mut self,
+        tid: Tid,
+        since: Ts,
+        cause: RunnableCause,
+        uncertain_start: bool,
+        ev: &Event,
+    ) {
         let cpu = match (&ev.kind, cause) {
             (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w), _) => {
                 w.target_cpu.unwrap_or(ev.cpu)
@@ -419,6 +434,7 @@ impl RunqueueStarvation {
             victim_moves: Vec::new(),
             culprit_moves: Vec::new(),
             idle_ns: 0,
+            uncertain_start,
         }));
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
@@ -566,6 +582,7 @@ impl RunqueueStarvation {
                 victim_vruntime: None,
                 migration: None,
                 idle_ns: 0,
+                uncertain_start: false,
                 evidence: Vec::new(),
             },
         });
@@ -599,6 +616,7 @@ impl RunqueueStarvation {
                 victim_prio,
                 victim_vruntime: victim_vr,
                 idle_ns: wait.idle_ns,
+                uncertain_start: wait.uncertain_start,
                 migration: match how {
                     WaitEnd::VictimMigrated => wait.victim_moves.last().cloned(),
                     WaitEnd::CulpritMigratedAway => wait
@@ -626,7 +644,8 @@ impl RunqueueStarvation {
         // A queued task is picked before its CPU idles; a CPU idle for most of the wait means
         // missing events (or throttling): report it, but only as low.
         let ran: u64 = w.culprits.iter().map(|k| k.run_ns).sum();
-        let suspect = w.idle_ns.saturating_mul(2) > w.wait || ran.saturating_mul(2) < w.wait;
+        let unexplained = w.idle_ns.saturating_mul(2) > w.wait || ran.saturating_mul(2) < w.wait;
+        let suspect = unexplained || w.uncertain_start;
         let severity = if suspect {
             FindingSeverity::Low
         } else if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
@@ -657,12 +676,16 @@ impl RunqueueStarvation {
                 dur(w.wait)
             ),
         };
-        if suspect {
+        if unexplained {
             title.push_str(&format!(
                 " — but other tasks ran for only {} of it and the CPU idled for {}: events may be missing (see data quality) or the task was throttled",
                 dur(ran),
                 dur(w.idle_ns)
             ));
+        } else if w.uncertain_start {
+            title.push_str(
+                " — but the task's switch records contradict each other before the wait (see data quality): it may have been running",
+            );
         }
         if g.count > 1 {
             title.push_str(&format!(
@@ -933,8 +956,12 @@ impl Detector for RunqueueStarvation {
                     }
                 }
                 if let TaskState::Runnable { since, cause } = to {
-                    self.start_wait(tid, since, cause, ev);
+                    // Unknown after the task was first seen: the timeline reset it
+                    let uncertain = from == TaskState::Unknown
+                        && self.tasks.get(tid).is_some_and(|t| t.seen_before);
+                    self.start_wait(tid, since, cause, uncertain, ev);
                 }
+                self.tasks.entry(tid).seen_before = true;
             }
             Transition::Migrated {
                 tid,

@@ -288,3 +288,20 @@ fn a_waiter_seen_running_is_not_waiting() {
     tr.sw(21 * MS, 1, hog(), "R+", victim());
     assert!(run(ID, &[], &tr).is_empty());
 }
+
+#[test]
+fn a_wait_after_contradicting_switch_records_is_low() {
+    let mut tr = Trace::new();
+    tr.sw(0, 1, idle(), "R", hog());
+    tr.sw(0, 0, idle(), "R", victim());
+    // CPU 0 switches from `other` although the victim was running there: the timeline
+    // resets the victim to Unknown; its switch-out is missing
+    tr.sw(MS / 2, 0, other(), "S", idle());
+    tr.wake(MS, 1, 100, victim(), 1);
+    tr.sw(61 * MS, 1, hog(), "R+", victim());
+    let f = run(ID, &[], &tr);
+    let f = only(&f);
+    assert_eq!(m(f, "worst_wait_ns"), 60_000_000);
+    assert_eq!(f.severity, FindingSeverity::Low);
+    assert!(f.title.contains("contradict"), "{}", f.title);
+}
