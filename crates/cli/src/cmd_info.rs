@@ -241,6 +241,20 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
             "  cpus:     {}   clock: {clock} ({unit})",
             m.nr_cpus.map_or("unknown".into(), |n| n.to_string())
         )?;
+        if !m.lost_per_cpu.is_empty() {
+            let parts: Vec<String> = m
+                .lost_per_cpu
+                .iter()
+                .map(|(cpu, n)| format!("cpu{cpu}: {n}"))
+                .collect();
+            writeln!(out, "  lost (recorder stats): {}", parts.join(", "))?;
+        }
+        if let Some(ctx) = &m.system_context {
+            writeln!(out, "  system context (recorded):")?;
+            for line in stallscope::record::summarize(ctx) {
+                writeln!(out, "    {line}")?;
+            }
+        }
     }
     let span = match (r.first_ts_ns, r.last_ts_ns, r.duration_ns) {
         (Some(f), Some(l), Some(d)) => {
