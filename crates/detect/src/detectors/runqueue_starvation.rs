@@ -31,7 +31,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, PrevState, Tid, Ts, Window,
+    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, PrevState, Tid, Ts,
+    Window,
 };
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
 
@@ -126,7 +127,8 @@ to another CPU, or the **victim was picked** after the CPU went idle. It gives t
 explanation the trace supports: kernel priorities (and so nice and CFS/EEVDF load weights)
 from the event payloads, cgroup CPU weights and policies from recorded system context
 (`stallscope record`), and the vruntime gap when events carry vruntime
-(`sched_stat_runtime` on kernels before 6.8).
+(`sched_stat_runtime` on kernels before 6.8, or any custom event with `pid` and `vruntime`
+fields).
 
 ## Why it matters
 A runnable task that does not run is pure latency: a periodic thread misses deadlines, a
@@ -913,6 +915,27 @@ impl Detector for RunqueueStarvation {
                 if let Some(v) = r.vruntime {
                     if r.task.pid > 0 {
                         self.tasks.entry(r.task.pid).vruntime = Some(v);
+                    }
+                }
+            }
+            EventKind::Generic(g) => {
+                // custom events (bpftrace, kprobes) carrying `pid` and `vruntime` fields
+                let field = |name: &str| {
+                    g.fields
+                        .iter()
+                        .find(|(k, _)| k == name)
+                        .and_then(|(_, v)| match v {
+                            FieldValue::Int(x) => u64::try_from(*x).ok(),
+                            FieldValue::UInt(x) => Some(*x),
+                            FieldValue::Str(t) => t.trim().parse().ok(),
+                            FieldValue::Bytes(_) => None,
+                        })
+                };
+                if let (Some(pid), Some(v)) = (field("pid"), field("vruntime")) {
+                    if let Ok(pid) = Tid::try_from(pid) {
+                        if pid > 0 {
+                            self.tasks.entry(pid).vruntime = Some(v);
+                        }
                     }
                 }
             }

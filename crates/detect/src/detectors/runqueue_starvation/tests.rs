@@ -305,3 +305,26 @@ fn a_wait_after_contradicting_switch_records_is_low() {
     assert_eq!(f.severity, FindingSeverity::Low);
     assert!(f.title.contains("contradict"), "{}", f.title);
 }
+
+#[test]
+fn vruntime_from_custom_events_gives_the_gap() {
+    use stallscope_model::FieldValue;
+    let mut tr = base();
+    let vr = |pid: i64, v: u64| {
+        vec![
+            ("pid".to_string(), FieldValue::Int(pid)),
+            ("vruntime".to_string(), FieldValue::UInt(v)),
+        ]
+    };
+    tr.generic(2 * MS, 0, 0, "probe_vruntime", vr(200, 5_000_000));
+    tr.generic(3 * MS, 0, 0, "probe_vruntime", vr(100, 1_000_000));
+    tr.sw(21 * MS, 1, hog(), "S", victim());
+    let f = run(ID, &[], &tr);
+    let f = only(&f);
+    assert_eq!(m(f, "vruntime_gap_ns"), 4_000_000);
+    assert!(
+        f.hint.contains("vruntime: victim 5000000, culprit 1000000"),
+        "{}",
+        f.hint
+    );
+}
