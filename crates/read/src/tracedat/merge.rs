@@ -17,11 +17,12 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
-use stallscope_model::{DataQuality, Event};
+use stallscope_model::{Event, EventKind};
 
 use crate::ReadError;
 
 use super::cpu_stream::{Batch, CpuStream};
+use super::sink::Sink;
 
 /// Batches of one CPU decoded ahead of the merge.
 pub const PREFETCH: usize = 2;
@@ -139,6 +140,8 @@ pub struct Merger {
     running: Option<usize>,
     /// `(ts, slot)` of the smallest head among the other slots when the run started.
     limit: (u64, usize),
+    /// An error was returned: the merge is over.
+    failed: bool,
 }
 
 impl Merger {
@@ -166,23 +169,35 @@ impl Merger {
             path: path.to_string(),
             running: None,
             limit: (u64::MAX, usize::MAX),
+            failed: false,
         }
     }
 
-    /// The next event in time order; problems and new event names go to `dq` / `declared`.
+    /// The next event in time order (`Ok(None)` at the end and after an error); problems,
+    /// new event names and lost-event markers go to `sink`.
     #[inline]
-    pub fn next(
-        &mut self,
-        dq: &mut DataQuality,
-        declared: &mut Vec<String>,
-    ) -> Result<Option<Event>, ReadError> {
+    pub fn next(&mut self, sink: &mut Sink) -> Result<Option<Event>, ReadError> {
+        if self.failed {
+            return Ok(None);
+        }
+        let r = self.next_inner(sink);
+        match &r {
+            Ok(None) => sink.finish(),
+            Err(_) => self.failed = true,
+            Ok(Some(_)) => {}
+        }
+        r
+    }
+
+    #[inline]
+    fn next_inner(&mut self, sink: &mut Sink) -> Result<Option<Event>, ReadError> {
         if !self.started {
             self.started = true;
             for s in 0..self.slots.len() {
                 self.resubmit(s);
             }
             for s in 0..self.slots.len() {
-                self.fill_current(s, dq, declared)?;
+                self.fill_current(s, sink)?;
                 self.push_head(s);
             }
         }
@@ -194,7 +209,7 @@ impl Merger {
                 .front()
                 .is_some_and(|e| (e.ts, s) < self.limit);
             if before_limit {
-                return self.take(s, dq, declared);
+                return self.take(s, sink);
             }
             self.running = None;
             self.push_head(s);
@@ -207,21 +222,27 @@ impl Merger {
             .heap
             .peek()
             .map_or((u64::MAX, usize::MAX), |Reverse(head)| *head);
-        self.take(s, dq, declared)
+        self.take(s, sink)
     }
 
     /// The next event of slot `s`, refilling its current batch when it runs out.
     #[inline]
-    fn take(
-        &mut self,
-        s: usize,
-        dq: &mut DataQuality,
-        declared: &mut Vec<String>,
-    ) -> Result<Option<Event>, ReadError> {
-        let ev = self.slots[s].current.pop_front();
-        if self.slots[s].current.is_empty() {
-            self.fill_current(s, dq, declared)?;
+    fn take(&mut self, s: usize, sink: &mut Sink) -> Result<Option<Event>, ReadError> {
+        let current = &mut self.slots[s].current;
+        if let Some(Event {
+            kind: EventKind::Lost { count },
+            cpu,
+            ..
+        }) = current.front()
+        {
+            sink.note_inline_lost(*cpu, count.unwrap_or(0));
         }
+        if current.len() > 1 {
+            // Straight into the caller's slot: no intermediate copy of the event.
+            return Ok(current.pop_front());
+        }
+        let ev = current.pop_front();
+        self.fill_current(s, sink)?;
         Ok(ev)
     }
 
@@ -246,12 +267,7 @@ impl Merger {
     }
 
     /// Makes slot `s`'s current batch non-empty, unless the CPU has no more events.
-    fn fill_current(
-        &mut self,
-        s: usize,
-        dq: &mut DataQuality,
-        declared: &mut Vec<String>,
-    ) -> Result<(), ReadError> {
+    fn fill_current(&mut self, s: usize, sink: &mut Sink) -> Result<(), ReadError> {
         loop {
             if let Some(events) = self.slots[s].ready.pop_front() {
                 let empty = std::mem::replace(&mut self.slots[s].current, events);
@@ -286,9 +302,11 @@ impl Merger {
                 target.ready.push_back(batch.events);
             }
             if !batch.dq.is_empty() {
-                dq.merge(&batch.dq);
+                sink.dq.merge(&batch.dq);
             }
-            declared.extend(batch.declared);
+            for name in batch.declared {
+                sink.declare(name);
+            }
             self.resubmit(slot);
         }
     }

@@ -11,7 +11,8 @@
 //! stallscope system context); [`cpu_stream`] decodes one CPU's sub-buffers through
 //! [`crate::ringbuf`] and the shared [`crate::tracefs_format`] decoders (scheduler events
 //! native, the rest generic, context pid = `common_pid`, span = byte offset of the record);
-//! [`merge`] runs the CPUs on worker threads and merges them by timestamp.
+//! [`merge`] runs the CPUs on worker threads and merges them by timestamp, feeding
+//! [`sink`] (data quality, event names seen, lost-event bookkeeping).
 //!
 //! What becomes metadata: TRACECLOCK → `clock` (`clock_is_ns` false for `counter`,
 //! `x86-tsc`, `uptime` unless TSC2NSEC converts), UNAME → `kernel_release`/`hostname`,
@@ -29,12 +30,12 @@ mod cpu_stream;
 mod header;
 mod merge;
 mod options;
+mod sink;
 mod source;
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
-use stallscope_model::{DataQuality, Event, EventKind, InputFormat, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
 
 use crate::ringbuf::PageLayout;
 use crate::tracefs_format::{IntAccessor, PrevStateTable, TracepointDecoder};
@@ -43,6 +44,7 @@ use crate::{EventReader, Input, ReadError};
 use cpu_stream::{CpuStream, EventDecoder, Tables, TsAdjust};
 use header::FileInfo;
 use merge::Merger;
+use sink::Sink;
 use source::Source;
 
 /// trace.dat option id under which `stallscope record` stores its
@@ -57,14 +59,8 @@ const MAX_EVENT_ID: u32 = u16::MAX as u32;
 
 /// Reads trace.dat files. See the module docs.
 pub struct TraceDatReader {
-    meta: TraceMeta,
-    dq: DataQuality,
     merger: Merger,
-    declared: HashSet<String>,
-    new_names: Vec<String>,
-    done: bool,
-    /// Events lost per CPU according to the missed-events markers seen so far.
-    inline_lost: Vec<(u32, u64)>,
+    sink: Sink,
 }
 
 impl TraceDatReader {
@@ -140,13 +136,8 @@ impl TraceDatReader {
             .map(|a| CpuStream::new(Arc::clone(&tables), a))
             .collect();
         Ok(TraceDatReader {
-            meta,
-            dq,
             merger: Merger::new(&path, streams, threads),
-            declared: HashSet::new(),
-            new_names: Vec::new(),
-            done: false,
-            inline_lost: Vec::new(),
+            sink: Sink::new(meta, dq),
         })
     }
 }
@@ -338,71 +329,17 @@ fn build_decoders(
     (decoders, type_field)
 }
 
-impl TraceDatReader {
-    fn note_inline_lost(&mut self, cpu: u32, n: u64) {
-        match self.inline_lost.iter_mut().find(|(c, _)| *c == cpu) {
-            Some((_, total)) => *total = total.saturating_add(n),
-            None => self.inline_lost.push((cpu, n)),
-        }
-    }
-
-    /// CPUSTAT losses beyond what the missed-events markers said, into `lost_events`.
-    fn count_cpustat_losses(&mut self) {
-        let path = &self.meta.path;
-        for &(cpu, stat) in &self.meta.lost_per_cpu {
-            let inline = self
-                .inline_lost
-                .iter()
-                .find(|(c, _)| *c == cpu)
-                .map_or(0, |(_, n)| *n);
-            let extra = stat.saturating_sub(inline);
-            if extra > 0 {
-                self.dq.add(
-                    "lost_events",
-                    Severity::Error,
-                    "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                    extra,
-                    || format!("{path}: CPU {cpu}: {stat} events overrun or dropped (CPUSTAT option), {inline} of them reported by missed-events markers"),
-                );
-            }
-        }
-    }
-}
-
 impl EventReader for TraceDatReader {
     fn meta(&self) -> &TraceMeta {
-        &self.meta
+        &self.sink.meta
     }
 
     #[inline]
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
-        if self.done {
-            return Ok(None);
-        }
-        let next = self.merger.next(&mut self.dq, &mut self.new_names);
-        if !self.new_names.is_empty() {
-            for name in self.new_names.drain(..) {
-                if self.declared.insert(name.clone()) {
-                    self.meta.declared_events.push(name);
-                }
-            }
-        }
-        match &next {
-            Ok(Some(e)) => {
-                if let EventKind::Lost { count } = e.kind {
-                    self.note_inline_lost(e.cpu, count.unwrap_or(0));
-                }
-            }
-            Ok(None) => {
-                self.done = true;
-                self.count_cpustat_losses();
-            }
-            Err(_) => self.done = true,
-        }
-        next
+        self.merger.next(&mut self.sink)
     }
 
     fn quality(&self) -> &DataQuality {
-        &self.dq
+        &self.sink.dq
     }
 }
