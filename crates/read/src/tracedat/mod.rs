@@ -6,13 +6,13 @@
 //! v7: compression name/version · OPTIONS chain → metadata sections + BUFFER option
 //! CPU data: per CPU, raw ring-buffer sub-buffers (v7: optionally zstd/zlib chunks)
 //! ```
-//! [`header`] reads the metadata into a [`header::FileInfo`]; [`options`] interprets the
+//! `header` reads the metadata into a `header::FileInfo`; `options` interprets the
 //! options (clock, UNAME, VERSION, CPUCOUNT, OFFSET/DATE, TSC2NSEC, CPUSTAT, BUFFER, the
-//! stallscope system context); [`cpu_stream`] decodes one CPU's sub-buffers through
+//! stallscope system context); `cpu_stream` decodes one CPU's sub-buffers through
 //! [`crate::ringbuf`] and the shared [`crate::tracefs_format`] decoders (scheduler events
 //! native, the rest generic, context pid = `common_pid`, span = byte offset of the record);
-//! [`merge`] runs the CPUs on worker threads and merges them by timestamp, feeding
-//! [`sink`] (data quality, event names seen, lost-event bookkeeping).
+//! `merge` runs the CPUs on worker threads and merges them by timestamp, feeding
+//! `sink` (data quality, event names seen, lost-event bookkeeping).
 //!
 //! What becomes metadata: TRACECLOCK → `clock` (`clock_is_ns` false for `counter`,
 //! `x86-tsc`, `uptime` unless TSC2NSEC converts), UNAME → `kernel_release`/`hostname`,
