@@ -333,6 +333,7 @@ impl Detector for IdleWhileRunnable {
         match *t {
             Transition::State { ts, tid, from, to } => {
                 if matches!(from, TaskState::Runnable { .. }) && self.waiting.contains_key(&tid) {
+                    // INVARIANT: contains_key(&tid) was checked just above.
                     let (min, since) = (self.min_overlap, self.waiting[&tid].since);
                     let idle: Vec<(Cpu, Ts, Kept)> = self
                         .cpus
@@ -377,6 +378,7 @@ impl Detector for IdleWhileRunnable {
     }
 
     fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        // INVARIANT: the keys come from the map they index.
         let mut keys: Vec<&(Tid, Cpu, Cpu)> = self.groups.keys().collect();
         keys.sort_unstable();
         keys.into_iter()

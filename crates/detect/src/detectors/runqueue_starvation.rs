@@ -997,6 +997,7 @@ impl Detector for RunqueueStarvation {
     }
 
     fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        // INVARIANT: the keys come from the map they index.
         let mut keys: Vec<&(Tid, Tid)> = self.groups.keys().collect();
         keys.sort_unstable();
         keys.into_iter()

@@ -484,6 +484,7 @@ impl WakeupPingPong {
 fn prune(pairs: &mut FxHashMap<(Tid, Tid), Pair>) {
     let mut counts: Vec<u64> = pairs.values().map(Pair::total).collect();
     counts.sort_unstable();
+    // INVARIANT: called only when the map holds more than MAX_PAIRS pairs (non-empty).
     let cut = counts[counts.len() / 2].max(2);
     pairs.retain(|_, p| p.total() >= cut);
 }
