@@ -94,7 +94,8 @@ record` stores each task's allowed CPUs), a task pinned to its CPU looks the sam
 balancing failure — such findings are never above medium. With recorded affinity, a task
 not allowed on the idle CPU is not reported. A wait's CPU comes from the wakeup's
 `target_cpu` and later migrations; a CPU whose current task is unknown (start of trace,
-after lost events) is not considered idle. A wait during which the task's own CPU went idle
+after lost events) is not considered idle, nor is a CPU with a record in a task's context
+(its switch-in record is missing); a task seen running in a record is not waiting. A wait during which the task's own CPU went idle
 contradicts a queued task (missing events, or CFS bandwidth throttling) and yields no incident.
 
 ## Severity
@@ -325,7 +326,17 @@ impl Detector for IdleWhileRunnable {
             EventKind::Lost { .. } => {
                 self.cpu(ev.cpu).idle_since = None;
             }
-            _ => {}
+            EventKind::TaskComm { .. } => {}
+            _ => {
+                // A record in a task's context: the CPU runs that task (a switch-in record is
+                // missing if we thought it idle), and that task is not waiting.
+                if ev.pid > 0 {
+                    if let Some(c) = self.cpus.get_mut(ev.cpu as usize) {
+                        c.idle_since = None;
+                    }
+                    self.waiting.remove(&ev.pid);
+                }
+            }
         }
     }
 

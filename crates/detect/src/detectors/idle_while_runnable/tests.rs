@@ -95,3 +95,16 @@ fn a_wait_whose_own_cpu_idles_is_suspect_and_ignored() {
     tr.sw(11 * MS, 0, idle(), "R", v);
     assert!(run(ID, &[], &tr).is_empty());
 }
+
+#[test]
+fn a_record_in_a_task_context_means_the_cpu_is_not_idle() {
+    let (h, v, x) = (t("hog", 100, 120), t("victim", 200, 120), t("x", 300, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, x, "S", idle());
+    tr.wake(MS, 0, 100, v, 0);
+    // CPU 1 runs x again although its switch-in was not recorded
+    tr.wake(2 * MS, 1, 300, t("z", 400, 120), 1);
+    tr.sw(11 * MS, 0, h, "S", v);
+    assert!(run(ID, &[], &tr).is_empty());
+}
