@@ -180,13 +180,8 @@ impl Merger {
         if self.failed {
             return Ok(None);
         }
-        let r = self.next_inner(sink);
-        match &r {
-            Ok(None) => sink.finish(),
-            Err(_) => self.failed = true,
-            Ok(Some(_)) => {}
-        }
-        r
+        // A tail call: the event goes straight to the caller (no copy through a local).
+        self.next_inner(sink)
     }
 
     #[inline]
@@ -197,7 +192,7 @@ impl Merger {
                 self.resubmit(s);
             }
             for s in 0..self.slots.len() {
-                self.fill_current(s, sink)?;
+                self.refill(s, sink)?;
                 self.push_head(s);
             }
         }
@@ -215,6 +210,7 @@ impl Merger {
             self.push_head(s);
         }
         let Some(Reverse((_, s))) = self.heap.pop() else {
+            sink.finish();
             return Ok(None);
         };
         self.running = Some(s);
@@ -242,7 +238,7 @@ impl Merger {
             return Ok(current.pop_front());
         }
         let ev = current.pop_front();
-        self.fill_current(s, sink)?;
+        self.refill(s, sink)?;
         Ok(ev)
     }
 
@@ -264,6 +260,15 @@ impl Merger {
             slot.in_flight = true;
             self.pool.submit(s, stream, self.batch_size);
         }
+    }
+
+    /// [`Merger::fill_current`], remembering a failure (the merge ends after an error).
+    fn refill(&mut self, s: usize, sink: &mut Sink) -> Result<(), ReadError> {
+        let r = self.fill_current(s, sink);
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
     }
 
     /// Makes slot `s`'s current batch non-empty, unless the CPU has no more events.
