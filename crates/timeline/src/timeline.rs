@@ -227,13 +227,14 @@ impl Timeline {
         });
     }
 
-    fn impossible(&mut self, ev: &Event, what: String) {
+    /// Counts an impossible transition; `what` builds the example text only when it is kept.
+    fn impossible(&mut self, ev: &Event, what: impl FnOnce() -> String) {
         self.dq.add(
             "impossible_transition",
             Severity::Warning,
             "an event contradicts the task's known state (the task's state was reset)",
             1,
-            || format!("{}: {what}", at(ev)),
+            || format!("{}: {}", at(ev), what()),
         );
     }
 
@@ -269,10 +270,9 @@ impl Timeline {
                 match self.tasks.get(i).data {
                     TaskState::Running { .. } | TaskState::Runnable { .. } => {}
                     TaskState::Dead { .. } => {
-                        self.impossible(
-                            ev,
-                            format!("wakeup of pid {} which had exited", w.task.pid),
-                        );
+                        self.impossible(ev, || {
+                            format!("wakeup of pid {} which had exited", w.task.pid)
+                        });
                         self.set(
                             i,
                             ev.ts,
@@ -378,15 +378,14 @@ impl Timeline {
                 TaskState::Unknown => {}
                 TaskState::Running { cpu, .. } if cpu as usize == c => {}
                 TaskState::Running { cpu, .. } => {
-                    self.impossible(
-                        ev,
-                        format!("pid {prev} switched out on CPU {c} while running on CPU {cpu}"),
-                    );
+                    self.impossible(ev, || {
+                        format!("pid {prev} switched out on CPU {c} while running on CPU {cpu}")
+                    });
                     if self.cpus.get(cpu as usize) == Some(&Some(prev)) {
                         self.cpus[cpu as usize] = None;
                     }
                 }
-                other => self.impossible(ev, format!("pid {prev} switched out while {other:?}")),
+                other => self.impossible(ev, || format!("pid {prev} switched out while {other:?}")),
             }
             self.set(i, ts, state_after_switch_out(s.prev_state, ts), sink);
         }
@@ -395,10 +394,9 @@ impl Timeline {
             self.tasks.note_payload_comm(i, &s.next.comm);
             match self.tasks.get(i).data {
                 TaskState::Running { cpu, .. } => {
-                    self.impossible(
-                        ev,
-                        format!("pid {next} switched in on CPU {c} while running on CPU {cpu}"),
-                    );
+                    self.impossible(ev, || {
+                        format!("pid {next} switched in on CPU {c} while running on CPU {cpu}")
+                    });
                     if self.cpus.get(cpu as usize) == Some(&Some(next)) {
                         self.cpus[cpu as usize] = None;
                     }
@@ -413,7 +411,7 @@ impl Timeline {
                     );
                 }
                 TaskState::Dead { .. } => {
-                    self.impossible(ev, format!("pid {next} switched in after it exited"))
+                    self.impossible(ev, || format!("pid {next} switched in after it exited"))
                 }
                 TaskState::Unknown | TaskState::Runnable { .. } => {}
             }
