@@ -26,10 +26,10 @@ use common::CliError;
 #[command(
     name = "stallscope",
     version,
-    about,
-    after_help = "Inputs: perf.data (file or pipe mode, -z compressed), ftrace text (trace, trace_pipe), \
+    about = "Find and explain kernel scheduling pathologies in Linux traces, with numbers that agree with perf",
+    after_help = "Inputs: perf.data (file or pipe mode, -z compressed), trace-cmd trace.dat (v6, v7), ftrace text (trace, trace_pipe), \
 `trace-cmd report` text, `perf script` text; each may be gzip/zstd/xz compressed; `-` reads stdin.\n\n\
-Examples:\n  sudo perf sched record -- sleep 5\n  stallscope info perf.data\n  stallscope latency perf.data --sort max\n  \
+Examples:\n  sudo perf sched record -- sleep 5\n  stallscope analyze perf.data\n  sudo stallscope record -o trace.dat --duration 5\n  stallscope info perf.data\n  stallscope latency perf.data --sort max\n  \
 stallscope timehist perf.data --pid 1234 --summary\n  perf script --ns | stallscope dump -\n  stallscope latency trace.txt --format json"
 )]
 struct Cli {
