@@ -81,7 +81,9 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
         if !push_kernel_event(st, line, &ctx, strip_ts_diff(ctx.rest)) {
             st.unparsed(line);
         }
-    } else if let Some((cpu, count)) = parse_lost_marker(t) {
+    } else if let Some((cpu, count)) =
+        parse_lost_marker(t).or_else(|| without_instance_prefix(t).and_then(parse_lost_marker))
+    {
         st.lost_marker(cpu, count, line);
     } else if trimmed.starts_with(b"CPU:")
         && memchr::memmem::find(t, b"[SUBBUFFER START]").is_some()
@@ -92,6 +94,13 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
     } else {
         st.unparsed(line);
     }
+}
+
+/// For a buffer instance `trace-cmd report` prefixes every line with `NAME: `; this returns the
+/// line after such a prefix when it is followed by `CPU:` (a drop marker), e.g.
+/// `mine: CPU:1 [5231 EVENTS DROPPED]` → `CPU:1 [5231 EVENTS DROPPED]`.
+fn without_instance_prefix(t: &[u8]) -> Option<&[u8]> {
+    memchr::memmem::find(t, b": CPU:").map(|i| &t[i + 2..])
 }
 
 #[cfg(test)]
@@ -108,6 +117,17 @@ mod tests {
             out.push(e.dump_line());
         }
         (out, r)
+    }
+
+    #[test]
+    fn drop_marker_of_a_buffer_instance() {
+        let (ev, r) = read("cpus=2\nmine: CPU:1 [5231 EVENTS DROPPED]\n");
+        assert_eq!(
+            ev,
+            vec!["0 1 -1 lost_events count=5231".to_string()],
+            "{ev:?}"
+        );
+        assert_eq!(r.quality().count(key::UNPARSED), 0);
     }
 
     #[test]
