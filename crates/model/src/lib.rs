@@ -14,6 +14,7 @@ pub mod quality;
 pub mod report;
 pub mod state;
 pub mod time;
+pub mod window;
 
 pub use comm::Comm;
 pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
@@ -27,6 +28,10 @@ pub use quality::{DataQuality, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
 pub use state::PrevState;
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
+pub use window::{
+    FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice, RunnableWait, WaitHistogram,
+    WakeupMark, WindowTask,
+};
 
 /// CPU number as the kernel numbers it.
 pub type Cpu = u32;

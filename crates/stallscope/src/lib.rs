@@ -9,6 +9,7 @@
 //! ```
 
 pub mod merge;
+pub mod windows;
 
 pub use merge::{Inputs, Progress};
 pub use stallscope_detect as detect;

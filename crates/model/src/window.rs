@@ -1,0 +1,218 @@
+//! [`FindingWindows`]: the scheduling activity around each finding, at full detail, for
+//! renderers that draw timelines (the HTML report). Renderer-agnostic and bounded: each
+//! window keeps at most a fixed number of items per kind and says how many it left out.
+//!
+//! JSON shape (embedded in the HTML report next to the `stallscope.report/1` document):
+//!
+//! ```text
+//! {"margin_ns":50000000,"max_items":4000,
+//!  "windows":[{"finding":0,"start_ns":595077047000,"end_ns":595275813000,"cpus":[0,1],
+//!              "tasks":[{"pid":12897,"comm":"cyclictest"}],
+//!              "slices":[{"cpu":1,"start_ns":595077047000,"end_ns":595080000000,"pid":12892}],
+//!              "waits":[{"pid":12897,"cpu":1,"start_ns":595127047000,"end_ns":595225813000}],
+//!              "wakeups":[{"ts_ns":595127047000,"cpu":1,"waker_pid":0,"wakee_pid":12897,"target_cpu":1}],
+//!              "migrations":[{"ts_ns":595127047100,"pid":12897,"from_cpu":0,"to_cpu":1}],
+//!              "omitted":{"slices":0,"waits":0,"wakeups":0,"migrations":0}}],
+//!  "histograms":[{"pid":12897,"comm":"cyclictest","waits":1200,"max_ns":98766000,"buckets":[0,0,3,…]}],
+//!  "omitted_windows":0,"note":"…"}
+//! ```
+//!
+//! Times are trace-clock nanoseconds. Slices and waits are clipped to their window. A wait
+//! is the time a task spent runnable (woken, or preempted while running) until it was
+//! switched in; `open` marks one still runnable when the window ends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Cpu, Tid, Ts};
+
+/// A task on a CPU from `start_ns` to `end_ns` (the idle task is not listed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSlice {
+    /// CPU.
+    pub cpu: Cpu,
+    /// Start (clipped to the window).
+    pub start_ns: Ts,
+    /// End (clipped to the window).
+    pub end_ns: Ts,
+    /// Task id (name in [`FindingWindow::tasks`]).
+    pub pid: Tid,
+}
+
+/// A task runnable but not running, from its wakeup (or preemption) until it ran.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnableWait {
+    /// Task id.
+    pub pid: Tid,
+    /// CPU it waited for (where it was switched in, or its wakeup target when still waiting).
+    pub cpu: Cpu,
+    /// Start (clipped to the window).
+    pub start_ns: Ts,
+    /// End (clipped to the window).
+    pub end_ns: Ts,
+    /// True when the task was still waiting at the window's end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open: bool,
+}
+
+/// A wakeup: `waker_pid` (running on `cpu`) woke `wakee_pid` towards `target_cpu`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WakeupMark {
+    /// Event time.
+    pub ts_ns: Ts,
+    /// CPU the wakeup was issued on.
+    pub cpu: Cpu,
+    /// Task running when the wakeup was issued (0: idle / interrupt).
+    pub waker_pid: Tid,
+    /// Task woken.
+    pub wakee_pid: Tid,
+    /// CPU the task was queued on, when recorded.
+    pub target_cpu: Option<Cpu>,
+}
+
+/// A task moved from one CPU's runqueue to another's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MigrationMark {
+    /// Event time.
+    pub ts_ns: Ts,
+    /// Task id.
+    pub pid: Tid,
+    /// Source CPU.
+    pub from_cpu: Cpu,
+    /// Destination CPU.
+    pub to_cpu: Cpu,
+}
+
+/// A task's name as seen in a window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WindowTask {
+    /// Task id.
+    pub pid: Tid,
+    /// Last name seen.
+    pub comm: String,
+}
+
+/// How many items of each kind a window left out once it reached its cap.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Omitted {
+    /// Run slices.
+    pub slices: u64,
+    /// Runnable waits.
+    pub waits: u64,
+    /// Wakeups.
+    pub wakeups: u64,
+    /// Migrations.
+    pub migrations: u64,
+}
+
+impl Omitted {
+    /// True when nothing was left out.
+    pub fn is_empty(&self) -> bool {
+        self.slices == 0 && self.waits == 0 && self.wakeups == 0 && self.migrations == 0
+    }
+}
+
+/// The activity around one finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingWindow {
+    /// Index of the finding in `Report::findings`.
+    pub finding: usize,
+    /// Window start (the finding's start minus the margin).
+    pub start_ns: Ts,
+    /// Window end (the finding's end plus the margin).
+    pub end_ns: Ts,
+    /// CPUs with activity in the window or named by the finding, ascending.
+    pub cpus: Vec<Cpu>,
+    /// Names of the tasks appearing in the window.
+    pub tasks: Vec<WindowTask>,
+    /// Run slices, by end time.
+    pub slices: Vec<RunSlice>,
+    /// Runnable waits, by end time.
+    pub waits: Vec<RunnableWait>,
+    /// Wakeups, by time.
+    pub wakeups: Vec<WakeupMark>,
+    /// Migrations, by time.
+    pub migrations: Vec<MigrationMark>,
+    /// Items left out after the cap.
+    pub omitted: Omitted,
+}
+
+/// Runnable-wait durations of one task over the whole analyzed trace, in log2 buckets:
+/// `buckets[i]` counts waits `d` with `2^i ≤ d < 2^(i+1)` ns (`buckets[0]` also holds 0 ns).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitHistogram {
+    /// Task id.
+    pub pid: Tid,
+    /// Name.
+    pub comm: String,
+    /// Waits counted.
+    pub waits: u64,
+    /// Longest wait.
+    pub max_ns: u64,
+    /// Counts per log2 bucket (trailing empty buckets trimmed).
+    pub buckets: Vec<u64>,
+}
+
+impl WaitHistogram {
+    /// Bucket index of a duration: `floor(log2(d))`, 0 for 0 and 1 ns.
+    pub fn bucket_of(d: u64) -> usize {
+        if d <= 1 {
+            0
+        } else {
+            (63 - d.leading_zeros()) as usize
+        }
+    }
+
+    /// Counts one wait.
+    pub fn add(&mut self, d: u64) {
+        let b = Self::bucket_of(d);
+        if self.buckets.len() <= b {
+            self.buckets.resize(b + 1, 0);
+        }
+        self.buckets[b] += 1;
+        self.waits += 1;
+        self.max_ns = self.max_ns.max(d);
+    }
+}
+
+/// All windows of a report, with what was left out.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingWindows {
+    /// Margin added on each side of a finding's window.
+    pub margin_ns: u64,
+    /// Cap on items of each kind per window.
+    pub max_items: usize,
+    /// Windows, in finding order.
+    pub windows: Vec<FindingWindow>,
+    /// Wait histograms of the tasks named by findings.
+    pub histograms: Vec<WaitHistogram>,
+    /// Findings without a window (size budget, or window count cap).
+    pub omitted_windows: usize,
+    /// Why windows are missing, when they are (e.g. stdin cannot be re-read).
+    pub note: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log2_buckets() {
+        assert_eq!(WaitHistogram::bucket_of(0), 0);
+        assert_eq!(WaitHistogram::bucket_of(1), 0);
+        assert_eq!(WaitHistogram::bucket_of(2), 1);
+        assert_eq!(WaitHistogram::bucket_of(3), 1);
+        assert_eq!(WaitHistogram::bucket_of(1024), 10);
+        assert_eq!(WaitHistogram::bucket_of(2047), 10);
+        let mut h = WaitHistogram {
+            pid: 1,
+            comm: "a".into(),
+            waits: 0,
+            max_ns: 0,
+            buckets: vec![],
+        };
+        h.add(1_000_000); // 2^19 = 524288 ≤ 1e6 < 2^20
+        assert_eq!(h.buckets.len(), 20);
+        assert_eq!(h.buckets[19], 1);
+        assert_eq!(h.max_ns, 1_000_000);
+    }
+}

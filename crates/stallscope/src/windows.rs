@@ -1,0 +1,525 @@
+//! Gathers [`FindingWindows`]: the scheduling activity (run slices per CPU, runnable waits,
+//! wakeups, migrations) in a margin around each finding, plus log2 histograms of the
+//! runnable waits of the tasks the findings name, in one pass over the events.
+//!
+//! Findings are only known after the analysis, so the HTML report reads the inputs a second
+//! time through [`collect`]. The pass keeps only per-CPU "who runs since when", the set of
+//! runnable tasks and task names; items go to the windows open at each event's time and
+//! stop at [`WindowOptions::max_items`] per kind (the rest is counted in `omitted`).
+//!
+//! A slice is clipped to its window: a task running since before the window starts at the
+//! window's start. A wait starts at the task's wakeup (`sched_waking`, else `sched_wakeup`)
+//! or at a switch-out with a runnable `prev_state` (preemption) and ends when the task is
+//! switched in; one still runnable at the window's end is kept with `open: true`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use stallscope_model::{
+    Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows, MigrationMark, RunSlice,
+    RunnableWait, Tid, Ts, WaitHistogram, WakeupMark, WindowTask,
+};
+use stallscope_read::ReadError;
+
+use crate::Inputs;
+
+/// Bounds of the windows.
+#[derive(Clone, Copy, Debug)]
+pub struct WindowOptions {
+    /// Margin on each side of a finding's window.
+    pub margin_ns: u64,
+    /// Items of each kind kept per window.
+    pub max_items: usize,
+    /// Findings that get a window (the first ones: findings are sorted most severe first).
+    pub max_windows: usize,
+    /// Tasks that get a wait histogram.
+    pub max_histograms: usize,
+    /// Only events in this range count (the `--time` of the analysis).
+    pub time_range: (Ts, Ts),
+}
+
+impl Default for WindowOptions {
+    fn default() -> Self {
+        WindowOptions {
+            margin_ns: 50_000_000,
+            max_items: 4000,
+            max_windows: 100,
+            max_histograms: 32,
+            time_range: (0, Ts::MAX),
+        }
+    }
+}
+
+/// Reads `inputs` to the end and gathers the windows of `findings`.
+pub fn collect(
+    inputs: &mut Inputs,
+    findings: &[Finding],
+    opts: WindowOptions,
+) -> Result<FindingWindows, ReadError> {
+    let mut c = WindowCollector::new(findings, opts);
+    while let Some(ev) = inputs.next_event()? {
+        c.on_event(&ev);
+    }
+    Ok(c.finish())
+}
+
+/// One window being filled.
+struct Building {
+    w: FindingWindow,
+    pids: BTreeSet<Tid>,
+    cpus: BTreeSet<Cpu>,
+}
+
+/// The one-pass state machine behind [`collect`].
+pub struct WindowCollector {
+    opts: WindowOptions,
+    /// Windows by start time; `next` is the first not yet opened.
+    pending: Vec<Building>,
+    next: usize,
+    /// Indices into `pending` of windows open now.
+    active: Vec<usize>,
+    /// Per CPU: the task running and since when.
+    current: HashMap<Cpu, (Tid, Ts)>,
+    /// Runnable tasks: since when, and the CPU they wait for when known.
+    runnable: HashMap<Tid, (Ts, Option<Cpu>)>,
+    names: HashMap<Tid, Comm>,
+    histograms: BTreeMap<Tid, WaitHistogram>,
+    saw_waking: bool,
+    first_ts: Option<Ts>,
+    omitted_windows: usize,
+}
+
+fn push_capped<T>(v: &mut Vec<T>, omitted: &mut u64, max: usize, item: T) {
+    if v.len() < max {
+        v.push(item);
+    } else {
+        *omitted += 1;
+    }
+}
+
+impl WindowCollector {
+    /// A collector for these findings (in report order).
+    pub fn new(findings: &[Finding], opts: WindowOptions) -> WindowCollector {
+        let mut pending: Vec<Building> = findings
+            .iter()
+            .enumerate()
+            .take(opts.max_windows)
+            .map(|(i, f)| Building {
+                w: FindingWindow {
+                    finding: i,
+                    start_ns: f.window.start_ns.saturating_sub(opts.margin_ns),
+                    end_ns: f.window.end_ns.saturating_add(opts.margin_ns),
+                    cpus: Vec::new(),
+                    tasks: Vec::new(),
+                    slices: Vec::new(),
+                    waits: Vec::new(),
+                    wakeups: Vec::new(),
+                    migrations: Vec::new(),
+                    omitted: Default::default(),
+                },
+                pids: f.tasks.iter().map(|t| t.pid).collect(),
+                cpus: f.cpus.iter().copied().collect(),
+            })
+            .collect();
+        pending.sort_by_key(|b| b.w.start_ns);
+        let mut histograms = BTreeMap::new();
+        for t in findings.iter().flat_map(|f| f.tasks.iter()) {
+            if t.pid != 0 && histograms.len() < opts.max_histograms {
+                histograms.entry(t.pid).or_insert_with(|| WaitHistogram {
+                    pid: t.pid,
+                    comm: t.comm.clone(),
+                    waits: 0,
+                    max_ns: 0,
+                    buckets: Vec::new(),
+                });
+            }
+        }
+        WindowCollector {
+            opts,
+            omitted_windows: findings.len().saturating_sub(opts.max_windows),
+            pending,
+            next: 0,
+            active: Vec::new(),
+            current: HashMap::new(),
+            runnable: HashMap::new(),
+            names: HashMap::new(),
+            histograms,
+            saw_waking: false,
+            first_ts: None,
+        }
+    }
+
+    /// Closes windows ending before `ts` and opens those starting at or before it.
+    fn advance(&mut self, ts: Ts) {
+        let mut i = 0;
+        while i < self.active.len() {
+            let idx = self.active[i];
+            if self.pending[idx].w.end_ns < ts {
+                self.close(idx);
+                self.active.swap_remove(i);
+            } else {
+                i += 1;
+            }
+        }
+        while self.next < self.pending.len() && self.pending[self.next].w.start_ns <= ts {
+            if self.pending[self.next].w.end_ns >= ts {
+                self.active.push(self.next);
+            } else {
+                self.close(self.next); // window fully between two events
+            }
+            self.next += 1;
+        }
+    }
+
+    /// Ends a window: slices still running and waits still open are clipped to its end.
+    fn close(&mut self, idx: usize) {
+        let max = self.opts.max_items;
+        let b = &mut self.pending[idx];
+        let (start, end) = (b.w.start_ns, b.w.end_ns);
+        let mut cpus: Vec<_> = self.current.iter().collect();
+        cpus.sort();
+        for (&cpu, &(pid, since)) in cpus {
+            if pid != 0 && since < end {
+                let s = RunSlice {
+                    cpu,
+                    start_ns: since.max(start),
+                    end_ns: end,
+                    pid,
+                };
+                b.pids.insert(pid);
+                b.cpus.insert(cpu);
+                push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
+            }
+        }
+        let mut waits: Vec<_> = self.runnable.iter().collect();
+        waits.sort();
+        for (&pid, &(since, cpu)) in waits {
+            if since < end {
+                let Some(cpu) = cpu else {
+                    b.w.omitted.waits += 1; // waiting for an unknown CPU: cannot be drawn
+                    continue;
+                };
+                let wt = RunnableWait {
+                    pid,
+                    cpu,
+                    start_ns: since.max(start),
+                    end_ns: end,
+                    open: true,
+                };
+                b.pids.insert(pid);
+                b.cpus.insert(cpu);
+                push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
+            }
+        }
+        b.w.cpus = b.cpus.iter().copied().collect();
+        b.w.tasks = b
+            .pids
+            .iter()
+            .map(|&pid| WindowTask {
+                pid,
+                comm: match self.names.get(&pid) {
+                    Some(c) => c.as_str().to_string(),
+                    None if pid == 0 => "swapper".to_string(),
+                    None => String::new(),
+                },
+            })
+            .collect();
+    }
+
+    fn each_active(&mut self, mut f: impl FnMut(&mut Building, usize)) {
+        let max = self.opts.max_items;
+        for &idx in &self.active {
+            f(&mut self.pending[idx], max);
+        }
+    }
+
+    /// Feeds one event (in time order).
+    pub fn on_event(&mut self, ev: &Event) {
+        let (lo, hi) = self.opts.time_range;
+        if ev.ts < lo || ev.ts > hi {
+            return; // outside the analyzed range, like the analysis itself
+        }
+        let ts = ev.ts;
+        let first = *self.first_ts.get_or_insert(ts);
+        self.advance(ts);
+        match &ev.kind {
+            EventKind::Switch(sw) => {
+                let cpu = ev.cpu;
+                self.names.insert(sw.prev.pid, sw.prev.comm);
+                self.names.insert(sw.next.pid, sw.next.comm);
+                let since = match self.current.get(&cpu) {
+                    Some(&(pid, since)) if pid == sw.prev.pid => since,
+                    _ => first, // first switch seen on this CPU: running since the trace began
+                };
+                let prev = sw.prev.pid;
+                if prev != 0 && since < ts {
+                    self.each_active(|b, max| {
+                        let s = RunSlice {
+                            cpu,
+                            start_ns: since.max(b.w.start_ns),
+                            end_ns: ts,
+                            pid: prev,
+                        };
+                        b.pids.insert(prev);
+                        b.cpus.insert(cpu);
+                        push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
+                    });
+                }
+                if prev != 0 && sw.prev_state.is_runnable() {
+                    self.runnable.insert(prev, (ts, Some(cpu)));
+                }
+                let next = sw.next.pid;
+                if next != 0 {
+                    if let Some((start, _)) = self.runnable.remove(&next) {
+                        if let Some(h) = self.histograms.get_mut(&next) {
+                            h.add(ts.saturating_sub(start));
+                        }
+                        self.each_active(|b, max| {
+                            let wt = RunnableWait {
+                                pid: next,
+                                cpu,
+                                start_ns: start.max(b.w.start_ns),
+                                end_ns: ts,
+                                open: false,
+                            };
+                            b.pids.insert(next);
+                            b.cpus.insert(cpu);
+                            push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
+                        });
+                    }
+                }
+                self.current.insert(cpu, (next, ts));
+            }
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                let is_waking = matches!(ev.kind, EventKind::Waking(_));
+                self.saw_waking |= is_waking;
+                self.names.insert(w.task.pid, w.task.comm);
+                let shown = is_waking
+                    || matches!(ev.kind, EventKind::WakeupNew(_))
+                    || !self.saw_waking;
+                let running = self.current.values().any(|&(p, _)| p == w.task.pid);
+                if !running && w.task.pid != 0 {
+                    let e = self
+                        .runnable
+                        .entry(w.task.pid)
+                        .or_insert((ts, w.target_cpu));
+                    if e.1.is_none() {
+                        e.1 = w.target_cpu;
+                    }
+                }
+                if shown {
+                    let mark = WakeupMark {
+                        ts_ns: ts,
+                        cpu: ev.cpu,
+                        waker_pid: ev.pid,
+                        wakee_pid: w.task.pid,
+                        target_cpu: w.target_cpu,
+                    };
+                    self.each_active(|b, max| {
+                        b.pids.insert(mark.wakee_pid);
+                        b.pids.insert(mark.waker_pid);
+                        b.cpus.insert(mark.cpu);
+                        b.cpus.extend(mark.target_cpu);
+                        push_capped(
+                            &mut b.w.wakeups,
+                            &mut b.w.omitted.wakeups,
+                            max,
+                            mark.clone(),
+                        );
+                    });
+                }
+            }
+            EventKind::Migrate(m) => {
+                self.names.insert(m.task.pid, m.task.comm);
+                if let Some(e) = self.runnable.get_mut(&m.task.pid) {
+                    e.1 = Some(m.dest_cpu);
+                }
+                let mark = MigrationMark {
+                    ts_ns: ts,
+                    pid: m.task.pid,
+                    from_cpu: m.orig_cpu,
+                    to_cpu: m.dest_cpu,
+                };
+                self.each_active(|b, max| {
+                    b.pids.insert(mark.pid);
+                    b.cpus.insert(mark.from_cpu);
+                    b.cpus.insert(mark.to_cpu);
+                    push_capped(
+                        &mut b.w.migrations,
+                        &mut b.w.omitted.migrations,
+                        max,
+                        mark.clone(),
+                    );
+                });
+            }
+            EventKind::Exit(t) => {
+                self.runnable.remove(&t.pid);
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes the remaining windows and returns them in finding order.
+    pub fn finish(mut self) -> FindingWindows {
+        for idx in std::mem::take(&mut self.active) {
+            self.close(idx);
+        }
+        for idx in self.next..self.pending.len() {
+            self.close(idx); // starts after the last event
+        }
+        let mut windows: Vec<FindingWindow> = self.pending.into_iter().map(|b| b.w).collect();
+        windows.sort_by_key(|w| w.finding);
+        FindingWindows {
+            margin_ns: self.opts.margin_ns,
+            max_items: self.opts.max_items,
+            windows,
+            histograms: self.histograms.into_values().collect(),
+            omitted_windows: self.omitted_windows,
+            note: String::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{
+        FindingSeverity, FindingTask, PrevState, Span, Switch, TaskRef, Wakeup, Window,
+    };
+
+    fn task(pid: Tid, name: &str) -> TaskRef {
+        TaskRef {
+            comm: Comm::new(name),
+            pid,
+            prio: 120,
+        }
+    }
+
+    fn ev(ts: Ts, cpu: Cpu, pid: Tid, kind: EventKind) -> Event {
+        Event {
+            ts,
+            cpu,
+            pid,
+            span: Span::default(),
+            kind,
+            callchain: None,
+        }
+    }
+
+    fn switch(ts: Ts, cpu: Cpu, prev: Tid, state: &str, next: Tid) -> Event {
+        ev(
+            ts,
+            cpu,
+            prev,
+            EventKind::Switch(Switch {
+                prev: task(prev, "p"),
+                prev_state: PrevState::parse(state).unwrap(),
+                next: task(next, "n"),
+            }),
+        )
+    }
+
+    fn finding(start: Ts, end: Ts, victim: Tid) -> Finding {
+        Finding {
+            detector: "runqueue-starvation".into(),
+            severity: FindingSeverity::High,
+            title: "t".into(),
+            window: Window {
+                start_ns: start,
+                end_ns: end,
+            },
+            cpus: vec![0],
+            tasks: vec![FindingTask {
+                pid: victim,
+                comm: "v".into(),
+                role: "victim".into(),
+                measures: Default::default(),
+            }],
+            measures: Default::default(),
+            evidence: vec![],
+            hint: String::new(),
+        }
+    }
+
+    #[test]
+    fn slices_waits_and_histogram_around_a_finding() {
+        let opts = WindowOptions {
+            margin_ns: 100,
+            ..Default::default()
+        };
+        let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], opts);
+        c.on_event(&switch(0, 0, 0, "R", 5)); // 5 runs on cpu 0 from 0
+        c.on_event(&ev(
+            1000,
+            0,
+            5,
+            EventKind::Waking(Wakeup {
+                task: task(7, "v"),
+                target_cpu: Some(0),
+            }),
+        ));
+        c.on_event(&switch(2000, 0, 5, "R", 7)); // 7 waited 1000 ns; 5 preempted
+        c.on_event(&switch(2500, 0, 7, "S", 5)); // 5 waited 500 ns
+        c.on_event(&switch(5000, 0, 5, "S", 0));
+        let w = c.finish();
+        assert_eq!(w.windows.len(), 1);
+        let win = &w.windows[0];
+        assert_eq!((win.start_ns, win.end_ns), (900, 2100));
+        assert_eq!(
+            win.slices,
+            vec![
+                RunSlice {
+                    cpu: 0,
+                    start_ns: 900,
+                    end_ns: 2000,
+                    pid: 5
+                },
+                RunSlice {
+                    cpu: 0,
+                    start_ns: 2000,
+                    end_ns: 2100,
+                    pid: 7
+                },
+            ]
+        );
+        assert_eq!(
+            win.waits,
+            vec![
+                RunnableWait {
+                    pid: 7,
+                    cpu: 0,
+                    start_ns: 1000,
+                    end_ns: 2000,
+                    open: false
+                },
+                RunnableWait {
+                    pid: 5,
+                    cpu: 0,
+                    start_ns: 2000,
+                    end_ns: 2100,
+                    open: true
+                },
+            ]
+        );
+        assert_eq!(win.wakeups.len(), 1);
+        assert_eq!(win.wakeups[0].waker_pid, 5);
+        assert_eq!(w.histograms.len(), 1);
+        assert_eq!(w.histograms[0].waits, 1);
+        assert_eq!(w.histograms[0].buckets[9], 1); // 512 ≤ 1000 < 1024
+    }
+
+    #[test]
+    fn caps_count_what_they_leave_out() {
+        let opts = WindowOptions {
+            margin_ns: 0,
+            max_items: 2,
+            ..Default::default()
+        };
+        let mut c = WindowCollector::new(&[finding(0, 1_000_000, 1)], opts);
+        for i in 0..10u64 {
+            c.on_event(&switch(i * 10, 0, (i % 2 + 1) as Tid, "R", (2 - i % 2) as Tid));
+        }
+        let w = c.finish();
+        assert_eq!(w.windows[0].slices.len(), 2);
+        assert!(w.windows[0].omitted.slices >= 8);
+    }
+}
