@@ -1,8 +1,10 @@
 //! stallscope renderers: a [`Report`](stallscope_model::Report) as text ([`text`]: one block
 //! per finding, most severe first, or one line per finding) or JSON ([`json`]: the
-//! `stallscope.report/1` document). Depends on the model only, so a saved JSON report can be
+//! `stallscope.report/1` document) or one self-contained HTML page ([`html`]: findings as
+//! static HTML plus per-CPU timelines of the windows around them). Depends on the model only, so a saved JSON report can be
 //! re-rendered.
 
+pub mod html;
 pub mod json;
 pub mod text;
 

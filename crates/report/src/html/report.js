@@ -1,0 +1,242 @@
+// stallscope HTML report: draws a per-CPU swimlane timeline for every finding from the
+// embedded JSON (#stallscope-report, #stallscope-windows). Wheel zooms around the pointer,
+// drag pans, hovering shows details, double-click resets. No network access is made.
+// window.__stallscope exposes what was drawn (for tests and curious readers).
+"use strict";
+(function () {
+  var report = JSON.parse(document.getElementById("stallscope-report").textContent);
+  var data = JSON.parse(document.getElementById("stallscope-windows").textContent);
+  var debug = { findings: report.findings.length, timelines: [], ready: false };
+  window.__stallscope = debug;
+  var tip = document.createElement("div");
+  tip.className = "tl-tip";
+  document.body.appendChild(tip);
+
+  var LABEL_W = 64, LANE_H = 34, AXIS_H = 22, PAD_TOP = 6;
+  var COLORS = { victim: "#d32f2f", culprit: "#f57c00", wait: "rgba(211,47,47,0.28)",
+                 waitOther: "rgba(120,120,140,0.22)", wake: "#2e7d32", migrate: "#6a1b9a",
+                 finding: "rgba(255,213,79,0.25)" };
+
+  function hue(pid) { var h = (pid * 2654435761) >>> 0; return h % 360; }
+  function taskColor(pid, roles) {
+    var r = roles[pid];
+    if (r === "victim") return COLORS.victim;
+    if (r) return COLORS.culprit;
+    return "hsl(" + hue(pid) + ",35%,68%)";
+  }
+  function fmtDur(ns) {
+    var a = Math.abs(ns);
+    if (a >= 1e9) return (ns / 1e9).toFixed(3) + " s";
+    if (a >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
+    if (a >= 1e3) return (ns / 1e3).toFixed(1) + " µs";
+    return Math.round(ns) + " ns";
+  }
+  function fmtTs(ns) { return (ns / 1e9).toFixed(6) + " s"; }
+
+  function Timeline(el, win, finding) {
+    var self = this;
+    this.win = win; this.finding = finding;
+    this.roles = {}; this.names = {};
+    win.tasks.forEach(function (t) { self.names[t.pid] = t.comm; });
+    finding.tasks.forEach(function (t) { self.roles[t.pid] = t.role; self.names[t.pid] = t.comm; });
+    this.lanes = win.cpus.slice();
+    this.laneOf = {};
+    this.lanes.forEach(function (c, i) { self.laneOf[c] = i; });
+    this.t0 = win.start_ns; this.t1 = Math.max(win.end_ns, win.start_ns + 1);
+    var bar = document.createElement("div");
+    bar.className = "tl-bar";
+    bar.innerHTML =
+      '<span><span class="swatch" style="background:' + COLORS.victim + '"></span>victim</span>' +
+      '<span><span class="swatch" style="background:' + COLORS.culprit + '"></span>other named task</span>' +
+      '<span><span class="swatch" style="background:' + COLORS.wait + ';border:1px solid ' + COLORS.victim + '"></span>victim runnable wait</span>' +
+      '<span><span class="swatch" style="background:' + COLORS.wake + '"></span>wakeup</span>' +
+      '<span><span class="swatch" style="background:' + COLORS.migrate + '"></span>migration</span>' +
+      '<span><span class="swatch" style="background:' + COLORS.finding + ';border:1px solid #e0c050"></span>finding window</span>' +
+      "<span>wheel: zoom · drag: pan · double-click: reset</span>";
+    var reset = document.createElement("button");
+    reset.textContent = "reset zoom";
+    reset.onclick = function () { self.t0 = win.start_ns; self.t1 = Math.max(win.end_ns, win.start_ns + 1); self.draw(); };
+    bar.appendChild(reset);
+    el.appendChild(bar);
+    this.canvas = document.createElement("canvas");
+    el.appendChild(this.canvas);
+    var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations;
+    if (left > 0) {
+      var note = document.createElement("div");
+      note.className = "tl-note";
+      note.textContent = "Left out of this window (cap of " + data.max_items + " per kind): " +
+        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations.";
+      el.appendChild(note);
+    }
+    this.victimWaits = win.waits.filter(function (w) { return self.roles[w.pid] === "victim"; });
+    el.setAttribute("data-lanes", this.lanes.join(","));
+    el.setAttribute("data-victim-waits", String(this.victimWaits.length));
+    el.setAttribute("data-slices", String(win.slices.length));
+    this.bind();
+    this.draw();
+    this.el = el;
+  }
+
+  Timeline.prototype.x = function (ts) { return LABEL_W + (ts - this.t0) / (this.t1 - this.t0) * (this.w - LABEL_W); };
+  Timeline.prototype.tsAt = function (x) { return this.t0 + (x - LABEL_W) / (this.w - LABEL_W) * (this.t1 - this.t0); };
+  Timeline.prototype.laneY = function (cpu) { return PAD_TOP + this.laneOf[cpu] * LANE_H; };
+
+  Timeline.prototype.draw = function () {
+    var c = this.canvas, dpr = window.devicePixelRatio || 1, self = this, win = this.win;
+    this.w = c.clientWidth || 900;
+    this.h = PAD_TOP + this.lanes.length * LANE_H + AXIS_H;
+    c.style.height = this.h + "px";
+    c.width = Math.round(this.w * dpr); c.height = Math.round(this.h * dpr);
+    var g = c.getContext("2d");
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, this.w, this.h);
+    g.font = "12px system-ui, sans-serif";
+    // finding window
+    var fx0 = Math.max(LABEL_W, this.x(this.finding.window.start_ns));
+    var fx1 = Math.min(this.w, this.x(this.finding.window.end_ns));
+    if (fx1 > fx0) { g.fillStyle = COLORS.finding; g.fillRect(fx0, PAD_TOP, Math.max(1, fx1 - fx0), this.lanes.length * LANE_H); }
+    // lanes
+    this.lanes.forEach(function (cpu, i) {
+      var y = PAD_TOP + i * LANE_H;
+      g.fillStyle = i % 2 ? "rgba(0,0,0,0.025)" : "rgba(0,0,0,0)";
+      g.fillRect(LABEL_W, y, self.w - LABEL_W, LANE_H);
+      g.fillStyle = "#333"; g.textBaseline = "middle";
+      g.fillText("CPU " + cpu, 6, y + LANE_H / 2);
+      g.strokeStyle = "#e4e4e8"; g.beginPath(); g.moveTo(LABEL_W, y + LANE_H + 0.5); g.lineTo(self.w, y + LANE_H + 0.5); g.stroke();
+    });
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, 0, this.w - LABEL_W, this.h); g.clip();
+    // run slices: lower two thirds of the lane
+    win.slices.forEach(function (s) {
+      if (s.end_ns < self.t0 || s.start_ns > self.t1 || self.laneOf[s.cpu] === undefined) return;
+      var x0 = self.x(s.start_ns), x1 = self.x(s.end_ns), y = self.laneY(s.cpu) + 12;
+      g.fillStyle = taskColor(s.pid, self.roles);
+      g.fillRect(x0, y, Math.max(0.7, x1 - x0), LANE_H - 16);
+      if (x1 - x0 > 40) {
+        g.fillStyle = self.roles[s.pid] ? "#fff" : "#222"; g.textBaseline = "middle";
+        var label = (self.names[s.pid] || "?") + " " + s.pid;
+        g.save(); g.beginPath(); g.rect(x0, y, x1 - x0, LANE_H - 16); g.clip();
+        g.fillText(label, x0 + 3, y + (LANE_H - 16) / 2); g.restore();
+      }
+    });
+    // runnable waits: top band of the lane; the victim's in red with an outline
+    win.waits.forEach(function (w) {
+      if (w.end_ns < self.t0 || w.start_ns > self.t1 || self.laneOf[w.cpu] === undefined) return;
+      var victim = self.roles[w.pid] === "victim";
+      var x0 = self.x(w.start_ns), x1 = self.x(w.end_ns), y = self.laneY(w.cpu) + 2;
+      g.fillStyle = victim ? COLORS.wait : COLORS.waitOther;
+      g.fillRect(x0, y, Math.max(0.7, x1 - x0), 8);
+      if (victim) { g.strokeStyle = COLORS.victim; g.lineWidth = 1.5; g.strokeRect(x0, y, Math.max(0.7, x1 - x0), 8); g.lineWidth = 1; }
+    });
+    // wakeups: arrow from the waker's CPU to the target CPU (a tick when the same)
+    function arrow(x, ya, yb, color) {
+      g.strokeStyle = color; g.fillStyle = color; g.beginPath(); g.moveTo(x, ya); g.lineTo(x, yb); g.stroke();
+      var d = yb > ya ? -5 : 5;
+      g.beginPath(); g.moveTo(x, yb); g.lineTo(x - 3.5, yb + d); g.lineTo(x + 3.5, yb + d); g.closePath(); g.fill();
+    }
+    win.wakeups.forEach(function (k) {
+      if (k.ts_ns < self.t0 || k.ts_ns > self.t1) return;
+      var from = self.laneOf[k.cpu], to = self.laneOf[k.target_cpu == null ? k.cpu : k.target_cpu];
+      if (from === undefined || to === undefined) return;
+      var x = self.x(k.ts_ns);
+      var ya = PAD_TOP + from * LANE_H + LANE_H / 2, yb = PAD_TOP + to * LANE_H + 3;
+      if (from === to) { ya = PAD_TOP + to * LANE_H + LANE_H - 2; yb = PAD_TOP + to * LANE_H + 11; }
+      arrow(x, ya, yb, COLORS.wake);
+    });
+    win.migrations.forEach(function (m) {
+      if (m.ts_ns < self.t0 || m.ts_ns > self.t1) return;
+      var from = self.laneOf[m.from_cpu], to = self.laneOf[m.to_cpu];
+      if (from === undefined || to === undefined) return;
+      var x = self.x(m.ts_ns);
+      g.setLineDash([3, 2]);
+      arrow(x, PAD_TOP + from * LANE_H + LANE_H / 2, PAD_TOP + to * LANE_H + LANE_H / 2, COLORS.migrate);
+      g.setLineDash([]);
+    });
+    g.restore();
+    // axis: time relative to the finding's start
+    var yA = PAD_TOP + this.lanes.length * LANE_H;
+    var span = this.t1 - this.t0, step = Math.pow(10, Math.floor(Math.log10(span / 6)));
+    if (span / step > 12) step *= 5; else if (span / step > 6) step *= 2;
+    var base = this.finding.window.start_ns;
+    g.fillStyle = "#555"; g.strokeStyle = "#bbb"; g.textBaseline = "top";
+    for (var t = Math.ceil((this.t0 - base) / step) * step; base + t <= this.t1; t += step) {
+      var x = this.x(base + t);
+      g.beginPath(); g.moveTo(x, yA); g.lineTo(x, yA + 4); g.stroke();
+      g.fillText((t >= 0 ? "+" : "") + fmtDur(t), x + 2, yA + 5);
+    }
+    this.drawn = { lanes: this.lanes.slice(), t0: this.t0, t1: this.t1 };
+  };
+
+  Timeline.prototype.hit = function (mx, my) {
+    var self = this, ts = this.tsAt(mx), lane = Math.floor((my - PAD_TOP) / LANE_H);
+    if (lane < 0 || lane >= this.lanes.length || mx < LABEL_W) return null;
+    var cpu = this.lanes[lane], inLane = my - PAD_TOP - lane * LANE_H, tol = (this.t1 - this.t0) / this.w * 3;
+    var best = null;
+    this.win.wakeups.forEach(function (k) {
+      if (Math.abs(k.ts_ns - ts) <= tol && (k.cpu === cpu || k.target_cpu === cpu))
+        best = "wakeup at " + fmtTs(k.ts_ns) + "\n" + (self.names[k.waker_pid] || "?") + " (" + k.waker_pid + ") on CPU " + k.cpu +
+          " woke " + (self.names[k.wakee_pid] || "?") + " (" + k.wakee_pid + ")" + (k.target_cpu == null ? "" : " → CPU " + k.target_cpu);
+    });
+    if (best) return best;
+    this.win.migrations.forEach(function (m) {
+      if (Math.abs(m.ts_ns - ts) <= tol)
+        best = "migration at " + fmtTs(m.ts_ns) + "\n" + (self.names[m.pid] || "?") + " (" + m.pid + ") CPU " + m.from_cpu + " → CPU " + m.to_cpu;
+    });
+    if (best) return best;
+    var list = inLane < 11 ? this.win.waits : this.win.slices;
+    list.forEach(function (s) {
+      if (s.cpu === cpu && s.start_ns <= ts + tol && s.end_ns >= ts - tol) {
+        var role = self.roles[s.pid] ? " [" + self.roles[s.pid] + "]" : "";
+        best = (list === self.win.waits ? "runnable wait" + (s.open ? " (still waiting at window end)" : "") : "running") +
+          " on CPU " + s.cpu + "\n" + (self.names[s.pid] || "?") + " (pid " + s.pid + ")" + role +
+          "\n" + fmtTs(s.start_ns) + " … " + fmtTs(s.end_ns) + "\n" + fmtDur(s.end_ns - s.start_ns);
+      }
+    });
+    return best;
+  };
+
+  Timeline.prototype.bind = function () {
+    var self = this, c = this.canvas, drag = null;
+    c.addEventListener("wheel", function (e) {
+      e.preventDefault();
+      var r = c.getBoundingClientRect(), mx = e.clientX - r.left;
+      var at = self.tsAt(Math.max(LABEL_W, mx)), f = Math.exp(e.deltaY * 0.0015);
+      var span = Math.max(1000, (self.t1 - self.t0) * f);
+      var frac = (at - self.t0) / (self.t1 - self.t0);
+      self.t0 = at - frac * span; self.t1 = self.t0 + span;
+      self.draw();
+    }, { passive: false });
+    c.addEventListener("mousedown", function (e) { drag = { x: e.clientX, t0: self.t0, t1: self.t1 }; c.classList.add("dragging"); });
+    window.addEventListener("mouseup", function () { drag = null; c.classList.remove("dragging"); });
+    c.addEventListener("dblclick", function () { self.t0 = self.win.start_ns; self.t1 = Math.max(self.win.end_ns, self.win.start_ns + 1); self.draw(); });
+    c.addEventListener("mousemove", function (e) {
+      var r = c.getBoundingClientRect();
+      if (drag) {
+        var dt = (e.clientX - drag.x) / (self.w - LABEL_W) * (drag.t1 - drag.t0);
+        self.t0 = drag.t0 - dt; self.t1 = drag.t1 - dt; self.draw(); tip.style.display = "none"; return;
+      }
+      var text = self.hit(e.clientX - r.left, e.clientY - r.top);
+      if (!text) { tip.style.display = "none"; return; }
+      tip.textContent = text; tip.style.display = "block";
+      tip.style.left = (e.clientX + 12) + "px"; tip.style.top = (e.clientY + 12) + "px";
+    });
+    c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+    window.addEventListener("resize", function () { self.draw(); });
+  };
+
+  data.windows.forEach(function (win) {
+    var finding = report.findings[win.finding];
+    var el = document.querySelector('.timeline[data-finding="' + win.finding + '"]');
+    if (!finding || !el) return;
+    var t = new Timeline(el, win, finding);
+    debug.timelines.push({
+      finding: win.finding, lanes: t.lanes.slice(), slices: win.slices.length,
+      victimWaits: t.victimWaits.map(function (w) { return { pid: w.pid, cpu: w.cpu, start_ns: w.start_ns, end_ns: w.end_ns }; }),
+      view: t.drawn,
+      // canvas pixel (CSS px, relative to the canvas) of time ts on a CPU's wait band
+      waitPoint: function (ts, cpu) { return { x: t.x(ts), y: t.laneY(cpu) + 6 }; }
+    });
+  });
+  document.documentElement.setAttribute("data-stallscope-ready", "1");
+  debug.ready = true;
+})();
