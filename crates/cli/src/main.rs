@@ -8,6 +8,7 @@ mod cmd_analyze;
 mod cmd_detectors;
 mod cmd_dump;
 mod cmd_explain;
+mod cmd_export;
 mod cmd_info;
 mod cmd_latency;
 mod cmd_record;
@@ -54,6 +55,8 @@ enum Command {
     Latency(cmd_latency::LatencyArgs),
     /// One row per context switch, like `perf sched timehist`.
     Timehist(cmd_timehist::TimehistArgs),
+    /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
+    Export(cmd_export::ExportArgs),
     /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
     Record(cmd_record::RecordArgs),
 }
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd_latency::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
+        Command::Export(a) => cmd_export::run(a, &mut out),
     };
     common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
