@@ -70,6 +70,10 @@ pub struct AnalyzeArgs {
     /// One line per finding (text only).
     #[arg(long)]
     oneline: bool,
+    /// Also write a self-contained HTML report (findings, per-CPU timelines around them,
+    /// wait histograms; no network access) to FILE. Reads the inputs a second time.
+    #[arg(long, value_name = "FILE")]
+    html: Option<std::path::PathBuf>,
 }
 
 fn split_ids(s: &str) -> Result<Vec<&'static Entry>, CliError> {
@@ -323,6 +327,9 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
             FAIL_ON_MATCHED.store(true, Ordering::Relaxed);
         }
     }
+    if let Some(path) = &args.html {
+        write_html(args, &report, time, path)?;
+    }
     match args.format {
         OutputFormat::Json => stallscope::report::json::write(out, &report)?,
         OutputFormat::Text => {
@@ -338,6 +345,45 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
             )?
         }
     }
+    Ok(())
+}
+
+/// Writes the `--html` page: the windows around the findings come from a second pass over
+/// the inputs (stdin cannot be re-read: its page has no timelines and says so).
+fn write_html(
+    args: &AnalyzeArgs,
+    report: &Report,
+    time: Option<(Ts, Ts)>,
+    path: &std::path::Path,
+) -> Result<(), CliError> {
+    use stallscope::model::FindingWindows;
+    use stallscope::windows::{collect, WindowOptions};
+    let opts = WindowOptions {
+        time_range: time.unwrap_or((0, Ts::MAX)),
+        ..WindowOptions::default()
+    };
+    let windows = if args.input.files.iter().any(|f| f == "-") {
+        FindingWindows {
+            margin_ns: opts.margin_ns,
+            max_items: opts.max_items,
+            omitted_windows: report.findings.len(),
+            note: "Standard input cannot be read a second time: no timelines.".to_string(),
+            ..FindingWindows::default()
+        }
+    } else if report.findings.is_empty() {
+        FindingWindows {
+            margin_ns: opts.margin_ns,
+            max_items: opts.max_items,
+            ..FindingWindows::default()
+        }
+    } else {
+        collect(&mut args.input.open()?, &report.findings, opts)?
+    };
+    let bad = |e: std::io::Error| CliError::Usage(format!("--html {}: {e}", path.display()));
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(bad)?);
+    stallscope::report::html::write(&mut file, report, &windows, Default::default())
+        .map_err(bad)?;
+    file.flush().map_err(bad)?;
     Ok(())
 }
 
