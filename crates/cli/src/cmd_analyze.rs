@@ -269,8 +269,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some((a, b)) = time {
         engine.set_time_range(a, b);
     }
-    while let Some(ev) = inputs.next_event()? {
-        engine.process(&ev);
+    let mut batch = Vec::new();
+    while inputs.next_batch(&mut batch)? {
+        for ev in &batch {
+            engine.process(ev);
+        }
     }
     let result = engine.finish();
     let mut dq = inputs.quality();

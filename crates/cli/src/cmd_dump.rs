@@ -72,18 +72,21 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut inputs = args.input.open()?;
     let paths: Vec<String> = inputs.metas().iter().map(|m| m.path.clone()).collect();
     let path_of = |i: u16| paths.get(usize::from(i)).map_or("?", |s| s.as_str());
-    while let Some(ev) = inputs.next_event()? {
-        match args.format {
-            OutputFormat::Text => {
-                out.write_all(ev.dump_line().as_bytes())?;
-                if args.source {
-                    write!(out, " # {}:{}", path_of(ev.span.input), ev.span.pos)?;
+    let mut batch = Vec::new();
+    while inputs.next_batch(&mut batch)? {
+        for ev in &batch {
+            match args.format {
+                OutputFormat::Text => {
+                    out.write_all(ev.dump_line().as_bytes())?;
+                    if args.source {
+                        write!(out, " # {}:{}", path_of(ev.span.input), ev.span.pos)?;
+                    }
+                    out.write_all(b"\n")?;
                 }
-                out.write_all(b"\n")?;
-            }
-            OutputFormat::Json => {
-                serde_json::to_writer(&mut *out, &json_line(&ev, path_of(ev.span.input)))?;
-                out.write_all(b"\n")?;
+                OutputFormat::Json => {
+                    serde_json::to_writer(&mut *out, &json_line(ev, path_of(ev.span.input)))?;
+                    out.write_all(b"\n")?;
+                }
             }
         }
     }

@@ -112,48 +112,51 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut cpus = BTreeSet::new();
     let (mut lost, mut lost_unknown) = (0u64, 0u64);
     let mut n = 0u64;
-    while let Some(ev) = inputs.next_event()? {
-        n += 1;
-        // Side-band name records (perf synthesizes them at time 0 for tasks that existed
-        // before recording) say nothing about the traced time range.
-        if !matches!(ev.kind, EventKind::TaskComm { .. }) {
-            first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
-            last = Some(last.map_or(ev.ts, |l| l.max(ev.ts)));
-        }
-        cpus.insert(ev.cpu);
-        let mut name_task = |pid: Tid, comm: Comm| {
-            let t = tasks.entry(pid).or_insert((comm, 0, 0));
-            if !comm.is_empty() {
-                t.0 = comm;
+    let mut batch = Vec::new();
+    while inputs.next_batch(&mut batch)? {
+        for ev in &batch {
+            n += 1;
+            // Side-band name records (perf synthesizes them at time 0 for tasks that existed
+            // before recording) say nothing about the traced time range.
+            if !matches!(ev.kind, EventKind::TaskComm { .. }) {
+                first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
+                last = Some(last.map_or(ev.ts, |l| l.max(ev.ts)));
             }
-        };
-        match &ev.kind {
-            EventKind::Switch(s) => {
-                name_task(s.prev.pid, s.prev.comm);
-                name_task(s.next.pid, s.next.comm);
-                if let Some(t) = tasks.get_mut(&s.next.pid) {
-                    t.2 += 1;
+            cpus.insert(ev.cpu);
+            let mut name_task = |pid: Tid, comm: Comm| {
+                let t = tasks.entry(pid).or_insert((comm, 0, 0));
+                if !comm.is_empty() {
+                    t.0 = comm;
                 }
+            };
+            match &ev.kind {
+                EventKind::Switch(s) => {
+                    name_task(s.prev.pid, s.prev.comm);
+                    name_task(s.next.pid, s.next.comm);
+                    if let Some(t) = tasks.get_mut(&s.next.pid) {
+                        t.2 += 1;
+                    }
+                }
+                EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                    name_task(w.task.pid, w.task.comm)
+                }
+                EventKind::TaskComm { tid, comm, .. } => name_task(*tid, *comm),
+                EventKind::Lost { count } => match count {
+                    Some(c) => lost += c,
+                    None => lost_unknown += 1,
+                },
+                _ => {}
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                name_task(w.task.pid, w.task.comm)
+            if ev.pid >= 0 {
+                tasks.entry(ev.pid).or_insert((Comm::EMPTY, 0, 0)).1 += 1;
             }
-            EventKind::TaskComm { tid, comm, .. } => name_task(*tid, *comm),
-            EventKind::Lost { count } => match count {
-                Some(c) => lost += c,
-                None => lost_unknown += 1,
-            },
-            _ => {}
-        }
-        if ev.pid >= 0 {
-            tasks.entry(ev.pid).or_insert((Comm::EMPTY, 0, 0)).1 += 1;
-        }
-        match ev.kind.static_name() {
-            Some(name) => *counts.entry(name).or_default() += 1,
-            None => {
-                *generic_counts
-                    .entry(ev.kind.name().to_string())
-                    .or_default() += 1
+            match ev.kind.static_name() {
+                Some(name) => *counts.entry(name).or_default() += 1,
+                None => {
+                    *generic_counts
+                        .entry(ev.kind.name().to_string())
+                        .or_default() += 1
+                }
             }
         }
     }

@@ -182,8 +182,11 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
         flavor,
         waking_declared,
     });
-    while let Some(ev) = inputs.next_event()? {
-        latency.process(&ev);
+    let mut batch = Vec::new();
+    while inputs.next_batch(&mut batch)? {
+        for ev in &batch {
+            latency.process(ev);
+        }
     }
     let report = latency.finish();
     let mut dq = inputs.quality();

@@ -255,27 +255,30 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
         OutputFormat::Text => {}
         OutputFormat::Json => out.write_all(b"{\"rows\":[")?,
     }
-    while let Some(ev) = inputs.next_event()? {
-        th.process(&ev, &mut |r| {
-            if !show_rows || io_err.is_some() {
-                return;
-            }
-            let res = match args.format {
-                OutputFormat::Text => text.row(out, r),
-                OutputFormat::Json => {
-                    let sep: &[u8] = if first { b"\n" } else { b",\n" };
-                    first = false;
-                    out.write_all(sep).and_then(|()| {
-                        serde_json::to_writer(&mut *out, r).map_err(std::io::Error::other)
-                    })
+    let mut batch = Vec::new();
+    while inputs.next_batch(&mut batch)? {
+        for ev in &batch {
+            th.process(ev, &mut |r| {
+                if !show_rows || io_err.is_some() {
+                    return;
                 }
-            };
-            if let Err(e) = res {
-                io_err = Some(e);
+                let res = match args.format {
+                    OutputFormat::Text => text.row(out, r),
+                    OutputFormat::Json => {
+                        let sep: &[u8] = if first { b"\n" } else { b",\n" };
+                        first = false;
+                        out.write_all(sep).and_then(|()| {
+                            serde_json::to_writer(&mut *out, r).map_err(std::io::Error::other)
+                        })
+                    }
+                };
+                if let Err(e) = res {
+                    io_err = Some(e);
+                }
+            });
+            if let Some(e) = io_err.take() {
+                return Err(CliError::Io(e));
             }
-        });
-        if let Some(e) = io_err.take() {
-            return Err(CliError::Io(e));
         }
     }
     let summary = (args.summary || args.with_summary).then(|| th.summary());

@@ -2,7 +2,8 @@
 //! format, and pull normalized [`Event`]s out of it.
 //!
 //! One module per format, each opening with a `//!` description of its grammar or layout.
-//! Readers are pull iterators ([`EventReader::next_event`]); recoverable problems go to the
+//! Readers are pull iterators ([`EventReader::next_event`], or a batch at a time with
+//! [`EventReader::next_batch`]); recoverable problems go to the
 //! reader's [`DataQuality`], fatal ones end reading with a [`ReadError`] that names the file,
 //! the offset or line, and what was expected versus found.
 
@@ -23,12 +24,30 @@ pub use input::Input;
 
 use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
 
+/// Events per [`EventReader::next_batch`] call in the default implementation.
+pub const DEFAULT_BATCH: usize = 1024;
+
 /// A source of normalized events in time order (per input; the facade merges inputs).
 pub trait EventReader: Send {
     /// What is known about the input (header facts; text readers update it while reading).
     fn meta(&self) -> &TraceMeta;
     /// The next event, `Ok(None)` at the end. After an `Err` the reader is done.
     fn next_event(&mut self) -> Result<Option<Event>, ReadError>;
+    /// Replaces the contents of `out` with the next events in order (at least one) and
+    /// returns `Ok(true)`; at the end returns `Ok(false)` with `out` empty. Equivalent to
+    /// calling [`EventReader::next_event`] repeatedly; readers that decode in batches
+    /// override it to hand a whole batch over without moving events one by one. On an
+    /// `Err`, `out` holds the events read before the error (they come first in the stream).
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        while out.len() < DEFAULT_BATCH {
+            match self.next_event()? {
+                Some(ev) => out.push(ev),
+                None => break,
+            }
+        }
+        Ok(!out.is_empty())
+    }
     /// Recoverable problems met so far.
     fn quality(&self) -> &DataQuality;
     /// `(bytes consumed, total bytes)` of the input when known, for progress display.

@@ -25,6 +25,8 @@ pub struct Inputs {
     dq: DataQuality,
     events: u64,
     on_progress: Option<Box<dyn FnMut(Progress)>>,
+    /// An error met after some events of a batch: returned by the next call.
+    deferred: Option<ReadError>,
 }
 
 /// Reading progress, reported every [`Inputs::PROGRESS_EVERY`] events.
@@ -86,6 +88,7 @@ impl Inputs {
             dq: DataQuality::default(),
             events: 0,
             on_progress: None,
+            deferred: None,
         }
     }
 
@@ -106,6 +109,17 @@ impl Inputs {
         if !self.events.is_multiple_of(Self::PROGRESS_EVERY) {
             return;
         }
+        self.call_progress();
+    }
+
+    /// Reports progress if the last `n` events crossed a multiple of `PROGRESS_EVERY`.
+    fn report_progress_after(&mut self, n: u64) {
+        if self.events / Self::PROGRESS_EVERY != (self.events - n) / Self::PROGRESS_EVERY {
+            self.call_progress();
+        }
+    }
+
+    fn call_progress(&mut self) {
         if let Some(cb) = self.on_progress.as_mut() {
             let mut bytes: Option<(u64, u64)> = None;
             for s in &self.sources {
@@ -146,8 +160,64 @@ impl Inputs {
         Ok(())
     }
 
+    /// Replaces the contents of `out` with the next events in time order (at least one) and
+    /// returns `Ok(true)`; `Ok(false)` with `out` empty when every input is exhausted. A
+    /// single input hands over its reader's batches; several are merged event by event.
+    /// Mixing this with [`Inputs::next_event`] on the same `Inputs` keeps the order.
+    pub fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        let result = if self.sources.len() == 1 {
+            let s = &mut self.sources[0];
+            let r = s.reader.next_batch(out);
+            for e in out.iter() {
+                note_order(&mut self.dq, s, e);
+            }
+            r.map(|_| ())
+        } else {
+            self.merge_batch(out)
+        };
+        let n = out.len() as u64;
+        self.events += n;
+        self.report_progress_after(n);
+        match result {
+            Ok(()) => Ok(!out.is_empty()),
+            Err(e) if out.is_empty() => Err(e),
+            Err(e) => {
+                // the events before the error go out first
+                self.deferred = Some(e);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Up to [`stallscope_read::DEFAULT_BATCH`] merged events into `out`.
+    fn merge_batch(&mut self, out: &mut Vec<Event>) -> Result<(), ReadError> {
+        if !self.primed {
+            self.primed = true;
+            for i in 0..self.sources.len() {
+                self.pull(i)?;
+            }
+        }
+        while out.len() < stallscope_read::DEFAULT_BATCH {
+            let Some(Reverse((_, i))) = self.heap.pop() else {
+                break;
+            };
+            if let Some(ev) = self.sources[i].pending.take() {
+                out.push(ev);
+            }
+            self.pull(i)?;
+        }
+        Ok(())
+    }
+
     /// The next event in time order, `Ok(None)` when every input is exhausted.
     pub fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
         if self.sources.len() == 1 {
             let s = &mut self.sources[0];
             let ev = s.reader.next_event()?;

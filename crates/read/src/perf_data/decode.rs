@@ -59,7 +59,6 @@ pub struct Decoder {
     tables: std::sync::Arc<DecodeTables>,
     names: CommCache,
     comms: FxHashMap<Tid, Comm>,
-    noted: bool,
 }
 
 impl Decoder {
@@ -69,7 +68,6 @@ impl Decoder {
             tables,
             names: CommCache::default(),
             comms: FxHashMap::default(),
-            noted: false,
         }
     }
 
@@ -78,11 +76,6 @@ impl Decoder {
         if !std::sync::Arc::ptr_eq(&self.tables, tables) {
             self.tables = tables.clone();
         }
-    }
-
-    /// True (once) when something was counted in `dq` since the last call.
-    pub fn take_noted(&mut self) -> bool {
-        std::mem::take(&mut self.noted)
     }
 
     /// The event of record `rec` released as `p`, or `None` (side-band-only record, or a
@@ -101,7 +94,6 @@ impl Decoder {
     fn sample_event(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
         let e = self.tables.endian;
         let Some(s) = parse_sample(rec, &self.tables.layouts[p.attr as usize], e) else {
-            self.noted = true;
             dq.add(
                 "perf_bad_sample",
                 Severity::Warning,
@@ -116,7 +108,6 @@ impl Decoder {
                 match s.raw.map(|raw| d.decode_cached(raw, &mut self.names)) {
                     Some(Ok(kind)) => kind,
                     _ => {
-                        self.noted = true;
                         dq.add(
                         "perf_bad_tracepoint_record",
                         Severity::Warning,
@@ -203,7 +194,6 @@ impl Decoder {
             }
             rt::LOST | rt::LOST_SAMPLES => {
                 let count = e.u64(rec, if rtype == rt::LOST { 16 } else { 8 });
-                self.noted = true;
                 dq.add(
                     "lost_events",
                     Severity::Error,

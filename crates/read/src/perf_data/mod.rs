@@ -26,8 +26,8 @@
 //! first ([`spool`]) because its metadata comes after the data. The reading side
 //! ([`pipeline`]: read, decompress, order) and the decoding side ([`decode`]) run in the
 //! caller's thread for small inputs; for inputs of [`WORKER_MIN_BYTES`] or more (and pipes)
-//! the reading side runs on a second thread ([`worker`]) and hands ordered records over in
-//! batches, so both cores work. Unknown record types are skipped by size and counted;
+//! both run on a second thread ([`worker`]) that hands decoded events over in batches, so
+//! the caller's thread is free for the analysis and both cores work. Unknown record types are skipped by size and counted;
 //! truncation and impossible sizes are fatal errors naming the byte offset.
 
 mod attr;
@@ -58,7 +58,7 @@ pub struct PerfDataReader {
 enum Mode {
     /// Reading and decoding in the caller's thread (small inputs).
     Inline(Box<Inline>),
-    /// Reading on a worker thread, records handed over in batches, decoding here.
+    /// Reading and decoding on a worker thread, events handed over in batches.
     Worker(Box<Worker>),
 }
 
@@ -82,8 +82,7 @@ impl PerfDataReader {
         let mode = if worker {
             Mode::Worker(Box::new(Worker::spawn(pipeline)))
         } else {
-            let decoder = Decoder::new(pipeline.tables().clone());
-            Mode::Inline(Box::new(Inline { pipeline, decoder }))
+            Mode::Inline(Box::new(Inline::new(pipeline)))
         };
         PerfDataReader { mode }
     }
@@ -97,7 +96,7 @@ impl PerfDataReader {
 impl EventReader for PerfDataReader {
     fn meta(&self) -> &TraceMeta {
         match &self.mode {
-            Mode::Inline(i) => &i.pipeline.meta,
+            Mode::Inline(i) => &i.pipeline().meta,
             Mode::Worker(w) => w.meta(),
         }
     }
@@ -109,28 +108,44 @@ impl EventReader for PerfDataReader {
         }
     }
 
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        match &mut self.mode {
+            Mode::Inline(i) => i.next_batch(out),
+            Mode::Worker(w) => w.next_batch(out),
+        }
+    }
+
     fn quality(&self) -> &DataQuality {
         match &self.mode {
-            Mode::Inline(i) => &i.pipeline.dq,
+            Mode::Inline(i) => &i.pipeline().dq,
             Mode::Worker(w) => w.quality(),
         }
     }
 
     fn progress(&self) -> Option<(u64, u64)> {
         match &self.mode {
-            Mode::Inline(i) => i.pipeline.progress(),
+            Mode::Inline(i) => i.pipeline().progress(),
             Mode::Worker(w) => w.progress(),
         }
     }
 }
 
-/// Both sides in one thread.
-struct Inline {
+/// Both sides in one thread (the caller's, or the worker's).
+pub(super) struct Inline {
     pipeline: Pipeline,
     decoder: Decoder,
 }
 
 impl Inline {
+    pub(super) fn new(pipeline: Pipeline) -> Inline {
+        let decoder = Decoder::new(pipeline.tables().clone());
+        Inline { pipeline, decoder }
+    }
+
+    pub(super) fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         while let Some(p) = self.pipeline.pop_released()? {
             self.decoder.set_tables(self.pipeline.tables());
@@ -143,5 +158,30 @@ impl Inline {
             // A side-band-only record, or a skip counted in `dq`.
         }
         Ok(None)
+    }
+
+    /// Up to [`crate::DEFAULT_BATCH`] events decoded straight into `out`.
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        self.fill(out, crate::DEFAULT_BATCH)?;
+        Ok(!out.is_empty())
+    }
+
+    /// Appends the events of up to `records` released records to `out`; `Ok(true)` when
+    /// the input is exhausted. On an error, `out` keeps the events before it.
+    pub(super) fn fill(&mut self, out: &mut Vec<Event>, records: usize) -> Result<bool, ReadError> {
+        for _ in 0..records {
+            let Some(p) = self.pipeline.pop_released()? else {
+                return Ok(true);
+            };
+            self.decoder.set_tables(self.pipeline.tables());
+            let pl = &mut self.pipeline;
+            // `None`: a side-band-only record, or a skip counted in `dq`.
+            if let Some(ev) = self.decoder.decode(pl.pool.bytes(&p.rec), &p, &mut pl.dq) {
+                out.push(ev);
+            }
+            pl.release(&p);
+        }
+        Ok(false)
     }
 }

@@ -1,12 +1,14 @@
-//! [`Worker`]: runs the reading side ([`Pipeline`]: read, decompress, order) on its own
-//! thread and decodes on the caller's thread, so the two cores share the work. The worker
-//! copies each released record into a batch buffer (at most [`BATCH`] records, at most
-//! [`IN_FLIGHT`] batches queued: bounded memory); the caller decodes them with its
-//! [`Decoder`]. Emptied batches go back to the worker for reuse. Each batch carries the
-//! reading side's data-quality counters, metadata, progress and decode tables as of its last
-//! record; [`Worker::quality`] merges them with the caller-side counters. If the caller
-//! drops the reader, the worker stops at its next send.
+//! [`Worker`]: runs the reading side ([`Pipeline`]: read, decompress, order) on one thread
+//! and the decoding side ([`Decoder`]) on another, so the caller's thread only runs the
+//! analysis and the three stages overlap on the two cores. The reading thread copies up to
+//! [`BATCH`] released records into a record batch; the decoding thread turns each into an
+//! event batch; [`Worker::next_batch`] hands a whole event batch to the caller by swapping
+//! vectors (no per-event copy). At most [`IN_FLIGHT`] batches are queued between two stages
+//! (bounded memory) and emptied batches go back upstream for reuse. Each batch carries the
+//! reading side's metadata and progress and the data-quality counters of both sides as of
+//! its last record. If the caller drops the reader, both threads stop at their next send.
 
+use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
@@ -23,9 +25,9 @@ pub const BATCH: usize = 4096;
 /// Batches queued between the threads.
 pub const IN_FLIGHT: usize = 2;
 
-/// Released records, their bytes, and the reading side's state.
+/// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
-struct Batch {
+struct RecordBatch {
     /// Records; `rec.off` / `rec.len` locate each in `bytes`.
     records: Vec<Pending>,
     bytes: Vec<u8>,
@@ -33,7 +35,18 @@ struct Batch {
     meta: TraceMeta,
     dq: DataQuality,
     progress: Option<(u64, u64)>,
-    /// Set on the last batch: how reading ended.
+    /// Set on the last batch: how reading ended (after `records`).
+    end: Option<Result<(), ReadError>>,
+}
+
+/// Decoded events and the state of both sides after them.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Event>,
+    meta: TraceMeta,
+    dq: DataQuality,
+    progress: Option<(u64, u64)>,
+    /// Set on the last batch: how reading ended (after `events`).
     end: Option<Result<(), ReadError>>,
 }
 
@@ -41,46 +54,55 @@ struct Batch {
 pub struct Worker {
     rx: Receiver<Batch>,
     recycle: Sender<Batch>,
+    /// The last batch received; its `events` are handed out by `next_batch` or moved to
+    /// `queued` by `next_event`.
     current: Batch,
-    pos: usize,
-    decoder: Decoder,
-    /// Counters from the decoding (caller) side.
-    decode_dq: DataQuality,
-    /// Reading-side counters merged with `decode_dq`.
-    merged: DataQuality,
+    /// Events not yet returned by [`Worker::next_event`].
+    queued: VecDeque<Event>,
     finished: bool,
     path: String,
 }
 
 impl Worker {
-    /// Starts reading `pipeline` on a new thread.
+    /// Starts reading `pipeline` on one new thread and decoding on another.
     pub fn spawn(mut pipeline: Pipeline) -> Worker {
         let (tx, rx) = sync_channel::<Batch>(IN_FLIGHT);
         let (recycle, reuse) = channel::<Batch>();
+        let (rec_tx, rec_rx) = sync_channel::<RecordBatch>(IN_FLIGHT);
+        let (rec_recycle, rec_reuse) = channel::<RecordBatch>();
+        let decoder = Decoder::new(pipeline.tables().clone());
+        let decode_side = DecodeSide {
+            rx: rec_rx,
+            recycle: rec_recycle,
+            tx,
+            reuse,
+            decoder,
+            dq: DataQuality::default(),
+            path: pipeline.meta.path.clone(),
+        };
         let current = Batch {
-            tables: pipeline.tables().clone(),
             meta: pipeline.meta.clone(),
             dq: pipeline.dq.clone(),
             progress: pipeline.progress(),
             ..Batch::default()
         };
         let path = current.meta.path.clone();
-        let decoder = Decoder::new(current.tables.clone());
-        let merged = current.dq.clone();
         let mut w = Worker {
             rx,
             recycle,
             current,
-            pos: 0,
-            decoder,
-            decode_dq: DataQuality::default(),
-            merged,
+            queued: VecDeque::new(),
             finished: false,
             path,
         };
         let spawned = thread::Builder::new()
-            .name("perf-read".into())
-            .spawn(move || run(&mut pipeline, &tx, &reuse));
+            .name("perf-decode".into())
+            .spawn(move || decode_side.run())
+            .and_then(|_| {
+                thread::Builder::new()
+                    .name("perf-read".into())
+                    .spawn(move || read_loop(&mut pipeline, &rec_tx, &rec_reuse))
+            });
         if let Err(e) = spawned {
             let err = ReadError::new(
                 &w.path,
@@ -98,9 +120,9 @@ impl Worker {
         &self.current.meta
     }
 
-    /// Data quality as of the last record decoded.
+    /// Data quality as of the last batch received.
     pub fn quality(&self) -> &DataQuality {
-        &self.merged
+        &self.current.dq
     }
 
     /// Progress as of the last batch received.
@@ -108,59 +130,132 @@ impl Worker {
         self.current.progress
     }
 
-    fn remerge(&mut self) {
-        self.merged = self.current.dq.clone();
-        self.merged.merge(&self.decode_dq);
-    }
-
     /// The next event.
     pub fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         loop {
-            if let Some(p) = self.current.records.get(self.pos) {
-                self.pos += 1;
-                let start = p.rec.off as usize;
-                let rec = &self.current.bytes[start..start + p.rec.len as usize];
-                let ev = self.decoder.decode(rec, p, &mut self.decode_dq);
-                if self.decoder.take_noted() {
-                    self.remerge();
-                }
-                match ev {
-                    Some(e) => return Ok(Some(e)),
-                    // A side-band-only record, or a skip counted in `decode_dq`.
-                    None => continue,
-                }
+            if let Some(ev) = self.queued.pop_front() {
+                return Ok(Some(ev));
             }
-            if self.finished {
+            if !self.current.events.is_empty() {
+                let events = std::mem::take(&mut self.current.events);
+                let mut queued = VecDeque::from(events);
+                std::mem::swap(&mut self.queued, &mut queued);
+                // give the emptied buffer back with the batch (capacity reuse)
+                self.current.events = Vec::from(queued);
+                self.current.events.clear();
+                continue;
+            }
+            if !self.advance()? {
                 return Ok(None);
             }
-            if let Some(end) = self.current.end.take() {
-                self.finished = true;
-                return end.map(|()| None);
+        }
+    }
+
+    /// The next batch of events in `out` (cleared first); `Ok(false)` with `out` empty at
+    /// the end. See [`crate::EventReader::next_batch`].
+    pub fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        loop {
+            if !self.queued.is_empty() {
+                out.extend(self.queued.drain(..));
+                return Ok(true);
             }
-            match self.rx.recv() {
-                Ok(b) => {
-                    let done = std::mem::replace(&mut self.current, b);
-                    let _ = self.recycle.send(done);
-                    self.pos = 0;
-                    self.decoder.set_tables(&self.current.tables);
-                    self.remerge();
-                }
-                Err(_) => {
-                    self.finished = true;
-                    return Err(ReadError::new(
-                        &self.path,
-                        None,
-                        "records from the reader thread",
-                        "the thread stopped unexpectedly",
-                    ));
-                }
+            if !self.current.events.is_empty() {
+                // `out`'s old (empty) buffer goes back to the worker with this batch
+                std::mem::swap(out, &mut self.current.events);
+                return Ok(true);
+            }
+            if !self.advance()? {
+                return Ok(false);
+            }
+        }
+    }
+
+    /// Moves on once `current`'s events are used: `Ok(false)` at the end, otherwise the
+    /// next batch is in `current`.
+    fn advance(&mut self) -> Result<bool, ReadError> {
+        if self.finished {
+            return Ok(false);
+        }
+        if let Some(end) = self.current.end.take() {
+            self.finished = true;
+            return end.map(|()| false);
+        }
+        match self.rx.recv() {
+            Ok(b) => {
+                let done = std::mem::replace(&mut self.current, b);
+                let _ = self.recycle.send(done);
+                Ok(true)
+            }
+            Err(_) => {
+                self.finished = true;
+                Err(ReadError::new(
+                    &self.path,
+                    None,
+                    "records from the reader thread",
+                    "the thread stopped unexpectedly",
+                ))
             }
         }
     }
 }
 
-/// The worker loop: fill a batch with released records, send it, repeat.
-fn run(p: &mut Pipeline, tx: &SyncSender<Batch>, reuse: &Receiver<Batch>) {
+/// The decoding thread's state.
+struct DecodeSide {
+    rx: Receiver<RecordBatch>,
+    recycle: Sender<RecordBatch>,
+    tx: SyncSender<Batch>,
+    reuse: Receiver<Batch>,
+    decoder: Decoder,
+    /// Counters from decoding.
+    dq: DataQuality,
+    path: String,
+}
+
+impl DecodeSide {
+    /// Decodes record batches into event batches until the last one or a closed channel.
+    fn run(mut self) {
+        loop {
+            let mut b = self.reuse.try_recv().unwrap_or_default();
+            b.events.clear();
+            if b.events.capacity() == 0 {
+                b.events.reserve(BATCH);
+            }
+            let Ok(mut recs) = self.rx.recv() else {
+                b.end = Some(Err(ReadError::new(
+                    &self.path,
+                    None,
+                    "records from the reader thread",
+                    "the thread stopped unexpectedly",
+                )));
+                let _ = self.tx.send(b);
+                return;
+            };
+            self.decoder.set_tables(&recs.tables);
+            for p in &recs.records {
+                let start = p.rec.off as usize;
+                let rec = &recs.bytes[start..start + p.rec.len as usize];
+                // `None`: a side-band-only record, or a skip counted in `dq`.
+                if let Some(ev) = self.decoder.decode(rec, p, &mut self.dq) {
+                    b.events.push(ev);
+                }
+            }
+            b.meta.clone_from(&recs.meta);
+            b.dq.clone_from(&recs.dq);
+            b.dq.merge(&self.dq);
+            b.progress = recs.progress;
+            b.end = recs.end.take();
+            let last = b.end.is_some();
+            let _ = self.recycle.send(recs);
+            if self.tx.send(b).is_err() || last {
+                return;
+            }
+        }
+    }
+}
+
+/// The reading thread: fill a record batch with released records, send it, repeat.
+fn read_loop(p: &mut Pipeline, tx: &SyncSender<RecordBatch>, reuse: &Receiver<RecordBatch>) {
     loop {
         let mut b = reuse.try_recv().unwrap_or_default();
         b.records.clear();
