@@ -232,7 +232,7 @@
     debug.timelines.push({
       finding: win.finding, lanes: t.lanes.slice(), slices: win.slices.length,
       victimWaits: t.victimWaits.map(function (w) { return { pid: w.pid, cpu: w.cpu, start_ns: w.start_ns, end_ns: w.end_ns }; }),
-      view: t.drawn,
+      view: function () { return { t0: t.t0, t1: t.t1 }; },
       // canvas pixel (CSS px, relative to the canvas) of time ts on a CPU's wait band
       waitPoint: function (ts, cpu) { return { x: t.x(ts), y: t.laneY(cpu) + 6 }; }
     });
