@@ -1,0 +1,317 @@
+//! `stallscope analyze --html FILE`: the self-contained HTML report.
+//!
+//! * `starvation_report_in_headless_chromium`: opens the report of a real starvation capture
+//!   (fixtures/detectors/runqueue-starvation/nice.perf.data) in the system Chromium through
+//!   `tests/browser/check_report.mjs` (playwright-core) and checks the finding list (with and
+//!   without JavaScript), the CPU lanes, the victim's longest wait against `perf sched
+//!   latency`'s max wait of the same task, zoom/pan/hover, that no request leaves the page,
+//!   and saves a screenshot under `$CARGO_TARGET_TMPDIR/html-report/`. Needs `node`,
+//!   `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in tests/browser: when one is
+//!   missing the test fails under `CI` and is skipped otherwise.
+//! * `every_fixture_report_stays_under_the_size_bound`: every perf.data fixture's page is
+//!   under 5 MB, names no external URL and has one section per finding of the JSON report.
+//! * `stdin_report_says_it_has_no_timelines`, `html_combines_with_text_output`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+const BOUND: u64 = 5_000_000;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn out_dir() -> PathBuf {
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("html-report");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `analyze FILE --format json --html OUT` and returns (report JSON, page).
+fn analyze(rel: &str, html: &Path) -> (Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["analyze", "--format", "json", "--html"])
+        .arg(html)
+        .arg(root().join(rel))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{rel}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    (report, std::fs::read_to_string(html).unwrap())
+}
+
+/// `HIGH detector: title` lines as the page's finding list shows them.
+fn finding_lines(report: &Value) -> Vec<String> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            format!(
+                "{} {}: {}",
+                f["severity"].as_str().unwrap(),
+                f["detector"].as_str().unwrap(),
+                f["title"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// Static checks every page must pass.
+fn check_page(rel: &str, report: &Value, page: &str) {
+    assert!(
+        (page.len() as u64) < BOUND,
+        "{rel}: {} bytes ≥ {BOUND}",
+        page.len()
+    );
+    assert!(page.contains(
+        "content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\""
+    ));
+    for bad in ["http:", "https:", "//cdn", "src=\"", "<link", "@import", "url("] {
+        assert!(!page.contains(bad), "{rel}: page contains {bad:?}");
+    }
+    let n = report["findings"].as_array().unwrap().len();
+    assert_eq!(page.matches("<section class=\"finding ").count(), n, "{rel}");
+    // the embedded report is the JSON report
+    let start = page
+        .find("<script type=\"application/json\" id=\"stallscope-report\">")
+        .unwrap();
+    let body = &page[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    let embedded: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(&embedded, report, "{rel}: embedded report differs");
+}
+
+/// `perf sched latency`'s max wait of a task: (start_ns, end_ns), microsecond precision.
+fn peer_max_wait(latency_txt: &str, task: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(root().join(latency_txt)).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(task))
+        .unwrap_or_else(|| panic!("{task} not in {latency_txt}"));
+    let secs = |key: &str| -> u64 {
+        let v = line.split(key).nth(1).unwrap().trim_start();
+        let v = v.split_whitespace().next().unwrap();
+        let (s, us) = v.split_once('.').unwrap();
+        s.parse::<u64>().unwrap() * 1_000_000_000 + us.parse::<u64>().unwrap() * 1_000
+    };
+    (secs("max start:"), secs("max end:"))
+}
+
+/// node, chromium and playwright-core, or why not.
+fn browser_missing() -> Option<String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    if !Path::new(&chromium).exists() {
+        return Some(format!("{chromium} not found (Debian package chromium)"));
+    }
+    let node = Command::new("node")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status();
+    if !node.is_ok_and(|s| s.success()) {
+        return Some("node not found (Debian package nodejs)".into());
+    }
+    if !root()
+        .join("tests/browser/node_modules/playwright-core")
+        .exists()
+    {
+        return Some("tests/browser/node_modules missing (run npm ci in tests/browser)".into());
+    }
+    None
+}
+
+#[test]
+fn starvation_report_in_headless_chromium() {
+    if let Some(why) = browser_missing() {
+        if std::env::var_os("CI").is_some() {
+            panic!("browser test cannot run in CI: {why}");
+        }
+        eprintln!("skipped (not in CI): {why}");
+        return;
+    }
+    let rel = "fixtures/detectors/runqueue-starvation/nice.perf.data";
+    let dir = out_dir();
+    let html = dir.join("nice.html");
+    let png = dir.join("nice.png");
+    let _ = std::fs::remove_file(&png);
+    let (report, page) = analyze(rel, &html);
+    check_page(rel, &report, &page);
+    let out = Command::new("node")
+        .arg(root().join("tests/browser/check_report.mjs"))
+        .arg(&html)
+        .arg(&png)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "check_report.mjs: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (js, nojs) = (&got["js"], &got["nojs"]);
+    let expected = finding_lines(&report);
+    assert!(expected.len() >= 3, "{expected:?}");
+    assert!(expected[0].starts_with("high runqueue-starvation: cyclictest (pid 23113)"));
+
+    // the finding list and sections, with and without JavaScript
+    let list = |v: &Value| -> Vec<String> {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(list(js), expected);
+    assert_eq!(list(nojs), expected);
+    assert_eq!(nojs["sections"], expected.len());
+    assert_eq!(nojs["visibleTitles"], expected.len());
+    assert_eq!(nojs["canvases"], 0);
+    assert_eq!(nojs["noscriptShown"], true);
+    for (i, n) in nojs["evidenceLines"].as_array().unwrap().iter().enumerate() {
+        let want = report["findings"][i]["evidence"].as_array().unwrap().len();
+        assert_eq!(n.as_u64().unwrap() as usize, want, "evidence of finding {i}");
+    }
+
+    // one timeline per finding, a lane per recorded CPU, lane labels drawn
+    let nr_cpus = report["inputs"][0]["nr_cpus"].as_u64().unwrap();
+    let timelines = js["timelines"].as_array().unwrap();
+    assert_eq!(timelines.len(), expected.len());
+    assert_eq!(js["canvases"], expected.len());
+    for t in timelines {
+        let lanes: Vec<u64> = t["lanes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(lanes, (0..nr_cpus).collect::<Vec<_>>(), "{t}");
+        assert!(t["laneHasLabel"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|b| b == true));
+        assert!(t["slices"].as_u64().unwrap() > 0);
+        assert!(t["victimWaits"].as_u64().unwrap() > 0, "{t}");
+    }
+
+    // the victim's longest wait in the first timeline is perf sched latency's max wait of
+    // cyclictest:23113, and it is drawn red on the canvas
+    let t0 = &timelines[0];
+    let (peer_start, peer_end) = peer_max_wait(
+        "fixtures/detectors/runqueue-starvation/nice.sched-latency.txt",
+        "cyclictest:23113",
+    );
+    let w = &t0["victimWait"];
+    assert_eq!(w["pid"], 23113);
+    let (start, end) = (w["start_ns"].as_u64().unwrap(), w["end_ns"].as_u64().unwrap());
+    assert_eq!(start / 1000 * 1000, peer_start, "victim wait start");
+    assert_eq!(end / 1000 * 1000, peer_end, "victim wait end");
+    assert!(t0["victimWaitRedShare"].as_f64().unwrap() >= 0.8, "{t0}");
+
+    // hover, zoom, pan, reset
+    let it = &js["interaction"];
+    let tip = it["tooltip"].as_str().unwrap_or_default();
+    assert!(
+        tip.contains("runnable wait") && tip.contains("cyclictest (pid 23113) [victim]"),
+        "{tip:?}"
+    );
+    assert!(tip.contains("102.710 ms"), "{tip:?}");
+    assert!(it["spanZoomed"].as_f64().unwrap() < it["spanBefore"].as_f64().unwrap() * 0.8);
+    assert_eq!(it["panned"], true);
+    assert_eq!(it["resetSpan"], it["spanBefore"]);
+
+    // nothing left the page; no script errors (a CSP violation is a console error)
+    assert_eq!(got["requests"].as_array().unwrap().len(), 0, "{got}");
+    assert_eq!(js["pageErrors"].as_array().unwrap().len(), 0, "{js}");
+    assert_eq!(js["consoleErrors"].as_array().unwrap().len(), 0, "{js}");
+
+    let shot = std::fs::read(&png).unwrap();
+    assert!(shot.starts_with(b"\x89PNG") && shot.len() > 10_000);
+    eprintln!("screenshot: {}", png.display());
+}
+
+#[test]
+fn every_fixture_report_stays_under_the_size_bound() {
+    let mut files = Vec::new();
+    for dir in ["fixtures/detectors", "fixtures/sched"] {
+        for entry in walk(&root().join(dir)) {
+            if entry.to_string_lossy().ends_with(".perf.data") {
+                files.push(entry);
+            }
+        }
+    }
+    assert!(files.len() >= 5);
+    let dir = out_dir();
+    let mut with_windows = 0;
+    for f in files {
+        let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let html = dir.join(format!("size-{}.html", rel.replace('/', "_")));
+        let (report, page) = analyze(&rel, &html);
+        check_page(&rel, &report, &page);
+        with_windows += page.matches("<div class=\"timeline\"").count();
+        eprintln!("{rel}: {} bytes", page.len());
+    }
+    assert!(with_windows > 0);
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn stdin_report_says_it_has_no_timelines() {
+    let html = out_dir().join("stdin.html");
+    let input =
+        std::fs::File::open(root().join("fixtures/detectors/runqueue-starvation/nice.perf.data"))
+            .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["analyze", "--oneline", "--html"])
+        .arg(&html)
+        .arg("-")
+        .stdin(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Standard input cannot be read a second time"));
+    assert!(page.contains("cyclictest (pid 23113) waited 102.710 ms"));
+    assert_eq!(page.matches("<div class=\"timeline\"").count(), 0);
+}
+
+#[test]
+fn html_combines_with_text_output() {
+    let html = out_dir().join("text.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["analyze", "--html"])
+        .arg(&html)
+        .arg(root().join("fixtures/detectors/runqueue-starvation/nice.perf.data"))
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[HIGH] runqueue-starvation"), "{text}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("cyclictest (pid 23113) waited 102.710 ms"));
+}
