@@ -73,11 +73,17 @@ fn check_page(rel: &str, report: &Value, page: &str) {
     assert!(page.contains(
         "content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\""
     ));
-    for bad in ["http:", "https:", "//cdn", "src=\"", "<link", "@import", "url("] {
+    for bad in [
+        "http:", "https:", "//cdn", "src=\"", "<link", "@import", "url(",
+    ] {
         assert!(!page.contains(bad), "{rel}: page contains {bad:?}");
     }
     let n = report["findings"].as_array().unwrap().len();
-    assert_eq!(page.matches("<section class=\"finding ").count(), n, "{rel}");
+    assert_eq!(
+        page.matches("<section class=\"finding ").count(),
+        n,
+        "{rel}"
+    );
     // the embedded report is the JSON report
     let start = page
         .find("<script type=\"application/json\" id=\"stallscope-report\">")
@@ -176,7 +182,11 @@ fn starvation_report_in_headless_chromium() {
     assert_eq!(nojs["noscriptShown"], true);
     for (i, n) in nojs["evidenceLines"].as_array().unwrap().iter().enumerate() {
         let want = report["findings"][i]["evidence"].as_array().unwrap().len();
-        assert_eq!(n.as_u64().unwrap() as usize, want, "evidence of finding {i}");
+        assert_eq!(
+            n.as_u64().unwrap() as usize,
+            want,
+            "evidence of finding {i}"
+        );
     }
 
     // one timeline per finding, a lane per recorded CPU, lane labels drawn
@@ -210,7 +220,10 @@ fn starvation_report_in_headless_chromium() {
     );
     let w = &t0["victimWait"];
     assert_eq!(w["pid"], 23113);
-    let (start, end) = (w["start_ns"].as_u64().unwrap(), w["end_ns"].as_u64().unwrap());
+    let (start, end) = (
+        w["start_ns"].as_u64().unwrap(),
+        w["end_ns"].as_u64().unwrap(),
+    );
     assert_eq!(start / 1000 * 1000, peer_start, "victim wait start");
     assert_eq!(end / 1000 * 1000, peer_end, "victim wait end");
     assert!(t0["victimWaitRedShare"].as_f64().unwrap() >= 0.8, "{t0}");
@@ -251,7 +264,11 @@ fn every_fixture_report_stays_under_the_size_bound() {
     let dir = out_dir();
     let mut with_windows = 0;
     for f in files {
-        let rel = f.strip_prefix(root()).unwrap().to_string_lossy().into_owned();
+        let rel = f
+            .strip_prefix(root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let html = dir.join(format!("size-{}.html", rel.replace('/', "_")));
         let (report, page) = analyze(&rel, &html);
         check_page(&rel, &report, &page);

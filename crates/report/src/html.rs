@@ -94,7 +94,11 @@ fn fmt_dur(ns: i64) -> String {
     let a = ns.unsigned_abs();
     let sign = if ns < 0 { "-" } else { "" };
     if a >= 1_000_000_000 {
-        format!("{sign}{}.{:03} s", a / 1_000_000_000, a % 1_000_000_000 / 1_000_000)
+        format!(
+            "{sign}{}.{:03} s",
+            a / 1_000_000_000,
+            a % 1_000_000_000 / 1_000_000
+        )
     } else if a >= 1_000_000 {
         format!("{sign}{}.{:03} ms", a / 1_000_000, a % 1_000_000 / 1_000)
     } else if a >= 1_000 {
@@ -397,14 +401,18 @@ and the histograms. The page is bounded to {} bytes.",
             "{dropped} finding windows were left out to stay under the size bound."
         ));
     }
-    if windows.omitted_windows > 0 {
+    if windows.omitted_windows > 0 && windows.note.is_empty() {
         notes.push(format!(
             "{} findings beyond the first {} have no timeline.",
             windows.omitted_windows,
             windows.windows.len()
         ));
     }
-    let capped = kept.windows.iter().filter(|w| !w.omitted.is_empty()).count();
+    let capped = kept
+        .windows
+        .iter()
+        .filter(|w| !w.omitted.is_empty())
+        .count();
     if capped > 0 {
         notes.push(format!(
             "{capped} windows reached the item cap; each says how many items it left out."
@@ -518,11 +526,7 @@ mod tests {
     fn size_bound_drops_windows_then_evidence() {
         let (full, _) = render(&report(), &windows(1000), HtmlOptions::default());
         let bound = full.len() - 1000;
-        let (html, stats) = render(
-            &report(),
-            &windows(1000),
-            HtmlOptions { max_bytes: bound },
-        );
+        let (html, stats) = render(&report(), &windows(1000), HtmlOptions { max_bytes: bound });
         assert!(html.len() <= bound, "{} > {bound}", html.len());
         assert_eq!(stats.windows, 0);
         assert!(html.contains("left out to stay under the size bound"));

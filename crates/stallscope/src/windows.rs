@@ -293,9 +293,8 @@ impl WindowCollector {
                 let is_waking = matches!(ev.kind, EventKind::Waking(_));
                 self.saw_waking |= is_waking;
                 self.names.insert(w.task.pid, w.task.comm);
-                let shown = is_waking
-                    || matches!(ev.kind, EventKind::WakeupNew(_))
-                    || !self.saw_waking;
+                let shown =
+                    is_waking || matches!(ev.kind, EventKind::WakeupNew(_)) || !self.saw_waking;
                 let running = self.current.values().any(|&(p, _)| p == w.task.pid);
                 if !running && w.task.pid != 0 {
                     let e = self
@@ -516,7 +515,13 @@ mod tests {
         };
         let mut c = WindowCollector::new(&[finding(0, 1_000_000, 1)], opts);
         for i in 0..10u64 {
-            c.on_event(&switch(i * 10, 0, (i % 2 + 1) as Tid, "R", (2 - i % 2) as Tid));
+            c.on_event(&switch(
+                i * 10,
+                0,
+                (i % 2 + 1) as Tid,
+                "R",
+                (2 - i % 2) as Tid,
+            ));
         }
         let w = c.finish();
         assert_eq!(w.windows[0].slices.len(), 2);
