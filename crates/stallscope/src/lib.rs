@@ -13,9 +13,9 @@ pub mod windows;
 
 pub use merge::{Inputs, Progress};
 pub use stallscope_detect as detect;
+pub use stallscope_export as export;
 pub use stallscope_model as model;
 pub use stallscope_read as read;
 pub use stallscope_record as record;
-pub use stallscope_export as export;
 pub use stallscope_report as report;
 pub use stallscope_timeline as timeline;
