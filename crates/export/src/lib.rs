@@ -36,8 +36,10 @@ pub struct ExportStats {
     pub trace_events: u64,
     /// Findings written.
     pub findings: u64,
-    /// Tasks named.
+    /// Tasks seen.
     pub tasks: u64,
+    /// Perfetto: tasks left out of the ProcessTree because their process (tgid) is unknown.
+    pub tasks_without_tgid: u64,
 }
 
 impl ExportStats {

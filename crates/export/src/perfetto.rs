@@ -9,6 +9,7 @@
 //! packet  FtraceEventBundle { cpu 1, event [...≤ BUNDLE_EVENTS], lost_events }   (per CPU, repeated)
 //! ...
 //! packet  ProcessTree { processes [...], threads [...] }  timestamp = first event
+//!         (threads whose tgid is known, i.e. named by a perf COMM / task_comm record)
 //! packet  TrackDescriptor "stallscope findings" (+ one child per overlapping lane)
 //! packet  TrackEvent SLICE_BEGIN {name = finding title, debug_annotations = measures…}
 //! packet  TrackEvent SLICE_END
@@ -315,25 +316,29 @@ impl<W: Write> PerfettoWriter<W> {
         }
         let tree = self.packet.begin(field::packet::PROCESS_TREE);
         for (tid, info) in self.tasks.iter() {
-            // thread-group leaders are processes (cmdline = their name)
-            if info.tgid == Some(tid) {
+            // thread-group leaders are processes (cmdline = their name; Perfetto skips
+            // processes without a cmdline)
+            if info.tgid == Some(tid) && !info.name.is_empty() {
                 let p = self.packet.begin(pt::PROCESSES);
                 self.packet.uint(pt::PROCESS_PID, tid as u64);
-                if !info.name.is_empty() {
-                    self.packet.str(pt::PROCESS_CMDLINE, info.name.as_str());
-                }
+                self.packet.str(pt::PROCESS_CMDLINE, info.name.as_str());
                 self.packet.end(p);
             }
         }
+        // Perfetto reads a missing tgid as 0 (it would file the thread under the idle
+        // task), so only threads whose process is known are listed; the others are named
+        // by the trace processor from the comms in their sched events.
         for (tid, info) in self.tasks.iter() {
+            let Some(tgid) = info.tgid else {
+                self.stats.tasks_without_tgid += 1;
+                continue;
+            };
             let t = self.packet.begin(pt::THREADS);
             self.packet.uint(pt::THREAD_TID, tid as u64);
             if !info.name.is_empty() {
                 self.packet.str(pt::THREAD_NAME, info.name.as_str());
             }
-            if let Some(tgid) = info.tgid {
-                self.packet.uint(pt::THREAD_TGID, tgid as u64);
-            }
+            self.packet.uint(pt::THREAD_TGID, tgid as u64);
             self.packet.end(t);
         }
         self.packet.end(tree);
