@@ -79,6 +79,8 @@ pub struct WindowCollector {
     active: Vec<usize>,
     /// Per CPU: the task running and since when.
     current: HashMap<Cpu, (Tid, Ts)>,
+    /// Tasks running now, with their CPU (the inverse of `current`).
+    running: HashMap<Tid, Cpu>,
     /// Runnable tasks: since when, and the CPU they wait for when known.
     runnable: HashMap<Tid, (Ts, Option<Cpu>)>,
     names: HashMap<Tid, Comm>,
@@ -140,6 +142,7 @@ impl WindowCollector {
             next: 0,
             active: Vec::new(),
             current: HashMap::new(),
+            running: HashMap::new(),
             runnable: HashMap::new(),
             names: HashMap::new(),
             histograms,
@@ -287,6 +290,12 @@ impl WindowCollector {
                         });
                     }
                 }
+                if self.running.get(&prev) == Some(&cpu) {
+                    self.running.remove(&prev);
+                }
+                if next != 0 {
+                    self.running.insert(next, cpu);
+                }
                 self.current.insert(cpu, (next, ts));
             }
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
@@ -295,7 +304,7 @@ impl WindowCollector {
                 self.names.insert(w.task.pid, w.task.comm);
                 let shown =
                     is_waking || matches!(ev.kind, EventKind::WakeupNew(_)) || !self.saw_waking;
-                let running = self.current.values().any(|&(p, _)| p == w.task.pid);
+                let running = self.running.contains_key(&w.task.pid);
                 if !running && w.task.pid != 0 {
                     let e = self
                         .runnable
