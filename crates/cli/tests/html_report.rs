@@ -332,3 +332,44 @@ fn html_combines_with_text_output() {
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("cyclictest (pid 23113) waited 102.710 ms"));
 }
+
+#[test]
+fn histogram_max_wait_matches_perf_sched_latency() {
+    let rel = "fixtures/detectors/runqueue-starvation/nice.perf.data";
+    let html = out_dir().join("hist.html");
+    let (_, page) = analyze(rel, &html);
+    let start = page
+        .find("<script type=\"application/json\" id=\"stallscope-windows\">")
+        .unwrap();
+    let body = &page[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    let windows: Value = serde_json::from_str(body).unwrap();
+    let h = windows["histograms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["pid"] == 23113)
+        .expect("histogram of the victim");
+    let (peer_start, peer_end) = peer_max_wait(
+        "fixtures/detectors/runqueue-starvation/nice.sched-latency.txt",
+        "cyclictest:23113",
+    );
+    let max = h["max_ns"].as_u64().unwrap();
+    // the peer's start and end are truncated to the microsecond
+    assert!(
+        max.abs_diff(peer_end - peer_start) < 1_000,
+        "max {max} vs perf {}",
+        peer_end - peer_start
+    );
+    let buckets: Vec<u64> = h["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(buckets.iter().sum::<u64>(), h["waits"].as_u64().unwrap());
+    // 102.7 ms lies in [2^26, 2^27) ns
+    assert_eq!(buckets.len(), 27);
+    assert!(buckets[26] >= 1);
+    assert!(page.contains("<div class=\"hist\" data-pid=\"23113\">"));
+}
