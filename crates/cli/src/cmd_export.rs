@@ -4,6 +4,8 @@
 //! `stallscope_export::chrome_json`; user documentation: docs/export.md.
 //!
 //! A one-line summary goes to stdout (`wrote OUT: …`), the data-quality block to stderr.
+//! When an input turns out unreadable part-way, the partial output file is removed and the
+//! command fails (exit 2) with the reader's error.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -100,11 +102,23 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
             &meta_refs,
         )
     });
-    while let Some(ev) = inputs.next_event()? {
-        if let Some(engine) = engine.as_mut() {
-            engine.process(&ev);
+    let streamed = (|| -> Result<(), CliError> {
+        while let Some(ev) = inputs.next_event()? {
+            if let Some(engine) = engine.as_mut() {
+                engine.process(&ev);
+            }
+            sink.event(&ev)?;
         }
-        sink.event(&ev)?;
+        Ok(())
+    })();
+    if let Err(e) = streamed {
+        // a half-written export would look valid to a viewer (Perfetto) or not parse at
+        // all (JSON): remove it rather than leave it behind
+        drop(sink);
+        if args.output != "-" {
+            let _ = std::fs::remove_file(&args.output);
+        }
+        return Err(e);
     }
     let mut dq = inputs.quality();
     let mut findings = Vec::new();
