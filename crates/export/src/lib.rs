@@ -30,6 +30,8 @@ pub struct ExportStats {
     pub bundles: u64,
     /// Perfetto: bundles flagged `lost_events`.
     pub lost_bundles: u64,
+    /// Perfetto: bundles started early because an event was older than the bundle's last.
+    pub unsorted_splits: u64,
     /// Perfetto: switch states with a letter the kernel's raw table cannot express.
     pub lossy_states: u64,
     /// Chrome JSON: trace events written (all phases).

@@ -147,6 +147,8 @@ struct CpuBundle {
     /// Encoded `FtraceEventBundle.event` fields.
     events: ProtoBuf,
     count: u32,
+    /// Timestamp of the last event in `events`.
+    last_ts: Ts,
     /// A `lost_events` record came since the last flush.
     lost_before: bool,
 }
@@ -273,8 +275,19 @@ impl<W: Write> PerfettoWriter<W> {
             }
             _ => {}
         }
+        // events within a bundle must be time-sorted: an event older than the bundle's
+        // last one (out-of-order input, counted by the reader) starts a new bundle
+        if self
+            .bundles
+            .get(&ev.cpu)
+            .is_some_and(|b| b.count > 0 && ev.ts < b.last_ts)
+        {
+            self.stats.unsorted_splits += 1;
+            self.flush_cpu(ev.cpu)?;
+        }
         let encoding = self.encoding;
         let b = self.bundles.entry(ev.cpu).or_default();
+        b.last_ts = ev.ts;
         let out = &mut b.events;
         let n = out.begin(field::bundle::EVENT);
         out.uint(fe::TIMESTAMP, ev.ts);

@@ -286,3 +286,16 @@ fn overlapping_findings_get_their_own_lanes() {
         ])
     );
 }
+
+#[test]
+fn an_out_of_order_event_starts_a_new_bundle() {
+    let sink = Shared::default();
+    let mut w = PerfettoWriter::new(sink.clone(), Some("6.18"), None).unwrap();
+    for ts in [10, 20, 15, 30] {
+        w.event(&switch(ts, 0, 1, "S", 2)).unwrap();
+    }
+    let (_, stats) = w.finish(&[]).unwrap();
+    let sizes: Vec<usize> = bundles(&sink.0.borrow()).iter().map(|b| b.1).collect();
+    assert_eq!(sizes, vec![2, 2]);
+    assert_eq!(stats.unsorted_splits, 1);
+}
