@@ -269,25 +269,7 @@ mod tests {
         }
     }
     fn reader(input: u16, ts: &[Ts]) -> Box<dyn EventReader> {
-        let evs: Vec<Event> = ts
-            .iter()
-            .map(|&t| Event {
-                ts: t,
-                cpu: 0,
-                pid: 1,
-                span: Span {
-                    input,
-                    ..Span::default()
-                },
-                kind: EventKind::Lost { count: None },
-                callchain: None,
-            })
-            .collect();
-        Box::new(VecReader {
-            meta: TraceMeta::default(),
-            evs: evs.into_iter(),
-            dq: DataQuality::default(),
-        })
+        Box::new(vec_reader(input, ts))
     }
 
     fn drain(mut i: Inputs) -> (Vec<(Ts, u16)>, DataQuality) {
@@ -310,6 +292,112 @@ mod tests {
             vec![(1, 0), (2, 1), (5, 0), (5, 0), (5, 1), (9, 0), (10, 1)]
         );
         assert!(dq.is_empty());
+    }
+
+    /// Fails with a ReadError after its events.
+    struct FailingReader {
+        inner: VecReader,
+        failed: bool,
+    }
+    impl EventReader for FailingReader {
+        fn meta(&self) -> &TraceMeta {
+            &self.inner.meta
+        }
+        fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+            match self.inner.next_event()? {
+                Some(e) => Ok(Some(e)),
+                None if !self.failed => {
+                    self.failed = true;
+                    Err(ReadError::new("bad", None, "more", "a broken record"))
+                }
+                None => Ok(None),
+            }
+        }
+        fn quality(&self) -> &DataQuality {
+            &self.inner.dq
+        }
+    }
+
+    fn drain_batches(mut i: Inputs) -> (Vec<(Ts, u16)>, Option<String>) {
+        let (mut out, mut buf) = (Vec::new(), Vec::new());
+        loop {
+            match i.next_batch(&mut buf) {
+                Ok(true) => out.extend(buf.iter().map(|e| (e.ts, e.span.input))),
+                Ok(false) => return (out, None),
+                Err(e) => {
+                    assert!(buf.is_empty(), "an error comes alone");
+                    return (out, Some(e.to_string()));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batches_equal_single_events() {
+        let inputs = || {
+            Inputs::from_readers(vec![
+                reader(0, &[1, 5, 5, 9]),
+                reader(1, &[2, 5, 10]),
+                reader(2, &[]),
+            ])
+        };
+        let (one, _) = drain(inputs());
+        let (batched, err) = drain_batches(inputs());
+        assert_eq!(one, batched);
+        assert_eq!(err, None);
+        let many: Vec<Ts> = (0..5000).collect();
+        let (one, dq1) = drain(Inputs::from_readers(vec![reader(0, &many)]));
+        let mut i = Inputs::from_readers(vec![reader(0, &many)]);
+        let (batched, err) = drain_batches(Inputs::from_readers(vec![reader(0, &many)]));
+        assert_eq!(one.len(), 5000);
+        assert_eq!(one, batched);
+        assert_eq!(err, None);
+        let mut buf = Vec::new();
+        while i.next_batch(&mut buf).unwrap() {}
+        assert_eq!(i.events_read(), 5000);
+        assert_eq!(
+            i.quality().count("out_of_order_events"),
+            dq1.count("out_of_order_events")
+        );
+    }
+
+    #[test]
+    fn an_error_comes_after_the_events_before_it() {
+        for n in [1usize, 2] {
+            let mut readers = vec![];
+            for input in 0..n {
+                readers.push(Box::new(FailingReader {
+                    inner: vec_reader(input as u16, &[3, 4]),
+                    failed: false,
+                }) as Box<dyn EventReader>);
+            }
+            let (out, err) = drain_batches(Inputs::from_readers(readers));
+            assert!(!out.is_empty(), "events before the error are kept");
+            assert_eq!(out[0].0, 3);
+            assert!(err.is_some_and(|e| e.contains("a broken record")));
+        }
+    }
+
+    fn vec_reader(input: u16, ts: &[Ts]) -> VecReader {
+        let evs: Vec<Event> = ts
+            .iter()
+            .map(|&t| Event {
+                ts: t,
+                cpu: 0,
+                pid: 1,
+                span: Span {
+                    input,
+                    ..Span::default()
+                },
+                kind: EventKind::Lost { count: None },
+                callchain: None,
+            })
+            .collect();
+        VecReader {
+            meta: TraceMeta::default(),
+            evs: evs.into_iter(),
+            dq: DataQuality::default(),
+        }
     }
 
     #[test]

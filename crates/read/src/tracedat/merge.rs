@@ -8,7 +8,8 @@
 //! order. The merge is a binary heap keyed on `(timestamp, CPU slot)`: equal timestamps
 //! come out lowest CPU first, like `trace-cmd report`. The slot at the top of the heap is
 //! drained without heap operations for as long as its events sort before every other
-//! slot's head (runs are long: a CPU's events cluster in time). Small inputs (or one core) decode in
+//! slot's head (runs are long: a CPU's events cluster in time); [`Merger::next_batch`] moves
+//! such a run into the caller's batch in one go. Small inputs (or one core) decode in
 //! the caller's thread with the same code.
 
 use std::cmp::Reverse;
@@ -184,8 +185,8 @@ impl Merger {
         self.next_inner(sink)
     }
 
-    #[inline]
-    fn next_inner(&mut self, sink: &mut Sink) -> Result<Option<Event>, ReadError> {
+    /// Starts decoding every CPU and fills the heap, once.
+    fn start(&mut self, sink: &mut Sink) -> Result<(), ReadError> {
         if !self.started {
             self.started = true;
             for s in 0..self.slots.len() {
@@ -196,6 +197,63 @@ impl Merger {
                 self.push_head(s);
             }
         }
+        Ok(())
+    }
+
+    /// Appends the next events in time order to `out` until it holds `max` (fewer at the
+    /// end, none after an error); the same order and bookkeeping as [`Merger::next`], but a
+    /// run of the current slot moves in one go. On an error, `out` keeps the events before
+    /// it.
+    pub fn next_batch(
+        &mut self,
+        sink: &mut Sink,
+        out: &mut Vec<Event>,
+        max: usize,
+    ) -> Result<(), ReadError> {
+        if self.failed {
+            return Ok(());
+        }
+        self.start(sink)?;
+        while out.len() < max {
+            if let Some(s) = self.running {
+                let (room, limit) = (max - out.len(), self.limit);
+                let current = &mut self.slots[s].current;
+                let run = current
+                    .iter()
+                    .take(room)
+                    .take_while(|e| (e.ts, s) < limit)
+                    .count();
+                if run > 0 {
+                    for e in current.range(..run) {
+                        if let EventKind::Lost { count } = e.kind {
+                            sink.note_inline_lost(e.cpu, count.unwrap_or(0));
+                        }
+                    }
+                    out.extend(current.drain(..run));
+                    if current.is_empty() {
+                        self.refill(s, sink)?;
+                    }
+                    continue;
+                }
+                self.running = None;
+                self.push_head(s);
+            }
+            let Some(Reverse((_, s))) = self.heap.pop() else {
+                sink.finish();
+                return Ok(());
+            };
+            self.running = Some(s);
+            self.limit = self
+                .heap
+                .peek()
+                .map_or((u64::MAX, usize::MAX), |Reverse(head)| *head);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn next_inner(&mut self, sink: &mut Sink) -> Result<Option<Event>, ReadError> {
+        self.start(sink)?;
         // Fast path: keep emitting from the running slot while its head sorts before every
         // other slot's head (which cannot change meanwhile): no heap operation per event.
         if let Some(s) = self.running {

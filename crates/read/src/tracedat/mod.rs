@@ -339,6 +339,13 @@ impl EventReader for TraceDatReader {
         self.merger.next(&mut self.sink)
     }
 
+    fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        out.clear();
+        self.merger
+            .next_batch(&mut self.sink, out, crate::DEFAULT_BATCH)?;
+        Ok(!out.is_empty())
+    }
+
     fn quality(&self) -> &DataQuality {
         &self.sink.dq
     }
