@@ -89,7 +89,7 @@ js.timelines = await withJs.page.evaluate(() => window.__stallscope.timelines.ma
   // lane labels are drawn: a dark pixel somewhere in each lane's label box
   const laneHasLabel = t.lanes.map((cpu) => {
     const y0 = t.waitPoint(0, cpu).y - 6;
-    for (let x = 4; x < 60; x++) for (let y = y0 + 10; y < y0 + 26; y++) {
+    for (let x = 4; x < 74; x++) for (let y = y0 + 10; y < y0 + 26; y++) {
       const [r, gg, b, a] = pixel(x, y);
       if (a > 200 && r < 120 && gg < 120 && b < 120) return true;
     }
@@ -97,7 +97,8 @@ js.timelines = await withJs.page.evaluate(() => window.__stallscope.timelines.ma
   });
   return { finding: t.finding, lanes: t.lanes, dataLanes: el.getAttribute("data-lanes"),
            victimWaits: t.victimWaits.length, victimWait, victimWaitRedShare, laneHasLabel,
-           slices: t.slices, canvasCss: [canvas.clientWidth, canvas.clientHeight] };
+           slices: t.slices, devices: t.devices, requests: t.requests,
+           canvasCss: [canvas.clientWidth, canvas.clientHeight] };
 }));
 // interaction on the first timeline: hover over the victim's longest wait shows its details,
 // the wheel zooms in (the view narrows), a drag pans (the view moves earlier), double-click resets

@@ -373,3 +373,38 @@ fn histogram_max_wait_matches_perf_sched_latency() {
     assert!(buckets[26] >= 1);
     assert!(page.contains("<div class=\"hist\" data-pid=\"23113\">"));
 }
+
+#[test]
+fn block_capture_windows_carry_requests() {
+    let rel = "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data";
+    let html = out_dir().join("fio.html");
+    let (report, page) = analyze(rel, &html);
+    check_page(rel, &report, &page);
+    let start = page
+        .find("<script type=\"application/json\" id=\"stallscope-windows\">")
+        .unwrap();
+    let body = &page[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    let windows: Value = serde_json::from_str(body).unwrap();
+    let w = &windows["windows"][0];
+    let requests = w["requests"].as_array().unwrap();
+    assert!(!requests.is_empty());
+    for r in requests {
+        let (s, e) = (
+            r["start_ns"].as_u64().unwrap(),
+            r["end_ns"].as_u64().unwrap(),
+        );
+        assert!(
+            s <= e && s >= w["start_ns"].as_u64().unwrap() && e <= w["end_ns"].as_u64().unwrap()
+        );
+        assert!(r["rwbs"].as_str().unwrap().contains('W'), "fio writes: {r}");
+        assert!(r["nr_sector"].as_u64().unwrap() > 0, "{r}");
+    }
+    // fio wrote 4 KiB blocks (fio-dio.fio.txt: bs=4096B): most requests are 8 sectors
+    let four_k = requests.iter().filter(|r| r["nr_sector"] == 8).count();
+    assert!(
+        four_k * 2 > requests.len(),
+        "{four_k} of {}",
+        requests.len()
+    );
+}

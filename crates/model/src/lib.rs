@@ -29,8 +29,8 @@ pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetecto
 pub use state::PrevState;
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 pub use window::{
-    FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice, RunnableWait, WaitHistogram,
-    WakeupMark, WindowTask,
+    BlockRequest, FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice, RunnableWait,
+    WaitHistogram, WakeupMark, WindowTask,
 };
 
 /// CPU number as the kernel numbers it.

@@ -12,7 +12,9 @@
 //!              "waits":[{"pid":12897,"cpu":1,"start_ns":595127047000,"end_ns":595225813000}],
 //!              "wakeups":[{"ts_ns":595127047000,"cpu":1,"waker_pid":0,"wakee_pid":12897,"target_cpu":1}],
 //!              "migrations":[{"ts_ns":595127047100,"pid":12897,"from_cpu":0,"to_cpu":1}],
-//!              "omitted":{"slices":0,"waits":0,"wakeups":0,"migrations":0}}],
+//!              "requests":[{"dev":7340032,"sector":488,"nr_sector":8,"rwbs":"WS","cpu":1,
+//!                           "start_ns":595127050000,"end_ns":595127090000}],
+//!              "omitted":{"slices":0,"waits":0,"wakeups":0,"migrations":0,"requests":0}}],
 //!  "histograms":[{"pid":12897,"comm":"cyclictest","waits":1200,"max_ns":98766000,"buckets":[0,0,3,…]}],
 //!  "omitted_windows":0,"note":"…"}
 //! ```
@@ -82,6 +84,29 @@ pub struct MigrationMark {
     pub to_cpu: Cpu,
 }
 
+/// A block request from `block_rq_issue` to `block_rq_complete` (matched by device and
+/// sector), clipped to its window.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockRequest {
+    /// Device number as the kernel encodes it (`major << 20 | minor`).
+    pub dev: u64,
+    /// First sector.
+    pub sector: u64,
+    /// Sectors (512 bytes).
+    pub nr_sector: u64,
+    /// Operation flags (`R`, `WS`, …).
+    pub rwbs: String,
+    /// CPU that issued it.
+    pub cpu: Cpu,
+    /// Issue time (clipped to the window).
+    pub start_ns: Ts,
+    /// Completion time (clipped to the window).
+    pub end_ns: Ts,
+    /// True when not completed by the window's end.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub open: bool,
+}
+
 /// A task's name as seen in a window.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WindowTask {
@@ -102,12 +127,19 @@ pub struct Omitted {
     pub wakeups: u64,
     /// Migrations.
     pub migrations: u64,
+    /// Block requests.
+    #[serde(default)]
+    pub requests: u64,
 }
 
 impl Omitted {
     /// True when nothing was left out.
     pub fn is_empty(&self) -> bool {
-        self.slices == 0 && self.waits == 0 && self.wakeups == 0 && self.migrations == 0
+        self.slices == 0
+            && self.waits == 0
+            && self.wakeups == 0
+            && self.migrations == 0
+            && self.requests == 0
     }
 }
 
@@ -132,6 +164,9 @@ pub struct FindingWindow {
     pub wakeups: Vec<WakeupMark>,
     /// Migrations, by time.
     pub migrations: Vec<MigrationMark>,
+    /// Block requests (block inputs only), by completion time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<BlockRequest>,
     /// Items left out after the cap.
     pub omitted: Omitted,
 }

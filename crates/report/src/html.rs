@@ -10,7 +10,8 @@
 //!         buckets, plain HTML bars) · data quality · skipped detectors · what was left out
 //!         <script type="application/json" id="stallscope-report">   the report/1 document
 //!         <script type="application/json" id="stallscope-windows">  the FindingWindows
-//!         <script> inlined report.js: per-CPU swimlane timelines drawn on canvas
+//!         <script> inlined report.js: per-CPU swimlane timelines drawn on canvas (plus a
+//!                  lane per block device with the requests from issue to completion)
 //! ```
 //!
 //! Everything except the timelines is static HTML, readable with JavaScript disabled. The
@@ -505,6 +506,7 @@ mod tests {
                 waits: vec![],
                 wakeups: vec![],
                 migrations: vec![],
+                requests: vec![],
                 omitted: Omitted::default(),
             }],
             ..Default::default()

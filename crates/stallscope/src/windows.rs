@@ -11,16 +11,54 @@
 //! window's start. A wait starts at the task's wakeup (`sched_waking`, else `sched_wakeup`)
 //! or at a switch-out with a runnable `prev_state` (preemption) and ends when the task is
 //! switched in; one still runnable at the window's end is kept with `open: true`.
+//!
+//! Block inputs: a request runs from `block_rq_issue` to the `block_rq_complete` of the same
+//! device and sector (at most [`MAX_PENDING_REQUESTS`] pending; beyond, issues are counted in
+//! [`FindingWindows::note`] and not drawn).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use stallscope_model::{
-    Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows, MigrationMark, RunSlice,
-    RunnableWait, Tid, Ts, WaitHistogram, WakeupMark, WindowTask,
+    BlockRequest, Comm, Cpu, Event, EventKind, FieldValue, Finding, FindingWindow, FindingWindows,
+    GenericEvent, MigrationMark, RunSlice, RunnableWait, Tid, Ts, WaitHistogram, WakeupMark,
+    WindowTask,
 };
 use stallscope_read::ReadError;
 
 use crate::Inputs;
+
+/// Block requests waiting for their completion that the collector remembers.
+pub const MAX_PENDING_REQUESTS: usize = 65536;
+
+/// A `block_rq_issue` waiting for its completion.
+struct PendingRequest {
+    ts: Ts,
+    cpu: Cpu,
+    nr_sector: u64,
+    rwbs: String,
+}
+
+fn field_u64(g: &GenericEvent, name: &str) -> Option<u64> {
+    g.fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| match v {
+            FieldValue::UInt(u) => Some(*u),
+            FieldValue::Int(i) => u64::try_from(*i).ok(),
+            FieldValue::Str(s) => s.trim().parse().ok(),
+            FieldValue::Bytes(_) => None,
+        })
+}
+
+fn field_str(g: &GenericEvent, name: &str) -> String {
+    match g.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
+        Some(FieldValue::Str(s)) => s.clone(),
+        Some(FieldValue::Bytes(b)) => String::from_utf8_lossy(b)
+            .trim_end_matches('\0')
+            .to_string(),
+        _ => String::new(),
+    }
+}
 
 /// Bounds of the windows.
 #[derive(Clone, Copy, Debug)]
@@ -86,6 +124,10 @@ pub struct WindowCollector {
     names: HashMap<Tid, Comm>,
     histograms: BTreeMap<Tid, WaitHistogram>,
     saw_waking: bool,
+    /// Issued block requests by (device, sector).
+    requests: HashMap<(u64, u64), PendingRequest>,
+    /// Issues not remembered because [`MAX_PENDING_REQUESTS`] were pending.
+    requests_dropped: u64,
     first_ts: Option<Ts>,
     omitted_windows: usize,
 }
@@ -116,6 +158,7 @@ impl WindowCollector {
                     waits: Vec::new(),
                     wakeups: Vec::new(),
                     migrations: Vec::new(),
+                    requests: Vec::new(),
                     omitted: Default::default(),
                 },
                 pids: f.tasks.iter().map(|t| t.pid).collect(),
@@ -147,6 +190,8 @@ impl WindowCollector {
             names: HashMap::new(),
             histograms,
             saw_waking: false,
+            requests: HashMap::new(),
+            requests_dropped: 0,
             first_ts: None,
         }
     }
@@ -211,6 +256,23 @@ impl WindowCollector {
                 b.pids.insert(pid);
                 b.cpus.insert(cpu);
                 push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
+            }
+        }
+        let mut open: Vec<_> = self.requests.iter().collect();
+        open.sort_by_key(|(k, r)| (r.ts, **k));
+        for (&(dev, sector), r) in open {
+            if r.ts < end {
+                let req = BlockRequest {
+                    dev,
+                    sector,
+                    nr_sector: r.nr_sector,
+                    rwbs: r.rwbs.clone(),
+                    cpu: r.cpu,
+                    start_ns: r.ts.max(start),
+                    end_ns: end,
+                    open: true,
+                };
+                push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
             }
         }
         b.w.cpus = b.cpus.iter().copied().collect();
@@ -362,6 +424,44 @@ impl WindowCollector {
             EventKind::Exit(t) => {
                 self.runnable.remove(&t.pid);
             }
+            EventKind::Generic(g) if g.name == "block_rq_issue" => {
+                if let (Some(dev), Some(sector)) = (field_u64(g, "dev"), field_u64(g, "sector")) {
+                    if self.requests.len() < MAX_PENDING_REQUESTS
+                        || self.requests.contains_key(&(dev, sector))
+                    {
+                        let r = PendingRequest {
+                            ts,
+                            cpu: ev.cpu,
+                            nr_sector: field_u64(g, "nr_sector").unwrap_or(0),
+                            rwbs: field_str(g, "rwbs"),
+                        };
+                        self.requests.insert((dev, sector), r);
+                    } else {
+                        self.requests_dropped += 1;
+                    }
+                }
+            }
+            EventKind::Generic(g) if g.name == "block_rq_complete" => {
+                let key = (field_u64(g, "dev"), field_u64(g, "sector"));
+                let (Some(dev), Some(sector)) = key else {
+                    return; // no device or sector: cannot be matched (nothing to draw)
+                };
+                if let Some(r) = self.requests.remove(&(dev, sector)) {
+                    self.each_active(|b, max| {
+                        let req = BlockRequest {
+                            dev,
+                            sector,
+                            nr_sector: r.nr_sector,
+                            rwbs: r.rwbs.clone(),
+                            cpu: r.cpu,
+                            start_ns: r.ts.max(b.w.start_ns),
+                            end_ns: ts,
+                            open: false,
+                        };
+                        push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
+                    });
+                }
+            }
             _ => {}
         }
     }
@@ -382,7 +482,14 @@ impl WindowCollector {
             windows,
             histograms: self.histograms.into_values().collect(),
             omitted_windows: self.omitted_windows,
-            note: String::new(),
+            note: if self.requests_dropped > 0 {
+                format!(
+                    "{} block requests were issued while {MAX_PENDING_REQUESTS} were pending and are not drawn.",
+                    self.requests_dropped
+                )
+            } else {
+                String::new()
+            },
         }
     }
 }
@@ -535,5 +642,49 @@ mod tests {
         let w = c.finish();
         assert_eq!(w.windows[0].slices.len(), 2);
         assert!(w.windows[0].omitted.slices >= 8);
+    }
+
+    fn block(ts: Ts, name: &str, sector: u64) -> Event {
+        ev(
+            ts,
+            1,
+            9,
+            EventKind::Generic(Box::new(GenericEvent {
+                system: Some("block".into()),
+                name: name.into(),
+                fields: vec![
+                    ("dev".into(), FieldValue::UInt(7340032)),
+                    ("sector".into(), FieldValue::UInt(sector)),
+                    ("nr_sector".into(), FieldValue::UInt(8)),
+                    ("rwbs".into(), FieldValue::Str("WS".into())),
+                ],
+            })),
+        )
+    }
+
+    #[test]
+    fn block_requests_match_issue_and_completion() {
+        let opts = WindowOptions {
+            margin_ns: 0,
+            ..Default::default()
+        };
+        let mut c = WindowCollector::new(&[finding(100, 1000, 1)], opts);
+        c.on_event(&block(50, "block_rq_issue", 8));
+        c.on_event(&block(200, "block_rq_issue", 16));
+        c.on_event(&block(300, "block_rq_complete", 8));
+        c.on_event(&block(2000, "block_rq_complete", 16));
+        let w = c.finish();
+        let r = &w.windows[0].requests;
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (r[0].sector, r[0].start_ns, r[0].end_ns, r[0].open),
+            (8, 100, 300, false)
+        );
+        assert_eq!(
+            (r[1].sector, r[1].start_ns, r[1].end_ns, r[1].open),
+            (16, 200, 1000, true)
+        );
+        assert_eq!(r[0].rwbs, "WS");
+        assert_eq!(r[0].nr_sector, 8);
     }
 }

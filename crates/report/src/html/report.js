@@ -1,5 +1,6 @@
 // stallscope HTML report: draws a per-CPU swimlane timeline for every finding from the
-// embedded JSON (#stallscope-report, #stallscope-windows). Wheel zooms around the pointer,
+// embedded JSON (#stallscope-report, #stallscope-windows), with a lane per block device when
+// the window has block requests. Wheel zooms around the pointer,
 // drag pans, hovering shows details, double-click resets. No network access is made.
 // window.__stallscope exposes what was drawn (for tests and curious readers).
 "use strict";
@@ -12,10 +13,11 @@
   tip.className = "tl-tip";
   document.body.appendChild(tip);
 
-  var LABEL_W = 64, LANE_H = 34, AXIS_H = 22, PAD_TOP = 6;
+  var LABEL_W = 78, LANE_H = 34, AXIS_H = 22, PAD_TOP = 6, REQ_ROWS = 4;
   var COLORS = { victim: "#d32f2f", culprit: "#f57c00", wait: "rgba(211,47,47,0.28)",
                  waitOther: "rgba(120,120,140,0.22)", wake: "#2e7d32", migrate: "#6a1b9a",
-                 finding: "rgba(255,213,79,0.25)" };
+                 finding: "rgba(255,213,79,0.25)", read: "#00897b", write: "#3949ab" };
+  function devName(dev) { return "dev " + Math.floor(dev / 1048576) + ":" + (dev % 1048576); }
 
   function hue(pid) { var h = (pid * 2654435761) >>> 0; return h % 360; }
   function taskColor(pid, roles) {
@@ -43,6 +45,19 @@
     this.laneOf = {};
     this.lanes.forEach(function (c, i) { self.laneOf[c] = i; });
     this.t0 = win.start_ns; this.t1 = Math.max(win.end_ns, win.start_ns + 1);
+    // block devices (block inputs): one lane each below the CPUs, requests stacked in rows
+    this.requests = win.requests || [];
+    this.devs = [];
+    this.devLane = {};
+    var rowEnds = {};
+    this.requests.slice().sort(function (a, b) { return a.start_ns - b.start_ns; }).forEach(function (r) {
+      if (self.devLane[r.dev] === undefined) { self.devLane[r.dev] = self.devs.length; self.devs.push(r.dev); rowEnds[r.dev] = []; }
+      var ends = rowEnds[r.dev], row = 0;
+      while (row < ends.length && ends[row] > r.start_ns) row++;
+      if (row >= REQ_ROWS) row = REQ_ROWS - 1;
+      ends[row] = Math.max(ends[row] || 0, r.end_ns);
+      r._row = row;
+    });
     var bar = document.createElement("div");
     bar.className = "tl-bar";
     bar.innerHTML =
@@ -52,6 +67,7 @@
       '<span><span class="swatch" style="background:' + COLORS.wake + '"></span>wakeup</span>' +
       '<span><span class="swatch" style="background:' + COLORS.migrate + '"></span>migration</span>' +
       '<span><span class="swatch" style="background:' + COLORS.finding + ';border:1px solid #e0c050"></span>finding window</span>' +
+      (this.requests.length ? '<span><span class="swatch" style="background:' + COLORS.write + '"></span>block write / <span class="swatch" style="background:' + COLORS.read + '"></span>read</span>' : "") +
       "<span>wheel: zoom · drag: pan · double-click: reset</span>";
     var reset = document.createElement("button");
     reset.textContent = "reset zoom";
@@ -60,12 +76,12 @@
     el.appendChild(bar);
     this.canvas = document.createElement("canvas");
     el.appendChild(this.canvas);
-    var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations;
+    var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations + (om.requests || 0);
     if (left > 0) {
       var note = document.createElement("div");
       note.className = "tl-note";
       note.textContent = "Left out of this window (cap of " + data.max_items + " per kind): " +
-        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations.";
+        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests.";
       el.appendChild(note);
     }
     this.victimWaits = win.waits.filter(function (w) { return self.roles[w.pid] === "victim"; });
@@ -84,7 +100,8 @@
   Timeline.prototype.draw = function () {
     var c = this.canvas, dpr = window.devicePixelRatio || 1, self = this, win = this.win;
     this.w = c.clientWidth || 900;
-    this.h = PAD_TOP + this.lanes.length * LANE_H + AXIS_H;
+    var nLanes = this.lanes.length + this.devs.length;
+    this.h = PAD_TOP + nLanes * LANE_H + AXIS_H;
     c.style.height = this.h + "px";
     c.width = Math.round(this.w * dpr); c.height = Math.round(this.h * dpr);
     var g = c.getContext("2d");
@@ -104,8 +121,23 @@
       g.fillText("CPU " + cpu, 6, y + LANE_H / 2);
       g.strokeStyle = "#e4e4e8"; g.beginPath(); g.moveTo(LABEL_W, y + LANE_H + 0.5); g.lineTo(self.w, y + LANE_H + 0.5); g.stroke();
     });
+    this.devs.forEach(function (dev, i) {
+      var y = PAD_TOP + (self.lanes.length + i) * LANE_H;
+      g.fillStyle = "rgba(57,73,171,0.05)"; g.fillRect(LABEL_W, y, self.w - LABEL_W, LANE_H);
+      g.fillStyle = "#333"; g.textBaseline = "middle"; g.fillText(devName(dev), 6, y + LANE_H / 2);
+      g.strokeStyle = "#e4e4e8"; g.beginPath(); g.moveTo(LABEL_W, y + LANE_H + 0.5); g.lineTo(self.w, y + LANE_H + 0.5); g.stroke();
+    });
     g.save();
     g.beginPath(); g.rect(LABEL_W, 0, this.w - LABEL_W, this.h); g.clip();
+    // block requests: issue to completion, stacked rows per device
+    var rowH = (LANE_H - 4) / REQ_ROWS;
+    this.requests.forEach(function (r) {
+      if (r.end_ns < self.t0 || r.start_ns > self.t1) return;
+      var x0 = self.x(r.start_ns), x1 = self.x(r.end_ns);
+      var y = PAD_TOP + (self.lanes.length + self.devLane[r.dev]) * LANE_H + 2 + r._row * rowH;
+      g.fillStyle = r.rwbs.indexOf("R") >= 0 ? COLORS.read : COLORS.write;
+      g.fillRect(x0, y, Math.max(0.7, x1 - x0), rowH - 1);
+    });
     // run slices: lower two thirds of the lane
     win.slices.forEach(function (s) {
       if (s.end_ns < self.t0 || s.start_ns > self.t1 || self.laneOf[s.cpu] === undefined) return;
@@ -154,7 +186,7 @@
     });
     g.restore();
     // axis: time relative to the finding's start
-    var yA = PAD_TOP + this.lanes.length * LANE_H;
+    var yA = PAD_TOP + nLanes * LANE_H;
     var span = this.t1 - this.t0, step = Math.pow(10, Math.floor(Math.log10(span / 6)));
     if (span / step > 12) step *= 5; else if (span / step > 6) step *= 2;
     var base = this.finding.window.start_ns;
@@ -169,6 +201,16 @@
 
   Timeline.prototype.hit = function (mx, my) {
     var self = this, ts = this.tsAt(mx), lane = Math.floor((my - PAD_TOP) / LANE_H);
+    if (lane >= this.lanes.length && lane < this.lanes.length + this.devs.length && mx >= LABEL_W) {
+      var dev = this.devs[lane - this.lanes.length], tolR = (this.t1 - this.t0) / this.w * 2, found = null;
+      this.requests.forEach(function (r) {
+        if (r.dev === dev && r.start_ns <= ts + tolR && r.end_ns >= ts - tolR)
+          found = "block request " + r.rwbs + " on " + devName(r.dev) + (r.open ? " (not completed in the window)" : "") +
+            "\nsector " + r.sector + ", " + (r.nr_sector * 512) + " bytes, issued on CPU " + r.cpu +
+            "\n" + fmtTs(r.start_ns) + " … " + fmtTs(r.end_ns) + "\n" + fmtDur(r.end_ns - r.start_ns);
+      });
+      return found;
+    }
     if (lane < 0 || lane >= this.lanes.length || mx < LABEL_W) return null;
     var cpu = this.lanes[lane], inLane = my - PAD_TOP - lane * LANE_H, tol = (this.t1 - this.t0) / this.w * 3;
     var best = null;
@@ -231,6 +273,7 @@
     var t = new Timeline(el, win, finding);
     debug.timelines.push({
       finding: win.finding, lanes: t.lanes.slice(), slices: win.slices.length,
+      devices: t.devs.slice(), requests: t.requests.length,
       victimWaits: t.victimWaits.map(function (w) { return { pid: w.pid, cpu: w.cpu, start_ns: w.start_ns, end_ns: w.end_ns }; }),
       view: function () { return { t0: t.t0, t1: t.t1 }; },
       // canvas pixel (CSS px, relative to the canvas) of time ts on a CPU's wait band
