@@ -15,15 +15,18 @@
 //! ```
 //!
 //! Everything except the timelines is static HTML, readable with JavaScript disabled. The
-//! page never names an external URL. The size is bounded by [`HtmlOptions::max_bytes`]:
-//! windows are embedded in finding order (most severe first) while they fit; if the page
-//! without any window is still too big, evidence is cut to [`EVIDENCE_KEPT_WHEN_OVER`] lines
-//! per finding. The page says what it left out.
+//! page never names an external URL. The size is bounded by [`HtmlOptions::max_bytes`]: the
+//! room left by the rest of the page is shared equally among the windows; a window smaller
+//! than its share keeps all its items (and leaves the rest to the others), a bigger one keeps
+//! the earliest items of each kind that fit, and one whose share is under
+//! `MIN_WINDOW_BYTES` (4 KiB) is dropped. If the page without any window is still too big,
+//! evidence is cut to [`EVIDENCE_KEPT_WHEN_OVER`] lines per finding. The page says what it
+//! left out.
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use stallscope_model::{Finding, FindingWindows, Report};
+use stallscope_model::{Finding, FindingWindow, FindingWindows, Report};
 
 /// The page's Content-Security-Policy: no network, inline style and script only.
 pub const CSP: &str =
@@ -358,11 +361,54 @@ fn page(report: &Report, windows: &FindingWindows, left_out: &[String]) -> Strin
     o
 }
 
+/// Bytes a window adds to the page: its JSON, its timeline element, separators.
+fn window_cost(w: &FindingWindow) -> usize {
+    script_json(serde_json::to_string(w)).len() + 200
+}
+
+/// Windows thinner than this are dropped rather than drawn nearly empty.
+const MIN_WINDOW_BYTES: usize = 4096;
+
+/// `w` with each item list cut to its earliest items so that it costs at most `budget`
+/// bytes (the cut items counted in `omitted`); `None` when not even a useful part fits.
+fn thin(w: &FindingWindow, budget: usize) -> Option<FindingWindow> {
+    if budget < MIN_WINDOW_BYTES {
+        return None;
+    }
+    let full = window_cost(w);
+    // keep/1000 of every list; shrink until it fits (JSON size is close to linear in items)
+    let mut keep = (budget * 1000 / full.max(1)).min(1000);
+    while keep > 0 {
+        let mut t = w.clone();
+        let cut = |len: usize| len * keep / 1000;
+        let n = cut(t.slices.len());
+        t.omitted.slices += (t.slices.len() - n) as u64;
+        t.slices.truncate(n);
+        let n = cut(t.waits.len());
+        t.omitted.waits += (t.waits.len() - n) as u64;
+        t.waits.truncate(n);
+        let n = cut(t.wakeups.len());
+        t.omitted.wakeups += (t.wakeups.len() - n) as u64;
+        t.wakeups.truncate(n);
+        let n = cut(t.migrations.len());
+        t.omitted.migrations += (t.migrations.len() - n) as u64;
+        t.migrations.truncate(n);
+        let n = cut(t.requests.len());
+        t.omitted.requests += (t.requests.len() - n) as u64;
+        t.requests.truncate(n);
+        if window_cost(&t) <= budget {
+            return Some(t);
+        }
+        keep = keep * 9 / 10;
+    }
+    None
+}
+
 /// Builds the page within `opts.max_bytes` (see the module doc for what is dropped first).
 pub fn render(report: &Report, windows: &FindingWindows, opts: HtmlOptions) -> (String, HtmlStats) {
     let mut base_notes = vec![format!(
         "Timelines show only a window of ±{} around each finding, with at most {} run slices, \
-runnable waits, wakeups and migrations each; the rest of the trace is summarized by the findings \
+runnable waits, wakeups, migrations and block requests each; the rest of the trace is summarized by the findings \
 and the histograms. The page is bounded to {} bytes.",
         fmt_dur(windows.margin_ns as i64),
         windows.max_items,
@@ -385,15 +431,32 @@ and the histograms. The page is bounded to {} bytes.",
         evidence_cut = true;
         base = page(&report, &kept, &base_notes).len() + 512;
     }
-    let mut used = base;
-    for w in &windows.windows {
-        // each window costs its JSON, its timeline div and the JSON separator
-        let cost = script_json(serde_json::to_string(w)).len() + 200;
-        if used + cost <= opts.max_bytes {
-            used += cost;
-            kept.windows.push(w.clone());
+    // Water-filling: every window gets an equal share of what is left; windows smaller than
+    // their share keep everything and leave the rest to the others; bigger ones are thinned.
+    let mut avail = opts.max_bytes.saturating_sub(base);
+    let mut order: Vec<(usize, usize)> = windows
+        .windows
+        .iter()
+        .map(window_cost)
+        .enumerate()
+        .collect();
+    order.sort_by_key(|&(_, cost)| cost);
+    let mut chosen: Vec<FindingWindow> = Vec::new();
+    let mut thinned = 0;
+    for (k, &(i, cost)) in order.iter().enumerate() {
+        let share = avail / (order.len() - k);
+        let w = &windows.windows[i];
+        if cost <= share {
+            avail -= cost;
+            chosen.push(w.clone());
+        } else if let Some(t) = thin(w, share) {
+            avail -= window_cost(&t);
+            thinned += 1;
+            chosen.push(t);
         }
     }
+    chosen.sort_by_key(|w| w.finding);
+    kept.windows = chosen;
     let without = report.findings.len() - kept.windows.len().min(report.findings.len());
     let mut notes = base_notes;
     let dropped = windows.windows.len() - kept.windows.len();
@@ -407,6 +470,11 @@ and the histograms. The page is bounded to {} bytes.",
             "{} findings beyond the first {} have no timeline.",
             windows.omitted_windows,
             windows.windows.len()
+        ));
+    }
+    if thinned > 0 {
+        notes.push(format!(
+            "{thinned} finding windows were thinned (their latest items left out) to stay under the size bound."
         ));
     }
     let capped = kept
@@ -530,7 +598,14 @@ mod tests {
         let bound = full.len() - 1000;
         let (html, stats) = render(&report(), &windows(1000), HtmlOptions { max_bytes: bound });
         assert!(html.len() <= bound, "{} > {bound}", html.len());
-        assert_eq!(stats.windows, 0);
+        // thinned, not dropped: fewer slices, the cut ones counted
+        assert_eq!(stats.windows, 1);
+        assert!(html.contains("thinned (their latest items left out)"));
+        let (no_window, _) = render(&report(), &windows(0), HtmlOptions::default());
+        let tight = no_window.len() + 2_000; // room for less than MIN_WINDOW_BYTES
+        let (html, stats) = render(&report(), &windows(1000), HtmlOptions { max_bytes: tight });
+        assert!(html.len() <= tight);
+        assert_eq!(stats.windows, 0, "no useful part fits");
         assert!(html.contains("left out to stay under the size bound"));
         let (no_window, _) = render(&report(), &windows(0), HtmlOptions::default());
         let bound = no_window.len() - 1000;
