@@ -172,8 +172,19 @@ impl Inputs {
         let result = if self.sources.len() == 1 {
             let s = &mut self.sources[0];
             let r = s.reader.next_batch(out);
-            for e in out.iter() {
-                note_order(&mut self.dq, s, e);
+            // fast check of the whole batch; the per-event bookkeeping only if one goes back
+            let mut hw = s.last_ts.unwrap_or(0);
+            let backwards = out.iter().any(|e| {
+                let back = e.ts < hw;
+                hw = hw.max(e.ts);
+                back
+            });
+            if backwards {
+                for e in out.iter() {
+                    note_order(&mut self.dq, s, e);
+                }
+            } else if let Some(last) = out.last() {
+                s.last_ts = Some(s.last_ts.map_or(last.ts, |l| l.max(last.ts)));
             }
             r.map(|_| ())
         } else {

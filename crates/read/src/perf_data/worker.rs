@@ -21,9 +21,9 @@ use super::pipeline::Pipeline;
 use crate::ReadError;
 
 /// Records per batch.
-pub const BATCH: usize = 4096;
+pub const BATCH: usize = 2048;
 /// Batches queued between the threads.
-pub const IN_FLIGHT: usize = 2;
+pub const IN_FLIGHT: usize = 4;
 
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
