@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# latency_vs_perf.sh — time `stallscope latency` / `timehist` against perf on one large trace.
+# latency_vs_perf.sh — time `stallscope latency` / `timehist` / `analyze` against perf on one
+# large trace.
 #
 # Usage:  sudo benches/latency_vs_perf.sh            (run from anywhere; needs root for recording)
 # Env:    DIR=/tmp/stallscope-bench   where big.perf.data lives (recorded once, reused after)
 #         LOOPS=1000000               `perf bench sched pipe` round trips (~6 M events, ~660 MB)
-#         RUNS=3                      timed runs per tool and command; the median is reported
+#         RUNS=5                      timed runs per tool and command; the median is reported
 #         SKIP_BUILD=1                do not run cargo build (use the existing binary)
 #         CARGO_TARGET_DIR            honoured for the build and the binary path
 #         STALLSCOPE=path             time this binary instead
@@ -15,8 +16,10 @@
 #   2. cargo build --release -j2 -p stallscope-cli   (binary: ${CARGO_TARGET_DIR:-target}/release/stallscope)
 #      and, the same way, $DIR/small.perf.data with LOOPS/10 (for the memory-growth check)
 #   3. for latency and timehist: run perf and stallscope $RUNS times each under
-#      /usr/bin/time -f '%e %M' (wall seconds, peak RSS KiB), output to /dev/null, and print
-#      the medians and the ratios perf time / stallscope time and stallscope RSS / perf RSS;
+#      /usr/bin/time -f '%e %U %S %M' (wall seconds, CPU seconds = user + sys, peak RSS KiB),
+#      output to /dev/null, and print the medians and the ratios perf time / stallscope time
+#      and stallscope RSS / perf RSS; then `stallscope analyze` (all detectors) against
+#      `perf sched latency` (issue 4's yardstick) the same way;
 #   4. stallscope latency's peak RSS on small vs big (memory must not grow with trace length).
 # A run that exits non-zero is reported as FAILED (its numbers are not used); the script goes on.
 # The issue's target: stallscope latency >= 10x faster than perf and <= 1/4 of its peak RSS.
@@ -25,7 +28,7 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIR=${DIR:-/tmp/stallscope-bench}
 LOOPS=${LOOPS:-1000000}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
 BIG=$DIR/big.perf.data
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 STALLSCOPE=${STALLSCOPE:-$TARGET_DIR/release/stallscope}
@@ -69,25 +72,32 @@ if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
         log "build failed: stallscope rows will show FAILED"
 fi
 
-# measure NAME CMD... — run RUNS times; sets MEDIAN_S and MEDIAN_KIB (empty if any run failed)
+# median — the median of the numbers on stdin
+median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+
+# measure NAME CMD... — run RUNS times; sets MEDIAN_S (wall), MEDIAN_CPU (user + sys) and
+# MEDIAN_KIB (peak RSS), all empty if any run failed
 measure() {
     local name=$1
     shift
-    local secs=() kibs=() i
-    MEDIAN_S="" MEDIAN_KIB=""
+    local secs=() cpus=() kibs=() i
+    MEDIAN_S="" MEDIAN_CPU="" MEDIAN_KIB=""
     for ((i = 1; i <= RUNS; i++)); do
-        if ! /usr/bin/time -o "$TIME_OUT" -f '%e %M' "$@" > /dev/null 2> /dev/null; then
+        if ! /usr/bin/time -o "$TIME_OUT" -f '%e %U %S %M' "$@" > /dev/null 2> /dev/null; then
             log "$name: run $i FAILED ($(tail -1 "$TIME_OUT"))"
             return 0
         fi
-        local s k
-        read -r s k < <(tail -1 "$TIME_OUT")
+        local s u y k c
+        read -r s u y k < <(tail -1 "$TIME_OUT")
+        c=$(awk -v u="$u" -v y="$y" 'BEGIN { printf "%.2f", u + y }')
         secs+=("$s")
+        cpus+=("$c")
         kibs+=("$k")
-        log "$name: run $i: ${s} s, ${k} KiB"
+        log "$name: run $i: ${s} s wall, ${c} s CPU, ${k} KiB"
     done
-    MEDIAN_S=$(printf '%s\n' "${secs[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-    MEDIAN_KIB=$(printf '%s\n' "${kibs[@]}" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+    MEDIAN_S=$(printf '%s\n' "${secs[@]}" | median)
+    MEDIAN_CPU=$(printf '%s\n' "${cpus[@]}" | median)
+    MEDIAN_KIB=$(printf '%s\n' "${kibs[@]}" | median)
 }
 
 # ratio A B — A / B with 2 decimals, or "n/a"
@@ -99,22 +109,28 @@ ratio() {
     fi
 }
 
+# compare WHAT PERF_CMD — `perf sched PERF_CMD` against `stallscope WHAT` on the big trace
 compare() {
-    local what=$1
-    measure "perf sched $what" perf sched "$what" -i "$BIG"
-    local perf_s=$MEDIAN_S perf_kib=$MEDIAN_KIB
+    local what=$1 peer=${2:-$1}
+    measure "perf sched $peer" perf sched "$peer" -i "$BIG"
+    local perf_s=$MEDIAN_S perf_cpu=$MEDIAN_CPU perf_kib=$MEDIAN_KIB
     measure "stallscope $what" "$STALLSCOPE" "$what" "$BIG"
-    local ours_s=$MEDIAN_S ours_kib=$MEDIAN_KIB
-    printf '%-10s %-11s %10s %12s\n' "$what" perf "${perf_s:-FAILED}" "${perf_kib:-FAILED}"
-    printf '%-10s %-11s %10s %12s\n' "$what" stallscope "${ours_s:-FAILED}" "${ours_kib:-FAILED}"
-    printf '%-10s speed-up (perf time / stallscope time): %s   RSS ratio (stallscope / perf): %s\n' \
-        "$what" "$(ratio "$perf_s" "$ours_s")" "$(ratio "$ours_kib" "$perf_kib")"
+    local ours_s=$MEDIAN_S ours_cpu=$MEDIAN_CPU ours_kib=$MEDIAN_KIB
+    printf '%-10s %-22s %8s %8s %12s\n' "$what" "perf sched $peer" "${perf_s:-FAILED}" \
+        "${perf_cpu:-FAILED}" "${perf_kib:-FAILED}"
+    printf '%-10s %-22s %8s %8s %12s\n' "$what" "stallscope $what" "${ours_s:-FAILED}" \
+        "${ours_cpu:-FAILED}" "${ours_kib:-FAILED}"
+    printf '%-10s speed-up wall: %s  CPU: %s   RSS ratio (stallscope / perf): %s\n' \
+        "$what" "$(ratio "$perf_s" "$ours_s")" "$(ratio "$perf_cpu" "$ours_cpu")" \
+        "$(ratio "$ours_kib" "$perf_kib")"
 }
 
 echo "trace: $BIG ($(stat -c %s "$BIG") bytes), $RUNS runs each, medians"
-printf '%-10s %-11s %10s %12s\n' command tool "wall s" "peak KiB"
+printf '%-10s %-22s %8s %8s %12s\n' command tool "wall s" "CPU s" "peak KiB"
 compare latency
 compare timehist
+# issue 4: analyze with every detector against perf sched latency alone
+compare analyze latency
 
 echo
 echo "memory vs trace length (stallscope latency, peak KiB): $SMALL ($(stat -c %s "$SMALL") bytes)"
