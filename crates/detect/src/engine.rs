@@ -83,19 +83,12 @@ pub struct Engine {
     last: Option<Ts>,
 }
 
+/// The name of a scheduler event the detectors may need (side-band kinds excluded).
 fn native_name(k: &EventKind) -> Option<&'static str> {
-    Some(match k {
-        EventKind::Switch(_) => "sched_switch",
-        EventKind::Waking(_) => "sched_waking",
-        EventKind::Wakeup(_) => "sched_wakeup",
-        EventKind::WakeupNew(_) => "sched_wakeup_new",
-        EventKind::Migrate(_) => "sched_migrate_task",
-        EventKind::Fork { .. } => "sched_process_fork",
-        EventKind::Exit(_) => "sched_process_exit",
-        EventKind::Exec { .. } => "sched_process_exec",
-        EventKind::StatRuntime(_) => "sched_stat_runtime",
-        EventKind::Lost { .. } | EventKind::TaskComm { .. } | EventKind::Generic(_) => return None,
-    })
+    match k {
+        EventKind::Lost { .. } | EventKind::TaskComm { .. } => None,
+        k => k.static_name(),
+    }
 }
 
 /// A small distinct number per native kind (for the seen-names bit mask).
