@@ -38,7 +38,7 @@ use std::io::{self, Write};
 use stallscope_model::{Cpu, Event, EventKind, FieldValue, Finding, GenericEvent, TaskRef, Ts};
 
 use crate::lanes::assign_lanes;
-use crate::prev_state::StateEncoding;
+use crate::prev_state::{EncodePrevState, StateEncoding};
 use crate::protozero::{put_varint, ProtoBuf};
 use crate::tasks::TaskTable;
 use crate::ExportStats;

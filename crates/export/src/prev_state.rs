@@ -16,101 +16,38 @@
 //! dropped; [`RawPrevState::lossy`] says when that happened. `I` on pre-4.14 kernels was
 //! `TASK_IDLE = TASK_UNINTERRUPTIBLE | TASK_NOLOAD`, reported as `D|N` (4.2+) or `D`.
 
-use stallscope_model::PrevState;
+use stallscope_model::{KernelStateEncoding, PrevState};
 
-/// Which raw encoding a kernel uses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StateEncoding {
-    /// Linux ≥ 4.14: `TASK_REPORT` index bits, preempted = 0x100.
-    Report414,
-    /// Linux 4.2 – 4.13: task state bits with `N`, preempted = 2048. Also what Perfetto
-    /// assumes when a trace does not name its kernel (it defaults to 4.4 semantics).
-    State42,
-    /// Linux ≤ 4.1: task state bits, preempted = 1024.
-    State31,
+/// Which raw encoding a kernel uses (the model's per-generation tables).
+pub use stallscope_model::KernelStateEncoding as StateEncoding;
+
+/// Writes a normalized state as the raw number of a kernel generation.
+pub trait EncodePrevState {
+    /// The raw number for a normalized state.
+    fn encode(self, state: PrevState) -> RawPrevState;
 }
 
-impl StateEncoding {
-    /// The encoding for a kernel release string (`6.18.44-fc-v769`, `4.4.0-21-generic`).
-    /// `None` when the release does not start with `MAJOR.MINOR`.
-    pub fn for_release(release: &str) -> Option<StateEncoding> {
-        let mut parts = release.split(['.', '-']);
-        let major: u32 = parts.next()?.parse().ok()?;
-        let minor: u32 = parts
-            .next()?
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .ok()?;
-        Some(if (major, minor) >= (4, 14) {
-            StateEncoding::Report414
-        } else if (major, minor) >= (4, 2) {
-            StateEncoding::State42
-        } else {
-            StateEncoding::State31
-        })
-    }
-
-    /// `(normalized bit, raw value)` pairs and the preempted bit.
-    fn table(self) -> (&'static [(u16, i64)], i64) {
-        const REPORT: &[(u16, i64)] = &[
-            (PrevState::S, 0x01),
-            (PrevState::D, 0x02),
-            (PrevState::T, 0x04),
-            (PrevState::TRACED, 0x08),
-            (PrevState::X, 0x10),
-            (PrevState::Z, 0x20),
-            (PrevState::P, 0x40),
-            (PrevState::I, 0x80),
-        ];
-        const STATE42: &[(u16, i64)] = &[
-            (PrevState::S, 1),
-            (PrevState::D, 2),
-            (PrevState::T, 4),
-            (PrevState::TRACED, 8),
-            (PrevState::Z, 16),
-            (PrevState::X, 32),
-            (PrevState::XDEAD, 64),
-            (PrevState::K, 128),
-            (PrevState::W, 256),
-            (PrevState::P, 512),
-            (PrevState::N, 1024),
-            (PrevState::I, 2 | 1024),
-        ];
-        const STATE31: &[(u16, i64)] = &[
-            (PrevState::S, 1),
-            (PrevState::D, 2),
-            (PrevState::T, 4),
-            (PrevState::TRACED, 8),
-            (PrevState::Z, 16),
-            (PrevState::X, 32),
-            (PrevState::XDEAD, 64),
-            (PrevState::K, 128),
-            (PrevState::W, 256),
-            (PrevState::P, 512),
-            (PrevState::I, 2),
-        ];
-        match self {
-            StateEncoding::Report414 => (REPORT, 0x100),
-            StateEncoding::State42 => (STATE42, 2048),
-            StateEncoding::State31 => (STATE31, 1024),
-        }
-    }
-
-    /// The raw number for a normalized state.
-    pub fn encode(self, state: PrevState) -> RawPrevState {
-        let (table, preempted) = self.table();
+impl EncodePrevState for KernelStateEncoding {
+    fn encode(self, state: PrevState) -> RawPrevState {
         let mut raw = 0i64;
         let mut covered = 0u16;
-        for &(bit, value) in table {
+        for &(bit, value) in self.letters() {
             if state.bits() & bit != 0 {
-                raw |= value;
+                raw |= value as i64;
                 covered |= bit;
             }
         }
+        // `I` before 4.14 was TASK_IDLE = TASK_UNINTERRUPTIBLE | TASK_NOLOAD, reported as
+        // `D|N` (4.2–4.13) or `D` (≤ 4.1).
+        if state.bits() & PrevState::I != 0 && self != KernelStateEncoding::Report414 {
+            raw |= match self {
+                KernelStateEncoding::State42 => 2 | 1024,
+                _ => 2,
+            };
+            covered |= PrevState::I;
+        }
         if state.is_preempted() {
-            raw |= preempted;
+            raw |= self.preempted_bit() as i64;
             covered |= PrevState::PREEMPTED;
         }
         RawPrevState {

@@ -26,7 +26,7 @@ pub use finding::{Evidence, Finding, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};
 pub use quality::{DataQuality, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
-pub use state::PrevState;
+pub use state::{KernelStateEncoding, PrevState};
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 pub use window::{
     BlockRequest, FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice, RunnableWait,

@@ -193,3 +193,130 @@ mod tests {
         );
     }
 }
+
+/// The raw `sched_switch.prev_state` encodings of kernel generations
+/// (shared/reference/formats.md §6). Readers use it to decode raw numbers when a trace's
+/// `print fmt` gives no table; exporters use it to write the number the input's kernel
+/// would have written.
+///
+/// ```text
+/// kernel      S  D  T  t  X     Z     P     I     x   K    W    N     preempted (+)
+/// >= 4.14     1  2  4  8  0x10  0x20  0x40  0x80  -   -    -    -     0x100
+/// 4.2-4.13    1  2  4  8  32    16    512   -     64  128  256  1024  2048
+/// <= 4.1      1  2  4  8  32    16    512   -     64  128  256  -     1024
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelStateEncoding {
+    /// Linux ≥ 4.14: `TASK_REPORT` index bits, preempted = 0x100.
+    Report414,
+    /// Linux 4.2 – 4.13: task state bits with `N`, preempted = 2048.
+    State42,
+    /// Linux ≤ 4.1: task state bits, preempted = 1024.
+    State31,
+}
+
+impl KernelStateEncoding {
+    /// The encoding for a kernel release string (`6.18.44-fc-v769`, `4.4.0-21-generic`);
+    /// `None` when the release does not start with `MAJOR.MINOR`.
+    pub fn for_release(release: &str) -> Option<KernelStateEncoding> {
+        let mut parts = release.split(['.', '-']);
+        let major: u32 = parts.next()?.parse().ok()?;
+        let minor_text: String = parts
+            .next()?
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let minor: u32 = minor_text.parse().ok()?;
+        Some(if (major, minor) >= (4, 14) {
+            KernelStateEncoding::Report414
+        } else if (major, minor) >= (4, 2) {
+            KernelStateEncoding::State42
+        } else {
+            KernelStateEncoding::State31
+        })
+    }
+
+    /// `(normalized letter bit, raw value)` pairs of this encoding.
+    pub fn letters(self) -> &'static [(u16, u64)] {
+        const REPORT: &[(u16, u64)] = &[
+            (PrevState::S, 0x01),
+            (PrevState::D, 0x02),
+            (PrevState::T, 0x04),
+            (PrevState::TRACED, 0x08),
+            (PrevState::X, 0x10),
+            (PrevState::Z, 0x20),
+            (PrevState::P, 0x40),
+            (PrevState::I, 0x80),
+        ];
+        const STATE42: &[(u16, u64)] = &[
+            (PrevState::S, 1),
+            (PrevState::D, 2),
+            (PrevState::T, 4),
+            (PrevState::TRACED, 8),
+            (PrevState::Z, 16),
+            (PrevState::X, 32),
+            (PrevState::XDEAD, 64),
+            (PrevState::K, 128),
+            (PrevState::W, 256),
+            (PrevState::P, 512),
+            (PrevState::N, 1024),
+        ];
+        match self {
+            KernelStateEncoding::Report414 => REPORT,
+            KernelStateEncoding::State42 => STATE42,
+            // The same bits without N.
+            KernelStateEncoding::State31 => &STATE42[..10],
+        }
+    }
+
+    /// Mask of the state bits (`prev_state & mask` = the letters).
+    pub fn state_mask(self) -> u64 {
+        match self {
+            KernelStateEncoding::Report414 => 0xff,
+            KernelStateEncoding::State42 => 2047,
+            KernelStateEncoding::State31 => 1023,
+        }
+    }
+
+    /// The "preempted" (`+`) bit.
+    pub fn preempted_bit(self) -> u64 {
+        match self {
+            KernelStateEncoding::Report414 => 0x100,
+            KernelStateEncoding::State42 => 2048,
+            KernelStateEncoding::State31 => 1024,
+        }
+    }
+}
+
+#[cfg(test)]
+mod encoding_tests {
+    use super::*;
+
+    #[test]
+    fn releases_pick_their_generation() {
+        use KernelStateEncoding::*;
+        assert_eq!(
+            KernelStateEncoding::for_release("6.18.44-fc-v769"),
+            Some(Report414)
+        );
+        assert_eq!(KernelStateEncoding::for_release("4.14.0"), Some(Report414));
+        assert_eq!(
+            KernelStateEncoding::for_release("4.9.0-8-amd64"),
+            Some(State42)
+        );
+        assert_eq!(
+            KernelStateEncoding::for_release("3.10.0-1160.el7"),
+            Some(State31)
+        );
+        assert_eq!(KernelStateEncoding::for_release("linux"), None);
+        assert_eq!(State31.letters().len(), 10);
+        assert!(State31
+            .letters()
+            .iter()
+            .all(|&(_, v)| v & !State31.state_mask() == 0));
+        assert!(State42
+            .letters()
+            .iter()
+            .all(|&(_, v)| v & !State42.state_mask() == 0));
+    }
+}

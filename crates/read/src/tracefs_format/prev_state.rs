@@ -19,7 +19,7 @@
 //! 4.2–4.13: `S D T t Z X x K W P N` = 1…1024, `+` = 2048; older: the same without `N`,
 //! `+` = 1024.
 
-use stallscope_model::PrevState;
+use stallscope_model::{KernelStateEncoding, PrevState};
 
 use super::const_expr::eval_const_expr;
 
@@ -107,62 +107,24 @@ impl PrevStateTable {
     /// The fallback table for kernel `release` (`6.18.44-…`, `4.9.0`); unknown or unparsable
     /// releases get the modern (≥ 4.14) table.
     pub fn for_kernel_release(release: Option<&str>) -> PrevStateTable {
-        let version = release.and_then(parse_major_minor);
-        let letters = |list: &[(u64, char)]| {
-            list.iter()
-                .map(|&(v, c)| (v, letter_bits(&c.to_string())))
-                .collect()
-        };
+        let encoding = release
+            .and_then(KernelStateEncoding::for_release)
+            .unwrap_or(KernelStateEncoding::Report414);
+        let entries = encoding
+            .letters()
+            .iter()
+            .map(|&(bit, raw)| (raw, bit))
+            .collect();
         let source = format!(
             "the built-in table for kernel {}",
             release.unwrap_or("(unknown release)")
         );
-        match version {
-            Some(v) if v < (4, 2) => {
-                let list = [
-                    (1, 'S'),
-                    (2, 'D'),
-                    (4, 'T'),
-                    (8, 't'),
-                    (16, 'Z'),
-                    (32, 'X'),
-                    (64, 'x'),
-                    (128, 'K'),
-                    (256, 'W'),
-                    (512, 'P'),
-                ];
-                Self::build(1023, letters(&list), 1024, source)
-            }
-            Some(v) if v < (4, 14) => {
-                let list = [
-                    (1, 'S'),
-                    (2, 'D'),
-                    (4, 'T'),
-                    (8, 't'),
-                    (16, 'Z'),
-                    (32, 'X'),
-                    (64, 'x'),
-                    (128, 'K'),
-                    (256, 'W'),
-                    (512, 'P'),
-                    (1024, 'N'),
-                ];
-                Self::build(2047, letters(&list), 2048, source)
-            }
-            _ => {
-                let list = [
-                    (1, 'S'),
-                    (2, 'D'),
-                    (4, 'T'),
-                    (8, 't'),
-                    (16, 'X'),
-                    (32, 'Z'),
-                    (64, 'P'),
-                    (128, 'I'),
-                ];
-                Self::build(0xff, letters(&list), 0x100, source)
-            }
-        }
+        Self::build(
+            encoding.state_mask(),
+            entries,
+            encoding.preempted_bit(),
+            source,
+        )
     }
 
     /// Where the table came from (for data-quality notes).
@@ -207,14 +169,6 @@ fn letter_bits(letters: &str) -> u16 {
         (Some(c), None) => PrevState::letter_bit(c).unwrap_or(PrevState::UNKNOWN),
         _ => PrevState::UNKNOWN,
     }
-}
-
-/// `(6, 18)` from `6.18.44-fc-v657`.
-fn parse_major_minor(release: &str) -> Option<(u32, u32)> {
-    let mut it = release.split(|c: char| !c.is_ascii_digit());
-    let major = it.next()?.parse().ok()?;
-    let minor = it.next()?.parse().ok()?;
-    Some((major, minor))
 }
 
 /// The mask in `REC->prev_state & MASK` (all bits when there is no `&`).
