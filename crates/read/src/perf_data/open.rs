@@ -11,7 +11,7 @@ use super::attr::Attr;
 use super::header::{feat, FileHeader, Section};
 use super::pipeline::Pipeline;
 use super::spool::{self, ReadSeek};
-use super::stream::RawStream;
+use super::stream::{DataMap, RawStream};
 use crate::tracefs_format::Endian;
 use crate::{Input, ReadError};
 
@@ -68,15 +68,20 @@ impl Pipeline {
                 format!("{header_size}"),
             ));
         }
-        let (mut src, len): (Box<dyn ReadSeek>, u64) = match input.into_file() {
-            Ok(f) => {
-                let len = f.metadata().map_err(|e| ReadError::io(&path, &e))?.len();
-                (Box::new(f), len)
-            }
-            Err(input) => {
-                spool::spool(input.into_reader()).map_err(|e| ReadError::io(&path, &e))?
-            }
-        };
+        // `file`: a second handle on a real file, for mapping the data section.
+        let (mut src, len, file): (Box<dyn ReadSeek>, u64, Option<std::fs::File>) =
+            match input.into_file() {
+                Ok(f) => {
+                    let len = f.metadata().map_err(|e| ReadError::io(&path, &e))?.len();
+                    let file = f.try_clone().ok();
+                    (Box::new(f), len, file)
+                }
+                Err(input) => {
+                    let (src, len) =
+                        spool::spool(input.into_reader()).map_err(|e| ReadError::io(&path, &e))?;
+                    (src, len, None)
+                }
+            };
         let hbytes = read_section(
             &path,
             &mut src,
@@ -121,7 +126,14 @@ impl Pipeline {
         rd.read_features(&mut src, len, &fh)?;
         src.seek(SeekFrom::Start(fh.data.offset))
             .map_err(|e| ReadError::io(&rd.path, &e))?;
-        rd.raw = RawStream::new(Box::new(src), fh.data.offset, Some(fh.data.size), endian);
+        // A file's data section is mapped (no read() copies); if mapping fails it is read.
+        let map = file
+            .filter(|_| fh.data.size > 0)
+            .and_then(|f| DataMap::new(&f, fh.data.offset, fh.data.size).ok());
+        rd.raw = match map {
+            Some(map) => RawStream::mapped(&mut rd.pool, map, endian),
+            None => RawStream::new(Box::new(src), fh.data.offset, Some(fh.data.size), endian),
+        };
         rd.rebuild();
         Ok(rd)
     }

@@ -8,7 +8,7 @@
 //! rest waits. At the end of the input everything left is emitted. Memory is about two
 //! rounds; a file without rounds is emitted in halves once [`MAX_PENDING`] records queue up.
 
-use super::stream::RecordRef;
+use super::stream::{RecordRef, MAPPED};
 
 /// Records queued before a forced partial flush.
 pub const MAX_PENDING: usize = 500_000;
@@ -53,6 +53,16 @@ impl OrderQueue {
     /// Records waiting (not yet released).
     pub fn pending_len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The smallest file offset of a mapped record still queued (released or not).
+    pub fn min_mapped_off(&self) -> Option<u64> {
+        self.pending
+            .iter()
+            .chain(&self.ready[self.ready_pos.min(self.ready.len())..])
+            .filter(|p| p.rec.chunk == MAPPED)
+            .map(|p| p.rec.file_off)
+            .min()
     }
 
     /// End of a round: releases what is safe to emit.

@@ -77,6 +77,13 @@ pub struct Pipeline {
     pub(super) input_done: bool,
     pub(super) failed: bool,
     pub(super) total_len: Option<u64>,
+    /// Input offset at which [`Pipeline::drop_mapped_pages`] next looks.
+    next_drop_check: u64,
+    /// Input offset below which no mapped record is queued any more (as of the last look).
+    pub(super) low_water: u64,
+    /// Whether the pipeline drops mapped pages below `low_water` itself (false when a
+    /// decoding thread does it after decoding the records).
+    pub(super) drop_pages: bool,
 }
 impl Pipeline {
     pub(super) fn new(
@@ -113,6 +120,24 @@ impl Pipeline {
             input_done: false,
             failed: false,
             total_len,
+            next_drop_check: 0,
+            low_water: 0,
+            drop_pages: true,
+        }
+    }
+
+    /// Every 1 MiB of mapped input: updates [`Pipeline::low_water`] and, when
+    /// `drop_pages`, drops the mapped pages below it (every record there was emitted and,
+    /// inline, already decoded).
+    fn drop_mapped_pages(&mut self) {
+        let pos = self.raw.offset();
+        if pos < self.next_drop_check || self.pool.map.is_none() {
+            return;
+        }
+        self.next_drop_check = pos + (1 << 20);
+        self.low_water = self.queue.min_mapped_off().unwrap_or(pos).min(pos);
+        if self.drop_pages {
+            self.pool.drop_mapped_below(self.low_water);
         }
     }
 
@@ -361,7 +386,10 @@ impl Pipeline {
     fn pump(&mut self) -> Result<(), ReadError> {
         while !self.queue.has_ready() {
             match self.raw.next(&mut self.pool) {
-                Ok(Some(r)) => self.handle(r, false)?,
+                Ok(Some(r)) => {
+                    self.handle(r, false)?;
+                    self.drop_mapped_pages();
+                }
                 Ok(None) => {
                     if self.decomp.as_ref().is_some_and(|d| d.leftover() > 0) {
                         self.failed = true;

@@ -10,13 +10,90 @@
 //! `COMPRESSED` (81) / `COMPRESSED2` (83, `u64 data_size` first) records hold a zstd stream
 //! that decompresses to more records; those may straddle compressed-record boundaries, so the
 //! decompressed bytes are a second record stream ([`DecompStream`]) with its own chunks.
+//!
+//! A seekable file's data section is instead memory-mapped ([`RawStream::mapped`]): records
+//! are cut straight out of the mapping (chunk [`MAPPED`], located by their file offset), so
+//! neither `read()` nor a later stage copies them. Pages behind the oldest record still
+//! queued are dropped from the mapping ([`ChunkPool::drop_mapped_below`]), which keeps the
+//! resident memory bounded like the chunks do.
 
 use std::io::{self, Read};
+use std::sync::Arc;
+
+use memmap2::Mmap;
 
 use crate::tracefs_format::Endian;
 
 /// Bytes per chunk. A record is at most 64 KiB (`u16 size`).
 pub const CHUNK_SIZE: usize = 1 << 20;
+
+/// `RecordRef::chunk` of a record inside the mapped data section (`file_off` locates it).
+pub const MAPPED: u32 = u32::MAX;
+
+/// The memory-mapped data section of a file.
+pub struct DataMap {
+    /// The mapping; byte 0 is at file offset `base`.
+    pub map: Mmap,
+    /// File offset of the mapping's first byte.
+    pub base: u64,
+}
+
+impl DataMap {
+    /// Maps `len` bytes of `file` from offset `base` (read-only), for sequential reading.
+    pub fn new(file: &std::fs::File, base: u64, len: u64) -> io::Result<DataMap> {
+        let len = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        // SAFETY: the mapping is read-only and private. If another process truncates the
+        // file while it is read, touching the lost pages raises SIGBUS (as for perf); a
+        // file changed in place only yields different (still bounds-checked) bytes.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(base)
+                .len(len)
+                .map(file)?
+        };
+        // A hint only: failure changes nothing.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(DataMap { map, base })
+    }
+
+    /// Drops the mapped pages between file offsets `from` (where the previous call ended)
+    /// and `to` from this process, in steps of at least 1 MiB; returns where the next call
+    /// starts. Touching a dropped page later reads it again from the file, so this only
+    /// lowers resident memory and never changes what is read.
+    pub fn drop_pages(&self, from: u64, to: u64) -> u64 {
+        let from = from.max(self.base);
+        let to = to.min(self.base + self.map.len() as u64);
+        if to < from + (1 << 20) {
+            return from;
+        }
+        // Whole pages only: the end is rounded down to a page boundary (memmap2 rounds the
+        // start down; it is the previous end, or the mapping's start).
+        let page = 4096u64;
+        let addr0 = self.map.as_ptr() as u64;
+        let end_addr = (addr0 + (to - self.base)) & !(page - 1);
+        let start_addr = addr0 + (from - self.base);
+        if end_addr <= start_addr {
+            return from;
+        }
+        // SAFETY: the mapping is private and never written, so dropping its pages loses
+        // nothing: a later access reads them again from the file.
+        let _ = unsafe {
+            self.map.unchecked_advise_range(
+                memmap2::UncheckedAdvice::DontNeed,
+                (from - self.base) as usize,
+                (end_addr - start_addr) as usize,
+            )
+        };
+        end_addr - addr0 + self.base
+    }
+
+    /// The bytes of a record at `file_off`.
+    #[inline]
+    pub fn bytes(&self, file_off: u64, len: u32) -> &[u8] {
+        let s = (file_off - self.base) as usize;
+        &self.map[s..s + len as usize]
+    }
+}
 
 /// Where a record is: chunk, offset and length inside it, and its position in the input
 /// (for a record inside a compressed one: the position of that compressed record).
@@ -45,6 +122,10 @@ struct Chunk {
 pub struct ChunkPool {
     chunks: Vec<Chunk>,
     free: Vec<u32>,
+    /// The mapped data section, if any.
+    pub map: Option<Arc<DataMap>>,
+    /// File offset below which mapped pages were already dropped.
+    dropped_below: u64,
 }
 
 impl ChunkPool {
@@ -73,11 +154,17 @@ impl ChunkPool {
 
     /// Takes one reference on the chunk of `r`.
     pub fn add_ref(&mut self, r: &RecordRef) {
+        if r.chunk == MAPPED {
+            return;
+        }
         self.chunks[r.chunk as usize].live += 1;
     }
 
     /// Drops one reference taken with [`ChunkPool::add_ref`].
     pub fn unref(&mut self, r: &RecordRef) {
+        if r.chunk == MAPPED {
+            return;
+        }
         let c = &mut self.chunks[r.chunk as usize];
         c.live = c.live.saturating_sub(1);
         if c.live == 0 && !c.current {
@@ -88,8 +175,22 @@ impl ChunkPool {
     /// The bytes of `r`.
     #[inline]
     pub fn bytes(&self, r: &RecordRef) -> &[u8] {
+        if r.chunk == MAPPED {
+            if let Some(m) = &self.map {
+                return m.bytes(r.file_off, r.len);
+            }
+            // INVARIANT: MAPPED records are only made by a stream over `self.map`.
+            return &[];
+        }
         let s = r.off as usize;
         &self.chunks[r.chunk as usize].data[s..s + r.len as usize]
+    }
+
+    /// Drops the mapped pages below file offset `off` (see [`DataMap::drop_pages`]).
+    pub fn drop_mapped_below(&mut self, off: u64) {
+        if let Some(m) = &self.map {
+            self.dropped_below = m.drop_pages(self.dropped_below, off);
+        }
     }
 }
 
@@ -217,6 +318,8 @@ pub struct RawStream {
     win: Window,
     eof: bool,
     endian: Endian,
+    /// Mapped mode: `(offset of the next record, end offset)` in the pool's [`DataMap`].
+    mapped: Option<(u64, u64)>,
 }
 
 impl RawStream {
@@ -238,11 +341,75 @@ impl RawStream {
             },
             eof: false,
             endian,
+            mapped: None,
         }
+    }
+
+    /// A stream over the whole of `map`, which becomes `pool`'s mapping.
+    pub fn mapped(pool: &mut ChunkPool, map: DataMap, endian: Endian) -> RawStream {
+        let range = (map.base, map.base + map.map.len() as u64);
+        pool.map = Some(Arc::new(map));
+        let mut s = RawStream::new(Box::new(io::empty()), range.0, Some(0), endian);
+        s.mapped = Some(range);
+        s
+    }
+
+    /// The next record of a mapped stream; `None` at its end.
+    #[inline]
+    fn next_mapped(
+        &mut self,
+        pool: &ChunkPool,
+        pos: u64,
+        end: u64,
+    ) -> Result<Option<RecordRef>, StreamError> {
+        let Some(m) = &pool.map else {
+            return Ok(None);
+        };
+        let have = (end - pos) as usize;
+        if have == 0 {
+            return Ok(None);
+        }
+        let data = &m.map[(pos - m.base) as usize..];
+        if have < 8 {
+            return Err(StreamError::Truncated {
+                off: pos,
+                rtype: None,
+                need: 8,
+                have,
+            });
+        }
+        let e = self.endian;
+        let rtype = e.u32(data, 0).unwrap_or(0);
+        let size = e.u16(data, 6).unwrap_or(0);
+        if size < 8 {
+            return Err(StreamError::BadSize {
+                off: pos,
+                rtype,
+                size,
+            });
+        }
+        if have < usize::from(size) {
+            return Err(StreamError::Truncated {
+                off: pos,
+                rtype: Some(rtype),
+                need: usize::from(size),
+                have,
+            });
+        }
+        self.mapped = Some((pos + u64::from(size), end));
+        Ok(Some(RecordRef {
+            chunk: MAPPED,
+            off: 0,
+            len: u32::from(size),
+            file_off: pos,
+        }))
     }
 
     /// Input offset of the next unparsed byte.
     pub fn offset(&self) -> u64 {
+        if let Some((pos, _)) = self.mapped {
+            return pos;
+        }
         self.win.base + self.win.start as u64
     }
 
@@ -284,6 +451,15 @@ impl RawStream {
 
     /// `(type, size)` of the next record without consuming it; `None` at a clean end.
     pub fn peek(&mut self, pool: &mut ChunkPool) -> Result<Option<(u32, u16)>, StreamError> {
+        if let Some((pos, end)) = self.mapped {
+            let r = self.next_mapped(pool, pos, end)?;
+            self.mapped = Some((pos, end));
+            let e = self.endian;
+            return Ok(r.map(|r| {
+                let b = pool.bytes(&r);
+                (e.u32(b, 0).unwrap_or(0), e.u16(b, 6).unwrap_or(0))
+            }));
+        }
         self.fill(pool, 8)?;
         let Some(chunk) = self.win.chunk else {
             return Ok(None);
@@ -316,6 +492,9 @@ impl RawStream {
     /// The next record (one reference taken on its chunk), `None` at the end.
     #[inline]
     pub fn next(&mut self, pool: &mut ChunkPool) -> Result<Option<RecordRef>, StreamError> {
+        if let Some((pos, end)) = self.mapped {
+            return self.next_mapped(pool, pos, end);
+        }
         // Fast path: the whole record is already buffered.
         if self.win.avail() >= 8 {
             if let Some(r) = self.win.cut(pool, self.endian, None)? {
@@ -341,6 +520,21 @@ impl RawStream {
     /// data). Memory grows only with bytes actually present.
     pub fn read_payload(&mut self, pool: &mut ChunkPool, n: u64) -> Result<Vec<u8>, StreamError> {
         let off = self.offset();
+        if let (Some((pos, end)), Some(m)) = (self.mapped, &pool.map) {
+            let take = (end - pos).min(n);
+            let s = (pos - m.base) as usize;
+            let out = m.map[s..s + take as usize].to_vec();
+            self.mapped = Some((pos + take, end));
+            if take < n {
+                return Err(StreamError::Truncated {
+                    off,
+                    rtype: None,
+                    need: usize::try_from(n).unwrap_or(usize::MAX),
+                    have: out.len(),
+                });
+            }
+            return Ok(out);
+        }
         let mut out = Vec::new();
         let from_buf = (self.win.avail() as u64).min(n) as usize;
         if let Some(chunk) = self.win.chunk {
@@ -542,5 +736,69 @@ mod tests {
         assert!(d
             .feed(&mut pool, b"not zstd at all", 77, Endian::Little, &mut out)
             .is_err());
+    }
+
+    /// All records (or the error) of `s`, as bytes.
+    fn drain(s: &mut RawStream, pool: &mut ChunkPool) -> (Vec<Vec<u8>>, Option<StreamError>) {
+        let mut out = Vec::new();
+        loop {
+            match s.next(pool) {
+                Ok(Some(r)) => {
+                    out.push(pool.bytes(&r).to_vec());
+                    pool.unref(&r);
+                }
+                Ok(None) => return (out, None),
+                Err(e) => return (out, Some(e)),
+            }
+        }
+    }
+
+    #[test]
+    fn mapped_stream_cuts_the_same_records_and_errors_as_reading() {
+        let recs = records(3000);
+        let mut all = vec![0xAAu8; 100];
+        all.extend(recs.concat());
+        let base = 100u64;
+        let dir = std::env::temp_dir().join(format!("stallscope-map-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // Whole, cut inside the last record, and cut inside a header.
+        let last = recs[recs.len() - 1].len();
+        for cut in [0, 3, last + 5] {
+            let bytes = &all[..all.len() - cut];
+            let path = dir.join("data");
+            std::fs::write(&path, bytes).unwrap();
+            let file = std::fs::File::open(&path).unwrap();
+            let len = bytes.len() as u64 - base;
+            let mut pool = ChunkPool::default();
+            let map = DataMap::new(&file, base, len).unwrap();
+            let mut mapped = RawStream::mapped(&mut pool, map, Endian::Little);
+            let (got, err) = drain(&mut mapped, &mut pool);
+            let src = io::Cursor::new(bytes[base as usize..].to_vec());
+            let mut read = RawStream::new(Box::new(src), base, Some(len), Endian::Little);
+            let mut pool2 = ChunkPool::default();
+            let (want, want_err) = drain(&mut read, &mut pool2);
+            assert_eq!(got, want, "cut {cut}");
+            assert_eq!(format!("{err:?}"), format!("{want_err:?}"), "cut {cut}");
+            assert_eq!(err.is_some(), cut != 0);
+            assert_eq!(
+                got.len(),
+                if cut == 0 {
+                    3000
+                } else if cut == 3 {
+                    2999
+                } else {
+                    2998
+                }
+            );
+            // Dropping pages only lowers memory: the records read the same afterwards.
+            pool.drop_mapped_below(base + len);
+            let again = DataMap::new(&file, base, len).unwrap();
+            let mut pool3 = ChunkPool::default();
+            let mut s = RawStream::mapped(&mut pool3, again, Endian::Little);
+            let first = s.next(&mut pool3).unwrap().unwrap();
+            pool3.drop_mapped_below(base + len);
+            assert_eq!(pool3.bytes(&first), &recs[0][..]);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

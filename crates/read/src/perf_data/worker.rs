@@ -1,8 +1,9 @@
 //! [`Worker`]: runs the reading side ([`Pipeline`]: read, decompress, order) on one thread
 //! and the decoding side ([`Decoder`]) on another, so the caller's thread only runs the
-//! analysis and the three stages overlap on the two cores. The reading thread copies up to
-//! [`BATCH`] released records into a record batch; the decoding thread turns each into an
-//! event batch; [`Worker::next_batch`] hands a whole event batch to the caller by swapping
+//! analysis and the three stages overlap on the two cores. The reading thread puts up to
+//! [`BATCH`] released records into a record batch (records of a memory-mapped data section
+//! by reference, others copied out of their chunks); the decoding thread turns each into an
+//! event batch and then drops the mapped pages no later batch needs; [`Worker::next_batch`] hands a whole event batch to the caller by swapping
 //! vectors (no per-event copy). At most [`IN_FLIGHT`] batches are queued between two stages
 //! (bounded memory) and emptied batches go back upstream for reuse. Each batch carries the
 //! reading side's metadata and progress and the data-quality counters of both sides as of
@@ -18,6 +19,7 @@ use stallscope_model::{DataQuality, Event, TraceMeta};
 use super::decode::{DecodeTables, Decoder};
 use super::order::Pending;
 use super::pipeline::Pipeline;
+use super::stream::{DataMap, MAPPED};
 use crate::ReadError;
 
 /// Records per batch.
@@ -28,9 +30,14 @@ pub const IN_FLIGHT: usize = 4;
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
 struct RecordBatch {
-    /// Records; `rec.off` / `rec.len` locate each in `bytes`.
+    /// Records; `rec.off` / `rec.len` locate each in `bytes`, or, for `rec.chunk ==
+    /// MAPPED`, `rec.file_off` / `rec.len` in `map`.
     records: Vec<Pending>,
     bytes: Vec<u8>,
+    /// The mapped data section, for records with `rec.chunk == MAPPED` (not copied).
+    map: Option<Arc<DataMap>>,
+    /// No mapped record below this input offset is sent after this batch.
+    low_water: u64,
     tables: Arc<DecodeTables>,
     meta: TraceMeta,
     dq: DataQuality,
@@ -79,7 +86,10 @@ impl Worker {
             decoder,
             dq: DataQuality::default(),
             path: pipeline.meta.path.clone(),
+            dropped_below: 0,
         };
+        // Mapped pages are dropped by the decoding thread, once it has decoded them.
+        pipeline.drop_pages = false;
         let current = Batch {
             meta: pipeline.meta.clone(),
             dq: pipeline.dq.clone(),
@@ -210,6 +220,8 @@ struct DecodeSide {
     /// Counters from decoding.
     dq: DataQuality,
     path: String,
+    /// Mapped pages below this input offset were dropped.
+    dropped_below: u64,
 }
 
 impl DecodeSide {
@@ -233,12 +245,20 @@ impl DecodeSide {
             };
             self.decoder.set_tables(&recs.tables);
             for p in &recs.records {
-                let start = p.rec.off as usize;
-                let rec = &recs.bytes[start..start + p.rec.len as usize];
+                let rec = match (&recs.map, p.rec.chunk) {
+                    (Some(m), MAPPED) => m.bytes(p.rec.file_off, p.rec.len),
+                    _ => {
+                        let start = p.rec.off as usize;
+                        &recs.bytes[start..start + p.rec.len as usize]
+                    }
+                };
                 // `None`: a side-band-only record, or a skip counted in `dq`.
                 if let Some(ev) = self.decoder.decode(rec, p, &mut self.dq) {
                     b.events.push(ev);
                 }
+            }
+            if let Some(m) = &recs.map {
+                self.dropped_below = m.drop_pages(self.dropped_below, recs.low_water);
             }
             b.meta.clone_from(&recs.meta);
             b.dq.clone_from(&recs.dq);
@@ -263,11 +283,13 @@ fn read_loop(p: &mut Pipeline, tx: &SyncSender<RecordBatch>, reuse: &Receiver<Re
         let end = loop {
             match p.pop_released() {
                 Ok(Some(mut r)) => {
-                    let off = b.bytes.len();
-                    b.bytes.extend_from_slice(p.record(&r));
-                    p.release(&r);
-                    r.rec.chunk = 0;
-                    r.rec.off = off as u32;
+                    if r.rec.chunk != MAPPED {
+                        let off = b.bytes.len();
+                        b.bytes.extend_from_slice(p.record(&r));
+                        p.release(&r);
+                        r.rec.chunk = 0;
+                        r.rec.off = off as u32;
+                    }
                     b.records.push(r);
                     if b.records.len() >= BATCH {
                         break None;
@@ -280,6 +302,8 @@ fn read_loop(p: &mut Pipeline, tx: &SyncSender<RecordBatch>, reuse: &Receiver<Re
         let last = end.is_some();
         b.end = end;
         b.tables = p.tables().clone();
+        b.map.clone_from(&p.pool.map);
+        b.low_water = p.low_water;
         b.meta.clone_from(&p.meta);
         b.dq.clone_from(&p.dq);
         b.progress = p.progress();
