@@ -21,13 +21,15 @@
 //!
 //! Records are ordered like `perf script` ([`order`]); `COMPRESSED` (81) / `COMPRESSED2`
 //! (83) zstd records (`perf record -z`) are decompressed on the fly (a record inside one
-//! reports the offset of the compressed record as its span). The data section is streamed
+//! reports the offset of the compressed record as its span). A file's data section is
+//! memory-mapped and records are cut straight out of the mapping; other inputs are streamed
 //! with large reads ([`stream`]); a non-seekable file-mode input (stdin, `.xz`) is spooled
 //! first ([`spool`]) because its metadata comes after the data. The reading side
 //! ([`pipeline`]: read, decompress, order) and the decoding side ([`decode`]) run in the
 //! caller's thread for small inputs; for inputs of [`WORKER_MIN_BYTES`] or more (and pipes)
-//! both run on a second thread ([`worker`]) that hands decoded events over in batches, so
-//! the caller's thread is free for the analysis and both cores work. Unknown record types are skipped by size and counted;
+//! each runs on a thread of its own ([`worker`]) and decoded events are handed over in
+//! batches, so the caller's thread is free for the analysis. Unknown record types are
+//! skipped by size and counted;
 //! truncation and impossible sizes are fatal errors naming the byte offset.
 
 mod attr;

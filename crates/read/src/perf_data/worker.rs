@@ -3,11 +3,12 @@
 //! analysis and the three stages overlap on the two cores. The reading thread puts up to
 //! [`BATCH`] released records into a record batch (records of a memory-mapped data section
 //! by reference, others copied out of their chunks); the decoding thread turns each into an
-//! event batch and then drops the mapped pages no later batch needs; [`Worker::next_batch`] hands a whole event batch to the caller by swapping
-//! vectors (no per-event copy). At most [`IN_FLIGHT`] batches are queued between two stages
-//! (bounded memory) and emptied batches go back upstream for reuse. Each batch carries the
-//! reading side's metadata and progress and the data-quality counters of both sides as of
-//! its last record. If the caller drops the reader, both threads stop at their next send.
+//! event batch and then drops the mapped pages no later batch needs;
+//! [`Worker::next_batch`] hands a whole event batch to the caller by swapping vectors (no
+//! per-event copy). At most [`IN_FLIGHT`] batches are queued between two stages (bounded
+//! memory) and emptied batches go back upstream for reuse. Each batch carries the reading
+//! side's metadata and progress and the data-quality counters of both sides as of its last
+//! record. If the caller drops the reader, both threads stop at their next send.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
