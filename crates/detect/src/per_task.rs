@@ -42,6 +42,15 @@ impl<T> PerTask<T> {
     }
 }
 
+/// A detector's per-CPU state, grown on first use of a CPU number.
+pub fn per_cpu<T: Default>(cpus: &mut Vec<T>, cpu: stallscope_model::Cpu) -> &mut T {
+    let c = cpu as usize;
+    if c >= cpus.len() {
+        cpus.resize_with(c + 1, T::default);
+    }
+    &mut cpus[c]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

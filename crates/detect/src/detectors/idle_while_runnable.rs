@@ -165,11 +165,7 @@ impl IdleWhileRunnable {
     }
 
     fn cpu(&mut self, c: Cpu) -> &mut CpuIdle {
-        let c = c as usize;
-        if c >= self.cpus.len() {
-            self.cpus.resize_with(c + 1, CpuIdle::default);
-        }
-        &mut self.cpus[c]
+        crate::per_task::per_cpu(&mut self.cpus, c)
     }
 
     fn incident(&mut self, tid: Tid, idle_cpu: Cpu, idle: (Ts, &Kept), now: Ts, end: &Event) {

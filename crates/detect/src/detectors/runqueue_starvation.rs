@@ -325,11 +325,7 @@ impl RunqueueStarvation {
     }
 
     fn cpu(&mut self, c: Cpu) -> &mut CpuRun {
-        let c = c as usize;
-        if c >= self.cpus.len() {
-            self.cpus.resize_with(c + 1, CpuRun::default);
-        }
-        &mut self.cpus[c]
+        crate::per_task::per_cpu(&mut self.cpus, c)
     }
 
     fn note_prio(&mut self, tid: Tid, prio: i32) {

@@ -219,11 +219,7 @@ impl WakeupPingPong {
     }
 
     fn cpu(&mut self, c: Cpu) -> &mut CpuPP {
-        let c = c as usize;
-        if c >= self.cpus.len() {
-            self.cpus.resize_with(c + 1, CpuPP::default);
-        }
-        &mut self.cpus[c]
+        crate::per_task::per_cpu(&mut self.cpus, c)
     }
 
     fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
