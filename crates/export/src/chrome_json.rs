@@ -324,7 +324,7 @@ impl<W: Write> ChromeJsonWriter<W> {
                 self.line.push_str("}}");
                 self.emit()?;
             }
-            EventKind::StatRuntime(_) | EventKind::Generic(_) => {
+            EventKind::StatRuntime(_) | EventKind::Generic(_) | EventKind::Block(_) => {
                 let name = ev.kind.name();
                 match self.not_drawn.get_mut(name) {
                     Some(n) => *n += 1,

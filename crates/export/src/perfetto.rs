@@ -35,7 +35,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use stallscope_model::{Cpu, Event, EventKind, FieldValue, Finding, GenericEvent, TaskRef, Ts};
+use stallscope_model::{
+    BlockEvent, Cpu, Event, EventKind, FieldRef, FieldValue, Finding, TaskRef, Ts,
+};
 
 use crate::lanes::assign_lanes;
 use crate::prev_state::{EncodePrevState, StateEncoding};
@@ -551,10 +553,23 @@ fn encode_payload<'k>(
             out.end(m);
             "sched_stat_runtime"
         }
-        EventKind::Generic(g) => {
-            if let Some(name) = encode_block(out, g) {
+        EventKind::Block(b) => {
+            if let Some(name) = encode_block(out, b) {
                 return name;
             }
+            let m = out.begin(fe::GENERIC);
+            out.str(field::generic::EVENT_NAME, b.action.tracepoint());
+            kind.for_each_field(&mut |k, v| match v {
+                FieldRef::Int(i) => generic_int(out, k, i),
+                FieldRef::UInt(u) => generic_uint(out, k, u),
+                FieldRef::Str(s) => generic_str(out, k, s),
+                FieldRef::State(st) => generic_str(out, k, &st.to_string()),
+                FieldRef::Bytes(_) => {}
+            });
+            out.end(m);
+            b.action.tracepoint()
+        }
+        EventKind::Generic(g) => {
             let m = out.begin(fe::GENERIC);
             out.str(field::generic::EVENT_NAME, &g.name);
             for (k, v) in &g.fields {
@@ -600,31 +615,8 @@ fn generic_str(out: &mut ProtoBuf, name: &str, v: &str) {
     generic_field(out, name, |o| o.str(field::generic::STR_VALUE, v));
 }
 
-/// A numeric field of a generic event as u64 (negative values as two's complement, as the
-/// kernel stores them), when present.
-fn num(g: &GenericEvent, name: &str) -> Option<u64> {
-    g.fields
-        .iter()
-        .find(|(k, _)| k == name)
-        .and_then(|(_, v)| match v {
-            FieldValue::Int(i) => Some(*i as u64),
-            FieldValue::UInt(u) => Some(*u),
-            _ => None,
-        })
-}
-
-fn text<'a>(g: &'a GenericEvent, name: &str) -> Option<&'a str> {
-    g.fields
-        .iter()
-        .find(|(k, _)| k == name)
-        .and_then(|(_, v)| match v {
-            FieldValue::Str(s) => Some(s.as_str()),
-            _ => None,
-        })
-}
-
 /// Typed block events: `(message field, name, field numbers of dev sector nr_sector bytes
-/// rwbs comm cmd errors error)`; 0 = the proto has no such field.
+/// rwbs comm errors error)`; 0 = the proto has no such field.
 struct BlockLayout {
     number: u32,
     name: &'static str,
@@ -634,7 +626,6 @@ struct BlockLayout {
     bytes: u32,
     rwbs: u32,
     comm: u32,
-    cmd: u32,
     errors: u32,
     error: u32,
 }
@@ -649,7 +640,6 @@ const BLOCK_LAYOUTS: [BlockLayout; 4] = [
         bytes: 4,
         rwbs: 5,
         comm: 6,
-        cmd: 7,
         errors: 0,
         error: 0,
     },
@@ -662,7 +652,6 @@ const BLOCK_LAYOUTS: [BlockLayout; 4] = [
         bytes: 4,
         rwbs: 5,
         comm: 6,
-        cmd: 7,
         errors: 0,
         error: 0,
     },
@@ -675,7 +664,6 @@ const BLOCK_LAYOUTS: [BlockLayout; 4] = [
         bytes: 0,
         rwbs: 5,
         comm: 0,
-        cmd: 6,
         errors: 4,
         error: 7,
     },
@@ -688,40 +676,37 @@ const BLOCK_LAYOUTS: [BlockLayout; 4] = [
         bytes: 0,
         rwbs: 4,
         comm: 5,
-        cmd: 0,
         errors: 0,
         error: 0,
     },
 ];
 
-/// Encodes a block event as its typed proto when it has `dev`, `sector`, `nr_sector` (as
-/// numbers) and `rwbs` (as text); `None` (nothing written) otherwise.
-fn encode_block(out: &mut ProtoBuf, g: &GenericEvent) -> Option<&'static str> {
-    let layout = BLOCK_LAYOUTS.iter().find(|l| l.name == g.name)?;
-    let dev = num(g, "dev")?;
-    let sector = num(g, "sector")?;
-    let nr_sector = num(g, "nr_sector")?;
-    let rwbs = text(g, "rwbs")?;
+/// Encodes a block event as its typed proto when Perfetto has one for its action and it
+/// names a device; `None` (nothing written) otherwise.
+fn encode_block(out: &mut ProtoBuf, b: &BlockEvent) -> Option<&'static str> {
+    let name = b.action.tracepoint();
+    let layout = BLOCK_LAYOUTS.iter().find(|l| l.name == name)?;
+    let dev = b.dev?;
     let m = out.begin(layout.number);
-    out.uint(layout.dev, dev);
-    out.uint(layout.sector, sector);
-    out.uint(layout.nr_sector, nr_sector);
-    out.str(layout.rwbs, rwbs);
-    let optional_num = |out: &mut ProtoBuf, number: u32, key: &str| {
+    out.uint(layout.dev, u64::from(dev.0));
+    out.uint(layout.sector, b.sector);
+    out.uint(layout.nr_sector, u64::from(b.nr_sector));
+    out.str(layout.rwbs, &b.rwbs.to_letters());
+    if layout.bytes != 0 {
+        if let Some(n) = b.bytes {
+            out.uint(layout.bytes, u64::from(n));
+        }
+    }
+    for number in [layout.errors, layout.error] {
         if number != 0 {
-            if let Some(v) = num(g, key) {
-                out.uint(number, v);
+            if let Some(e) = b.error {
+                out.int(number, i64::from(e));
             }
         }
-    };
-    optional_num(out, layout.bytes, "bytes");
-    optional_num(out, layout.errors, "errors");
-    optional_num(out, layout.error, "error");
-    for (number, key) in [(layout.comm, "comm"), (layout.cmd, "cmd")] {
-        if number != 0 {
-            if let Some(v) = text(g, key) {
-                out.str(number, v);
-            }
+    }
+    if layout.comm != 0 {
+        if let Some(c) = &b.comm {
+            out.str(layout.comm, c.as_str());
         }
     }
     out.end(m);

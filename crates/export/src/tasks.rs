@@ -73,7 +73,10 @@ impl TaskTable {
                     }
                 }
             }
-            EventKind::Exec { .. } | EventKind::Lost { .. } | EventKind::Generic(_) => {}
+            EventKind::Exec { .. }
+            | EventKind::Lost { .. }
+            | EventKind::Generic(_)
+            | EventKind::Block(_) => {}
         }
     }
 

@@ -23,7 +23,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::{Comm, Cpu, PrevState, Tid, Ts};
+use crate::{BlockEvent, Comm, Cpu, PrevState, Tid, Ts};
 
 /// Where in which input an event came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -206,6 +206,8 @@ pub enum EventKind {
         /// New name.
         comm: Comm,
     },
+    /// A block-layer event (blktrace action or `block:*` tracepoint); see [`crate::block`].
+    Block(Box<BlockEvent>),
     /// Everything else.
     Generic(Box<GenericEvent>),
 }
@@ -216,6 +218,7 @@ impl EventKind {
     pub fn name(&self) -> &str {
         match self {
             EventKind::Generic(g) => &g.name,
+            EventKind::Block(b) => b.action.tracepoint(),
             k => k.static_name().unwrap_or(""),
         }
     }
@@ -235,6 +238,7 @@ impl EventKind {
             EventKind::StatRuntime(_) => "sched_stat_runtime",
             EventKind::Lost { .. } => "lost_events",
             EventKind::TaskComm { .. } => "task_comm",
+            EventKind::Block(b) => b.action.tracepoint(),
             EventKind::Generic(_) => return None,
         })
     }
@@ -308,6 +312,48 @@ impl EventKind {
                 f("tgid", FieldRef::Int(i64::from(*tgid)));
                 f("tid", FieldRef::Int(i64::from(*tid)));
                 f("comm", FieldRef::Str(comm.as_str()));
+            }
+            EventKind::Block(b) => {
+                if let Some(d) = b.dev {
+                    let dev = d.to_string();
+                    f("dev", FieldRef::Str(&dev));
+                }
+                if !matches!(
+                    b.action,
+                    crate::BlockAction::Plug
+                        | crate::BlockAction::Unplug
+                        | crate::BlockAction::Message
+                ) {
+                    f("sector", FieldRef::UInt(b.sector));
+                    f("nr_sector", FieldRef::UInt(u64::from(b.nr_sector)));
+                    if let Some(n) = b.bytes {
+                        f("bytes", FieldRef::UInt(u64::from(n)));
+                    }
+                    f("rwbs", FieldRef::Str(&b.rwbs.to_letters()));
+                }
+                if let Some(e) = b.error {
+                    f("error", FieldRef::Int(i64::from(e)));
+                }
+                if let Some(d) = b.related_dev {
+                    f("related_dev", FieldRef::Str(&d.to_string()));
+                }
+                if let Some(s) = b.related_sector {
+                    let key = if b.action == crate::BlockAction::Split {
+                        "new_sector"
+                    } else {
+                        "old_sector"
+                    };
+                    f(key, FieldRef::UInt(s));
+                }
+                if let Some(n) = b.nr_rq {
+                    f("nr_rq", FieldRef::UInt(u64::from(n)));
+                }
+                if let Some(c) = &b.comm {
+                    f("comm", FieldRef::Str(c.as_str()));
+                }
+                if let Some(m) = &b.message {
+                    f("message", FieldRef::Str(m));
+                }
             }
             EventKind::Generic(g) => {
                 for (k, v) in &g.fields {

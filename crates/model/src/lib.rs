@@ -5,17 +5,20 @@
 //! them. Time is always integer nanoseconds ([`Ts`], [`Dur`]) in the trace's own clock
 //! domain; never floating point.
 
+pub mod block;
 pub mod comm;
 pub mod context;
 pub mod event;
 pub mod finding;
 pub mod meta;
+pub mod profile;
 pub mod quality;
 pub mod report;
 pub mod state;
 pub mod time;
 pub mod window;
 
+pub use block::{BlockAction, BlockDev, BlockEvent, BlockOp, Rwbs};
 pub use comm::Comm;
 pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
 pub use event::{
@@ -24,6 +27,7 @@ pub use event::{
 };
 pub use finding::{Evidence, Finding, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};
+pub use profile::{Profile, SymbolId, WeightUnit, WeightedStack};
 pub use quality::{DataQuality, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
 pub use state::{KernelStateEncoding, PrevState};

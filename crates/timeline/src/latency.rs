@@ -381,7 +381,10 @@ impl Latency {
                 self.stats.lost_events += count.unwrap_or(0);
             }
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
-            EventKind::Exit(_) | EventKind::Exec { .. } | EventKind::Generic(_) => {}
+            EventKind::Exit(_)
+            | EventKind::Exec { .. }
+            | EventKind::Generic(_)
+            | EventKind::Block(_) => {}
         }
     }
 

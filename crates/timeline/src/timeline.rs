@@ -356,7 +356,7 @@ impl Timeline {
                 }
             }
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
-            EventKind::Exec { .. } | EventKind::Generic(_) => {}
+            EventKind::Exec { .. } | EventKind::Generic(_) | EventKind::Block(_) => {}
         }
     }
 

@@ -273,10 +273,13 @@ impl TextState {
             EventKind::Exec { .. } => 8,
             EventKind::StatRuntime(_) => 9,
             EventKind::Lost { .. } | EventKind::TaskComm { .. } => return,
-            EventKind::Generic(g) => {
-                let full = match &g.system {
-                    Some(s) => format!("{s}:{}", g.name),
-                    None => g.name.clone(),
+            EventKind::Block(_) | EventKind::Generic(_) => {
+                let full = match kind {
+                    EventKind::Generic(g) => match &g.system {
+                        Some(s) => format!("{s}:{}", g.name),
+                        None => g.name.clone(),
+                    },
+                    other => format!("block:{}", other.name()),
                 };
                 if !self.declared.contains(&full) {
                     self.declared.insert(full.clone());
