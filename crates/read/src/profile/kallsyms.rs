@@ -10,8 +10,8 @@
 //!
 //! ffffffff81000000 T _text
 //! ffffffff812f3a10 t osq_lock
-//! ffffffffc0201000 t ftrace_trampoline	[__builtin__ftrace]
-//! ffffffffc03a5010 t xfs_iomap_write_unwritten	[xfs]
+//! ffffffffc0201000 t ftrace_trampoline<TAB>[__builtin__ftrace]
+//! ffffffffc03a5010 t xfs_iomap_write_unwritten<TAB>[xfs]
 //! ```
 //!
 //! The same text is what trace.dat's KALLSYMS section and perf.data's TRACING_DATA feature
