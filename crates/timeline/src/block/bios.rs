@@ -1,0 +1,92 @@
+//! In-flight bios of one device, keyed by start sector: btt's view of the block layer.
+//!
+//! btt keeps every `Q` with a non-zero length in a tree ordered by start sector until a `C`
+//! covers it, and finds bios by sector:
+//!
+//! * `G`, `I`, `M`/`F` belong to the bio whose range `[sector, sector + len)` contains the
+//!   event's sector ([`BioMap::containing`]);
+//! * `D` and `C` belong to every bio whose whole range lies inside the event's range
+//!   ([`BioMap::covered`]), which is how merged bios follow their request without any merge
+//!   bookkeeping.
+//!
+//! A second `Q` starting at the sector of a bio still in flight is refused (btt drops it).
+
+use std::collections::BTreeMap;
+
+use stallscope_model::{Rwbs, Span, Ts};
+
+use super::record::BlockTask;
+
+/// Marker for "not part of a tracked request".
+pub(crate) const NO_REQUEST: u32 = u32::MAX;
+
+/// One queued bio.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bio {
+    /// End sector (exclusive).
+    pub end: u64,
+    pub rwbs: Rwbs,
+    pub queue_ts: Ts,
+    pub queue_span: Span,
+    pub queuer: BlockTask,
+    pub getrq_ts: Option<Ts>,
+    pub insert_ts: Option<Ts>,
+    pub merge_ts: Option<Ts>,
+    pub issue_ts: Option<Ts>,
+    /// Slot of the request the bio belongs to, or [`NO_REQUEST`].
+    pub request: u32,
+}
+
+/// The in-flight bios of one device.
+#[derive(Debug, Default)]
+pub(crate) struct BioMap {
+    by_start: BTreeMap<u64, Bio>,
+}
+
+impl BioMap {
+    /// Adds a bio starting at `start`; false (and nothing stored) when one already starts there.
+    pub fn insert(&mut self, start: u64, bio: Bio) -> bool {
+        match self.by_start.entry(start) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(bio);
+                true
+            }
+        }
+    }
+
+    /// The bio whose range contains `sector`.
+    pub fn containing(&mut self, sector: u64) -> Option<(u64, &mut Bio)> {
+        let (&start, bio) = self.by_start.range_mut(..=sector).next_back()?;
+        (sector < bio.end).then_some((start, bio))
+    }
+
+    /// The bio that ends exactly at `sector` (a back merge's neighbour).
+    pub fn ending_at(&mut self, sector: u64) -> Option<&mut Bio> {
+        let (_, bio) = self.by_start.range_mut(..sector).next_back()?;
+        (bio.end == sector).then_some(bio)
+    }
+
+    /// The bio starting at `sector`.
+    pub fn starting_at(&mut self, sector: u64) -> Option<&mut Bio> {
+        self.by_start.get_mut(&sector)
+    }
+
+    /// Every bio lying wholly inside `[start, end)`, in sector order.
+    pub fn covered(&mut self, start: u64, end: u64) -> impl Iterator<Item = (u64, &mut Bio)> {
+        self.by_start
+            .range_mut(start..end)
+            .filter(move |(_, b)| b.end <= end)
+            .map(|(&s, b)| (s, b))
+    }
+
+    /// Removes the bio starting at `start`.
+    pub fn remove(&mut self, start: u64) -> Option<Bio> {
+        self.by_start.remove(&start)
+    }
+
+    /// Bios still in flight.
+    pub fn len(&self) -> usize {
+        self.by_start.len()
+    }
+}
