@@ -2,7 +2,250 @@
 //! format, plus the kernel symbol table used to name kernel frames.
 //!
 //! - [`kallsyms`]: `/proc/kallsyms` text, address → `symbol+offset`.
+//! - [`perf_samples`]: perf.data samples with callchains (through the perf.data event reader).
+//! - [`perf_script`]: `perf script` text of samples with callchains.
+//! - [`folded`]: folded stacks (`stackcollapse-*.pl`), plain and differential.
+//! - [`perf_report`]: `perf report --stdio` call-graph text (children / no-children views).
+//!
+//! Frame naming is the same for every input, so one capture read through two formats gives
+//! the same profile ([`frame_name`]): a symbol without its `+0x…` offset; an unresolved
+//! address as `0x` + lowercase hex (kernel addresses raw, user addresses as the input gives
+//! them: perf.data has raw virtual addresses, `perf script` prints DSO-relative ones).
+//!
+//! [`read_profile`] opens a path, sniffs which of these it is ([`sniff_profile`]) and reads
+//! it, with the kernel symbol table chosen by [`kernel_symbols_for`].
 
+pub mod folded;
 pub mod kallsyms;
+pub mod perf_report;
+pub mod perf_samples;
+pub mod perf_script;
 
 pub use kallsyms::{Kallsyms, KernelSymbol, SymbolAt};
+
+use stallscope_model::{DataQuality, InputFormat, Profile, Severity};
+
+use crate::error::ReadError;
+use crate::input::Input;
+
+/// Lowest kernel virtual address on x86-64 and arm64 (the canonical upper half); frames at
+/// or above it are kernel frames when the input carries no context marker.
+pub const KERNEL_ADDR_MIN: u64 = 0xffff_8000_0000_0000;
+
+/// Which profile format an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProfileFormat {
+    /// perf.data (file or pipe mode) with samples.
+    PerfData,
+    /// `perf script` text.
+    PerfScript,
+    /// Folded stacks.
+    Folded,
+    /// `perf report --stdio` text.
+    PerfReport,
+}
+
+impl ProfileFormat {
+    /// Name as printed and accepted by `--input-format`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProfileFormat::PerfData => "perf-data",
+            ProfileFormat::PerfScript => "perf-script-text",
+            ProfileFormat::Folded => "folded",
+            ProfileFormat::PerfReport => "perf-report-text",
+        }
+    }
+}
+
+/// A profile read from one input, with what is known about it.
+#[derive(Clone, Debug)]
+pub struct ProfileRead {
+    /// The normalized profile.
+    pub profile: Profile,
+    /// Recoverable problems and notes (symbolization, pruning, skipped lines).
+    pub quality: DataQuality,
+    /// The format read.
+    pub format: ProfileFormat,
+    /// The sampled event (`cpu-clock:pppH`, `cycles`), when the input names it.
+    pub event: Option<String>,
+    /// Kernel release of the recording, when the input says.
+    pub kernel_release: Option<String>,
+}
+
+/// How to name kernel frames.
+#[derive(Clone, Debug, Default)]
+pub enum KernelSymbolSource {
+    /// The host's `/proc/kallsyms` when the input's kernel release equals the running one.
+    #[default]
+    Auto,
+    /// This kallsyms file (`--kallsyms FILE`).
+    File(String),
+    /// None: kernel frames stay addresses.
+    Off,
+}
+
+/// Name of a frame: `symbol` when known (its `+0x…` offset removed), else `0x<hex addr>`.
+pub fn frame_name(symbol: Option<&str>, addr: u64) -> String {
+    match symbol {
+        Some(s) if !s.is_empty() && s != "[unknown]" => strip_offset(s).to_string(),
+        _ => format!("{addr:#x}"),
+    }
+}
+
+/// `do_idle+0x1f` → `do_idle`; names without a hex offset suffix are returned whole.
+pub fn strip_offset(sym: &str) -> &str {
+    if let Some(plus) = sym.rfind("+0x") {
+        let hex = &sym[plus + 3..];
+        if !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return &sym[..plus];
+        }
+    }
+    sym
+}
+
+/// The running kernel's release (`uname -r`), from `/proc/sys/kernel/osrelease`.
+pub fn host_release() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// Chooses the kernel symbol table for an input recorded on `release`: the explicit file,
+/// or the host's table when the releases match. Why nothing was chosen (or why the table is
+/// useless) goes to `quality` as `kernel-symbols`.
+pub fn kernel_symbols_for(
+    source: &KernelSymbolSource,
+    release: Option<&str>,
+    quality: &mut DataQuality,
+) -> Result<Option<Kallsyms>, ReadError> {
+    const KEY: &str = "kernel-symbols";
+    const DESC: &str = "kernel frames are shown as addresses (no usable kernel symbol table)";
+    let table = match source {
+        KernelSymbolSource::Off => return Ok(None),
+        KernelSymbolSource::File(path) => Kallsyms::load(path)?,
+        KernelSymbolSource::Auto => {
+            let host = host_release();
+            match (release, host.as_deref()) {
+                (Some(r), Some(h)) if r == h => match Kallsyms::load_default() {
+                    Ok(k) => k,
+                    Err(e) => {
+                        quality.add(KEY, Severity::Warning, DESC, 1, || e.to_string());
+                        return Ok(None);
+                    }
+                },
+                (Some(r), h) => {
+                    let h = h.unwrap_or("unknown").to_string();
+                    quality.add(KEY, Severity::Warning, DESC, 1, || {
+                        format!(
+                            "kernel release differs: recorded on {r}, running {h}; \
+                             pass the recording host's table with --kallsyms FILE"
+                        )
+                    });
+                    return Ok(None);
+                }
+                (None, _) => {
+                    quality.add(KEY, Severity::Info, DESC, 1, || {
+                        "the input does not name its kernel release; pass --kallsyms FILE \
+                         (e.g. /proc/kallsyms of the recording host)"
+                            .to_string()
+                    });
+                    return Ok(None);
+                }
+            }
+        }
+    };
+    if let Some(note) = table.note() {
+        quality.add(KEY, Severity::Warning, DESC, 1, || note);
+        return Ok(None);
+    }
+    quality.merge(table.quality());
+    Ok(Some(table))
+}
+
+/// Detects a profile format from the first bytes of an input; `None` when none fits.
+/// perf.data by magic; perf report text by its `# Samples:` / `# Overhead` / `# Children`
+/// header; perf script text by the trace sniffer; folded by its first data line.
+pub fn sniff_profile(head: &[u8]) -> Option<ProfileFormat> {
+    if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
+        return Some(ProfileFormat::PerfData);
+    }
+    if memchr::memchr(0, head).is_some() {
+        return None;
+    }
+    if perf_report::sniff(head) {
+        return Some(ProfileFormat::PerfReport);
+    }
+    if perf_script::sniff(head) {
+        return Some(ProfileFormat::PerfScript);
+    }
+    if folded::sniff(head) {
+        return Some(ProfileFormat::Folded);
+    }
+    None
+}
+
+/// Opens `path` (`-` = stdin), sniffs its profile format unless `forced`, and reads it.
+pub fn read_profile(
+    path: &str,
+    forced: Option<ProfileFormat>,
+    symbols: &KernelSymbolSource,
+) -> Result<ProfileRead, ReadError> {
+    let input = Input::open(path)?;
+    let format = match forced.or_else(|| sniff_profile(&input.head)) {
+        Some(f) => f,
+        None => return Err(ReadError::at_byte(
+            path,
+            0,
+            "a CPU profile (formats tried: perf-data, perf-report-text, perf-script-text, folded)",
+            if input.head.is_empty() {
+                "an empty file".to_string()
+            } else {
+                format!(
+                    "unrecognized content starting with {}",
+                    crate::error::show_bytes(&input.head, 16)
+                )
+            },
+        )),
+    };
+    match format {
+        ProfileFormat::PerfData => {
+            // File and pipe mode share the reader (it tells them apart itself).
+            let mut reader = crate::open_as(input, InputFormat::PerfData, 0)?;
+            perf_samples::read(reader.as_mut(), symbols)
+        }
+        ProfileFormat::PerfScript => perf_script::read(input, symbols),
+        ProfileFormat::Folded => folded::read(input),
+        ProfileFormat::PerfReport => perf_report::read(input),
+    }
+}
+
+/// Reads the whole (decompressed) input as text; invalid UTF-8 is replaced, not fatal.
+pub(crate) fn read_text(input: Input) -> Result<(String, String), ReadError> {
+    use std::io::Read;
+    let path = input.path.clone();
+    let mut bytes = Vec::new();
+    input
+        .into_reader()
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::io(&path, &e))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    };
+    Ok((path, text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_names() {
+        assert_eq!(frame_name(Some("do_idle+0x1f"), 1), "do_idle");
+        assert_eq!(frame_name(Some("[unknown]"), 0x11e9), "0x11e9");
+        assert_eq!(frame_name(None, 0xffffffff81000e06), "0xffffffff81000e06");
+        assert_eq!(strip_offset("a+b"), "a+b");
+        assert_eq!(strip_offset("operator+0x"), "operator+0x");
+    }
+}

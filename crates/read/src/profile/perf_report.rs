@@ -1,0 +1,594 @@
+//! `perf report --stdio` text (with or without call graphs) → [`Profile`] in basis points.
+//!
+//! ```text
+//! # Samples: 781  of event 'cpu-clock:pppH'
+//! # Children      Self  Command      Shared Object         Symbol          column titles
+//! # ........  ........  ...........  ....................  ..............  ruler: one dot run per column
+//! #
+//!     49.81%    49.30%  CPU 0/KVM    burn                  [.] leaf_compute        entry
+//!             |
+//!             |--49.30%--start_thread                                             branch (siblings follow)
+//!             |          worker                                                    chain continuation
+//!             |          leaf_compute
+//!             |
+//!              --0.51%--leaf_compute                                               last branch
+//!                        asm_sysvec_apic_timer_interrupt
+//!
+//!     49.30%  CPU 0/KVM    burn                  [.] leaf_compute        --no-children: one percent column
+//!             |
+//!             ---leaf_compute                                                      chain start (`---`)
+//!                worker
+//! 385 start_thread;worker;leaf_compute                                             -g folded,0,caller,count
+//! ```
+//!
+//! Columns are cut at the ruler's dot runs (values contain spaces: `CPU 0/KVM`); the last
+//! column runs to the end of the line. Percent columns: `Overhead` (no-children), or
+//! `Children` and `Self`. The symbol column's `[k]` marks kernel symbols, `[.]` user ones.
+//!
+//! Graph lines are read as a tree: a frame's text column identifies its chain; a branch
+//! (`|--P%--` / ` --P%--`) hangs under the chain whose `|` column is just left of its
+//! dashes; a continuation line continues the chain at its column. Without a `---` line the
+//! entry itself is the implicit root. Every path from the root to a node with no
+//! continuation gets the node's weight minus what its branches carry (perf's `graph` mode
+//! percentages are of the total).
+//!
+//! Stacks (weights in [`WeightUnit::BasisPoints`], 49.30% = 4930):
+//! - no-children view: every entry's `Overhead` is self weight; its graph paths become its
+//!   stacks (callee-first paths as printed, caller-first ones (`-g caller`) reversed, paths
+//!   that omit the entry symbol (`--sort sym`) get it prepended); what the branches do not
+//!   cover (pruned) becomes a stack of the path so far; an entry without graph is a
+//!   one-frame stack.
+//! - children view: only `Self` is self weight; the graph paths *ending* at the entry symbol
+//!   are its callers (taken while they fit in `Self`); the rest of `Self` is a one-frame stack.
+//! - `-g folded` lines (`COUNT frame;…`, caller first) give exact stacks: the unit is then
+//!   samples, and entries without such lines get `pct × # Samples`.
+//!
+//! Lossy input (counted in `perf-report-pruned`): perf drops branches below its threshold
+//! (`-g graph,0.5` by default) and entries below `--percent-limit`, and rounds to 2
+//! decimals; ask for `perf script` or `-g folded,0,caller,count` for exact stacks.
+//! `--sort` keys other than `comm`, `dso`, `sym` are ignored (comm goes to the stack).
+
+use stallscope_model::{
+    Comm, DataQuality, Profile, Severity, Span, SpanPos, WeightUnit, WeightedStack,
+};
+
+use super::{read_text, ProfileFormat, ProfileRead};
+use crate::{Input, ReadError};
+
+/// One column cut from the ruler: byte range of the title/values.
+#[derive(Clone, Debug)]
+struct Column {
+    title: String,
+    start: usize,
+    end: Option<usize>,
+}
+
+/// Dot runs of a `# ....  ....` ruler line → (start, end) byte ranges.
+fn ruler_ranges(line: &str) -> Vec<(usize, usize)> {
+    let b = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'.' {
+            let s = i;
+            while i < b.len() && b[i] == b'.' {
+                i += 1;
+            }
+            out.push((s, i));
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn cut(line: &str, start: usize, end: Option<usize>) -> &str {
+    let len = line.len();
+    let s = start.min(len);
+    let e = end.map_or(len, |e| e.min(len)).max(s);
+    line.get(s..e).unwrap_or("").trim()
+}
+
+/// `49.30%` → 4930 basis points.
+fn parse_bp(text: &str) -> Option<u64> {
+    let t = text.trim().strip_suffix('%')?;
+    let (int, frac) = t.split_once('.').unwrap_or((t, ""));
+    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 2 {
+        return None;
+    }
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let i: u64 = int.parse().ok()?;
+    let f: u64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().ok()?
+    };
+    let f = if frac.len() == 1 { f * 10 } else { f };
+    i.checked_mul(100)?.checked_add(f)
+}
+
+/// A node of one entry's call-graph tree.
+#[derive(Debug)]
+struct Node {
+    name: String,
+    parent: Option<usize>,
+    /// Branch percentage (bp) when the node starts a branch.
+    pct: Option<u64>,
+    /// Has a chain continuation child.
+    continued: bool,
+    /// Sum of its branch children's pct.
+    branch_sum: u64,
+}
+
+/// One entry being read.
+#[derive(Debug)]
+struct Entry {
+    line: u64,
+    self_bp: u64,
+    symbol: String,
+    kernel: Option<bool>,
+    comm: Option<String>,
+    nodes: Vec<Node>,
+    /// Text column → last node of the chain at that column.
+    tails: Vec<(usize, usize)>,
+    /// `-g folded` stacks: (count, frames caller first).
+    folded: Vec<(u64, Vec<String>)>,
+}
+
+impl Entry {
+    fn tail_at(&self, col: usize) -> Option<usize> {
+        self.tails
+            .iter()
+            .rev()
+            .find(|(c, _)| *c == col)
+            .map(|&(_, n)| n)
+    }
+
+    fn set_tail(&mut self, col: usize, node: usize) {
+        self.tails.retain(|(c, _)| *c < col);
+        self.tails.push((col, node));
+    }
+
+    /// Adds a graph line; false when it does not fit the grammar.
+    fn graph_line(&mut self, line: &str) -> bool {
+        let b = line.as_bytes();
+        // Position of the first non-space, non-'|' character.
+        let Some(first) = b.iter().position(|&c| c != b' ' && c != b'|') else {
+            return true; // only glyphs: a spacer line
+        };
+        let rest = &line[first..];
+        if let Some(name) = rest.strip_prefix("---") {
+            // Chain start at the root.
+            let col = first + 3;
+            let node = self.push_node(name.trim_end(), None, None);
+            self.set_tail(col, node);
+            return true;
+        }
+        if let Some(after) = rest.strip_prefix("--") {
+            let Some(end) = after.find("%--") else {
+                return false;
+            };
+            let Some(pct) = parse_bp(&after[..=end]) else {
+                return false;
+            };
+            let name = &after[end + 3..];
+            let col = first + 2 + end + 3;
+            // Parent chain: the '|' just left of the dashes (`|--`), or the column left of
+            // ` --`.
+            let parent_col = first.saturating_sub(1);
+            let parent = self
+                .tail_at(parent_col)
+                .or_else(|| self.ensure_root(parent_col));
+            let node = self.push_node(name.trim_end(), parent, Some(pct));
+            if let Some(p) = parent.and_then(|p| self.nodes.get_mut(p)) {
+                p.branch_sum += pct;
+            }
+            self.set_tail(col, node);
+            return true;
+        }
+        // Continuation of the chain at this column.
+        let Some(parent) = self.tail_at(first) else {
+            return false;
+        };
+        if let Some(p) = self.nodes.get_mut(parent) {
+            p.continued = true;
+        }
+        let node = self.push_node(rest.trim_end(), Some(parent), None);
+        self.set_tail(first, node);
+        true
+    }
+
+    /// Branches before any `---`: the entry is the implicit root at `col`.
+    fn ensure_root(&mut self, col: usize) -> Option<usize> {
+        if !self.nodes.is_empty() {
+            return None;
+        }
+        let node = self.push_node("", None, Some(self.self_bp));
+        self.set_tail(col, node);
+        Some(node)
+    }
+
+    fn push_node(&mut self, name: &str, parent: Option<usize>, pct: Option<u64>) -> usize {
+        self.nodes.push(Node {
+            name: name.to_string(),
+            parent,
+            pct,
+            continued: false,
+            branch_sum: 0,
+        });
+        self.nodes.len() - 1
+    }
+
+    fn weight(&self, mut n: usize, root_weight: u64) -> u64 {
+        loop {
+            let Some(node) = self.nodes.get(n) else {
+                return root_weight;
+            };
+            if let Some(p) = node.pct {
+                return p;
+            }
+            match node.parent {
+                Some(p) => n = p,
+                None => return root_weight,
+            }
+        }
+    }
+
+    /// Root-to-node frame names (the implicit root's empty name left out).
+    fn path(&self, mut n: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Some(node) = self.nodes.get(n) {
+            if !node.name.is_empty() {
+                out.push(node.name.clone());
+            }
+            match node.parent {
+                Some(p) => n = p,
+                None => break,
+            }
+        }
+        out.reverse();
+        out
+    }
+
+    /// (path root→end, weight) for every end of a chain, pruned remainders included.
+    fn paths(&self, root_weight: u64) -> (Vec<(Vec<String>, u64)>, u64) {
+        let mut out = Vec::new();
+        let mut pruned = 0;
+        for (i, node) in self.nodes.iter().enumerate() {
+            if node.continued {
+                continue;
+            }
+            let w = self.weight(i, root_weight);
+            let rest = w.saturating_sub(node.branch_sum);
+            if node.branch_sum > 0 {
+                pruned += u64::from(rest > 0);
+            }
+            if rest > 0 {
+                out.push((self.path(i), rest));
+            }
+        }
+        (out, pruned)
+    }
+}
+
+/// Parser state.
+struct ReportParser<'a> {
+    path: &'a str,
+    profile: Profile,
+    quality: DataQuality,
+    columns: Vec<Column>,
+    titles: Option<String>,
+    children_view: bool,
+    samples: Option<u64>,
+    event: Option<String>,
+    entries: Vec<Entry>,
+}
+
+impl ReportParser<'_> {
+    fn col(&self, title: &str) -> Option<&Column> {
+        self.columns.iter().find(|c| c.title == title)
+    }
+
+    fn entry(&mut self, line_no: u64, line: &str) -> Option<Entry> {
+        let pct_col = if self.children_view {
+            "Self"
+        } else {
+            "Overhead"
+        };
+        let c = self.col(pct_col)?;
+        let self_bp = parse_bp(cut(line, c.start, c.end))?;
+        let sym_col = self.col("Symbol")?;
+        let sym_text = cut(line, sym_col.start, sym_col.end);
+        let (kernel, symbol) = match sym_text.get(..4) {
+            Some("[k] ") => (Some(true), &sym_text[4..]),
+            Some("[.] ") => (Some(false), &sym_text[4..]),
+            Some("[g] ") | Some("[u] ") | Some("[H] ") => (None, &sym_text[4..]),
+            _ => (None, sym_text),
+        };
+        if symbol.is_empty() {
+            return None;
+        }
+        let comm = self
+            .col("Command")
+            .map(|c| cut(line, c.start, c.end).to_string())
+            .filter(|s| !s.is_empty());
+        Some(Entry {
+            line: line_no,
+            self_bp,
+            symbol: symbol.trim().to_string(),
+            kernel,
+            comm,
+            nodes: Vec::new(),
+            tails: Vec::new(),
+            folded: Vec::new(),
+        })
+    }
+
+    fn push_stack(&mut self, e: &Entry, leaf_first: &[String], weight: u64) {
+        if weight == 0 {
+            return;
+        }
+        let frames = leaf_first
+            .iter()
+            .map(|f| {
+                let k = (f == &e.symbol).then_some(e.kernel).flatten();
+                self.profile.intern(f, k)
+            })
+            .collect();
+        self.profile.stacks.push(WeightedStack {
+            frames,
+            weight,
+            weight_new: None,
+            comm: e.comm.as_deref().map(Comm::new),
+            span: Span {
+                input: 0,
+                pos: SpanPos::Line(e.line),
+            },
+            ..WeightedStack::default()
+        });
+    }
+
+    fn finish_entry(&mut self, e: Entry, folded_mode: bool) {
+        let path = self.path;
+        if folded_mode {
+            if e.folded.is_empty() {
+                let w = self.samples.map_or(0, |n| (n * e.self_bp + 5000) / 10000);
+                self.quality.add(
+                    "perf-report-approximate",
+                    Severity::Warning,
+                    "entries without folded lines: weight estimated from the percentage",
+                    1,
+                    || format!("{path}:{}", e.line),
+                );
+                self.push_stack(&e, std::slice::from_ref(&e.symbol), w);
+            }
+            for (count, frames) in &e.folded {
+                let leaf_first: Vec<String> = frames.iter().rev().cloned().collect();
+                self.push_stack(&e, &leaf_first, *count);
+            }
+            return;
+        }
+        let root_weight = e.self_bp;
+        let (paths, pruned) = e.paths(root_weight);
+        if pruned > 0 {
+            self.quality.add(
+                "perf-report-pruned",
+                Severity::Info,
+                "call-graph branches perf pruned below its threshold: their weight stays on the path above them",
+                pruned,
+                || format!("{path}:{}", e.line),
+            );
+        }
+        let mut left = e.self_bp;
+        if self.children_view {
+            for (p, w) in &paths {
+                if p.last() != Some(&e.symbol) || *w > left {
+                    continue; // callee-side paths carry children weight, not self
+                }
+                let leaf_first: Vec<String> = p.iter().rev().cloned().collect();
+                self.push_stack(&e, &leaf_first, *w);
+                left -= w;
+            }
+            self.push_stack(&e, std::slice::from_ref(&e.symbol), left);
+            return;
+        }
+        for (p, w) in &paths {
+            let w = (*w).min(left);
+            let leaf_first: Vec<String> = if p.first() == Some(&e.symbol) {
+                p.clone()
+            } else if p.last() == Some(&e.symbol) {
+                p.iter().rev().cloned().collect()
+            } else {
+                std::iter::once(e.symbol.clone())
+                    .chain(p.iter().cloned())
+                    .collect()
+            };
+            self.push_stack(&e, &leaf_first, w);
+            left -= w;
+        }
+        self.push_stack(&e, std::slice::from_ref(&e.symbol), left);
+    }
+}
+
+/// Parses `perf report --stdio` text read from `path`.
+pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
+    let mut p = ReportParser {
+        path,
+        profile: Profile::new(WeightUnit::BasisPoints),
+        quality: DataQuality::default(),
+        columns: Vec::new(),
+        titles: None,
+        children_view: false,
+        samples: None,
+        event: None,
+        entries: Vec::new(),
+    };
+    let mut current: Option<Entry> = None;
+    let mut first_line: Option<(u64, String)> = None;
+    let mut folded_mode = false;
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if line.trim().is_empty() {
+            continue;
+        }
+        if first_line.is_none() {
+            first_line = Some((line_no, line.chars().take(80).collect()));
+        }
+        if let Some(h) = line.strip_prefix('#') {
+            if let Some(rest) = h.trim_start().strip_prefix("Samples:") {
+                let rest = rest.trim_start();
+                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                p.samples = digits.parse().ok();
+                if let Some(q) = rest.split('\'').nth(1) {
+                    p.event = Some(q.to_string());
+                }
+            } else if h.trim_start().starts_with("Overhead")
+                || h.trim_start().starts_with("Children")
+            {
+                p.titles = Some(line.to_string());
+            } else if h.trim_start().starts_with('.') {
+                if let Some(titles) = &p.titles {
+                    let ranges = ruler_ranges(line);
+                    let n = ranges.len();
+                    p.columns = ranges
+                        .iter()
+                        .enumerate()
+                        .map(|(k, &(s, e))| Column {
+                            title: cut(titles, s, if k + 1 == n { None } else { Some(e) })
+                                .to_string(),
+                            start: s,
+                            end: if k + 1 == n { None } else { Some(e) },
+                        })
+                        .collect();
+                    // "Shared Object" spans two words; titles are cut by the ruler, so fine.
+                    p.children_view = p.columns.iter().any(|c| c.title == "Children");
+                }
+            }
+            continue;
+        }
+        if p.columns.is_empty() {
+            p.quality.add(
+                "perf-report-bad-line",
+                Severity::Warning,
+                "lines before the column ruler or not fitting the report grammar (ignored)",
+                1,
+                || {
+                    format!(
+                        "{path}:{line_no}: {}",
+                        line.chars().take(100).collect::<String>()
+                    )
+                },
+            );
+            continue;
+        }
+        if let Some(e) = p.entry(line_no, line) {
+            if let Some(prev) = current.take() {
+                p.entries.push(prev);
+            }
+            current = Some(e);
+            continue;
+        }
+        // `-g folded` line: COUNT frame;frame…
+        let t = line.trim_start();
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0
+            && t.as_bytes().get(digits) == Some(&b' ')
+            && !line.starts_with("            ")
+        {
+            if let (Some(e), Ok(count)) = (current.as_mut(), t[..digits].parse::<u64>()) {
+                folded_mode = true;
+                let frames = t[digits + 1..]
+                    .trim()
+                    .split(';')
+                    .map(str::to_string)
+                    .collect();
+                e.folded.push((count, frames));
+                continue;
+            }
+        }
+        let ok = current.as_mut().is_some_and(|e| e.graph_line(line));
+        if !ok {
+            p.quality.add(
+                "perf-report-bad-line",
+                Severity::Warning,
+                "lines before the column ruler or not fitting the report grammar (ignored)",
+                1,
+                || {
+                    format!(
+                        "{path}:{line_no}: {}",
+                        line.chars().take(100).collect::<String>()
+                    )
+                },
+            );
+        }
+    }
+    if let Some(prev) = current.take() {
+        p.entries.push(prev);
+    }
+    if p.entries.is_empty() {
+        let (line_no, found) = first_line.unwrap_or((1, "an empty input".to_string()));
+        return Err(ReadError::at_line(
+            path,
+            line_no,
+            "perf report --stdio output (a `# Overhead`/`# Children` title, its `# ....` ruler, then entries `NN.NN% … SYMBOL`)",
+            format!("{found:?}"),
+        ));
+    }
+    if folded_mode {
+        p.profile.unit = WeightUnit::Samples;
+    }
+    let entries = std::mem::take(&mut p.entries);
+    for e in entries {
+        p.finish_entry(e, folded_mode);
+    }
+    if !folded_mode {
+        p.quality.add(
+            "perf-report-lossy",
+            Severity::Info,
+            "perf report text is lossy: percentages rounded to 0.01%, entries below --percent-limit and branches below the call-graph threshold dropped; weights are basis points",
+            1,
+            || path.to_string(),
+        );
+    }
+    Ok(ProfileRead {
+        profile: p.profile,
+        quality: p.quality,
+        format: ProfileFormat::PerfReport,
+        event: p.event,
+        kernel_release: None,
+    })
+}
+
+/// Reads `input` as perf report text.
+pub fn read(input: Input) -> Result<ProfileRead, ReadError> {
+    let (path, text) = read_text(input)?;
+    parse(&path, &text)
+}
+
+/// Whether `head` looks like `perf report --stdio` output (an `# Overhead` or `# Children`
+/// column title line among the first lines).
+pub fn sniff(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    text.lines().take(60).any(|l| {
+        let t = l.strip_prefix('#').map(str::trim_start);
+        t.is_some_and(|t| {
+            t.starts_with("Overhead ") || t.starts_with("Children ") || t == "Overhead"
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bp() {
+        assert_eq!(parse_bp("49.30%"), Some(4930));
+        assert_eq!(parse_bp(" 0.5%"), Some(50));
+        assert_eq!(parse_bp("100%"), Some(10000));
+        assert_eq!(parse_bp("x%"), None);
+    }
+}

@@ -1,0 +1,308 @@
+//! perf.data samples with callchains → [`Profile`].
+//!
+//! The perf.data reader ([`crate::perf_data`]) emits every non-tracepoint sample as a
+//! generic event named after its attribute (`cpu-clock:pppH`, `cycles`) with fields `ip`
+//! and `period`, and every sample recorded with `-g` carries [`Event::callchain`]: raw
+//! addresses, leaf first, with perf's context markers in place:
+//!
+//! ```text
+//! callchain := { MARKER | ADDR }*
+//! MARKER    := PERF_CONTEXT_KERNEL (-128) | PERF_CONTEXT_USER (-512) | PERF_CONTEXT_HV (-32)
+//!            | PERF_CONTEXT_GUEST (-2048) | _GUEST_KERNEL (-2176) | _GUEST_USER (-2560)   (as u64)
+//! e.g.  [KERNEL, ffffffff821f39e5, ffffffff81000e06, USER, 5630b1a8b1fa, 5630b1a8b264, 7f…1f5]
+//! ```
+//!
+//! One sample → one [`WeightedStack`] (markers dropped, frames leaf first) with the sample's
+//! time, CPU, TID and the comm last set for that TID by a COMM record. Weight = the sample's
+//! `period` (perf report's "Overhead" is period-based; for `cpu-clock` that is nanoseconds),
+//! or 1 when the sample has no period; [`Profile::unit`] says which.
+//!
+//! Only one event is profiled: the first event name that has a callchain (or, without `-g`,
+//! an `ip`); samples of other events are counted (`profile-other-event`). A sched_switch
+//! recorded with `-g` is such an event too: its stacks are off-CPU stacks.
+//!
+//! Kernel frames (after a kernel marker, or at/above [`super::KERNEL_ADDR_MIN`] before any
+//! marker) are named from the kernel symbol table chosen by [`super::kernel_symbols_for`];
+//! unresolved kernel and all user frames are named `0x<hex>` (raw virtual addresses: user
+//! symbolization needs MMAP records and the ELF files, which this reader does not have).
+
+use std::collections::HashMap;
+
+use stallscope_model::{
+    Comm, DataQuality, Event, EventKind, FieldValue, Profile, Severity, Tid, WeightUnit,
+    WeightedStack,
+};
+
+use super::{
+    frame_name, kernel_symbols_for, Kallsyms, KernelSymbolSource, ProfileFormat, ProfileRead,
+};
+use crate::{EventReader, ReadError};
+
+/// Smallest perf context marker (`PERF_CONTEXT_MAX` = -4095 as u64): callchain values at or
+/// above it are markers, not addresses.
+pub const PERF_CONTEXT_MAX: u64 = -4095i64 as u64;
+/// Kernel frames follow.
+pub const PERF_CONTEXT_KERNEL: u64 = -128i64 as u64;
+/// User frames follow.
+pub const PERF_CONTEXT_USER: u64 = -512i64 as u64;
+/// Hypervisor frames follow.
+pub const PERF_CONTEXT_HV: u64 = -32i64 as u64;
+/// Guest kernel frames follow.
+pub const PERF_CONTEXT_GUEST_KERNEL: u64 = -2176i64 as u64;
+
+/// Builds a profile from a stream of events (see the module doc).
+pub struct SampleProfiler<'k> {
+    profile: Profile,
+    quality: DataQuality,
+    kallsyms: Option<&'k Kallsyms>,
+    event: Option<String>,
+    comms: HashMap<Tid, Comm>,
+    any_period: bool,
+    names: HashMap<u64, u32>,
+}
+
+fn field_u64(fields: &[(String, FieldValue)], name: &str) -> Option<u64> {
+    fields
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| match v {
+            FieldValue::UInt(u) => Some(*u),
+            FieldValue::Int(i) => u64::try_from(*i).ok(),
+            _ => None,
+        })
+}
+
+impl<'k> SampleProfiler<'k> {
+    /// A profiler naming kernel frames with `kallsyms` (when given).
+    pub fn new(kallsyms: Option<&'k Kallsyms>) -> Self {
+        SampleProfiler {
+            profile: Profile::new(WeightUnit::Samples),
+            quality: DataQuality::default(),
+            kallsyms,
+            event: None,
+            comms: HashMap::new(),
+            any_period: false,
+            names: HashMap::new(),
+        }
+    }
+
+    /// Interned id of the frame at `addr`.
+    fn frame(&mut self, addr: u64, kernel: bool) -> u32 {
+        let key = addr; // kernel and user address ranges do not overlap on 64-bit
+        if let Some(&id) = self.names.get(&key) {
+            return id;
+        }
+        let sym = if kernel {
+            self.kallsyms.and_then(|k| k.lookup(addr)).map(|s| s.name)
+        } else {
+            None
+        };
+        let name = frame_name(sym, addr);
+        let id = self.profile.intern(&name, Some(kernel));
+        self.names.insert(key, id);
+        id
+    }
+
+    /// Takes one event: COMM records update names, samples become stacks, the rest is
+    /// counted.
+    pub fn push(&mut self, ev: &Event) {
+        if let EventKind::TaskComm { tid, comm, .. } = &ev.kind {
+            self.comms.insert(*tid, *comm);
+            return;
+        }
+        let (name, ip, period) = match &ev.kind {
+            EventKind::Generic(g) => (
+                g.name.as_str(),
+                field_u64(&g.fields, "ip"),
+                field_u64(&g.fields, "period"),
+            ),
+            k => (k.name(), None, None),
+        };
+        if ev.callchain.is_none() && ip.is_none() {
+            self.quality.add(
+                "profile-not-a-sample",
+                Severity::Info,
+                "events without a callchain or ip (not samples; ignored by the profile)",
+                1,
+                || format!("{} at {}", name, ev.ts),
+            );
+            return;
+        }
+        match &self.event {
+            None => self.event = Some(name.to_string()),
+            Some(e) if e != name => {
+                self.quality.add(
+                    "profile-other-event",
+                    Severity::Info,
+                    "samples of other events than the profiled one (ignored)",
+                    1,
+                    || name.to_string(),
+                );
+                return;
+            }
+            Some(_) => {}
+        }
+        let mut frames = Vec::new();
+        match &ev.callchain {
+            Some(chain) => {
+                let mut kernel: Option<bool> = None;
+                for &v in chain.iter() {
+                    if v >= PERF_CONTEXT_MAX {
+                        kernel = Some(matches!(
+                            v,
+                            PERF_CONTEXT_KERNEL | PERF_CONTEXT_GUEST_KERNEL | PERF_CONTEXT_HV
+                        ));
+                        continue; // a marker, not a frame
+                    }
+                    let k = kernel.unwrap_or(v >= super::KERNEL_ADDR_MIN);
+                    frames.push(self.frame(v, k));
+                }
+            }
+            None => {
+                if let Some(ip) = ip {
+                    frames.push(self.frame(ip, ip >= super::KERNEL_ADDR_MIN));
+                }
+            }
+        }
+        if frames.is_empty() {
+            self.quality.add(
+                "profile-empty-callchain",
+                Severity::Warning,
+                "samples whose callchain holds no address (counted in the total, no frame)",
+                1,
+                || format!("{} at {}", name, ev.ts),
+            );
+        }
+        let weight = match period {
+            Some(p) if p > 0 => {
+                self.any_period = true;
+                p
+            }
+            _ => 1,
+        };
+        self.profile.stacks.push(WeightedStack {
+            frames,
+            weight,
+            weight_new: None,
+            comm: self.comms.get(&ev.pid).copied(),
+            pid: Some(ev.pid),
+            cpu: Some(ev.cpu),
+            ts: Some(ev.ts),
+            span: ev.span,
+        });
+    }
+
+    /// The profile, its notes and the profiled event name.
+    pub fn finish(mut self) -> (Profile, DataQuality, Option<String>) {
+        if self.any_period {
+            self.profile.unit = WeightUnit::Period(self.event.clone().unwrap_or_default());
+        }
+        (self.profile, self.quality, self.event)
+    }
+}
+
+/// Reads every event of `reader` into a profile, naming kernel frames per `symbols`.
+/// Fails when the reader fails or when the input has no sample at all.
+pub fn read(
+    reader: &mut dyn EventReader,
+    symbols: &KernelSymbolSource,
+) -> Result<ProfileRead, ReadError> {
+    let release = reader.meta().kernel_release.clone();
+    let mut quality = DataQuality::default();
+    let table = kernel_symbols_for(symbols, release.as_deref(), &mut quality)?;
+    let mut profiler = SampleProfiler::new(table.as_ref());
+    let mut batch = Vec::new();
+    while reader.next_batch(&mut batch)? {
+        for ev in &batch {
+            profiler.push(ev);
+        }
+    }
+    let (profile, q, event) = profiler.finish();
+    quality.merge(&q);
+    quality.merge(reader.quality());
+    if profile.stacks.is_empty() {
+        let path = reader.meta().path.clone();
+        return Err(ReadError::new(
+            &path,
+            None,
+            "samples (perf record -g, or any sampling event with an ip)",
+            "no sample records",
+        ));
+    }
+    Ok(ProfileRead {
+        profile,
+        quality,
+        format: ProfileFormat::PerfData,
+        event,
+        kernel_release: release,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{GenericEvent, Span};
+
+    fn sample(chain: &[u64], period: u64) -> Event {
+        Event {
+            ts: 5,
+            cpu: 1,
+            pid: 42,
+            span: Span::default(),
+            kind: EventKind::Generic(Box::new(GenericEvent {
+                system: None,
+                name: "cycles".into(),
+                fields: vec![
+                    (
+                        "ip".into(),
+                        FieldValue::UInt(chain.get(1).copied().unwrap_or(0)),
+                    ),
+                    ("period".into(), FieldValue::UInt(period)),
+                ],
+            })),
+            callchain: Some(chain.into()),
+        }
+    }
+
+    #[test]
+    fn markers_split_kernel_and_user_and_kallsyms_names() {
+        let k = Kallsyms::parse(
+            "t",
+            "ffffffff81000000 T do_idle\nffffffff81001000 T osq_lock\n",
+        )
+        .unwrap();
+        let mut p = SampleProfiler::new(Some(&k));
+        p.push(&Event {
+            kind: EventKind::TaskComm {
+                tgid: 42,
+                tid: 42,
+                comm: Comm::new("burn"),
+            },
+            callchain: None,
+            ..sample(&[], 0)
+        });
+        p.push(&sample(
+            &[
+                PERF_CONTEXT_KERNEL,
+                0xffffffff81001010,
+                0xffffffff99000000,
+                PERF_CONTEXT_USER,
+                0x11e9,
+            ],
+            1000,
+        ));
+        let (prof, q, ev) = p.finish();
+        assert_eq!(ev.as_deref(), Some("cycles"));
+        assert_eq!(prof.unit, WeightUnit::Period("cycles".into()));
+        let s = &prof.stacks[0];
+        let names: Vec<&str> = s.frames.iter().map(|&f| prof.symbol(f)).collect();
+        assert_eq!(names, ["osq_lock", "0xffffffff99000000", "0x11e9"]);
+        assert_eq!(prof.kernel, [Some(true), Some(true), Some(false)]);
+        assert_eq!(
+            s.comm.map(|c| c.as_str().to_string()).as_deref(),
+            Some("burn")
+        );
+        assert_eq!(s.weight, 1000);
+        assert!(q.is_empty());
+    }
+}

@@ -1,0 +1,425 @@
+//! `perf script` text of samples with callchains (`perf record -g` then `perf script`) →
+//! [`Profile`].
+//!
+//! ```text
+//! block   := header NL { TAB frame NL } [ blank line ]
+//! header  := COMM ␣+ PID[/TID] ␣+ [ "[" CPU "]" ␣+ ] SECS.FRAC ":" ␣+ [ PERIOD ␣+ ] EVENT ":" [ payload ]
+//! frame   := ␣* HEXADDR ␣ SYMBOL[+0xOFF] ␣ "(" DSO ")"
+//!
+//! burn 17651   725.496088:     500250 cpu-clock:pppH:
+//! <TAB>           150af handle_intel.constprop.0+0x2f (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)
+//! <TAB>ffffffff822010c9 _raw_spin_unlock_irqrestore+0x19 ([kernel.kallsyms])
+//! <TAB>            11e9 [unknown] (/tmp/work/perf/burn)
+//! <TAB>           ee137 operator() (int) const+0x7 (/lib/libc.so.6)
+//! CPU 0/KVM 17653 [001]   725.497648:     500250 cpu-clock:pppH:   (comm with spaces, -a: CPU)
+//! ```
+//!
+//! The context columns (comm with spaces, `PID/TID`, `[CPU]`, µs or ns time) are split by
+//! the shared perf-script context parser ([`crate::text_common::context`]); the comm is what
+//! precedes the pid. The DSO is the last parenthesized group of a frame line, so symbols
+//! with spaces and parentheses (`operator() (int) const`) stay whole; the `+0x…` offset is
+//! removed. A frame is a kernel frame when its DSO is `[kernel.kallsyms]` / `[guest.kernel…]`
+//! or its address is at or above [`super::KERNEL_ADDR_MIN`]; `[unknown]` frames are named by
+//! their printed address (`0x11e9`: perf prints user addresses DSO-relative), and unknown
+//! kernel frames are looked up in the kernel symbol table when one is available, as in
+//! [`super::perf_samples`], so both paths name frames alike.
+//!
+//! Weight = the PERIOD column when printed (default for sampling events), else 1 per
+//! sample. Only the first event name seen is profiled; other events, side-band lines
+//! (`PERF_RECORD_*`), unparsable lines and orphan frames are counted in the data quality.
+//! `# os release : …` (from `perf script --header`) gives the kernel release.
+
+use std::collections::HashMap;
+
+use stallscope_model::time::parse_u64;
+use stallscope_model::{
+    Comm, DataQuality, Profile, Severity, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
+};
+
+use super::{
+    frame_name, kernel_symbols_for, read_text, Kallsyms, KernelSymbolSource, ProfileFormat,
+    ProfileRead,
+};
+use crate::text_common::context::parse_perf_context;
+use crate::{Input, ReadError};
+
+/// One parsed frame line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptFrame<'a> {
+    /// Printed address.
+    pub addr: u64,
+    /// Symbol as printed (with its offset), `[unknown]` when perf did not resolve it.
+    pub symbol: &'a str,
+    /// DSO as printed inside the parentheses.
+    pub dso: Option<&'a str>,
+}
+
+/// Parses `ADDR SYMBOL (DSO)` (leading TAB/spaces allowed); `None` when there is no hex
+/// address first.
+pub fn parse_frame(line: &str) -> Option<ScriptFrame<'_>> {
+    let t = line.trim_start();
+    let (hex, rest) = t.split_once(' ').unwrap_or((t, ""));
+    if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let addr = u64::from_str_radix(hex, 16).ok()?;
+    let rest = rest.trim();
+    let (symbol, dso) = match (rest.ends_with(')'), rest.rfind(" (")) {
+        (true, Some(open)) => (
+            rest[..open].trim_end(),
+            Some(&rest[open + 2..rest.len() - 1]),
+        ),
+        _ if rest.starts_with('(') && rest.ends_with(')') => ("", Some(&rest[1..rest.len() - 1])),
+        _ => (rest, None),
+    };
+    Some(ScriptFrame { addr, symbol, dso })
+}
+
+/// Whether a frame is a kernel frame (see the module doc).
+fn is_kernel(frame: &ScriptFrame<'_>) -> bool {
+    frame
+        .dso
+        .is_some_and(|d| d.starts_with("[kernel.") || d.starts_with("[guest.kernel"))
+        || frame.addr >= super::KERNEL_ADDR_MIN
+}
+
+/// A parsed header line.
+struct Header<'a> {
+    comm: &'a str,
+    pid: i32,
+    cpu: Option<u32>,
+    ts: u64,
+    period: Option<u64>,
+    event: &'a str,
+}
+
+fn parse_header(line: &str) -> Option<Header<'_>> {
+    let ctx = parse_perf_context(line.as_bytes())?;
+    let cut = line.len().checked_sub(ctx.rest.len())?;
+    let prefix = line.get(..cut)?; // COMM PID[/TID] [CPU] TS:
+    let rest = line.get(cut..)?.trim_start();
+    // Prefix right to left: "TS:", optional "[CPU]", "PID[/TID]", then the comm.
+    let mut p = prefix.trim_end();
+    p = p.strip_suffix(':')?;
+    p = p.trim_end();
+    p = p.get(..p.rfind(' ')?)?.trim_end(); // drop TS
+    if p.ends_with(']') {
+        p = p.get(..p.rfind('[')?)?.trim_end();
+    }
+    let comm = match p.rfind(' ') {
+        Some(i) => p.get(..i)?.trim(),
+        None => "",
+    };
+    let (period, after) = {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && rest.as_bytes().get(digits) == Some(&b' ') {
+            (
+                parse_u64(rest[..digits].as_bytes()),
+                rest[digits..].trim_start(),
+            )
+        } else {
+            (None, rest)
+        }
+    };
+    // EVENT: the first `:`-terminated word with its modifier (`cpu-clock:pppH:`,
+    // `sched:sched_switch:`) — up to the last ':' before the first space.
+    let word_end = after.find(' ').unwrap_or(after.len());
+    let word = after.get(..word_end)?;
+    let event = word.strip_suffix(':').unwrap_or(word);
+    if event.is_empty() {
+        return None;
+    }
+    Some(Header {
+        comm,
+        pid: ctx.pid,
+        cpu: ctx.cpu,
+        ts: ctx.ts.value(),
+        period,
+        event,
+    })
+}
+
+/// Builds the profile from `perf script` text lines.
+struct ScriptProfiler<'k> {
+    path: String,
+    profile: Profile,
+    quality: DataQuality,
+    kallsyms: Option<&'k Kallsyms>,
+    event: Option<String>,
+    any_period: bool,
+    names: HashMap<(u64, String), SymbolId>,
+}
+
+impl ScriptProfiler<'_> {
+    fn note(&mut self, key: &str, sev: Severity, desc: &str, line_no: u64, line: &str) {
+        let path = &self.path;
+        self.quality.add(key, sev, desc, 1, || {
+            format!(
+                "{path}:{line_no}: {}",
+                line.chars().take(100).collect::<String>()
+            )
+        });
+    }
+
+    fn frame(&mut self, f: &ScriptFrame<'_>) -> SymbolId {
+        let kernel = is_kernel(f);
+        let known = !f.symbol.is_empty() && f.symbol != "[unknown]";
+        let key = (
+            f.addr,
+            if known {
+                super::strip_offset(f.symbol).to_string()
+            } else {
+                String::new()
+            },
+        );
+        if let Some(&id) = self.names.get(&key) {
+            return id;
+        }
+        let sym = if known {
+            Some(f.symbol)
+        } else if kernel {
+            self.kallsyms.and_then(|k| k.lookup(f.addr)).map(|s| s.name)
+        } else {
+            None
+        };
+        let name = frame_name(sym, f.addr);
+        let id = self.profile.intern(&name, Some(kernel));
+        self.names.insert(key, id);
+        id
+    }
+}
+
+/// Parses `perf script` text (see the module doc) with kernel symbols from `kallsyms`.
+pub fn parse(
+    path: &str,
+    text: &str,
+    symbols: &KernelSymbolSource,
+) -> Result<ProfileRead, ReadError> {
+    // The release is needed before symbolizing: take it from a `--header` block first.
+    let release = text
+        .lines()
+        .take_while(|l| l.starts_with('#') || l.trim().is_empty())
+        .find_map(|l| {
+            l.strip_prefix("# os release :")
+                .map(|r| r.trim().to_string())
+        });
+    let mut quality = DataQuality::default();
+    let table = kernel_symbols_for(symbols, release.as_deref(), &mut quality)?;
+    let mut sp = ScriptProfiler {
+        path: path.to_string(),
+        profile: Profile::new(WeightUnit::Samples),
+        quality,
+        kallsyms: table.as_ref(),
+        event: None,
+        any_period: false,
+        names: HashMap::new(),
+    };
+    // The stack being filled: `Some` while inside a profiled sample's block.
+    let mut current: Option<WeightedStack> = None;
+    let mut in_skipped_block = false;
+    let mut first_line: Option<(u64, String)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        if line.trim().is_empty() {
+            if let Some(s) = current.take() {
+                sp.profile.stacks.push(s);
+            }
+            in_skipped_block = false;
+            continue;
+        }
+        if first_line.is_none() {
+            first_line = Some((line_no, line.chars().take(80).collect()));
+        }
+        if line.starts_with('#') {
+            continue; // --header comments
+        }
+        if line.starts_with('\t') || line.starts_with(' ') && parse_header(line).is_none() {
+            match (parse_frame(line), current.as_mut()) {
+                (Some(f), Some(_)) => {
+                    let id = sp.frame(&f);
+                    if let Some(s) = current.as_mut() {
+                        s.frames.push(id);
+                    }
+                }
+                (Some(_), None) if in_skipped_block => {} // frames of a counted, skipped sample
+                _ => sp.note(
+                    "profile-bad-frame",
+                    Severity::Warning,
+                    "indented lines that are not a frame of a sample (`ADDR SYMBOL (DSO)`), ignored",
+                    line_no,
+                    line,
+                ),
+            }
+            continue;
+        }
+        if let Some(s) = current.take() {
+            sp.profile.stacks.push(s);
+        }
+        in_skipped_block = true;
+        let Some(h) = parse_header(line) else {
+            sp.note(
+                "profile-bad-line",
+                Severity::Warning,
+                "lines that are neither a sample header nor a frame (ignored)",
+                line_no,
+                line,
+            );
+            continue;
+        };
+        if h.event.starts_with("PERF_RECORD_") {
+            sp.note(
+                "profile-side-band",
+                Severity::Info,
+                "perf side-band records (PERF_RECORD_*), skipped",
+                line_no,
+                line,
+            );
+            continue;
+        }
+        match &sp.event {
+            None => sp.event = Some(h.event.to_string()),
+            Some(e) if e != h.event => {
+                sp.note(
+                    "profile-other-event",
+                    Severity::Info,
+                    "samples of other events than the profiled one (ignored)",
+                    line_no,
+                    line,
+                );
+                continue;
+            }
+            Some(_) => {}
+        }
+        in_skipped_block = false;
+        let weight = match h.period {
+            Some(p) if p > 0 => {
+                sp.any_period = true;
+                p
+            }
+            _ => 1,
+        };
+        current = Some(WeightedStack {
+            frames: Vec::new(),
+            weight,
+            weight_new: None,
+            comm: (!h.comm.is_empty()).then(|| Comm::new(h.comm)),
+            pid: Some(h.pid),
+            cpu: h.cpu,
+            ts: Some(h.ts),
+            span: Span {
+                input: 0,
+                pos: SpanPos::Line(line_no),
+            },
+        });
+    }
+    if let Some(s) = current.take() {
+        sp.profile.stacks.push(s);
+    }
+    if sp.profile.stacks.is_empty() {
+        let (line_no, found) = first_line.unwrap_or((1, "an empty input".to_string()));
+        return Err(ReadError::at_line(
+            path,
+            line_no,
+            "perf script sample lines (`COMM PID TS: [PERIOD] EVENT:` then TAB-indented frames)",
+            format!("{found:?}"),
+        ));
+    }
+    let empty = sp
+        .profile
+        .stacks
+        .iter()
+        .filter(|s| s.frames.is_empty())
+        .count() as u64;
+    if empty > 0 {
+        sp.quality.add(
+            "profile-no-callchain",
+            Severity::Info,
+            "samples printed without frames (recorded without -g, or perf script -F without ip): they weigh in the total but have no function",
+            empty,
+            || format!("{empty} samples"),
+        );
+    }
+    if sp.any_period {
+        sp.profile.unit = WeightUnit::Period(sp.event.clone().unwrap_or_default());
+    }
+    Ok(ProfileRead {
+        profile: sp.profile,
+        quality: sp.quality,
+        format: ProfileFormat::PerfScript,
+        event: sp.event,
+        kernel_release: release,
+    })
+}
+
+/// Reads `input` as `perf script` text.
+pub fn read(input: Input, symbols: &KernelSymbolSource) -> Result<ProfileRead, ReadError> {
+    let (path, text) = read_text(input)?;
+    parse(&path, &text, symbols)
+}
+
+/// Whether `head` looks like `perf script` sample output: a header line parsed by the
+/// context parser directly followed by a TAB-indented frame.
+pub fn sniff(head: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(head);
+    let mut prev_header = false;
+    for line in text.lines().take(200) {
+        if line.starts_with('\t') && prev_header && parse_frame(line).is_some() {
+            return true;
+        }
+        prev_header = !line.starts_with('\t') && parse_header(line).is_some();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "burn 17651   725.496088:     500250 cpu-clock:pppH: \n\
+\t           150af handle_intel.constprop.0+0x2f (/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2)\n\
+\t               0 [unknown] ([unknown])\n\
+\n\
+CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
+\tffffffff822010c9 _raw_spin_unlock_irqrestore+0x19 ([kernel.kallsyms])\n\
+\t           ee137 operator() (int) const+0x7 (/lib/libc.so.6)\n\
+\t            11e9 [unknown] (/tmp/work/perf/burn)\n\
+\n";
+
+    #[test]
+    fn headers_frames_and_odd_symbols() {
+        let r = parse("t", TEXT, &KernelSymbolSource::Off).unwrap();
+        let p = &r.profile;
+        assert_eq!(r.event.as_deref(), Some("cpu-clock:pppH"));
+        assert_eq!(p.stacks.len(), 2);
+        let s = &p.stacks[1];
+        let names: Vec<&str> = s.frames.iter().map(|&f| p.symbol(f)).collect();
+        assert_eq!(
+            names,
+            [
+                "_raw_spin_unlock_irqrestore",
+                "operator() (int) const",
+                "0x11e9"
+            ]
+        );
+        assert_eq!(s.comm.unwrap().as_str(), "CPU 0/KVM");
+        assert_eq!(
+            (s.pid, s.cpu, s.ts),
+            (Some(17653), Some(1), Some(725_497_648_000))
+        );
+        assert_eq!(s.weight, 500250);
+        assert_eq!(p.stacks[0].comm.unwrap().as_str(), "burn");
+        assert_eq!(
+            p.kernel[p.lookup("_raw_spin_unlock_irqrestore").unwrap() as usize],
+            Some(true)
+        );
+        assert!(sniff(TEXT.as_bytes()));
+    }
+
+    #[test]
+    fn garbage_is_an_error_with_the_line() {
+        let e = parse("g", "\n\nhello there\n", &KernelSymbolSource::Off).unwrap_err();
+        assert_eq!(e.pos, Some(SpanPos::Line(3)));
+        assert!(parse("g", "", &KernelSymbolSource::Off).is_err());
+    }
+}
