@@ -1,0 +1,304 @@
+//! Profile comparison: per function, the share of samples it is the leaf of ("self") and the
+//! share of samples it is on the stack of ("children", perf's `--children`), per run, from
+//! [`Profile::self_weights`] and [`Profile::total_weights`] divided by the run's total.
+//!
+//! For each side the shares of its runs give mean ± stddev%; a row's change is the
+//! difference of the mean shares (percentage points) and its `%change`. Tests, per column
+//! (self and children), Holm-adjusted over the functions of the table:
+//!
+//! * both sides ≥ 2 runs: Welch's t on the per-run shares;
+//! * one run per side and weights that count samples: the two-proportion z-test on the
+//!   sample counts (each sample is one draw: is it in this function?);
+//! * otherwise (a single period-weighted profile per side): no test, the row says why.
+//!
+//! Rows: functions whose self or children share reaches [`MIN_SHARE`] on either side.
+//! [`ProfileComparison::rises`] and [`ProfileComparison::falls`] list the largest changes
+//! of the self share (then children share) in percentage points.
+
+pub mod folded;
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use stallscope::model::profile::{Profile, WeightUnit};
+
+use crate::stats::{self, change_pct, Summary, Verdict};
+
+/// Smallest share (of either column, on either side) for a function to get a row.
+pub const MIN_SHARE: f64 = 0.001;
+
+/// One side of one function.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShareSide {
+    /// Mean self share over the runs (0..1).
+    pub self_share: f64,
+    /// Stddev of the self share over the runs.
+    pub self_stddev: f64,
+    /// Mean children share (0..1).
+    pub children_share: f64,
+    /// Stddev of the children share.
+    pub children_stddev: f64,
+    /// Self weight summed over the runs.
+    pub self_weight: u64,
+    /// Children weight summed over the runs.
+    pub children_weight: u64,
+}
+
+/// One compared function.
+#[derive(Clone, Debug, Serialize)]
+pub struct FunctionRow {
+    /// Symbol name.
+    pub function: String,
+    /// Base side.
+    pub base: ShareSide,
+    /// New side.
+    pub new: ShareSide,
+    /// New − base self share, percentage points.
+    pub self_change_pp: f64,
+    /// `%change` of the self share.
+    pub self_change_pct: Option<f64>,
+    /// New − base children share, percentage points.
+    pub children_change_pp: f64,
+    /// `%change` of the children share.
+    pub children_change_pct: Option<f64>,
+    /// Test of the self share.
+    pub self_verdict: Option<Verdict>,
+    /// Test of the children share.
+    pub children_verdict: Option<Verdict>,
+}
+
+/// The profile comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProfileComparison {
+    /// Runs (profiles) on the base side.
+    pub base_runs: usize,
+    /// Runs on the new side.
+    pub new_runs: usize,
+    /// Total weight per base run.
+    pub base_totals: Vec<u64>,
+    /// Total weight per new run.
+    pub new_totals: Vec<u64>,
+    /// Which test decides (`welch-t`, `two-proportion-z`, or `none`).
+    pub test: &'static str,
+    /// Functions, by largest absolute self change first.
+    pub functions: Vec<FunctionRow>,
+    /// Names of the functions whose share rose significantly, largest first (up to 10).
+    pub rises: Vec<String>,
+    /// Names of the functions whose share fell significantly, largest first (up to 10).
+    pub falls: Vec<String>,
+}
+
+/// Per function name: per-run (self, children) weights, and per-run totals.
+struct SideWeights {
+    totals: Vec<u64>,
+    by_name: HashMap<String, Vec<(u64, u64)>>,
+}
+
+fn side_weights(runs: &[Profile]) -> SideWeights {
+    let mut by_name: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
+    let mut totals = Vec::with_capacity(runs.len());
+    for (r, p) in runs.iter().enumerate() {
+        let total = p.total_weight();
+        totals.push(total);
+        let s = p.self_weights();
+        let t = p.total_weights();
+        for (id, name) in p.symbols.iter().enumerate() {
+            let (sw, tw) = (s.get(id).copied().unwrap_or(0), t.get(id).copied().unwrap_or(0));
+            if sw == 0 && tw == 0 {
+                continue; // interned but in no stack: not a function of this run
+            }
+            let slot = by_name
+                .entry(name.to_string())
+                .or_insert_with(|| vec![(0, 0); runs.len()]);
+            // the same name can be interned once per profile only, but be safe
+            slot[r].0 += sw;
+            slot[r].1 += tw;
+        }
+    }
+    SideWeights { totals, by_name }
+}
+
+fn share_side(totals: &[u64], per_run: Option<&Vec<(u64, u64)>>) -> (ShareSide, Vec<f64>, Vec<f64>) {
+    let zeros = vec![(0, 0); totals.len()];
+    let w = per_run.unwrap_or(&zeros);
+    let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
+    let selfs: Vec<f64> = w.iter().zip(totals).map(|(x, &t)| share(x.0, t)).collect();
+    let kids: Vec<f64> = w.iter().zip(totals).map(|(x, &t)| share(x.1, t)).collect();
+    let (ss, cs) = (Summary::of(&selfs), Summary::of(&kids));
+    (
+        ShareSide {
+            self_share: ss.mean,
+            self_stddev: ss.stddev,
+            children_share: cs.mean,
+            children_stddev: cs.stddev,
+            self_weight: w.iter().map(|x| x.0).sum(),
+            children_weight: w.iter().map(|x| x.1).sum(),
+        },
+        selfs,
+        kids,
+    )
+}
+
+/// Compares two sides of profiles (each side ≥ 1 profile).
+pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparison {
+    let b = side_weights(base);
+    let n = side_weights(new);
+    let counts = base
+        .iter()
+        .chain(new)
+        .all(|p| p.unit == WeightUnit::Samples);
+    let test = if base.len() >= 2 && new.len() >= 2 {
+        "welch-t"
+    } else if base.len() == 1 && new.len() == 1 && counts {
+        "two-proportion-z"
+    } else {
+        "none"
+    };
+    let mut names: Vec<&String> = b.by_name.keys().chain(n.by_name.keys()).collect();
+    names.sort();
+    names.dedup();
+    let (bt, nt): (u64, u64) = (b.totals.iter().sum(), n.totals.iter().sum());
+    let mut rows = Vec::new();
+    for name in names {
+        let (bs, b_self, b_kids) = share_side(&b.totals, b.by_name.get(name));
+        let (ns, n_self, n_kids) = share_side(&n.totals, n.by_name.get(name));
+        let biggest = bs
+            .self_share
+            .max(bs.children_share)
+            .max(ns.self_share)
+            .max(ns.children_share);
+        if biggest < MIN_SHARE {
+            continue; // below the row threshold (documented above)
+        }
+        let verdict = |bv: &[f64], nv: &[f64], bw: u64, nw: u64| -> Option<Verdict> {
+            match test {
+                "welch-t" => stats::welch(&Summary::of(bv), &Summary::of(nv)).map(|w| {
+                    let mut v = Verdict::new("welch-t", w.t, w.p);
+                    v.df = Some(w.df);
+                    v
+                }),
+                "two-proportion-z" => stats::two_proportion(bw, bt, nw, nt)
+                    .map(|(z, p)| Verdict::new("two-proportion-z", z, p)),
+                _ => None,
+            }
+        };
+        rows.push(FunctionRow {
+            function: name.clone(),
+            self_change_pp: (ns.self_share - bs.self_share) * 100.0,
+            self_change_pct: change_pct(bs.self_share, ns.self_share),
+            children_change_pp: (ns.children_share - bs.children_share) * 100.0,
+            children_change_pct: change_pct(bs.children_share, ns.children_share),
+            self_verdict: verdict(&b_self, &n_self, bs.self_weight, ns.self_weight),
+            children_verdict: verdict(&b_kids, &n_kids, bs.children_weight, ns.children_weight),
+            base: bs,
+            new: ns,
+        });
+    }
+    stats::adjust(rows.iter_mut().filter_map(|r| r.self_verdict.as_mut()), alpha);
+    stats::adjust(
+        rows.iter_mut().filter_map(|r| r.children_verdict.as_mut()),
+        alpha,
+    );
+    rows.sort_by(|x, y| {
+        y.self_change_pp
+            .abs()
+            .total_cmp(&x.self_change_pp.abs())
+            .then(y.children_change_pp.abs().total_cmp(&x.children_change_pp.abs()))
+            .then(x.function.cmp(&y.function))
+    });
+    let significant = |r: &FunctionRow| {
+        r.self_verdict.as_ref().is_some_and(|v| v.significant)
+            || r.children_verdict.as_ref().is_some_and(|v| v.significant)
+    };
+    let mut moved: Vec<&FunctionRow> = rows.iter().filter(|r| significant(r)).collect();
+    moved.sort_by(|x, y| {
+        let key = |r: &FunctionRow| if r.self_change_pp != 0.0 { r.self_change_pp } else { r.children_change_pp };
+        key(y).total_cmp(&key(x))
+    });
+    let key = |r: &FunctionRow| if r.self_change_pp != 0.0 { r.self_change_pp } else { r.children_change_pp };
+    let rises = moved
+        .iter()
+        .filter(|r| key(r) > 0.0)
+        .take(10)
+        .map(|r| r.function.clone())
+        .collect();
+    let falls = moved
+        .iter()
+        .rev()
+        .filter(|r| key(r) < 0.0)
+        .take(10)
+        .map(|r| r.function.clone())
+        .collect();
+    ProfileComparison {
+        base_runs: base.len(),
+        new_runs: new.len(),
+        base_totals: b.totals,
+        new_totals: n.totals,
+        test,
+        functions: rows,
+        rises,
+        falls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope::model::profile::WeightedStack;
+
+    fn profile(stacks: &[(&[&str], u64)]) -> Profile {
+        let mut p = Profile::new(WeightUnit::Samples);
+        for (frames, w) in stacks {
+            let frames = frames.iter().map(|f| p.intern(f, None)).collect();
+            p.stacks.push(WeightedStack {
+                frames,
+                weight: *w,
+                ..WeightedStack::default()
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn single_runs_two_proportion() {
+        let base = profile(&[
+            (&["osq_lock", "down_write", "do_unlinkat"], 30),
+            (&["memcpy", "main"], 70),
+        ]);
+        let new = profile(&[
+            (&["osq_lock", "down_write", "do_unlinkat"], 50),
+            (&["memcpy", "main"], 50),
+        ]);
+        let c = compare(&[base], &[new], 0.05);
+        assert_eq!(c.test, "two-proportion-z");
+        let osq = c.functions.iter().find(|r| r.function == "osq_lock").unwrap();
+        assert!((osq.self_change_pp - 20.0).abs() < 1e-9);
+        let v = osq.self_verdict.as_ref().unwrap();
+        // same counts as the two_proportion unit test: p = 0.003892417122778628 (scipy),
+        // Holm over 2 self tests (osq_lock, memcpy: both p equal) → 0.0078
+        assert!((v.p - 0.003_892_417_122_778_628).abs() < 1e-12);
+        assert!(v.significant);
+        let dw = c.functions.iter().find(|r| r.function == "down_write").unwrap();
+        assert_eq!(dw.base.self_share, 0.0);
+        assert!(dw.self_verdict.is_none(), "no self samples on either side");
+        assert!(dw.children_verdict.as_ref().unwrap().significant);
+        assert_eq!(c.rises[0], "osq_lock");
+        assert!(c.falls.contains(&"memcpy".to_string()), "{:?}", c.falls);
+        assert!(!c.falls.contains(&"osq_lock".to_string()));
+    }
+
+    #[test]
+    fn repeated_runs_welch_and_no_change() {
+        let mk = |a: u64| profile(&[(&["spin", "lock"], a), (&["work", "main"], 100 - a)]);
+        let base: Vec<Profile> = [10, 12, 11, 9].iter().map(|&a| mk(a)).collect();
+        let same: Vec<Profile> = [11, 10, 12, 10].iter().map(|&a| mk(a)).collect();
+        let c = compare(&base, &same, 0.05);
+        assert_eq!(c.test, "welch-t");
+        assert!(c.rises.is_empty() && c.falls.is_empty(), "{c:?}");
+        let up: Vec<Profile> = [30, 33, 29, 31].iter().map(|&a| mk(a)).collect();
+        let c = compare(&base, &up, 0.05);
+        assert!(c.rises.contains(&"spin".to_string()), "{:?}", c.rises);
+        let spin = c.functions.iter().find(|r| r.function == "spin").unwrap();
+        assert!(spin.base.self_stddev > 0.0);
+    }
+}
