@@ -22,6 +22,10 @@
 //! at the last `:` (`a:b [x] 1.5:12666 [120]`). Integer fields are read by key, so extra
 //! keys of other kernel versions (`success=`, `group_dead=`) are ignored.
 //!
+//! Block events (`block_rq_issue`, `block_bio_queue`, … in the `block` system or with no
+//! system given) are decoded natively by [`super::block`]; a block payload that matches no
+//! known layout is kept generic and reported like a scheduler mismatch.
+//!
 //! Every other event, and a scheduler event whose payload does not match (reported by the
 //! caller), becomes [`EventKind::Generic`]: `key=value` pairs in print order, each value a
 //! string running to the next ` key=` token; a payload that does not start with `key=` is
@@ -67,6 +71,13 @@ pub(crate) fn event_kind(
             Sched::Mismatch => return (generic(system, name, payload), PayloadForm::SchedMismatch),
             Sched::NotModeled => {}
         }
+    }
+    if system.is_none_or(|s| s == b"block") && super::block::is_block_tracepoint(name) {
+        return match super::block::tracepoint_event(name, payload) {
+            Some(ev) => (EventKind::Block(Box::new(ev)), PayloadForm::Native),
+            // Counted like a scheduler payload that matched no layout (kept generic).
+            None => (generic(system, name, payload), PayloadForm::SchedMismatch),
+        };
     }
     (generic(system, name, payload), PayloadForm::Generic)
 }

@@ -1,0 +1,390 @@
+//! blktrace binary per-CPU files (`DEV.blktrace.N`, formats.md §8) → [`BlockEvent`]s.
+//!
+//! Each file is a concatenation of `struct blk_io_trace` records (layout in [`record`]);
+//! [`stream`] reads one file's records, this module merges several files by time into one
+//! stream (ties: file order, then file position) and turns records into events:
+//!
+//! * actions `Q G I D C M F R X A P U UT B` → [`BlockAction`]s; `ABORT`, `DRV_DATA` and
+//!   `SLEEPRQ` are counted (`blktrace_unmodeled_action`), unknown codes too
+//!   (`blktrace_unknown_action`);
+//! * notes: `BLK_TN_PROCESS` names a pid (the `comm` of its later events, except `C`, `R`,
+//!   `A` and `m`, where blkparse prints the error / nothing), `BLK_TN_TIMESTAMP` is the wall
+//!   clock at the start (not an event), `BLK_TN_MESSAGE` → [`BlockAction::Message`];
+//! * time stays the kernel's ns (blkparse prints it relative to the first record).
+//!
+//! One reader can cover several files: [`expand_path`] turns a directory (every
+//! `*.blktrace.N` in it) or a `DEV` prefix (`loop0`, `loop0.blktrace`, `loop0.blktrace.`) into
+//! the list of per-CPU files, which [`crate::open`] then reads as one input. Spans are byte
+//! offsets inside the file of the record's CPU.
+//!
+//! Errors: a truncated record is fatal ([`ReadError`] with the file and the record's
+//! offset); garbage between records is skipped to the next magic and counted
+//! (`blktrace_garbage`).
+
+pub mod record;
+pub mod stream;
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{
+    BlockAction, Comm, DataQuality, Event, EventKind, InputFormat, Severity, Span, SpanPos,
+    TraceMeta,
+};
+
+use crate::blktrace::record::{carries_comm, decode, Decoded, SkipReason};
+use crate::blktrace::stream::{RawRecord, RecordStream};
+use crate::{EventReader, Input, ReadError};
+
+/// Reader of one or more blktrace per-CPU files, merged by time.
+pub struct BlktraceReader {
+    meta: TraceMeta,
+    dq: DataQuality,
+    streams: Vec<RecordStream>,
+    pending: Vec<Option<RawRecord>>,
+    primed: bool,
+    names: FxHashMap<u32, Comm>,
+    index: u16,
+    total_bytes: Option<u64>,
+    /// Garbage already reported per stream (resyncs, bytes).
+    garbage_seen: Vec<(u64, u64)>,
+    seen_actions: [bool; 14],
+    failed: bool,
+}
+
+fn action_slot(a: BlockAction) -> usize {
+    match a {
+        BlockAction::Queue => 0,
+        BlockAction::GetRq => 1,
+        BlockAction::Insert => 2,
+        BlockAction::Issue => 3,
+        BlockAction::Complete => 4,
+        BlockAction::BackMerge => 5,
+        BlockAction::FrontMerge => 6,
+        BlockAction::Requeue => 7,
+        BlockAction::Split => 8,
+        BlockAction::Remap => 9,
+        BlockAction::Plug => 10,
+        BlockAction::Unplug => 11,
+        BlockAction::Bounce => 12,
+        BlockAction::Message => 13,
+    }
+}
+
+impl BlktraceReader {
+    /// Reads one opened input (one per-CPU file) as input number `index`.
+    pub fn open(input: Input, index: u16) -> Result<BlktraceReader, ReadError> {
+        let total = if input.compression.is_none() && input.path != "-" {
+            std::fs::metadata(&input.path).ok().map(|m| m.len())
+        } else {
+            None
+        };
+        let mut meta = TraceMeta {
+            path: input.path.clone(),
+            format: Some(InputFormat::Blktrace),
+            compression: input.compression.map(str::to_string),
+            clock_is_ns: true,
+            ..TraceMeta::default()
+        };
+        meta.path.clone_from(&input.path);
+        let stream = RecordStream::new(input.path.clone(), input.into_reader());
+        Ok(Self::from_streams(meta, vec![stream], index, total))
+    }
+
+    /// Reads the files `files` (each possibly compressed) as one input named `path`.
+    pub fn open_files(
+        path: &str,
+        files: &[String],
+        index: u16,
+    ) -> Result<BlktraceReader, ReadError> {
+        let mut streams = Vec::with_capacity(files.len());
+        let mut total = Some(0u64);
+        let mut compression = None;
+        for f in files {
+            let input = Input::open(f)?;
+            if input.compression.is_some() {
+                compression = input.compression.map(str::to_string);
+                total = None;
+            } else if let (Some(t), Ok(m)) = (total, std::fs::metadata(f)) {
+                total = Some(t + m.len());
+            }
+            streams.push(RecordStream::new(f.clone(), input.into_reader()));
+        }
+        let meta = TraceMeta {
+            path: path.to_string(),
+            format: Some(InputFormat::Blktrace),
+            compression,
+            clock_is_ns: true,
+            ..TraceMeta::default()
+        };
+        Ok(Self::from_streams(meta, streams, index, total))
+    }
+
+    fn from_streams(
+        meta: TraceMeta,
+        streams: Vec<RecordStream>,
+        index: u16,
+        total_bytes: Option<u64>,
+    ) -> BlktraceReader {
+        let n = streams.len();
+        BlktraceReader {
+            meta,
+            dq: DataQuality::default(),
+            streams,
+            pending: (0..n).map(|_| None).collect(),
+            primed: false,
+            names: FxHashMap::default(),
+            index,
+            total_bytes,
+            garbage_seen: vec![(0, 0); n],
+            seen_actions: [false; 14],
+            failed: false,
+        }
+    }
+
+    /// Reads the next record of stream `i` into its pending slot.
+    fn refill(&mut self, i: usize) -> Result<(), ReadError> {
+        let rec = self.streams[i].next_record()?;
+        let g = &self.streams[i].garbage;
+        let (resyncs, bytes) = self.garbage_seen[i];
+        if g.resyncs > resyncs {
+            let path = &self.streams[i].path;
+            let first = g.first_offset.unwrap_or(0);
+            let skipped = g.bytes - bytes;
+            self.dq.add(
+                "blktrace_garbage",
+                Severity::Warning,
+                "bytes between blktrace records without a valid magic were skipped",
+                g.resyncs - resyncs,
+                || format!("{path}: offset {first:#x}: {skipped} bytes skipped"),
+            );
+            self.garbage_seen[i] = (g.resyncs, g.bytes);
+        }
+        self.pending[i] = rec;
+        Ok(())
+    }
+
+    /// The stream whose pending record comes first (time, then stream order).
+    fn earliest(&self) -> Option<usize> {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, p) in self.pending.iter().enumerate() {
+            if let Some(r) = p {
+                if best.is_none_or(|(t, _)| r.header.time < t) {
+                    best = Some((r.header.time, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    fn skip(&mut self, reason: SkipReason, rec: &RawRecord, path: &str) {
+        let (key, sev, desc) = match reason {
+            SkipReason::Unmodeled => (
+                "blktrace_unmodeled_action",
+                Severity::Info,
+                "blktrace records not modeled as events (SLEEPRQ, ABORT, DRV_DATA)",
+            ),
+            SkipReason::UnknownAction => (
+                "blktrace_unknown_action",
+                Severity::Warning,
+                "blktrace records with an unknown action code",
+            ),
+            SkipReason::UnknownNotify => (
+                "blktrace_unknown_notify",
+                Severity::Warning,
+                "blktrace notify records with an unknown code",
+            ),
+            SkipReason::ShortPayload => (
+                "blktrace_short_payload",
+                Severity::Warning,
+                "blktrace records whose payload is too short for their action",
+            ),
+        };
+        let (off, action, len) = (rec.offset, rec.header.action, rec.header.pdu_len);
+        self.dq.add(key, sev, desc, 1, || {
+            format!("{path}: offset {off:#x}: action {action:#010x}, pdu_len {len}")
+        });
+    }
+
+    /// Turns a record into an event (or bookkeeping), `None` when it is not an event.
+    fn convert(&mut self, rec: RawRecord, stream: usize) -> Option<Event> {
+        let endian = self.streams[stream]
+            .endian()
+            .unwrap_or(record::Endian::Little);
+        let h = rec.header;
+        match decode(&h, &rec.pdu, endian) {
+            Decoded::Event(mut ev) => {
+                if carries_comm(ev.action) {
+                    ev.comm = self.names.get(&h.pid).copied();
+                }
+                let slot = action_slot(ev.action);
+                if !self.seen_actions[slot] {
+                    self.seen_actions[slot] = true;
+                    self.meta
+                        .declared_events
+                        .push(format!("block:{}", ev.action.tracepoint()));
+                }
+                Some(Event {
+                    ts: h.time,
+                    cpu: h.cpu,
+                    pid: i32::try_from(h.pid).unwrap_or(-1),
+                    span: Span {
+                        input: self.index,
+                        pos: SpanPos::Byte(rec.offset),
+                    },
+                    kind: EventKind::Block(Box::new(ev)),
+                    callchain: None,
+                })
+            }
+            Decoded::Process(comm) => {
+                self.names.insert(h.pid, comm);
+                None
+            }
+            Decoded::Timestamp(..) => None,
+            Decoded::Skip(reason) => {
+                let path = self.streams[stream].path.clone();
+                self.skip(reason, &rec, &path);
+                None
+            }
+        }
+    }
+}
+
+impl EventReader for BlktraceReader {
+    fn meta(&self) -> &TraceMeta {
+        &self.meta
+    }
+
+    fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
+        if self.failed {
+            return Ok(None);
+        }
+        if !self.primed {
+            self.primed = true;
+            for i in 0..self.streams.len() {
+                if let Err(e) = self.refill(i) {
+                    self.failed = true;
+                    return Err(e);
+                }
+            }
+        }
+        while let Some(i) = self.earliest() {
+            let Some(rec) = self.pending[i].take() else {
+                break;
+            };
+            if let Err(e) = self.refill(i) {
+                self.failed = true;
+                return Err(e);
+            }
+            if let Some(ev) = self.convert(rec, i) {
+                return Ok(Some(ev));
+            }
+        }
+        Ok(None)
+    }
+
+    fn quality(&self) -> &DataQuality {
+        &self.dq
+    }
+
+    fn progress(&self) -> Option<(u64, u64)> {
+        let done = self.streams.iter().map(|s| s.offset).sum();
+        self.total_bytes.map(|t| (done, t))
+    }
+}
+
+/// True when `name` looks like a per-CPU blktrace file (`DEV.blktrace.N`).
+pub fn is_per_cpu_name(name: &str) -> bool {
+    match name.rfind(".blktrace.") {
+        Some(i) => {
+            let cpu = &name[i + ".blktrace.".len()..];
+            !cpu.is_empty() && cpu.bytes().all(|b| b.is_ascii_digit())
+        }
+        None => false,
+    }
+}
+
+fn cpu_of(name: &str) -> u64 {
+    name.rsplit('.')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+/// Expands a directory or a `DEV` prefix to the per-CPU files it stands for, sorted by
+/// name then CPU number; `Ok(None)` when `path` is neither (an ordinary file, `-`, or a
+/// name with no matching files).
+///
+/// * directory: every `*.blktrace.N` in it;
+/// * `DIR/loop0`, `DIR/loop0.blktrace`, `DIR/loop0.blktrace.` (when no such file exists):
+///   every `DIR/loop0.blktrace.N`.
+pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
+    if path == "-" {
+        return Ok(None);
+    }
+    let p = Path::new(path);
+    let list = |dir: &Path| -> Result<Vec<(String, String)>, ReadError> {
+        let rd = std::fs::read_dir(dir).map_err(|e| ReadError::io(path, &e))?;
+        let mut out = Vec::new();
+        for entry in rd.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_per_cpu_name(&name) {
+                out.push((name, entry.path().to_string_lossy().into_owned()));
+            }
+        }
+        Ok(out)
+    };
+    let mut found = if p.is_dir() {
+        list(p)?
+    } else if p.exists() {
+        return Ok(None);
+    } else {
+        let base = p
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if base.is_empty() {
+            return Ok(None);
+        }
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => Path::new(".").to_path_buf(),
+        };
+        if !dir.is_dir() {
+            return Ok(None);
+        }
+        let stem = base
+            .trim_end_matches('.')
+            .trim_end_matches(".blktrace")
+            .to_string();
+        let prefix = format!("{stem}.blktrace.");
+        list(&dir)?
+            .into_iter()
+            .filter(|(name, _)| name.starts_with(&prefix) && is_per_cpu_name(name))
+            .filter(|(name, _)| !name[prefix.len()..].contains('.'))
+            .collect()
+    };
+    if found.is_empty() {
+        return Ok(None);
+    }
+    found.sort_by(|a, b| {
+        let (sa, sb) = (a.0.rfind('.'), b.0.rfind('.'));
+        let (da, db) = (&a.0[..sa.unwrap_or(0)], &b.0[..sb.unwrap_or(0)]);
+        da.cmp(db).then(cpu_of(&a.0).cmp(&cpu_of(&b.0)))
+    });
+    Ok(Some(found.into_iter().map(|(_, p)| p).collect()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_cpu_names() {
+        assert!(is_per_cpu_name("loop0.blktrace.0"));
+        assert!(is_per_cpu_name("sda.blktrace.12"));
+        assert!(!is_per_cpu_name("sda.blktrace."));
+        assert!(!is_per_cpu_name("sda.blktrace.1.gz"));
+        assert!(!is_per_cpu_name("trace.dat"));
+    }
+}
