@@ -1,0 +1,365 @@
+//! `worker-flood`: one work function run by far more kernel workers, or by far more of them
+//! at once, than there are CPUs.
+//!
+//! State machine: [`stallscope_timeline::workers::WorkerPools`] (per work function: distinct
+//! workers, executing / running-or-runnable at once, queue→execute latency, CPU time,
+//! switch-outs mid-work), fed every event. This module adds the evidence it keeps while the
+//! trace runs (per function: the first queue event, the first execution of each of the first
+//! few workers, the execution that reached the peak) and, at the end, names functions from
+//! the input's kallsyms and turns the functions over the limit into findings.
+//!
+//! The CPU count comes from the recorded system context when present, else from the highest
+//! CPU number seen plus one.
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Window};
+use stallscope_timeline::workers::{decode, FunctionStats, WorkEventKind, WorkFn, WorkerPools};
+
+use super::fmt::{dur, i};
+use crate::evidence::{keep, render, Kept};
+use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::{Context, Detector, DetectorInfo};
+
+/// Thresholds.
+pub static PARAMS: [ParamInfo; 4] = [
+    ParamInfo {
+        name: "workers_per_cpu",
+        default: 4,
+        unit: ParamUnit::Count,
+        doc: "a function run by more than this many workers per CPU (distinct, or executing at once) floods",
+    },
+    ParamInfo {
+        name: "high_workers_per_cpu",
+        default: 16,
+        unit: ParamUnit::Count,
+        doc: "more than this many workers per CPU (distinct or at once) make the flood high",
+    },
+    ParamInfo {
+        name: "min_executions",
+        default: 100,
+        unit: ParamUnit::Count,
+        doc: "executions a function needs to be judged at all",
+    },
+    ParamInfo {
+        name: "max_tasks",
+        default: 8,
+        unit: ParamUnit::Count,
+        doc: "workers listed per finding (the busiest)",
+    },
+];
+
+/// Description.
+pub static INFO: DetectorInfo = DetectorInfo {
+    id: "worker-flood",
+    summary: "one work function run by many more kworkers (or more at once) than there are CPUs",
+    explanation: EXPLANATION,
+    needs: &[&["workqueue_execute_start"]],
+    optional: &[
+        "workqueue_queue_work",
+        "workqueue_activate_work",
+        "workqueue_execute_end",
+        "sched_switch",
+        "sched_waking",
+        "sched_wakeup",
+    ],
+    record_command: "stallscope record --events sched,workqueue --kallsyms -o trace.dat -- COMMAND",
+    params: &PARAMS,
+};
+
+const EXPLANATION: &str = r#"# worker-flood
+
+## What it finds
+Kernel work items (workqueue work functions) that the worker pools spread over far more
+kworker threads than there are CPUs. For every work function it measures, from
+`workqueue_queue_work` / `workqueue_activate_work` / `workqueue_execute_start` /
+`workqueue_execute_end` and `sched_switch` / `sched_waking`:
+
+- **workers**: distinct kworkers (pids) that executed it;
+- **peak executing**: most workers between `execute_start` and `execute_end` at once
+  (items in flight, sleeping or not), and **peak active**: most of those running or runnable
+  at once (what competes for the CPUs);
+- **queue → execute latency** (p50, p99, max; p-values are upper bounds of power-of-two
+  buckets), measured per work struct from its queue (or activation) event;
+- **cost**: on-CPU time of the workers inside the function, wall time in flight, switch-outs
+  in the middle of an item and how many of them were sleeps.
+
+A function with at least `min_executions` (default 100) executions floods when its workers
+or its peak executing exceed `workers_per_cpu` (default 4) × the CPU count. The finding names
+the function (symbolized from the trace's kallsyms: `stallscope record --kallsyms`, or as
+text inputs print it), its workqueue, CPUs, the worker count, the peaks, the latency and the
+cost, and lists the busiest workers (at most `max_tasks`, default 8; role `worker`).
+
+## Why it matters
+A per-CPU worker pool runs one work item at a time per CPU; when the item sleeps (a lock, a
+transaction reservation, I/O), concurrency management wakes or creates another worker for
+the next item. Work that always sleeps therefore turns into dozens or hundreds of kworkers,
+each holding an item, contending for the same lock and costing a context switch per item:
+for example `iomap_dio_complete_work` converting unwritten extents after direct writes into
+sparse XFS files (each completion takes a transaction and the inode's ILOCK). Memory for the
+threads, scheduler load, and lock convoys (see `lock-spinning` when a CPU profile of the same
+window exists) follow.
+
+## How to confirm
+`trace-cmd report` (or `perf script`) of `workqueue:workqueue_execute_start`: count distinct
+`kworker/N:M` pids per function. `ps -eLo comm | grep -c kworker` during the load; `cat
+/proc/PID/stack` of a few of them shows where they sleep. For the XFS case, pre-allocating
+(fallocate, or writing files once) removes the unwritten-extent conversion; fewer parallel
+submitters or larger I/O reduce the number of items.
+
+## Limits
+Workers are told apart by pid. Items that started before the trace (no `execute_start`) are
+not counted; items still running at the end are counted up to the last event. Without
+`workqueue_queue_work` there is no latency and no workqueue name; without `sched_switch`
+there is no CPU time and the active peak equals the executing one. Without kallsyms in a
+binary trace the function is shown as its address. The CPU count comes from the recorded
+system context, else from the highest CPU seen.
+
+## Severity
+- **high**: workers or peak executing above `high_workers_per_cpu` (default 16) × CPUs.
+- **medium**: otherwise (above `workers_per_cpu` × CPUs).
+"#;
+
+/// Builds the detector.
+pub fn make(p: &Params) -> Box<dyn Detector> {
+    Box::new(WorkerFlood {
+        workers_per_cpu: p.get("workers_per_cpu"),
+        high_workers_per_cpu: p.get("high_workers_per_cpu"),
+        min_executions: p.get("min_executions"),
+        max_tasks: usize::try_from(p.get("max_tasks")).unwrap_or(usize::MAX),
+        pools: WorkerPools::new(),
+        kept: FxHashMap::default(),
+        max_cpu: None,
+    })
+}
+
+/// Evidence kept per work function while the trace runs.
+#[derive(Default)]
+struct KeptEvents {
+    queue: Option<Kept>,
+    first_of_worker: Vec<Kept>,
+    peak: Option<Kept>,
+}
+
+/// Workers whose first execution is kept as evidence.
+const FIRST_WORKERS_KEPT: usize = 3;
+
+struct WorkerFlood {
+    workers_per_cpu: u64,
+    high_workers_per_cpu: u64,
+    min_executions: u64,
+    max_tasks: usize,
+    pools: WorkerPools,
+    kept: FxHashMap<WorkFn, KeptEvents>,
+    max_cpu: Option<Cpu>,
+}
+
+impl WorkerFlood {
+    fn keep_evidence(&mut self, ev: &Event, before: Option<(usize, u32)>) {
+        let EventKind::Generic(g) = &ev.kind else {
+            return;
+        };
+        let Some(w) = decode(g) else {
+            return; // counted by WorkerPools
+        };
+        let Some(f) = w.function else {
+            return; // activate/end without a function: nothing new to keep
+        };
+        let Some(st) = self.pools.function(&f) else {
+            return;
+        };
+        let k = self.kept.entry(f).or_default();
+        match w.kind {
+            WorkEventKind::Queue if k.queue.is_none() => k.queue = Some(keep(ev)),
+            WorkEventKind::ExecuteStart => {
+                let (workers, peak) = before.unwrap_or((0, 0));
+                if st.workers.len() > workers && k.first_of_worker.len() < FIRST_WORKERS_KEPT {
+                    k.first_of_worker.push(keep(ev));
+                }
+                if st.peak_executing > peak {
+                    k.peak = Some(keep(ev));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn finding(&self, st: &FunctionStats, ncpu: u64, cx: &Context<'_>) -> Option<Finding> {
+        let workers = st.workers.len() as u64;
+        let peak = u64::from(st.peak_executing);
+        let limit = self.workers_per_cpu.saturating_mul(ncpu);
+        if st.executions < self.min_executions || (workers <= limit && peak <= limit) {
+            return None;
+        }
+        let high = self.high_workers_per_cpu.saturating_mul(ncpu);
+        let severity = if workers > high || peak > high {
+            FindingSeverity::High
+        } else {
+            FindingSeverity::Medium
+        };
+        let wq = st.main_workqueue();
+        let lat = &st.latency;
+        let mut title = format!(
+            "{workers} kworkers ran {}{} on {} CPU{} ({ncpu} online, limit {limit}): up to {peak} executing at once, {} running or runnable; {} items",
+            st.function,
+            wq.map(|q| format!(" (workqueue {q})")).unwrap_or_default(),
+            st.cpus.len(),
+            if st.cpus.len() == 1 { "" } else { "s" },
+            st.peak_active,
+            st.executions,
+        );
+        if lat.count > 0 {
+            title.push_str(&format!(
+                ", queue→execute p99 ≤ {} (max {})",
+                dur(lat.quantile_upper_permille(990)),
+                dur(lat.max)
+            ));
+        }
+        title.push_str(&format!(
+            ", {} CPU, {} switch-outs mid-item ({} sleeps)",
+            dur(st.cpu_ns),
+            st.switches,
+            st.sleeps
+        ));
+
+        let mut busiest: Vec<_> = st.workers.iter().collect();
+        busiest.sort_by_key(|(pid, u)| (std::cmp::Reverse(u.executions), **pid));
+        let tasks = busiest
+            .into_iter()
+            .take(self.max_tasks)
+            .map(|(&pid, u)| FindingTask {
+                pid,
+                comm: cx.comm(pid).as_str().to_string(),
+                role: "worker".into(),
+                measures: [
+                    ("executions".to_string(), i(u.executions)),
+                    ("cpu_ns".to_string(), i(u.cpu_ns)),
+                ]
+                .into_iter()
+                .collect(),
+            })
+            .collect();
+
+        let mut measures = std::collections::BTreeMap::new();
+        for (k, v) in [
+            ("workers", workers),
+            ("peak_executing", peak),
+            ("peak_active", u64::from(st.peak_active)),
+            ("limit", limit),
+            ("cpus_online", ncpu),
+            ("queued", st.queued),
+            ("executions", st.executions),
+            ("executions_without_queue", st.executions_without_queue),
+            ("open_at_end", st.open_at_end),
+            ("cpu_ns", st.cpu_ns),
+            ("busy_ns", st.busy_ns),
+            ("switches", st.switches),
+            ("sleeps", st.sleeps),
+            ("peak_executing_ts_ns", st.peak_executing_ts),
+        ] {
+            measures.insert(k.to_string(), i(v));
+        }
+        if lat.count > 0 {
+            for (k, v) in [
+                ("latency_p50_ns", lat.quantile_upper_permille(500)),
+                ("latency_p99_ns", lat.quantile_upper_permille(990)),
+                ("latency_max_ns", lat.max),
+                ("latency_mean_ns", lat.mean()),
+            ] {
+                measures.insert(k.to_string(), i(v));
+            }
+        }
+
+        let kept = self.kept.get(&st.function);
+        let mut ev: Vec<&Kept> = Vec::new();
+        if let Some(k) = kept {
+            ev.extend(k.queue.iter());
+            ev.extend(k.first_of_worker.iter());
+            ev.extend(k.peak.iter());
+        }
+        let hint = format!(
+            "Count the workers yourself: `trace-cmd report -F workqueue_execute_start | grep -w {}` and the distinct kworker pids. \
+             Look at where they sleep (`cat /proc/<pid>/stack` of a few kworkers during the load, or sched_switch prev_state=D \
+             with -g). Work that sleeps in every item makes the per-CPU pool wake another worker each time; remove the reason it \
+             sleeps (for direct writes into sparse or unwritten XFS extents: preallocate or write the files once) or issue fewer \
+             items in parallel. With a CPU profile of the same window, run lock-spinning too.",
+            st.function
+        );
+        Some(Finding {
+            detector: INFO.id.into(),
+            severity,
+            title,
+            window: Window {
+                start_ns: st.first_ts,
+                end_ns: st.last_ts.max(st.first_ts),
+            },
+            cpus: st.cpus.keys().copied().collect(),
+            tasks,
+            measures,
+            evidence: render(cx.paths, &ev),
+            hint,
+        })
+    }
+}
+
+impl Detector for WorkerFlood {
+    fn info(&self) -> &'static DetectorInfo {
+        &INFO
+    }
+
+    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+        self.max_cpu = Some(self.max_cpu.map_or(ev.cpu, |c| c.max(ev.cpu)));
+        let is_work = matches!(&ev.kind, EventKind::Generic(g) if WorkEventKind::from_name(&g.name).is_some());
+        if !is_work {
+            self.pools.process(ev);
+            return;
+        }
+        // The function's worker count and peak before this event, to see what it changed.
+        let before = match &ev.kind {
+            EventKind::Generic(g) => decode(g).and_then(|w| w.function).and_then(|f| {
+                self.pools
+                    .function(&f)
+                    .map(|st| (st.workers.len(), st.peak_executing))
+            }),
+            _ => None,
+        };
+        self.pools.process(ev);
+        self.keep_evidence(ev, before);
+    }
+
+    fn finish(mut self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        self.pools.finish();
+        if let Some(k) = cx.kallsyms {
+            // Name the evidence keys the same way the pools name their functions.
+            let names = self.pools.name_functions_from_kallsyms(k);
+            for (a, name) in names {
+                if let Some(v) = self.kept.remove(&WorkFn::Addr(a)) {
+                    self.kept.insert(WorkFn::Name(name), v);
+                }
+            }
+        }
+        let ncpu = cx
+            .system
+            .and_then(|s| s.nr_cpus)
+            .map(u64::from)
+            .or(self.max_cpu.map(|c| u64::from(c) + 1))
+            .unwrap_or(1)
+            .max(1);
+        let mut out: Vec<Finding> = self
+            .pools
+            .functions()
+            .iter()
+            .filter_map(|st| self.finding(st, ncpu, cx))
+            .collect();
+        out.sort_by_key(|f| {
+            (
+                std::cmp::Reverse(f.severity),
+                std::cmp::Reverse(f.measures.get("workers").copied().unwrap_or(0)),
+                f.window.start_ns,
+            )
+        });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,88 @@
+//! Synthetic workqueue sequences through the whole engine.
+
+use stallscope_model::FieldValue;
+
+use crate::testutil::{run, t, Trace, MS};
+
+const F: u64 = 0xffff_ffff_8150_0000;
+
+fn fields(work: u64, wq: Option<&str>) -> Vec<(String, FieldValue)> {
+    let mut v = vec![
+        ("work".to_string(), FieldValue::UInt(work)),
+        ("function".to_string(), FieldValue::UInt(F)),
+    ];
+    if let Some(q) = wq {
+        v.push(("workqueue".to_string(), FieldValue::Str(q.into())));
+    }
+    v
+}
+
+/// `n` workers on CPU 0, each executing one item that sleeps: all in flight at once.
+fn flood(n: i32, items_per_worker: u64) -> Trace {
+    let mut tr = Trace::new();
+    let mut ts = 1000;
+    for round in 0..items_per_worker {
+        for k in 0..n {
+            let work = 0x1000 + (round * 1000 + k as u64) * 64;
+            tr.generic(
+                ts,
+                0,
+                22,
+                "workqueue_queue_work",
+                fields(work, Some("dio/loop1")),
+            );
+            ts += 10;
+        }
+        for k in 0..n {
+            let pid = 100 + k;
+            let work = 0x1000 + (round * 1000 + k as u64) * 64;
+            tr.generic(ts, 0, pid, "workqueue_execute_start", fields(work, None));
+            ts += 10;
+            tr.sw(
+                ts,
+                0,
+                t("kworker/0:1", pid, 120),
+                "D",
+                t("kworker/0:2", pid + 1, 120),
+            );
+            ts += 10;
+        }
+        for k in 0..n {
+            let pid = 100 + k;
+            let work = 0x1000 + (round * 1000 + k as u64) * 64;
+            tr.generic(ts, 0, pid, "workqueue_execute_end", fields(work, None));
+            ts += 10;
+        }
+        ts += MS;
+    }
+    tr
+}
+
+#[test]
+fn fires_above_four_per_cpu() {
+    // One CPU seen: limit 4. 5 workers, 30 items (min_executions 10).
+    let f = run("worker-flood", &[("min_executions", "10")], &flood(5, 6));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let f = &f[0];
+    assert_eq!(f.measures["workers"], 5);
+    assert_eq!(f.measures["peak_executing"], 5);
+    assert_eq!(f.measures["executions"], 30);
+    assert_eq!(f.measures["queued"], 30);
+    assert_eq!(f.measures["sleeps"], 30);
+    assert_eq!(f.measures["limit"], 4);
+    assert!(f.title.contains("workqueue dio/loop1"), "{}", f.title);
+    assert!(
+        f.title.starts_with("5 kworkers ran 0xffffffff81500000"),
+        "{}",
+        f.title
+    );
+    assert_eq!(f.tasks.len(), 5);
+    assert!(f.tasks.iter().all(|t| t.role == "worker"));
+    assert!(!f.evidence.is_empty());
+}
+
+#[test]
+fn quiet_at_the_limit_and_below_min_executions() {
+    assert!(run("worker-flood", &[("min_executions", "10")], &flood(4, 6)).is_empty());
+    assert!(run("worker-flood", &[], &flood(5, 6)).is_empty()); // 30 < 100 executions
+}
