@@ -55,6 +55,19 @@ impl ProfileFormat {
             ProfileFormat::PerfReport => "perf-report-text",
         }
     }
+
+    /// Every profile format.
+    pub const ALL: [ProfileFormat; 4] = [
+        ProfileFormat::PerfData,
+        ProfileFormat::PerfScript,
+        ProfileFormat::Folded,
+        ProfileFormat::PerfReport,
+    ];
+
+    /// The format named `s` (see [`ProfileFormat::name`]).
+    pub fn from_name(s: &str) -> Option<ProfileFormat> {
+        Self::ALL.into_iter().find(|f| f.name() == s)
+    }
 }
 
 /// A profile read from one input, with what is known about it.

@@ -135,6 +135,8 @@ struct Entry {
     tails: Vec<(usize, usize)>,
     /// `-g folded` stacks: (count, frames caller first).
     folded: Vec<(u64, Vec<String>)>,
+    /// `-g flat`: the percentage line just read, waiting for its first frame.
+    pending_flat_root: Option<usize>,
 }
 
 impl Entry {
@@ -174,7 +176,9 @@ impl Entry {
                 return false;
             };
             let name = &after[end + 3..];
-            let col = first + 2 + end + 3;
+            // perf aligns the branch's continuation lines as if the percentage had at least
+            // six characters (`49.94%`): `--0.51%--name` continues one column right of name.
+            let col = first + 2 + (end + 1).max(6) + 2;
             // Parent chain: the '|' just left of the dashes (`|--`), or the column left of
             // ` --`.
             let parent_col = first.saturating_sub(1);
@@ -188,9 +192,23 @@ impl Entry {
             self.set_tail(col, node);
             return true;
         }
-        // Continuation of the chain at this column.
-        let Some(parent) = self.tail_at(first) else {
-            return false;
+        if let Some(pct) = parse_bp(rest.trim_end()) {
+            // `-g flat`: a percentage alone starts a chain printed below it.
+            let node = self.push_node("", None, Some(pct));
+            self.pending_flat_root = Some(node);
+            return true;
+        }
+        // Continuation of the chain at this column (or the first frame of a flat chain).
+        let parent = match (self.tail_at(first), self.pending_flat_root.take()) {
+            (_, Some(root)) => root,
+            (Some(t), None) => t,
+            (None, None) => match self
+                .tail_at(first.saturating_sub(1))
+                .or_else(|| self.tail_at(first + 1))
+            {
+                Some(t) => t,
+                None => return false,
+            },
         };
         if let Some(p) = self.nodes.get_mut(parent) {
             p.continued = true;
@@ -323,6 +341,7 @@ impl ReportParser<'_> {
             nodes: Vec::new(),
             tails: Vec::new(),
             folded: Vec::new(),
+            pending_flat_root: None,
         })
     }
 

@@ -114,7 +114,7 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if digits > 0 && rest.as_bytes().get(digits) == Some(&b' ') {
             (
-                parse_u64(rest[..digits].as_bytes()),
+                parse_u64(&rest.as_bytes()[..digits]),
                 rest[digits..].trim_start(),
             )
         } else {

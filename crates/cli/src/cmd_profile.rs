@@ -1,0 +1,251 @@
+//! `stallscope profile`: reads a CPU profile (perf.data samples with callchains, `perf
+//! script` text, folded stacks, `perf report --stdio` text) and prints, per function, its
+//! self share (samples where it is the leaf, like `perf report --no-children`) and its total
+//! share (samples it appears in, like perf's *Children* column).
+//!
+//! Shares are integer basis points of the total weight (`49.30%` = 4930), rounded half up,
+//! so they compare directly with perf's 2-decimal percentages. `--format json` writes one
+//! document, schema `stallscope.profile/1`:
+//! `{schema, input, format, event, unit, total_weight, stacks, functions: [{name, kernel,
+//! self_weight, total_weight, self_bp, total_bp}], quality: {key: {severity, count,
+//! description, examples}}}`.
+
+use std::io::Write;
+
+use clap::{Args, ValueEnum};
+use serde_json::{json, Value};
+use stallscope::model::{Profile, WeightUnit};
+use stallscope::read::profile::{read_profile, KernelSymbolSource, ProfileFormat, ProfileRead};
+
+use crate::common::{write_quality_text, CliError, OutputFormat};
+
+/// Order of the function table.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SortBy {
+    /// Self share first (`perf report --no-children`).
+    #[default]
+    #[value(name = "self")]
+    Self_,
+    /// Total (children) share first (`perf report --children`).
+    Total,
+}
+
+/// Arguments of `stallscope profile`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Examples:\n  sudo perf record -a -g -- sleep 5\n  stallscope profile perf.data --top 15\n  \
+stallscope profile perf.data --kallsyms saved-kallsyms.txt\n  perf script | stallscope profile -\n  \
+stallscope profile out.folded --sort total --format json\n  perf report --stdio --no-children > r.txt && stallscope profile r.txt"
+)]
+pub struct ProfileArgs {
+    /// Profile file (`-` = stdin): perf.data, perf script text, folded stacks, perf report text.
+    #[arg(value_name = "FILE")]
+    file: String,
+    /// Functions to print (0 = all).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    top: usize,
+    /// Order by self share or by total (children) share.
+    #[arg(long, value_enum, default_value_t)]
+    sort: SortBy,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// Kernel symbol table (`/proc/kallsyms` of the recording host). Default: this host's
+    /// /proc/kallsyms when the input's kernel release is the running one; `none` disables.
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<String>,
+    /// Skip format detection: perf-data, perf-script-text, folded, perf-report-text.
+    #[arg(long, value_name = "FORMAT")]
+    input_format: Option<String>,
+}
+
+/// One row of the function table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionShare {
+    /// Symbol name.
+    pub name: String,
+    /// Kernel symbol, when known.
+    pub kernel: Option<bool>,
+    /// Self weight.
+    pub self_weight: u64,
+    /// Total (children) weight.
+    pub total_weight: u64,
+}
+
+/// `part / whole` in basis points, rounded half up (0 when `whole` is 0).
+pub fn basis_points(part: u64, whole: u64) -> u64 {
+    if whole == 0 {
+        return 0;
+    }
+    let v = (u128::from(part) * 20_000 + u128::from(whole)) / (2 * u128::from(whole));
+    u64::try_from(v).unwrap_or(u64::MAX)
+}
+
+fn fmt_bp(bp: u64) -> String {
+    format!("{}.{:02}%", bp / 100, bp % 100)
+}
+
+/// Every function with a non-zero weight, sorted by `sort` (ties by the other share, then
+/// name).
+pub fn function_table(p: &Profile, sort: SortBy) -> Vec<FunctionShare> {
+    let selfw = p.self_weights();
+    let totalw = p.total_weights();
+    let mut rows: Vec<FunctionShare> = (0..p.symbols.len())
+        .filter(|&i| totalw[i] > 0 || selfw[i] > 0)
+        .map(|i| FunctionShare {
+            name: p.symbols[i].to_string(),
+            kernel: p.kernel.get(i).copied().flatten(),
+            self_weight: selfw[i],
+            total_weight: totalw[i],
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        let key = |r: &FunctionShare| match sort {
+            SortBy::Self_ => (r.self_weight, r.total_weight),
+            SortBy::Total => (r.total_weight, r.self_weight),
+        };
+        key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+fn unit_text(u: &WeightUnit) -> String {
+    match u {
+        WeightUnit::Samples => "samples".to_string(),
+        WeightUnit::Period(e) => format!("period of {e}"),
+        WeightUnit::BasisPoints => "basis points of perf's total".to_string(),
+    }
+}
+
+fn kernel_mark(k: Option<bool>) -> &'static str {
+    match k {
+        Some(true) => "[k]",
+        Some(false) => "[.]",
+        None => "   ",
+    }
+}
+
+/// Runs `stallscope profile`.
+pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let symbols = match a.kallsyms.as_deref() {
+        None => KernelSymbolSource::Auto,
+        Some("none") => KernelSymbolSource::Off,
+        Some(f) => KernelSymbolSource::File(f.to_string()),
+    };
+    let forced = match &a.input_format {
+        None => None,
+        Some(n) => Some(ProfileFormat::from_name(n).ok_or_else(|| {
+            let names: Vec<&str> = ProfileFormat::ALL.iter().map(|f| f.name()).collect();
+            CliError::Usage(format!(
+                "unknown --input-format {n:?}; expected one of {}",
+                names.join(", ")
+            ))
+        })?),
+    };
+    let r = read_profile(&a.file, forced, &symbols)?;
+    let rows = function_table(&r.profile, a.sort);
+    let total = r.profile.total_weight();
+    let shown = if a.top == 0 {
+        rows.len()
+    } else {
+        a.top.min(rows.len())
+    };
+    match a.format {
+        OutputFormat::Json => write_json(a, &r, &rows[..shown], total, out),
+        OutputFormat::Text => {
+            writeln!(
+                out,
+                "Profile: {}  [{}]{}",
+                a.file,
+                r.format.name(),
+                r.event
+                    .as_deref()
+                    .map(|e| format!("  event {e}"))
+                    .unwrap_or_default()
+            )?;
+            writeln!(
+                out,
+                "  {} stacks, total weight {} ({})",
+                r.profile.stacks.len(),
+                total,
+                unit_text(&r.profile.unit)
+            )?;
+            write_quality_text(out, &r.quality)?;
+            writeln!(out, "{:>8}  {:>8}  Function", "Self", "Total")?;
+            for row in &rows[..shown] {
+                writeln!(
+                    out,
+                    "{:>8}  {:>8}  {} {}",
+                    fmt_bp(basis_points(row.self_weight, total)),
+                    fmt_bp(basis_points(row.total_weight, total)),
+                    kernel_mark(row.kernel),
+                    row.name
+                )?;
+            }
+            if shown < rows.len() {
+                writeln!(
+                    out,
+                    "  … {} more functions (--top 0 shows all)",
+                    rows.len() - shown
+                )?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn write_json(
+    a: &ProfileArgs,
+    r: &ProfileRead,
+    rows: &[FunctionShare],
+    total: u64,
+    out: &mut dyn Write,
+) -> Result<(), CliError> {
+    let functions: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            json!({
+                "name": row.name,
+                "kernel": row.kernel,
+                "self_weight": row.self_weight,
+                "total_weight": row.total_weight,
+                "self_bp": basis_points(row.self_weight, total),
+                "total_bp": basis_points(row.total_weight, total),
+            })
+        })
+        .collect();
+    let unit = match &r.profile.unit {
+        WeightUnit::Samples => json!({"kind": "samples"}),
+        WeightUnit::Period(e) => json!({"kind": "period", "event": e}),
+        WeightUnit::BasisPoints => json!({"kind": "basis_points"}),
+    };
+    let doc = json!({
+        "schema": "stallscope.profile/1",
+        "input": a.file,
+        "format": r.format.name(),
+        "event": r.event,
+        "kernel_release": r.kernel_release,
+        "unit": unit,
+        "total_weight": total,
+        "stacks": r.profile.stacks.len(),
+        "functions": functions,
+        "quality": serde_json::to_value(&r.quality)?,
+    });
+    serde_json::to_writer_pretty(&mut *out, &doc)?;
+    writeln!(out)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basis_points_round_half_up() {
+        assert_eq!(basis_points(1, 781), 13); // 0.128% → 0.13%
+        assert_eq!(basis_points(385, 781), 4930); // perf: 49.30%
+        assert_eq!(basis_points(1, 0), 0);
+        assert_eq!(fmt_bp(4930), "49.30%");
+        assert_eq!(fmt_bp(5), "0.05%");
+    }
+}
