@@ -199,7 +199,8 @@ impl WorkerFlood {
         let wq = st.main_workqueue();
         let lat = &st.latency;
         let mut title = format!(
-            "{workers} kworkers ran {}{} on {} CPU{} ({ncpu} online, limit {limit}): up to {peak} executing at once, {} running or runnable; {} items",
+            "{workers} kworker{} ran {}{} on {} CPU{} ({ncpu} online, limit {limit}): up to {peak} executing at once, {} running or runnable; {} items",
+            if workers == 1 { "" } else { "s" },
             st.function,
             wq.map(|q| format!(" (workqueue {q})")).unwrap_or_default(),
             st.cpus.len(),
