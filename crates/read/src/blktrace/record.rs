@@ -285,8 +285,13 @@ pub fn decode(h: &Header, pdu: &[u8], e: Endian) -> Decoded {
             Some(n) => ev.nr_rq = Some(u32::try_from(n).unwrap_or(u32::MAX)),
             None => return Decoded::Skip(SkipReason::ShortPayload),
         },
+        // Like the block_split tracepoint and blkparse text: sector / split point only
+        // (the length stays 0 so every input gives the same event).
         BlockAction::Split => match be_u64(payload) {
-            Some(s) => ev.related_sector = Some(s),
+            Some(s) => {
+                ev.related_sector = Some(s);
+                ev.nr_sector = 0;
+            }
             None => return Decoded::Skip(SkipReason::ShortPayload),
         },
         BlockAction::Remap => {

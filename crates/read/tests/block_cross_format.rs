@@ -1,0 +1,79 @@
+//! Cross-format: one capture read as blktrace binary files and as text renderings of the
+//! same files gives identical `dump` lines.
+//!
+//! * `blkparse_default.txt` / `blkparse_track_ios.txt` (shared sample, rendered by blkparse
+//!   1.2.0 from fixtures/block/loop0/loop0.blktrace.*): times are relative to the first
+//!   record, so the binary's are shifted by that one amount;
+//! * `ftrace_blk_tracer_classic.txt` (the kernel `blk` tracer's `blk_classic` text of the
+//!   same run): absolute ns, no shift;
+//! * blkparse run at test time on synthetic files holding every action (skipped with a
+//!   printed reason when blkparse is missing). blkparse prints pid 0 on message lines, so
+//!   message pids are set to 0 on the binary side before comparing.
+
+mod block_support;
+
+use block_support::*;
+use stallscope_model::{BlockAction, EventKind};
+
+fn text_dump(path: &std::path::Path) -> Vec<String> {
+    let (events, dq) = read_all(path);
+    assert_eq!(dq.count("unparsed_lines"), 0, "{dq:?}");
+    dump_lines(&events, 0)
+}
+
+#[test]
+fn blkparse_text_equals_binary() {
+    let dir = loop0_dir();
+    let (bin, _) = read_all(&dir.join("loop0.blktrace."));
+    let base = bin[0].ts; // blkparse's zero: the first record (a process note at the same time)
+    let expected = dump_lines(&bin, base);
+    for name in ["blkparse_default.txt", "blkparse_track_ios.txt"] {
+        let (events, dq) = read_all(&dir.join(name));
+        assert!(
+            dq.count("blkparse_summary_lines") > 0,
+            "{name}: summary seen"
+        );
+        assert_eq!(dq.count("unparsed_lines"), 0, "{name}: {dq:?}");
+        assert_eq!(dump_lines(&events, 0), expected, "{name}");
+    }
+}
+
+#[test]
+fn kernel_blk_classic_text_equals_binary() {
+    let dir = loop0_dir();
+    let (bin, _) = read_all(&dir);
+    assert_eq!(
+        text_dump(&dir.join("ftrace_blk_tracer_classic.txt")),
+        dump_lines(&bin, 0)
+    );
+}
+
+#[test]
+fn blkparse_of_synthetic_files_equals_binary() {
+    if !blkparse_available() {
+        println!("SKIPPED: blkparse not installed (Debian package blktrace)");
+        return;
+    }
+    let dir = tmp_dir("cross");
+    write_synthetic(&dir, false);
+    let text = run_blkparse(&dir, "synth", &[]);
+    let txt = dir.join("synth.txt");
+    std::fs::write(&txt, &text).unwrap();
+    let (mut bin, bin_dq) = read_all(&dir.join("synth"));
+    for ev in &mut bin {
+        if let EventKind::Block(b) = &ev.kind {
+            if b.action == BlockAction::Message {
+                ev.pid = 0;
+            }
+        }
+    }
+    let (events, dq) = read_all(&txt);
+    assert_eq!(dq.count("unparsed_lines"), 0, "{dq:?}");
+    assert_eq!(
+        dq.count("blkparse_unmodeled_action"),
+        bin_dq.count("blktrace_unmodeled_action")
+    );
+    let base = bin[0].ts - events[0].ts;
+    assert_eq!(dump_lines(&events, 0), dump_lines(&bin, base));
+    let _ = std::fs::remove_dir_all(&dir);
+}
