@@ -166,6 +166,37 @@ fn prewritten_counts_agree_with_trace_cmd() {
     assert_eq!(m["sleeps"], 0);
 }
 
+/// Cross-format: the `trace-cmd report` text of sparse.dat gives the same counts (text
+/// payloads name the function; timestamps are µs, so CPU time may differ slightly).
+fn same_finding_from_text(text: &str) {
+    let tmp = std::env::temp_dir().join(format!("stallscope-wf-{}.txt", std::process::id()));
+    std::fs::write(&tmp, text).expect("write temp text");
+    let path = tmp.to_string_lossy().into_owned();
+    let out = stallscope(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "worker-flood",
+        &path,
+    ]);
+    let _ = std::fs::remove_file(&tmp);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let from_text = &report["findings"][0]["measures"];
+    let (_, from_dat) = &findings("sparse", &[])[0];
+    for k in [
+        "workers",
+        "executions",
+        "queued",
+        "peak_executing",
+        "peak_active",
+        "switches",
+        "sleeps",
+    ] {
+        assert_eq!(from_text[k].as_i64(), Some(from_dat[k]), "{k}");
+    }
+}
+
 /// Recomputes the committed counts with trace-cmd itself (skipped without trace-cmd or xz).
 #[test]
 fn committed_counts_are_trace_cmds() {
@@ -196,6 +227,9 @@ fn committed_counts_are_trace_cmds() {
             .expect("trace-cmd report");
         let _ = std::fs::remove_file(&tmp);
         let text = String::from_utf8_lossy(&out.stdout);
+        if case == "sparse" {
+            same_finding_from_text(&text);
+        }
         let mut starts = 0u64;
         let mut workers = BTreeSet::new();
         for line in text.lines() {
