@@ -18,7 +18,7 @@
 //! `{"schema", "by", "counts": {bios, requests, flushes, requeued, partially_completed,
 //! beyond_rate_window}, "groups": [GROUP], "all": GROUP, "rates": [{"device", "seconds":
 //! [{second, ios, read_ios, write_ios, bytes, read_bytes, write_bytes}]}], "data_quality"}`
-//! where GROUP is `{"key", "remapper"?, "phases": [{phase, n, min_ns, avg_ns, max_ns,
+//! where GROUP is `{"key", "remapper"?, "bios", "phases": [{phase, n, min_ns, avg_ns, max_ns,
 //! total_ns}], "histograms": [{phase, buckets: [{low_us, high_us, count}]}]}` and `groups`
 //! holds the rows selected by `--by`.
 

@@ -104,6 +104,7 @@ struct Acc {
     phases: [PhaseStats; 9],
     hists: [Log2Hist; 3],
     last_q: Option<Ts>,
+    bios: u64,
 }
 
 impl Acc {
@@ -116,6 +117,7 @@ impl Acc {
     }
     #[inline]
     fn queued(&mut self, ts: Ts) {
+        self.bios += 1;
         if let Some(last) = self.last_q {
             self.phases[Q2Q].add(if ts > last { ts - last } else { 1 });
         }
@@ -185,6 +187,8 @@ pub struct GroupReport {
     /// Devices only: btt counts Q2Q and Q2C of this device as `Q2Qdm`/`Q2Cdm`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub remapper: bool,
+    /// Bios queued (accepted `Q`s) in the group.
+    pub bios: u64,
     /// Phases with at least one sample, in [`PHASES`] order.
     pub phases: Vec<PhaseRow>,
     /// Histograms of Q2C, D2C and Q2D (non-empty ones).
@@ -226,6 +230,7 @@ impl GroupReport {
         GroupReport {
             key,
             remapper,
+            bios: acc.bios,
             phases,
             histograms,
             raw: acc.phases.to_vec(),
@@ -366,7 +371,7 @@ impl Iolat {
         let ops = OP_NAMES
             .iter()
             .zip(self.ops.iter())
-            .filter(|(_, acc)| acc.phases.iter().any(|s| s.n > 0))
+            .filter(|(_, acc)| acc.bios > 0 || acc.phases.iter().any(|s| s.n > 0))
             .map(|(name, acc)| GroupReport::build(name.to_string(), false, acc))
             .collect();
         let rates = self
