@@ -15,7 +15,9 @@ use std::io::Write;
 use clap::{Args, ValueEnum};
 use serde_json::{json, Value};
 use stallscope::model::{Profile, WeightUnit};
-use stallscope::read::profile::{read_profile, KernelSymbolSource, ProfileFormat, ProfileRead};
+use stallscope::read::profile::{
+    read_profile, KernelSymbolSource, ProfileFormat, ProfileOptions, ProfileRead,
+};
 
 use crate::common::{write_quality_text, CliError, OutputFormat};
 
@@ -54,6 +56,10 @@ pub struct ProfileArgs {
     /// /proc/kallsyms when the input's kernel release is the running one; `none` disables.
     #[arg(long, value_name = "FILE")]
     kallsyms: Option<String>,
+    /// The sampled event to profile (e.g. `cycles`, `sched:sched_switch` for off-CPU stacks);
+    /// default: the first event with call chains.
+    #[arg(long, value_name = "NAME")]
+    event: Option<String>,
     /// Skip format detection: perf-data, perf-script-text, folded, perf-report-text.
     #[arg(long, value_name = "FORMAT")]
     input_format: Option<String>,
@@ -142,7 +148,11 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
             ))
         })?),
     };
-    let r = read_profile(&a.file, forced, &symbols)?;
+    let opts = ProfileOptions {
+        symbols,
+        event: a.event.clone(),
+    };
+    let r = read_profile(&a.file, forced, &opts)?;
     let rows = function_table(&r.profile, a.sort);
     let total = r.profile.total_weight();
     let shown = if a.top == 0 {

@@ -97,6 +97,28 @@ pub enum KernelSymbolSource {
     Off,
 }
 
+/// How to read a profile.
+#[derive(Clone, Debug, Default)]
+pub struct ProfileOptions {
+    /// Where kernel symbol names come from.
+    pub symbols: KernelSymbolSource,
+    /// The sampled event to profile (`cpu-clock:pppH`, `sched:sched_switch`); default: the
+    /// first event with a callchain. Ignored by folded and perf report input.
+    pub event: Option<String>,
+}
+
+/// Whether sample event `name` is the `wanted` one: equal, or equal up to a `sys:` prefix
+/// (`sched:sched_switch` = `sched_switch`) or a modifier suffix (`cpu-clock` =
+/// `cpu-clock:pppH`).
+pub fn event_matches(wanted: &str, name: &str) -> bool {
+    let suffix = |long: &str, short: &str| {
+        long.len() > short.len()
+            && (long.ends_with(short) && long.as_bytes()[long.len() - short.len() - 1] == b':'
+                || long.starts_with(short) && long.as_bytes()[short.len()] == b':')
+    };
+    wanted == name || suffix(wanted, name) || suffix(name, wanted)
+}
+
 /// Name of a frame: `symbol` when known (its `+0x…` offset removed), else `0x<hex addr>`.
 pub fn frame_name(symbol: Option<&str>, addr: u64) -> String {
     match symbol {
@@ -202,7 +224,7 @@ pub fn sniff_profile(head: &[u8]) -> Option<ProfileFormat> {
 pub fn read_profile(
     path: &str,
     forced: Option<ProfileFormat>,
-    symbols: &KernelSymbolSource,
+    opts: &ProfileOptions,
 ) -> Result<ProfileRead, ReadError> {
     let input = Input::open(path)?;
     let format = match forced.or_else(|| sniff_profile(&input.head)) {
@@ -225,9 +247,9 @@ pub fn read_profile(
         ProfileFormat::PerfData => {
             // File and pipe mode share the reader (it tells them apart itself).
             let mut reader = crate::open_as(input, InputFormat::PerfData, 0)?;
-            perf_samples::read(reader.as_mut(), symbols)
+            perf_samples::read(reader.as_mut(), opts)
         }
-        ProfileFormat::PerfScript => perf_script::read(input, symbols),
+        ProfileFormat::PerfScript => perf_script::read(input, opts),
         ProfileFormat::Folded => folded::read(input),
         ProfileFormat::PerfReport => perf_report::read(input),
     }
@@ -259,6 +281,9 @@ mod tests {
         assert_eq!(frame_name(Some("[unknown]"), 0x11e9), "0x11e9");
         assert_eq!(frame_name(None, 0xffffffff81000e06), "0xffffffff81000e06");
         assert_eq!(strip_offset("a+b"), "a+b");
+        assert!(event_matches("sched:sched_switch", "sched_switch"));
+        assert!(event_matches("cpu-clock", "cpu-clock:pppH"));
+        assert!(!event_matches("cycles", "cpu-clock:pppH"));
         assert_eq!(strip_offset("operator+0x"), "operator+0x");
     }
 }

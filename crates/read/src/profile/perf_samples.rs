@@ -33,9 +33,7 @@ use stallscope_model::{
     WeightedStack,
 };
 
-use super::{
-    frame_name, kernel_symbols_for, Kallsyms, KernelSymbolSource, ProfileFormat, ProfileRead,
-};
+use super::{frame_name, kernel_symbols_for, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead};
 use crate::{EventReader, ReadError};
 
 /// Smallest perf context marker (`PERF_CONTEXT_MAX` = -4095 as u64): callchain values at or
@@ -73,13 +71,14 @@ fn field_u64(fields: &[(String, FieldValue)], name: &str) -> Option<u64> {
 }
 
 impl<'k> SampleProfiler<'k> {
-    /// A profiler naming kernel frames with `kallsyms` (when given).
-    pub fn new(kallsyms: Option<&'k Kallsyms>) -> Self {
+    /// A profiler naming kernel frames with `kallsyms` (when given), profiling `event` (by
+    /// default the first event with a callchain or an ip).
+    pub fn new(kallsyms: Option<&'k Kallsyms>, event: Option<String>) -> Self {
         SampleProfiler {
             profile: Profile::new(WeightUnit::Samples),
             quality: DataQuality::default(),
             kallsyms,
-            event: None,
+            event,
             comms: HashMap::new(),
             any_period: false,
             names: HashMap::new(),
@@ -130,7 +129,7 @@ impl<'k> SampleProfiler<'k> {
         }
         match &self.event {
             None => self.event = Some(name.to_string()),
-            Some(e) if e != name => {
+            Some(e) if !super::event_matches(e, name) => {
                 self.quality.add(
                     "profile-other-event",
                     Severity::Info,
@@ -203,14 +202,11 @@ impl<'k> SampleProfiler<'k> {
 
 /// Reads every event of `reader` into a profile, naming kernel frames per `symbols`.
 /// Fails when the reader fails or when the input has no sample at all.
-pub fn read(
-    reader: &mut dyn EventReader,
-    symbols: &KernelSymbolSource,
-) -> Result<ProfileRead, ReadError> {
+pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
     let release = reader.meta().kernel_release.clone();
     let mut quality = DataQuality::default();
-    let table = kernel_symbols_for(symbols, release.as_deref(), &mut quality)?;
-    let mut profiler = SampleProfiler::new(table.as_ref());
+    let table = kernel_symbols_for(&opts.symbols, release.as_deref(), &mut quality)?;
+    let mut profiler = SampleProfiler::new(table.as_ref(), opts.event.clone());
     let mut batch = Vec::new();
     while reader.next_batch(&mut batch)? {
         for ev in &batch {
@@ -225,8 +221,17 @@ pub fn read(
         return Err(ReadError::new(
             &path,
             None,
-            "samples (perf record -g, or any sampling event with an ip)",
-            "no sample records",
+            match &opts.event {
+                Some(e) => format!("samples of event {e}"),
+                None => "samples (perf record -g, or any sampling event with an ip)".to_string(),
+            },
+            match q.entries().find(|(k, _)| *k == "profile-other-event") {
+                Some((_, e)) => format!(
+                    "only samples of other events, e.g. {}",
+                    e.examples.join(", ")
+                ),
+                None => "no sample records".to_string(),
+            },
         ));
     }
     Ok(ProfileRead {
@@ -271,7 +276,7 @@ mod tests {
             "ffffffff81000000 T do_idle\nffffffff81001000 T osq_lock\n",
         )
         .unwrap();
-        let mut p = SampleProfiler::new(Some(&k));
+        let mut p = SampleProfiler::new(Some(&k), None);
         p.push(&Event {
             kind: EventKind::TaskComm {
                 tgid: 42,

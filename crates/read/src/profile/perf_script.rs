@@ -37,8 +37,7 @@ use stallscope_model::{
 };
 
 use super::{
-    frame_name, kernel_symbols_for, read_text, Kallsyms, KernelSymbolSource, ProfileFormat,
-    ProfileRead,
+    frame_name, kernel_symbols_for, read_text, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead,
 };
 use crate::text_common::context::parse_perf_context;
 use crate::{Input, ReadError};
@@ -190,11 +189,7 @@ impl ScriptProfiler<'_> {
 }
 
 /// Parses `perf script` text (see the module doc) with kernel symbols from `kallsyms`.
-pub fn parse(
-    path: &str,
-    text: &str,
-    symbols: &KernelSymbolSource,
-) -> Result<ProfileRead, ReadError> {
+pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
     // The release is needed before symbolizing: take it from a `--header` block first.
     let release = text
         .lines()
@@ -204,13 +199,13 @@ pub fn parse(
                 .map(|r| r.trim().to_string())
         });
     let mut quality = DataQuality::default();
-    let table = kernel_symbols_for(symbols, release.as_deref(), &mut quality)?;
+    let table = kernel_symbols_for(&opts.symbols, release.as_deref(), &mut quality)?;
     let mut sp = ScriptProfiler {
         path: path.to_string(),
         profile: Profile::new(WeightUnit::Samples),
         quality,
         kallsyms: table.as_ref(),
-        event: None,
+        event: opts.event.clone(),
         any_period: false,
         names: HashMap::new(),
     };
@@ -279,7 +274,7 @@ pub fn parse(
         }
         match &sp.event {
             None => sp.event = Some(h.event.to_string()),
-            Some(e) if e != h.event => {
+            Some(e) if !super::event_matches(e, h.event) => {
                 sp.note(
                     "profile-other-event",
                     Severity::Info,
@@ -353,9 +348,9 @@ pub fn parse(
 }
 
 /// Reads `input` as `perf script` text.
-pub fn read(input: Input, symbols: &KernelSymbolSource) -> Result<ProfileRead, ReadError> {
+pub fn read(input: Input, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
     let (path, text) = read_text(input)?;
-    parse(&path, &text, symbols)
+    parse(&path, &text, opts)
 }
 
 /// Whether `head` looks like `perf script` sample output: a header line parsed by the
@@ -388,7 +383,15 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
 
     #[test]
     fn headers_frames_and_odd_symbols() {
-        let r = parse("t", TEXT, &KernelSymbolSource::Off).unwrap();
+        let r = parse(
+            "t",
+            TEXT,
+            &ProfileOptions {
+                symbols: super::KernelSymbolSource::Off,
+                event: None,
+            },
+        )
+        .unwrap();
         let p = &r.profile;
         assert_eq!(r.event.as_deref(), Some("cpu-clock:pppH"));
         assert_eq!(p.stacks.len(), 2);
@@ -418,8 +421,24 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
 
     #[test]
     fn garbage_is_an_error_with_the_line() {
-        let e = parse("g", "\n\nhello there\n", &KernelSymbolSource::Off).unwrap_err();
+        let e = parse(
+            "g",
+            "\n\nhello there\n",
+            &ProfileOptions {
+                symbols: super::KernelSymbolSource::Off,
+                event: None,
+            },
+        )
+        .unwrap_err();
         assert_eq!(e.pos, Some(SpanPos::Line(3)));
-        assert!(parse("g", "", &KernelSymbolSource::Off).is_err());
+        assert!(parse(
+            "g",
+            "",
+            &ProfileOptions {
+                symbols: super::KernelSymbolSource::Off,
+                event: None
+            }
+        )
+        .is_err());
     }
 }
