@@ -108,11 +108,18 @@ submitters or larger I/O reduce the number of items.
 
 ## Limits
 Workers are told apart by pid. Items that started before the trace (no `execute_start`) are
-not counted; items still running at the end are counted up to the last event. Without
-`workqueue_queue_work` there is no latency and no workqueue name; without `sched_switch`
-there is no CPU time and the active peak equals the executing one. Without kallsyms in a
-binary trace the function is shown as its address. The CPU count comes from the recorded
-system context, else from the highest CPU seen.
+not counted; items still running at the end are counted up to the last event
+(`open_at_end`); items executed without a queue event in the trace have no latency
+(`executions_without_queue`). Without `workqueue_queue_work` there is no latency and no
+workqueue name; without `sched_switch` a worker counts as on the CPU for the whole item
+(CPU time equals time in flight) and the active peak equals the executing one. Binary traces
+name the function only when they carry kallsyms (`stallscope record --kallsyms`); perf.data
+does not, so the function is shown as its address (`perf script` names it from the host).
+The CPU count comes from the recorded system context, else from the highest CPU seen.
+Input problems of the workqueue events over the whole trace (unparsed events, ends without
+a start, starts without an end) appear as `trace_*` measures when non-zero.
+Evidence: the function's first queue event, the first execution of its first three workers,
+the execution that reached the executing peak, and the first sleep in the middle of an item.
 
 ## Severity
 - **high**: workers or peak executing above `high_workers_per_cpu` (default 16) × CPUs.
@@ -137,6 +144,7 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
 struct KeptEvents {
     queue: Option<Kept>,
     first_of_worker: Vec<Kept>,
+    first_sleep: Option<Kept>,
     peak: Option<Kept>,
 }
 
@@ -259,6 +267,17 @@ impl WorkerFlood {
         ] {
             measures.insert(k.to_string(), i(v));
         }
+        // Whole-trace input problems of the workqueue events, when there were any.
+        for (key, measure) in [
+            ("workqueue-unparsed", "trace_unparsed_workqueue_events"),
+            ("workqueue-end-without-start", "trace_ends_without_start"),
+            ("workqueue-execute-without-end", "trace_starts_without_end"),
+        ] {
+            let n = self.pools.quality().count(key);
+            if n > 0 {
+                measures.insert(measure.to_string(), i(n));
+            }
+        }
         if lat.count > 0 {
             for (k, v) in [
                 ("latency_p50_ns", lat.quantile_upper_permille(500)),
@@ -276,6 +295,7 @@ impl WorkerFlood {
             ev.extend(k.queue.iter());
             ev.extend(k.first_of_worker.iter());
             ev.extend(k.peak.iter());
+            ev.extend(k.first_sleep.iter());
         }
         let hint = format!(
             "Count the workers yourself: `trace-cmd report -F workqueue_execute_start | grep -w {}` and the distinct kworker pids. \
@@ -311,6 +331,17 @@ impl Detector for WorkerFlood {
         self.max_cpu = Some(self.max_cpu.map_or(ev.cpu, |c| c.max(ev.cpu)));
         let is_work = matches!(&ev.kind, EventKind::Generic(g) if WorkEventKind::from_name(&g.name).is_some());
         if !is_work {
+            if let EventKind::Switch(s) = &ev.kind {
+                // The first time a worker goes to sleep in the middle of an item.
+                if !s.prev_state.is_runnable() {
+                    if let Some(st) = self.pools.executing(s.prev.pid) {
+                        let k = self.kept.entry(st.function.clone()).or_default();
+                        if k.first_sleep.is_none() {
+                            k.first_sleep = Some(keep(ev));
+                        }
+                    }
+                }
+            }
             self.pools.process(ev);
             return;
         }

@@ -86,3 +86,53 @@ fn quiet_at_the_limit_and_below_min_executions() {
     assert!(run("worker-flood", &[("min_executions", "10")], &flood(4, 6)).is_empty());
     assert!(run("worker-flood", &[], &flood(5, 6)).is_empty()); // 30 < 100 executions
 }
+
+#[test]
+fn evidence_shows_queue_first_workers_peak_and_a_sleep() {
+    let f = run("worker-flood", &[("min_executions", "10")], &flood(5, 6));
+    let texts: Vec<&str> = f[0].evidence.iter().map(|e| e.text.as_str()).collect();
+    assert!(
+        texts.iter().any(|t| t.contains("workqueue_queue_work")),
+        "{texts:#?}"
+    );
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.contains("workqueue_execute_start"))
+            .count(),
+        // First execution of workers 100, 101, 102; the peak (5th worker) is another one.
+        4,
+        "{texts:#?}"
+    );
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.contains("sched_switch") && t.contains("prev_state=D")),
+        "{texts:#?}"
+    );
+}
+
+#[test]
+fn severity_and_cpu_count_from_system_context() {
+    // 5 workers, 1 CPU seen: above 4 × 1 → medium (high needs > 16 × 1).
+    let f = run("worker-flood", &[("min_executions", "10")], &flood(5, 6));
+    assert_eq!(f[0].severity, stallscope_model::FindingSeverity::Medium);
+    let f = run(
+        "worker-flood",
+        &[("min_executions", "10"), ("high_workers_per_cpu", "4")],
+        &flood(5, 6),
+    );
+    assert_eq!(f[0].severity, stallscope_model::FindingSeverity::High);
+    // A recorded CPU count of 2 raises the limit to 8: no finding.
+    let system = stallscope_model::SystemContext {
+        nr_cpus: Some(2),
+        ..Default::default()
+    };
+    let f = crate::testutil::run_with(
+        "worker-flood",
+        &[("min_executions", "10")],
+        &flood(5, 6),
+        Some(system),
+    );
+    assert!(f.is_empty(), "{f:#?}");
+}
