@@ -255,3 +255,60 @@ fn empty_and_garbage_inputs_are_errors_with_the_line() {
     assert!(e.to_string().contains("empty"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The fuzz target's body on stable: fixture texts cut, flipped and spliced at pseudo-random
+/// places (xorshift, fixed seed) through every text parser; none may panic.
+#[test]
+fn mutated_inputs_never_panic() {
+    let mut seeds: Vec<Vec<u8>> = ["odd_symbols.folded", "perf_cpu_fp/script_cpu_fp.txt"]
+        .iter()
+        .map(|n| std::fs::read(fixture(n)).unwrap())
+        .collect();
+    for f in ["children", "no_children", "sort_sym", "flat", "folded"] {
+        seeds.push(std::fs::read(fixture(&format!("perf_cpu_fp/report_stdio_{f}.txt"))).unwrap());
+    }
+    let off = ProfileOptions {
+        symbols: KernelSymbolSource::Off,
+        event: None,
+    };
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n.max(1) as u64) as usize
+    };
+    const GLYPHS: &[&[u8]] = &[
+        b"|", b"--", b"%--", b"---", b";", b"\t", b"\n", b" 12", b"[", b"]", b"+0x", b"(",
+    ];
+    for round in 0..600 {
+        let mut data = seeds[round % seeds.len()].clone();
+        for _ in 0..1 + next(6) {
+            let at = next(data.len() + 1);
+            match next(4) {
+                0 => data.truncate(at),
+                1 if at < data.len() => data[at] = next(256) as u8,
+                2 => {
+                    let g = GLYPHS[next(GLYPHS.len())];
+                    data.splice(at..at, g.iter().copied());
+                }
+                _ => {
+                    let len = next(40).min(data.len() - at.min(data.len()));
+                    data.drain(at..at + len);
+                }
+            }
+        }
+        let text = String::from_utf8_lossy(&data);
+        let _ = sniff_profile(&data);
+        for r in [
+            folded::parse("m", &text),
+            perf_script::parse("m", &text, &off),
+            perf_report::parse("m", &text),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = (r.profile.self_weights(), r.profile.total_weights());
+        }
+    }
+}

@@ -200,7 +200,8 @@ pub fn kernel_symbols_for(
 
 /// Detects a profile format from the first bytes of an input; `None` when none fits.
 /// perf.data by magic; perf report text by its `# Samples:` / `# Overhead` / `# Children`
-/// header; perf script text by the trace sniffer; folded by its first data line.
+/// header; perf script text by a sample header followed by a frame; folded by its first
+/// data lines. ([`read_profile`] also takes `perf script` text without callchains.)
 pub fn sniff_profile(head: &[u8]) -> Option<ProfileFormat> {
     if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
         return Some(ProfileFormat::PerfData);
@@ -227,7 +228,12 @@ pub fn read_profile(
     opts: &ProfileOptions,
 ) -> Result<ProfileRead, ReadError> {
     let input = Input::open(path)?;
-    let format = match forced.or_else(|| sniff_profile(&input.head)) {
+    let sniffed = sniff_profile(&input.head).or_else(|| {
+        // Samples printed without callchains are still a (flat) profile.
+        (crate::text_common::sniff_text(&input.head) == Some(InputFormat::PerfScriptText))
+            .then_some(ProfileFormat::PerfScript)
+    });
+    let format = match forced.or(sniffed) {
         Some(f) => f,
         None => return Err(ReadError::at_byte(
             path,

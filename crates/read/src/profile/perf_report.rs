@@ -114,8 +114,9 @@ fn parse_bp(text: &str) -> Option<u64> {
 struct Node {
     name: String,
     parent: Option<usize>,
-    /// Branch percentage (bp) when the node starts a branch.
-    pct: Option<u64>,
+    /// Weight (bp) of the samples through this node: its branch percentage, else its
+    /// parent's, else the entry's (computed once, so deep chains stay linear).
+    weight: u64,
     /// Has a chain continuation child.
     continued: bool,
     /// Sum of its branch children's pct.
@@ -187,7 +188,7 @@ impl Entry {
                 .or_else(|| self.ensure_root(parent_col));
             let node = self.push_node(name.trim_end(), parent, Some(pct));
             if let Some(p) = parent.and_then(|p| self.nodes.get_mut(p)) {
-                p.branch_sum += pct;
+                p.branch_sum = p.branch_sum.saturating_add(pct);
             }
             self.set_tail(col, node);
             return true;
@@ -229,29 +230,17 @@ impl Entry {
     }
 
     fn push_node(&mut self, name: &str, parent: Option<usize>, pct: Option<u64>) -> usize {
+        let inherited = parent
+            .and_then(|p| self.nodes.get(p))
+            .map_or(self.self_bp, |p| p.weight);
         self.nodes.push(Node {
             name: name.to_string(),
             parent,
-            pct,
+            weight: pct.unwrap_or(inherited),
             continued: false,
             branch_sum: 0,
         });
         self.nodes.len() - 1
-    }
-
-    fn weight(&self, mut n: usize, root_weight: u64) -> u64 {
-        loop {
-            let Some(node) = self.nodes.get(n) else {
-                return root_weight;
-            };
-            if let Some(p) = node.pct {
-                return p;
-            }
-            match node.parent {
-                Some(p) => n = p,
-                None => return root_weight,
-            }
-        }
     }
 
     /// Root-to-node frame names (the implicit root's empty name left out).
@@ -271,15 +260,14 @@ impl Entry {
     }
 
     /// (path root→end, weight) for every end of a chain, pruned remainders included.
-    fn paths(&self, root_weight: u64) -> (Vec<(Vec<String>, u64)>, u64) {
+    fn paths(&self) -> (Vec<(Vec<String>, u64)>, u64) {
         let mut out = Vec::new();
         let mut pruned = 0;
         for (i, node) in self.nodes.iter().enumerate() {
             if node.continued {
                 continue;
             }
-            let w = self.weight(i, root_weight);
-            let rest = w.saturating_sub(node.branch_sum);
+            let rest = node.weight.saturating_sub(node.branch_sum);
             if node.branch_sum > 0 {
                 pruned += u64::from(rest > 0);
             }
@@ -389,8 +377,7 @@ impl ReportParser<'_> {
             }
             return;
         }
-        let root_weight = e.self_bp;
-        let (paths, pruned) = e.paths(root_weight);
+        let (paths, pruned) = e.paths();
         if pruned > 0 {
             self.quality.add(
                 "perf-report-pruned",

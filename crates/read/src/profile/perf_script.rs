@@ -387,7 +387,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             "t",
             TEXT,
             &ProfileOptions {
-                symbols: super::KernelSymbolSource::Off,
+                symbols: crate::profile::KernelSymbolSource::Off,
                 event: None,
             },
         )
@@ -425,7 +425,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             "g",
             "\n\nhello there\n",
             &ProfileOptions {
-                symbols: super::KernelSymbolSource::Off,
+                symbols: crate::profile::KernelSymbolSource::Off,
                 event: None,
             },
         )
@@ -435,7 +435,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             "g",
             "",
             &ProfileOptions {
-                symbols: super::KernelSymbolSource::Off,
+                symbols: crate::profile::KernelSymbolSource::Off,
                 event: None
             }
         )

@@ -1,0 +1,241 @@
+//! `stallscope profile`: output contracts and the perf oracle through the binary.
+//!
+//! - JSON self shares of `fixtures/profile/perf_cpu_fp/perf_cpu_fp.data` equal
+//!   `perf report --stdio --no-children --sort sym -g none` (run now; perf required) for every
+//!   kernel entry, and the children view's total shares of a symbol never fall below its self;
+//! - `--kallsyms FILE` names kernel frames; a missing file is exit 2;
+//! - garbage and empty inputs exit 2 with the place; `| head -1` exits 0; `--help` has examples;
+//! - `dump` on a profile says to use `stallscope profile`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn fixture(rel: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/profile")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stallscope")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+fn temp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stallscope-profile-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// `perf report` kernel entries: (basis points, address name).
+fn perf_kernel_entries(data: &str) -> Vec<(u64, String)> {
+    let out = Command::new("perf")
+        .args([
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+        ])
+        .args(["--percent-limit", "0", "-f", "-i", data])
+        .output()
+        .expect("perf is installed (apt-get install linux-perf)");
+    assert!(out.status.success());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (pct, sym) = l.trim_start().split_once("%  [k] ")?;
+            let (i, f) = pct.split_once('.')?;
+            Some((
+                i.parse::<u64>().ok()? * 100 + f.parse::<u64>().ok()?,
+                sym.trim().to_string(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn json_self_shares_equal_perf_report() {
+    let data = fixture("perf_cpu_fp/perf_cpu_fp.data");
+    let doc = json(&[
+        "profile",
+        &data,
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "--kallsyms",
+        "none",
+    ]);
+    assert_eq!(doc["schema"], "stallscope.profile/1");
+    assert_eq!(doc["format"], "perf-data");
+    assert_eq!(doc["event"], "cpu-clock:pppH");
+    assert_eq!(doc["stacks"], 781);
+    assert_eq!(doc["total_weight"], 390_695_250u64);
+    let functions = doc["functions"].as_array().unwrap();
+    let entries = perf_kernel_entries(&data);
+    assert!(entries.len() >= 4);
+    for (bp, sym) in entries {
+        let f = functions
+            .iter()
+            .find(|f| f["name"] == sym.as_str())
+            .unwrap_or_else(|| panic!("{sym} missing"));
+        assert_eq!(f["kernel"], true);
+        assert_eq!(f["self_bp"].as_u64().unwrap(), bp, "{sym}");
+    }
+    for f in functions {
+        assert!(f["total_weight"].as_u64() >= f["self_weight"].as_u64());
+    }
+}
+
+#[test]
+fn kallsyms_file_names_kernel_frames() {
+    let data = fixture("perf_cpu_fp/perf_cpu_fp.data");
+    let perf = perf_kernel_entries(&data);
+    let (bp, addr) = perf
+        .iter()
+        .find(|(_, s)| s == "0xffffffff821f39e5")
+        .unwrap()
+        .clone();
+    let table = temp(
+        "kallsyms",
+        b"ffffffff821f3900 T fake_function\nffffffff821f3a00 t next_one\n",
+    );
+    let doc = json(&[
+        "profile",
+        &data,
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "--kallsyms",
+        table.to_str().unwrap(),
+    ]);
+    let functions = doc["functions"].as_array().unwrap();
+    let f = functions
+        .iter()
+        .find(|f| f["name"] == "fake_function")
+        .unwrap();
+    assert_eq!(
+        f["self_bp"].as_u64().unwrap(),
+        bp,
+        "{addr} is inside fake_function"
+    );
+    assert!(functions.iter().all(|f| f["name"] != addr.as_str()));
+    let out = run(&["profile", &data, "--kallsyms", "/nonexistent/kallsyms"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn default_kallsyms_notes_the_release_difference() {
+    // Recorded on 6.18.44-fc-v657: unless this host runs that exact build, the host's
+    // /proc/kallsyms is not used and the output says why.
+    let host = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let out = run(&[
+        "profile",
+        &fixture("perf_cpu_fp/perf_cpu_fp.data"),
+        "--top",
+        "3",
+    ]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    if host.trim() != "6.18.44-fc-v657" {
+        assert!(text.contains("kernel release differs"), "{text}");
+    }
+    assert!(text.contains("Self") && text.contains("Total"), "{text}");
+}
+
+#[test]
+fn text_views_of_the_same_capture_agree() {
+    // perf's --no-children report text and its -g folded text, both from the recording host.
+    let a = json(&[
+        "profile",
+        &fixture("perf_cpu_fp/report_stdio_no_children.txt"),
+        "--format",
+        "json",
+    ]);
+    let b = json(&[
+        "profile",
+        &fixture("perf_cpu_fp/report_stdio_folded.txt"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(a["format"], "perf-report-text");
+    assert_eq!(a["functions"][0]["name"], "leaf_compute");
+    assert_eq!(b["functions"][0]["name"], "leaf_compute");
+    // perf: 49.30% + 48.66%; folded: (385 + 380) / 781.
+    assert_eq!(a["functions"][0]["self_weight"], 9796);
+    assert_eq!(b["functions"][0]["self_weight"], 765);
+}
+
+#[test]
+fn errors_exit_2_with_the_place() {
+    let garbage = temp("garbage.folded", b"# a comment\nnot a stack at all\n");
+    let out = run(&[
+        "profile",
+        garbage.to_str().unwrap(),
+        "--input-format",
+        "folded",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("line 2") && err.contains("folded stacks"),
+        "{err}"
+    );
+    let empty = temp("empty", b"");
+    let out = run(&["profile", empty.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty"));
+    let out = run(&["profile", empty.to_str().unwrap(), "--input-format", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    // A profile given to an event command: the error names the right command.
+    let out = run(&["dump", &fixture("odd_symbols.folded")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stallscope profile"));
+}
+
+#[test]
+fn head_and_help() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args([
+            "profile",
+            &fixture("perf_cpu_fp/perf_cpu_fp.data"),
+            "--top",
+            "0",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 8];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap(); // then the pipe closes
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    let out = run(&["profile", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Examples:") && help.contains("--kallsyms"),
+        "{help}"
+    );
+}
