@@ -119,7 +119,9 @@ interrupts disabled is sampled late by timer-based events (`cpu-clock` in VMs): 
 samples land on `_raw_spin_unlock_irqrestore` and are not counted. Inlined lock functions
 have no frame (the kernel inlines `inode_lock` into its callers and, on some kernels,
 `rwsem_optimistic_spin` into the slowpath, whose self time then counts as `slowpath`).
-`perf report` text is pruned below its threshold; its shares are percentages only.
+`perf report` text is pruned below its threshold; its shares are percentages only. A lock
+sample whose stack ends at the lock functions (no caller: perf report pruned it, or the
+unwinder stopped) counts in `all_locks_share_bp` but forms no path.
 
 ## Severity
 - **high**: the path has at least `high_permille` (default 250 = 25 %) of all samples.
@@ -333,6 +335,9 @@ fn finding(
     g: &Group,
     bucket_ns: u64,
 ) -> Option<Finding> {
+    if matches!(key, GroupKey::Caller(_, None)) {
+        return None; // no caller: not a path (counted in all_locks_share_bp)
+    }
     let share = basis_points(g.weight, totals.weight);
     if share * 10 < params.get("min_share_permille").saturating_mul(100) {
         return None;

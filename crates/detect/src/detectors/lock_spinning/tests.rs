@@ -256,6 +256,19 @@ fn interrupts_and_fast_paths_are_not_lock_waiting() {
 }
 
 #[test]
+fn lock_samples_without_a_caller_form_no_path() {
+    let mut p = P::new();
+    // perf report text prunes callers: only the leaf remains
+    p.folded(&["_raw_spin_lock"], 50)
+        .folded(SPIN_UNLINK, 40)
+        .folded(WORK, 10);
+    let f = run(&p, &[]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert!(f[0].title.starts_with("down_write from do_unlinkat"));
+    assert_eq!(f[0].measures["all_locks_share_bp"], 9000);
+}
+
+#[test]
 fn small_shares_are_not_reported_and_thresholds_apply() {
     let mut p = P::new();
     p.folded(SPIN_UNLINK, 25).folded(WORK, 975);

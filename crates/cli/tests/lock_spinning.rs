@@ -1,0 +1,453 @@
+//! `lock-spinning` on the real fixtures (fixtures/detectors/lock-spinning, README there):
+//! 8 processes creating and unlinking files in ONE directory (XFS on a loop device, tmpfs)
+//! versus one directory EACH, `perf record -a -g` on kernel 6.18.
+//!
+//! * one directory: a finding naming `down_write` from `do_unlinkat` and `path_openat` (the
+//!   directory inode's rwsem), mostly spinning (`rwsem_spin_on_owner`), 8 waiting tasks;
+//!   its `self_<fn>_bp` measures equal `perf report --no-children --sort sym` on the same
+//!   file (the committed `<case>.report-sym.txt`, the peer's numbers).
+//! * one directory each: no rwsem path at all, even with every threshold at 0.
+//! * perf.data (symbolized with the committed kallsyms) and `perf script` text give the same
+//!   numbers; `perf report` text (pruned by perf) names the same path.
+//! * `--format json` validates against docs/report.schema.json; trace inputs list
+//!   lock-spinning as skipped with `perf record -a -g`.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+const DIR: &str = "fixtures/detectors/lock-spinning";
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn fixture(name: &str) -> String {
+    root().join(DIR).join(name).to_string_lossy().into_owned()
+}
+
+/// The committed kallsyms, decompressed once into the target directory.
+fn kallsyms() -> &'static str {
+    static PATH: OnceLock<String> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let mut text = Vec::new();
+        stallscope::read::Input::open(&fixture("kallsyms.txt.xz"))
+            .expect("open kallsyms")
+            .into_reader()
+            .read_to_end(&mut text)
+            .expect("decompress kallsyms");
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let path = dir.join(format!("lock-spinning-kallsyms-{}.txt", std::process::id()));
+        std::fs::write(&path, text).expect("write kallsyms");
+        path.to_string_lossy().into_owned()
+    })
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stallscope")
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+/// `analyze --format json` of `<case>.<kind>` (kind: perf.data.xz, perf-script.txt.xz,
+/// report-graph.txt) with extra arguments.
+fn analyze(case: &str, kind: &str, extra: &[&str]) -> Value {
+    let file = fixture(&format!("{case}.{kind}"));
+    let mut args = vec!["analyze", "--format", "json", "--select", "lock-spinning"];
+    if kind.starts_with("perf.data") {
+        args.extend(["--kallsyms", kallsyms()]);
+    }
+    args.extend(extra);
+    args.push(&file);
+    json(&args)
+}
+
+fn findings(v: &Value) -> Vec<&Value> {
+    v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["detector"] == "lock-spinning")
+        .collect()
+}
+
+fn measure(f: &Value, name: &str) -> i64 {
+    f["measures"][name]
+        .as_i64()
+        .unwrap_or_else(|| panic!("no measure {name} in {}", f["measures"]))
+}
+
+/// `perf report --no-children --sort sym` rows of the committed peer file: symbol → basis
+/// points (`8.67%` → 867).
+fn perf_self_shares(case: &str) -> Vec<(String, i64)> {
+    let text = std::fs::read_to_string(fixture(&format!("{case}.report-sym.txt"))).expect("peer");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && l.contains('%'))
+        .filter_map(|l| {
+            let mut it = l.split_whitespace();
+            let pct = it.next()?.strip_suffix('%')?;
+            let (int, frac) = pct.split_once('.')?;
+            let bp = int.parse::<i64>().ok()? * 100 + frac.parse::<i64>().ok()?;
+            let _kind = it.next()?; // [k] or [.]
+            Some((it.collect::<Vec<_>>().join(" "), bp))
+        })
+        .collect()
+}
+
+fn assert_directory_rwsem(f: &Value, with_comms: bool) {
+    let title = f["title"].as_str().expect("title");
+    assert!(title.starts_with("down_write"), "{title}");
+    assert!(title.contains("do_unlinkat"), "{title}");
+    assert!(title.contains("path_openat"), "{title}");
+    assert!(title.contains("i_rwsem"), "{title}");
+    assert!(
+        measure(f, "caller_do_unlinkat_bp") >= 300,
+        "{}",
+        f["measures"]
+    );
+    assert!(
+        measure(f, "caller_path_openat_bp") >= 300,
+        "{}",
+        f["measures"]
+    );
+    // the waiters spin on the owner far more than they are seen going to sleep
+    assert!(
+        measure(f, "spin_bp") > 5 * measure(f, "sleep_bp"),
+        "{}",
+        f["measures"]
+    );
+    assert!(measure(f, "spin_bp") >= 800, "{}", f["measures"]);
+    let tasks = f["tasks"].as_array().expect("tasks");
+    assert_eq!(tasks.len(), 8, "the 8 dirstorm processes: {tasks:#?}");
+    assert_eq!(measure(f, "tasks"), 8);
+    if with_comms {
+        assert!(tasks.iter().all(|t| t["comm"] == "dirstorm"), "{tasks:#?}");
+    }
+    assert!(tasks.iter().all(|t| t["role"] == "waiter"));
+    assert_eq!(f["cpus"], serde_json::json!([0, 1]));
+    assert!(!f["evidence"].as_array().expect("evidence").is_empty());
+}
+
+#[test]
+fn one_directory_blames_the_directory_rwsem() {
+    for case in ["xfs-shared", "tmpfs-shared"] {
+        for kind in ["perf.data.xz", "perf-script.txt.xz"] {
+            let v = analyze(case, kind, &[]);
+            let f = findings(&v);
+            assert!(!f.is_empty(), "{case}.{kind}: no finding");
+            // the heaviest path is the directory rwsem
+            let top = f
+                .iter()
+                .max_by_key(|f| measure(f, "share_bp"))
+                .expect("a finding");
+            assert_directory_rwsem(top, kind.starts_with("perf-script"));
+            assert_ne!(top["severity"], "low", "{case}.{kind}: {}", top["title"]);
+            // every lock-function self share the finding lists is perf report's number
+            let peer = perf_self_shares(case);
+            let mut checked = 0;
+            for (name, value) in top["measures"].as_object().expect("measures") {
+                let Some(sym) = name
+                    .strip_prefix("self_")
+                    .and_then(|n| n.strip_suffix("_bp"))
+                else {
+                    continue;
+                };
+                let ours = value.as_i64().expect("int");
+                let theirs = peer
+                    .iter()
+                    .find(|(s, _)| s == sym)
+                    .map(|(_, bp)| *bp)
+                    .unwrap_or_else(|| panic!("{case}: {sym} not in perf report"));
+                assert!(
+                    (ours - theirs).abs() <= 1,
+                    "{case}.{kind}: {sym} ours {ours} bp, perf report {theirs} bp"
+                );
+                checked += 1;
+            }
+            assert!(checked >= 3, "{case}.{kind}: {}", top["measures"]);
+        }
+    }
+}
+
+#[test]
+fn xfs_one_directory_numbers() {
+    // perf report --no-children --sort sym -i xfs-shared.perf.data: rwsem_spin_on_owner 8.67 %
+    let v = analyze("xfs-shared", "perf.data.xz", &[]);
+    let f = findings(&v);
+    let top = f
+        .iter()
+        .max_by_key(|f| measure(f, "share_bp"))
+        .expect("a finding");
+    assert_eq!(measure(top, "self_rwsem_spin_on_owner_bp"), 867);
+    assert_eq!(measure(top, "total_samples"), 2100);
+    assert_eq!(top["severity"], "medium");
+}
+
+#[test]
+fn one_directory_each_blames_no_rwsem() {
+    for case in ["xfs-private", "tmpfs-private"] {
+        for kind in ["perf.data.xz", "perf-script.txt.xz", "report-graph.txt"] {
+            let v = analyze(case, kind, &[]);
+            assert!(
+                v["detectors_run"]
+                    .as_array()
+                    .expect("run")
+                    .contains(&"lock-spinning".into()),
+                "{v}"
+            );
+            let f = findings(&v);
+            assert!(
+                f.iter().all(|f| !f["title"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("rwsem") || t.contains("down_write"))),
+                "{case}.{kind}: {f:#?}"
+            );
+            if kind != "report-graph.txt" {
+                assert!(f.is_empty(), "{case}.{kind}: {f:#?}");
+            }
+        }
+        // with every threshold at zero, all lock paths show: still none on an rwsem
+        let v = analyze(
+            case,
+            "perf-script.txt.xz",
+            &[
+                "--set",
+                "lock-spinning.min_share_permille=0",
+                "--set",
+                "lock-spinning.min_samples=0",
+            ],
+        );
+        let f = findings(&v);
+        assert!(
+            f.len() >= 10,
+            "{case}: the spinlock paths show: {}",
+            f.len()
+        );
+        for x in &f {
+            let t = x["title"].as_str().expect("title");
+            assert!(!t.contains("rwsem"), "{case}: {t}");
+            assert!(measure(x, "share_bp") < 300, "{case}: {t}");
+        }
+    }
+}
+
+#[test]
+fn perf_data_and_perf_script_text_agree() {
+    for case in ["xfs-shared", "tmpfs-shared"] {
+        let a = analyze(case, "perf.data.xz", &[]);
+        let b = analyze(case, "perf-script.txt.xz", &[]);
+        let (fa, fb) = (findings(&a), findings(&b));
+        assert_eq!(fa.len(), fb.len(), "{case}");
+        for (x, y) in fa.iter().zip(&fb) {
+            // perf script prints microseconds: times agree to 1 µs, the rest exactly
+            let (mut mx, mut my) = (x["measures"].clone(), y["measures"].clone());
+            let (tx, ty) = (measure(x, "peak_start_ns"), measure(y, "peak_start_ns"));
+            assert!((tx - ty).abs() < 1000, "{case}: {tx} vs {ty}");
+            mx["peak_start_ns"] = 0.into();
+            my["peak_start_ns"] = 0.into();
+            assert_eq!(mx, my, "{case}");
+            assert_eq!(x["severity"], y["severity"], "{case}");
+        }
+    }
+}
+
+#[test]
+fn perf_report_text_names_the_same_path() {
+    for case in ["xfs-shared", "tmpfs-shared"] {
+        let v = analyze(case, "report-graph.txt", &[]);
+        let f = findings(&v);
+        let top = f
+            .iter()
+            .max_by_key(|f| measure(f, "share_bp"))
+            .unwrap_or_else(|| panic!("{case}: no finding"));
+        let title = top["title"].as_str().expect("title");
+        assert!(title.starts_with("down_write"), "{title}");
+        assert!(
+            title.contains("do_unlinkat") && title.contains("path_openat"),
+            "{title}"
+        );
+        assert!(measure(top, "spin_bp") >= 800, "{}", top["measures"]);
+    }
+}
+
+#[test]
+fn thresholds_are_parameters() {
+    let v = analyze(
+        "xfs-shared",
+        "perf-script.txt.xz",
+        &["--set", "lock-spinning.min_share_permille=200"],
+    );
+    assert!(findings(&v).is_empty(), "14.9 % < 20 %");
+    let v = analyze(
+        "xfs-shared",
+        "perf-script.txt.xz",
+        &["--set", "lock-spinning.high_permille=140"],
+    );
+    assert_eq!(findings(&v)[0]["severity"], "high");
+}
+
+#[test]
+fn trace_inputs_skip_lock_spinning_with_the_record_command() {
+    let file = root()
+        .join("fixtures/detectors/idle-while-runnable/healthy.perf.data")
+        .to_string_lossy()
+        .into_owned();
+    let v = json(&["analyze", "--format", "json", &file]);
+    let skipped = v["skipped"].as_array().expect("skipped");
+    let s = skipped
+        .iter()
+        .find(|s| s["id"] == "lock-spinning")
+        .unwrap_or_else(|| panic!("{skipped:#?}"));
+    assert!(
+        s["record_command"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("perf record -a -g")),
+        "{s}"
+    );
+    assert!(
+        s["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("CPU profile")),
+        "{s}"
+    );
+}
+
+#[test]
+fn profile_inputs_skip_the_scheduler_detectors() {
+    let v = analyze("tmpfs-shared", "report-graph.txt", &[]);
+    assert_eq!(v["inputs"][0]["format"], "perf-report-text");
+    let v = json(&[
+        "analyze",
+        "--format",
+        "json",
+        &fixture("tmpfs-shared.report-graph.txt"),
+    ]);
+    let skipped: Vec<&str> = v["skipped"]
+        .as_array()
+        .expect("skipped")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert!(skipped.contains(&"runqueue-starvation"), "{skipped:?}");
+    assert!(!skipped.contains(&"lock-spinning"), "{skipped:?}");
+}
+
+// ---- JSON Schema (the keywords docs/report.schema.json uses) ----
+
+fn validate(v: &Value, schema: &Value, root_schema: &Value, at: &str, errors: &mut Vec<String>) {
+    let Some(obj) = schema.as_object() else {
+        errors.push(format!("{at}: schema is not an object"));
+        return;
+    };
+    for (k, s) in obj {
+        match k.as_str() {
+            "$schema" | "$id" | "title" | "description" | "$defs" => {}
+            "$ref" => {
+                let name = s
+                    .as_str()
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .expect("local ref");
+                validate(v, &root_schema["$defs"][name], root_schema, at, errors);
+            }
+            "type" => {
+                let types: Vec<&str> = match s {
+                    Value::String(t) => vec![t.as_str()],
+                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+                    _ => panic!("bad type keyword"),
+                };
+                let ok = types.iter().any(|t| match *t {
+                    "string" => v.is_string(),
+                    "integer" => v.is_i64() || v.is_u64(),
+                    "boolean" => v.is_boolean(),
+                    "array" => v.is_array(),
+                    "object" => v.is_object(),
+                    "null" => v.is_null(),
+                    other => panic!("type {other} unsupported"),
+                });
+                if !ok {
+                    errors.push(format!("{at}: {v} is not {types:?}"));
+                }
+            }
+            "const" if v != s => errors.push(format!("{at}: {v} != {s}")),
+            "const" => {}
+            "enum" => {
+                if !s.as_array().expect("enum list").contains(v) {
+                    errors.push(format!("{at}: {v} not in {s}"));
+                }
+            }
+            "minimum" => {
+                if let (Some(n), Some(m)) = (v.as_f64(), s.as_f64()) {
+                    if n < m {
+                        errors.push(format!("{at}: {v} < {s}"));
+                    }
+                }
+            }
+            "required" => {
+                if let Some(o) = v.as_object() {
+                    for r in s.as_array().expect("list") {
+                        let r = r.as_str().expect("name");
+                        if !o.contains_key(r) {
+                            errors.push(format!("{at}: missing {r}"));
+                        }
+                    }
+                }
+            }
+            "properties" => {
+                if let Some(o) = v.as_object() {
+                    for (name, sub) in s.as_object().expect("map") {
+                        if let Some(x) = o.get(name) {
+                            validate(x, sub, root_schema, &format!("{at}.{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "additionalProperties" => {
+                if let Some(o) = v.as_object() {
+                    let known = obj.get("properties").and_then(Value::as_object);
+                    for (name, x) in o {
+                        if !known.is_some_and(|k| k.contains_key(name)) {
+                            validate(x, s, root_schema, &format!("{at}.{name}"), errors);
+                        }
+                    }
+                }
+            }
+            "items" => {
+                if let Some(a) = v.as_array() {
+                    for (i, x) in a.iter().enumerate() {
+                        validate(x, s, root_schema, &format!("{at}[{i}]"), errors);
+                    }
+                }
+            }
+            other => panic!("schema keyword {other} is not supported by this validator"),
+        }
+    }
+}
+
+#[test]
+fn json_reports_validate_against_the_schema() {
+    let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");
+    let schema: Value = serde_json::from_str(&text).expect("schema json");
+    for case in ["xfs-shared", "xfs-private", "tmpfs-shared", "tmpfs-private"] {
+        for kind in ["perf.data.xz", "perf-script.txt.xz", "report-graph.txt"] {
+            let v = analyze(case, kind, &[]);
+            let mut errors = Vec::new();
+            validate(&v, &schema, &schema, "$", &mut errors);
+            assert!(errors.is_empty(), "{case}.{kind}: {errors:#?}");
+        }
+    }
+}
