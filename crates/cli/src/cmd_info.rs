@@ -45,6 +45,48 @@ struct Capability {
     record_hint: Option<&'static str>,
 }
 
+/// Block-layer capabilities: devices, actions, and which btt phases the actions allow.
+#[derive(Serialize, Default)]
+struct BlockInfo {
+    /// Events per device (`major,minor`); plug/unplug tracepoints carry no device.
+    devices: BTreeMap<String, u64>,
+    /// Events per blktrace action letter (`Q`, `G`, `I`, `D`, `C`, `M`, `m`, …).
+    actions: BTreeMap<String, u64>,
+    /// btt phases computable from the actions present (`Q2C`, `D2C`, …).
+    btt_phases: Vec<&'static str>,
+}
+
+impl BlockInfo {
+    fn note(&mut self, b: &stallscope::model::BlockEvent) {
+        if let Some(d) = b.dev {
+            *self.devices.entry(d.to_string()).or_default() += 1;
+        }
+        *self
+            .actions
+            .entry(b.action.letter().to_string())
+            .or_default() += 1;
+    }
+
+    /// The btt phases whose two ends are both present.
+    fn finish(&mut self) {
+        let has = |a: &str| self.actions.contains_key(a);
+        let merge = has("M") || has("F");
+        self.btt_phases = [
+            ("Q2Q", has("Q")),
+            ("Q2G", has("Q") && has("G")),
+            ("G2I", has("G") && has("I")),
+            ("Q2M", has("Q") && merge),
+            ("I2D", has("I") && has("D")),
+            ("D2C", has("D") && has("C")),
+            ("Q2D", has("Q") && has("D")),
+            ("Q2C", has("Q") && has("C")),
+        ]
+        .into_iter()
+        .filter_map(|(p, ok)| ok.then_some(p))
+        .collect();
+    }
+}
+
 #[derive(Serialize)]
 struct InfoReport<'a> {
     inputs: Vec<&'a TraceMeta>,
@@ -58,6 +100,9 @@ struct InfoReport<'a> {
     lost_events_unknown_count: u64,
     tasks: Vec<TaskInfo>,
     capabilities: Vec<Capability>,
+    /// Block-layer summary, when the inputs hold block events.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    block: Option<BlockInfo>,
     data_quality: stallscope::model::DataQuality,
 }
 
@@ -94,6 +139,14 @@ fn capabilities(counts: &BTreeMap<String, u64>, declared: &BTreeSet<String>) -> 
             record_hint: (!(switch && wake)).then_some(SCHED_RECORD),
         },
         Capability {
+            analysis: "iolat",
+            supported: has("block_rq_issue") && has("block_rq_complete"),
+            needs: "block issue + complete (D, C); queue/insert (Q, G, I) for the earlier phases",
+            record_hint: (!(has("block_rq_issue") && has("block_rq_complete"))).then_some(
+                "perf record -e 'block:*' -a -- COMMAND   (or: stallscope record --events block)",
+            ),
+        },
+        Capability {
             analysis: "dump",
             supported: true,
             needs: "any events",
@@ -112,6 +165,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut cpus = BTreeSet::new();
     let (mut lost, mut lost_unknown) = (0u64, 0u64);
     let mut n = 0u64;
+    let mut block = BlockInfo::default();
     let mut batch = Vec::new();
     while inputs.next_batch(&mut batch)? {
         for ev in &batch {
@@ -141,6 +195,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
                     name_task(w.task.pid, w.task.comm)
                 }
                 EventKind::TaskComm { tid, comm, .. } => name_task(*tid, *comm),
+                EventKind::Block(b) => block.note(b),
                 EventKind::Lost { count } => match count {
                     Some(c) => lost += c,
                     None => lost_unknown += 1,
@@ -187,6 +242,8 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
             .then(a.pid.cmp(&b.pid))
     });
     let dq = inputs.quality();
+    block.finish();
+    let block = (!block.actions.is_empty()).then_some(block);
     let report = InfoReport {
         inputs: inputs.metas(),
         events: n,
@@ -199,6 +256,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
         lost_events: lost,
         lost_events_unknown_count: lost_unknown,
         tasks: task_list,
+        block,
         data_quality: dq,
     };
     match args.format {
@@ -301,6 +359,9 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
             t.pid, t.comm, t.switches_in, t.events
         )?;
     }
+    if let Some(b) = &r.block {
+        write_block_text(out, b)?;
+    }
     writeln!(out, "Analyses:")?;
     for c in &r.capabilities {
         let mark = if c.supported { "yes" } else { "no " };
@@ -310,4 +371,22 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
         }
     }
     write_quality_text(out, &r.data_quality)
+}
+
+fn write_block_text(out: &mut dyn Write, b: &BlockInfo) -> std::io::Result<()> {
+    let join = |m: &BTreeMap<String, u64>| {
+        m.iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    writeln!(out, "Block I/O:")?;
+    writeln!(out, "  devices:  {}", join(&b.devices))?;
+    writeln!(out, "  actions:  {}", join(&b.actions))?;
+    let phases = if b.btt_phases.is_empty() {
+        "none (needs at least Q)".to_string()
+    } else {
+        b.btt_phases.join(" ")
+    };
+    writeln!(out, "  btt phases computable: {phases}")
 }
