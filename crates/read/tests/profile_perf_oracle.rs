@@ -8,7 +8,9 @@
 //! - a fold of that `perf script` text written here (stackcollapse-style, independent of our
 //!   code) read as folded stacks gives the same self and total weights;
 //! - perf's own text renderings made on the recording host (with symbols) agree with each
-//!   other through our readers: `perf report --sort sym` shares = our shares of `perf script`.
+//!   other through our readers (`--sort sym`, `comm,dso,sym`, `--children`, `-g folded`);
+//! - off-CPU stacks (`sched:sched_switch` with callchains, `fixtures/profile/
+//!   perf_tp_callchain.data.xz`) are the same from perf.data and from `perf script` text.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -328,4 +330,65 @@ fn recording_host_script_text_has_the_perf_data_stacks() {
     let leaf = |p: &Profile, i: usize| p.symbol(p.stacks[i].frames[0]).to_string();
     assert_eq!(leaf(&s.profile, 2), "leaf_compute");
     assert_eq!(leaf(&d.profile, 2), "0x564f706f41e9");
+}
+
+#[test]
+fn off_cpu_sched_switch_stacks_from_perf_data_and_perf_script_agree() {
+    use std::io::Read;
+    let xz = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/profile/perf_tp_callchain.data.xz");
+    let mut bytes = Vec::new();
+    stallscope_read::Input::open(xz.to_str().unwrap())
+        .unwrap()
+        .into_reader()
+        .read_to_end(&mut bytes)
+        .unwrap();
+    let data =
+        std::env::temp_dir().join(format!("stallscope-profile-tp-{}.data", std::process::id()));
+    std::fs::write(&data, bytes).unwrap();
+    let opts = ProfileOptions {
+        symbols: KernelSymbolSource::Off,
+        event: Some("sched:sched_switch".into()),
+    };
+    let d = read_profile(data.to_str().unwrap(), None, &opts).unwrap();
+    let out = Command::new("perf")
+        .args(["script", "-f", "-i"])
+        .arg(&data)
+        .output()
+        .expect("perf is installed");
+    std::fs::remove_file(&data).unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let switches = text
+        .lines()
+        .filter(|l| l.contains(" sched:sched_switch: "))
+        .count();
+    let s = perf_script::parse("perf-script", &text, &opts).unwrap();
+    assert_eq!(
+        d.profile.stacks.len(),
+        switches,
+        "one stack per sched_switch perf prints"
+    );
+    assert_eq!(s.profile.stacks.len(), switches);
+    assert_eq!(d.profile.unit, WeightUnit::Samples);
+    for (a, b) in s.profile.stacks.iter().zip(&d.profile.stacks) {
+        assert_eq!(
+            (a.pid, a.cpu, a.comm, a.weight),
+            (b.pid, b.cpu, b.comm, b.weight)
+        );
+        assert_eq!(a.ts, b.ts.map(|t| t / 1000 * 1000));
+        let names = |p: &Profile, f: &[u32]| -> Vec<String> {
+            f.iter()
+                .filter(|&&x| p.kernel[x as usize] == Some(true))
+                .map(|&x| p.symbol(x).to_string())
+                .collect()
+        };
+        assert_eq!(names(&s.profile, &a.frames), names(&d.profile, &b.frames));
+        assert_eq!(a.frames.len(), b.frames.len());
+    }
+    assert_eq!(
+        self_by_name(&s.profile).len(),
+        1,
+        "every off-CPU stack ends in __schedule's switch point"
+    );
 }

@@ -13,7 +13,9 @@
 //! ```
 //!
 //! One sample → one [`WeightedStack`] (markers dropped, frames leaf first) with the sample's
-//! time, CPU, TID and the comm last set for that TID by a COMM record. Weight = the sample's
+//! time, CPU, TID and the comm last set for that TID by a COMM record (else the
+//! `swapper` for TID 0, as perf names idle, else the switched-out task's name of a
+//! sched_switch sample). Weight = the sample's
 //! `period` (perf report's "Overhead" is period-based; for `cpu-clock` that is nanoseconds),
 //! or 1 when the sample has no period; [`Profile::unit`] says which.
 //!
@@ -102,6 +104,20 @@ impl<'k> SampleProfiler<'k> {
         id
     }
 
+    /// The sample's task name: the last COMM record of its TID, else `swapper` for TID 0
+    /// (perf's name for every idle task, which has no COMM record; the kernel says
+    /// `swapper/N`), else the switched-out task of a sched_switch sample (the sampled task).
+    fn comm_of(&self, ev: &Event) -> Option<Comm> {
+        if let Some(c) = self.comms.get(&ev.pid) {
+            return Some(*c);
+        }
+        match &ev.kind {
+            _ if ev.pid == 0 => Some(Comm::new("swapper")),
+            EventKind::Switch(sw) if sw.prev.pid == ev.pid => Some(sw.prev.comm),
+            _ => None,
+        }
+    }
+
     /// Takes one event: COMM records update names, samples become stacks, the rest is
     /// counted.
     pub fn push(&mut self, ev: &Event) {
@@ -183,7 +199,7 @@ impl<'k> SampleProfiler<'k> {
             frames,
             weight,
             weight_new: None,
-            comm: self.comms.get(&ev.pid).copied(),
+            comm: self.comm_of(ev),
             pid: Some(ev.pid),
             cpu: Some(ev.cpu),
             ts: Some(ev.ts),

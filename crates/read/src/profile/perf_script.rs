@@ -24,6 +24,7 @@
 //! kernel frames are looked up in the kernel symbol table when one is available, as in
 //! [`super::perf_samples`], so both paths name frames alike.
 //!
+//! A comm printed as `:TID` is perf's placeholder for an unknown name and is dropped.
 //! Weight = the PERIOD column when printed (default for sampling events), else 1 per
 //! sample. Only the first event name seen is profiled; other events, side-band lines
 //! (`PERF_RECORD_*`), unparsable lines and orphan frames are counted in the data quality.
@@ -298,7 +299,9 @@ pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRea
             frames: Vec::new(),
             weight,
             weight_new: None,
-            comm: (!h.comm.is_empty()).then(|| Comm::new(h.comm)),
+            // perf prints `:TID` when it knows no name for the thread.
+            comm: (!h.comm.is_empty() && h.comm != format!(":{}", h.pid))
+                .then(|| Comm::new(h.comm)),
             pid: Some(h.pid),
             cpu: h.cpu,
             ts: Some(h.ts),
