@@ -304,3 +304,68 @@ fn zero_intervals_count_as_one_ns_like_btt() {
     // Q2D is btt's plain difference.
     assert_eq!(all.durs(BttPhase::Q2D), [0]);
 }
+
+#[test]
+fn emulated_preflush_fua_write_is_one_data_record_plus_kernel_flushes() {
+    // fixtures/detectors/dispatch-starvation bfq.blkparse.txt lines 2-11 (loop0 has no FUA:
+    // the flush machinery sends a preflush, the data without F flags, a post-flush, and
+    // ends the original request with a zero-length C at its sector).
+    let (all, q) = run("
+        83554 19412 Q FWFSM 4195616+4 [fio]
+        89351 19412 G FWFSM 4195616+4 [fio]
+        96416 10 D FN [kworker/0:0H]
+        512980 14 C FN
+        519944 10 I WSM 4195616+4 [kworker/0:0H]
+        520877 10 D WSM 4195616+4 [kworker/0:0H]
+        2793081 22 C WSM 4195616+4
+        4424612 54 D FN [kworker/1:1H]
+        4703951 14 C FN
+        4705928 14 C WSM 4195616+0
+    ");
+    assert!(q.is_empty(), "{q:?}");
+    let data: Vec<_> = all
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Data)
+        .collect();
+    let flushes = all
+        .requests
+        .iter()
+        .filter(|r| r.kind == RequestKind::Flush)
+        .count();
+    assert_eq!((data.len(), flushes), (1, 2));
+    let r = data[0];
+    assert_eq!((r.sector, r.nr_sector), (4195616, 4));
+    assert_eq!(r.queuer.map(|t| t.comm), Some(Comm::new("fio")));
+    assert_eq!(r.inserter.map(|t| t.pid), Some(10));
+    assert_eq!(
+        (r.queue_ts, r.insert_ts, r.issue_ts),
+        (Some(83554), Some(519944), Some(520877))
+    );
+    assert_eq!(r.complete_ts, 2793081);
+}
+
+#[test]
+fn requests_merged_by_the_scheduler_are_absorbed_by_the_dispatch() {
+    // Two requests allocated side by side; the I/O scheduler merges the second into the first
+    // (block_rq_merge, which blktrace does not report) and dispatches one request covering
+    // both. Nothing may stay in flight, and the same sector can be allocated again.
+    let (all, q) = run("
+        0 10 Q W 100+8 [a]
+        1 10 G W 100+8 [a]
+        2 10 I W 100+8 [a]
+        3 11 Q W 108+8 [b]
+        4 11 G W 108+8 [b]
+        5 11 I W 108+8 [b]
+        9 40 D W 100+16 [kworker]
+        20 0 C W 100+16
+        30 12 Q W 108+8 [c]
+        31 12 G W 108+8 [c]
+        32 12 D W 108+8 [c]
+        40 0 C W 108+8
+    ");
+    assert!(q.is_empty(), "{q:?}");
+    assert_eq!(all.requests.len(), 2);
+    assert_eq!((all.requests[0].merges, all.requests[0].bios), (1, 2));
+    assert_eq!(all.requests[1].queuer.map(|t| t.pid), Some(12));
+}

@@ -65,6 +65,8 @@ struct Request {
     partial_completions: u32,
     queue_span: Span,
     issue_span: Option<Span>,
+    /// A bio or the allocation carried PREFLUSH or FUA (the dispatch's flags may not).
+    flush_flags: bool,
 }
 
 impl Request {
@@ -90,6 +92,7 @@ impl Request {
             partial_completions: 0,
             queue_span: span,
             issue_span: None,
+            flush_flags: rwbs.preflush || rwbs.fua,
         }
     }
 
@@ -101,6 +104,7 @@ impl Request {
             self.queue_span = bio.queue_span;
         }
         self.bios = self.bios.max(1);
+        self.flush_flags |= bio.rwbs.preflush || bio.rwbs.fua;
     }
 }
 
@@ -112,7 +116,18 @@ struct DeviceState {
     /// Key sector → request slot.
     requests: FxHashMap<u64, u32>,
     flushes: FlushQueue,
+    /// Start sectors of recently completed preflush/FUA data requests, whose flush-machinery
+    /// sequence ends with a zero-length `C` at that sector (see [`RECENT_FUA`]).
+    recent_fua: std::collections::VecDeque<u64>,
 }
+
+/// Preflush/FUA data requests remembered per device for their final zero-length `C`.
+///
+/// When the flush machinery emulates preflush / FUA, a write shows as
+/// `Q FWFSM s+n`, `G`, `D FN`/`C FN` (preflush), `I WSM s+n`, `D`, `C WSM s+n` (data),
+/// `D FN`/`C FN` (post-flush), and finally `C WSM s` with no length. The record is emitted
+/// at the data `C`; the final zero-length `C` is recognized by its sector and only counted.
+const RECENT_FUA: usize = 64;
 
 /// Counts of events the tracker saw but does not model (plugs, splits, remaps…), for
 /// `info` and the report's capability block.
@@ -134,6 +149,8 @@ pub struct BlockEventCounts {
     pub requeues: u64,
     /// `M`/`F` merges.
     pub merges: u64,
+    /// Final zero-length completions of preflush/FUA data requests (see [`RECENT_FUA`]).
+    pub fua_final_completions: u64,
     /// Other events (plug, unplug, bounce, message) that do not change request state.
     pub other: u64,
 }
@@ -303,6 +320,7 @@ impl BlockTracker {
             bios: BioMap::default(),
             requests: FxHashMap::default(),
             flushes: FlushQueue::default(),
+            recent_fua: std::collections::VecDeque::new(),
         });
         self.device_index.insert(dev, i);
         i
@@ -501,6 +519,7 @@ impl BlockTracker {
         let d = &mut self.devices[di];
         let mut n_bios = 0u32;
         let mut first_bio: Option<Bio> = None;
+        self.scratch.clear();
         for (start, bio) in d.bios.covered(b.sector, b.end_sector()) {
             n_bios += 1;
             if let Some(i) = bio.insert_ts {
@@ -535,6 +554,9 @@ impl BlockTracker {
             if start == b.sector {
                 first_bio = Some(*bio);
             }
+            if bio.request != NO_REQUEST {
+                self.scratch.push(u64::from(bio.request));
+            }
         }
         let slot = match d.requests.get(&b.sector) {
             Some(&slot) => slot,
@@ -553,6 +575,7 @@ impl BlockTracker {
                 self.open_request(di, ev, b, r)
             }
         };
+        self.absorb_merged_requests(di, slot, b);
         let r = &mut self.slab[slot as usize];
         r.first_issue_ts.get_or_insert(ev.ts);
         r.issue_ts = Some(ev.ts);
@@ -562,6 +585,34 @@ impl BlockTracker {
         r.nr_sector = b.nr_sector;
         r.rwbs = b.rwbs;
         r.bios = r.bios.max(n_bios);
+    }
+
+    /// Requests allocated inside the range of a dispatch that starts elsewhere were merged
+    /// into the dispatched request by the I/O scheduler (`block_rq_merge`, which blktrace does
+    /// not report): they will never be dispatched or completed on their own.
+    fn absorb_merged_requests(&mut self, di: usize, slot: u32, b: &BlockEvent) {
+        let (start, end) = (b.sector, b.end_sector());
+        let mut absorbed = (0u32, 0u32);
+        for &other in &self.scratch {
+            let other = other as u32;
+            if other == slot {
+                continue;
+            }
+            let o = &self.slab[other as usize];
+            let d = &mut self.devices[di];
+            let live = d.requests.get(&o.key) == Some(&other);
+            if !live || o.key == start || o.key < start || o.key >= end || o.issue_ts.is_some() {
+                continue;
+            }
+            absorbed.0 += 1 + o.merges;
+            absorbed.1 += o.bios;
+            d.requests.remove(&o.key);
+            self.live_requests -= 1;
+            self.free.push(other);
+        }
+        let r = &mut self.slab[slot as usize];
+        r.merges += absorbed.0;
+        r.bios += absorbed.1;
     }
 
     fn on_requeue(&mut self, di: usize, ev: &Event, b: &BlockEvent) {
@@ -607,13 +658,7 @@ impl BlockTracker {
             d.bios.remove(start);
         }
         let Some(slot) = d.requests.remove(&b.sector) else {
-            self.quality.add(
-                "block_complete_unknown_request",
-                Severity::Info,
-                "a completion of a request never seen before (dispatched before the trace began); not in any request statistic",
-                1,
-                || describe(ev, b),
-            );
+            self.complete_unknown(ev, b);
             return;
         };
         let r = &mut self.slab[slot as usize];
@@ -639,6 +684,7 @@ impl BlockTracker {
             }
             return;
         }
+        let r_flush_flags = r.flush_flags;
         let rec = CompletedRequest {
             dev,
             kind: RequestKind::Data,
@@ -664,9 +710,25 @@ impl BlockTracker {
             issue_span: r.issue_span,
             complete_span: ev.span,
         };
+        if rec.rwbs.preflush || rec.rwbs.fua || r_flush_flags {
+            if d.recent_fua.len() >= RECENT_FUA {
+                d.recent_fua.pop_front();
+            }
+            d.recent_fua.push_back(rec.sector);
+        }
         self.release(slot);
         self.counts.requests += 1;
         sink.request(&rec);
+    }
+
+    fn complete_unknown(&mut self, ev: &Event, b: &BlockEvent) {
+        self.quality.add(
+            "block_complete_unknown_request",
+            Severity::Info,
+            "a completion of a request never seen before (dispatched before the trace began); not in any request statistic",
+            1,
+            || describe(ev, b),
+        );
     }
 
     fn flush_unmatched(&mut self, ev: &Event, b: &BlockEvent) {
@@ -681,6 +743,9 @@ impl BlockTracker {
 
     fn flush_step(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
         let task = task_of(ev, b);
+        let fua_end = b.action == BlockAction::Complete
+            && !is_flush_request(b)
+            && self.devices[di].recent_fua.contains(&b.sector);
         let flushes = &mut self.devices[di].flushes;
         match b.action {
             BlockAction::Queue => {
@@ -745,7 +810,7 @@ impl BlockTracker {
             BlockAction::Complete if is_flush_request(b) => {
                 let Some(s) = flushes.oldest(|s| s.issue_ts.is_some() && s.flush_done_ts.is_none())
                 else {
-                    self.flush_unmatched(ev, b);
+                    self.complete_unknown(ev, b);
                     return;
                 };
                 s.flush_done_ts = Some(ev.ts);
@@ -758,9 +823,13 @@ impl BlockTracker {
                     }
                 }
             }
+            BlockAction::Complete if fua_end => {
+                self.devices[di].recent_fua.retain(|&s| s != b.sector);
+                self.counts.fua_final_completions += 1;
+            }
             BlockAction::Complete => match flushes.take_oldest(|s| s.queue_ts.is_some()) {
                 Some(seq) => self.emit_flush(di, seq, ev, b, sink),
-                None => self.flush_unmatched(ev, b),
+                None => self.complete_unknown(ev, b),
             },
             // A zero-length merge carries nothing to merge.
             _ => {}
