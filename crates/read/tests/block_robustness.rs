@@ -121,7 +121,7 @@ CPU0 (loop0):\n Reads Queued: 1\n";
     let input = Input::from_bytes("odd.txt", text.to_vec()).unwrap();
     let mut r = blkparse_text::open(input, 0).unwrap();
     let mut n = 0;
-    while let Some(_) = r.next_event().unwrap() {
+    while r.next_event().unwrap().is_some() {
         n += 1;
     }
     let dq = r.quality();

@@ -221,7 +221,7 @@ mod tests {
         b.extend_from_slice(&4096u32.to_le_bytes());
         b.extend_from_slice(&0x001a_0001u32.to_le_bytes());
         b.extend_from_slice(&5u32.to_le_bytes());
-        b.extend_from_slice(&((7u32 << 20) | 0).to_le_bytes());
+        b.extend_from_slice(&(7u32 << 20).to_le_bytes());
         b.extend_from_slice(&0u32.to_le_bytes());
         b.extend_from_slice(&0u16.to_le_bytes());
         b.extend_from_slice(&(pdu.len() as u16).to_le_bytes());

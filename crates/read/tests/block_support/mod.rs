@@ -128,7 +128,7 @@ pub fn encode(recs: &[Rec], cpu: u32, big_endian: bool) -> Vec<u8> {
             seq += 1;
             seq
         };
-        let mut put32 = |v: u32, out: &mut Vec<u8>| {
+        let put32 = |v: u32, out: &mut Vec<u8>| {
             out.extend_from_slice(&if big_endian {
                 v.to_be_bytes()
             } else {
