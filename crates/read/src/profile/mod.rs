@@ -146,6 +146,43 @@ pub fn host_release() -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// Like [`kernel_symbols_for`], but in [`KernelSymbolSource::Auto`] mode the input's own
+/// kallsyms text (`embedded`: trace.dat KALLSYMS, perf TRACING_DATA, see
+/// `TraceMeta::kallsyms`) comes first, when it resolves anything.
+pub fn kernel_symbols_with_embedded(
+    source: &KernelSymbolSource,
+    release: Option<&str>,
+    embedded: Option<(&str, &str)>,
+    quality: &mut DataQuality,
+) -> Result<Option<Kallsyms>, ReadError> {
+    if let (KernelSymbolSource::Auto, Some((path, text))) = (source, embedded) {
+        if !text.trim().is_empty() {
+            let source = format!("{path} (its own kallsyms)");
+            match Kallsyms::parse(&source, text) {
+                Ok(k) if k.note().is_none() => {
+                    quality.merge(k.quality());
+                    return Ok(Some(k));
+                }
+                Ok(k) => quality.add(
+                    "kernel-symbols-embedded",
+                    Severity::Info,
+                    "the input's own kallsyms text cannot name anything",
+                    1,
+                    || k.note().unwrap_or_default(),
+                ),
+                Err(e) => quality.add(
+                    "kernel-symbols-embedded",
+                    Severity::Info,
+                    "the input's own kallsyms text cannot name anything",
+                    1,
+                    || e.to_string(),
+                ),
+            }
+        }
+    }
+    kernel_symbols_for(source, release, quality)
+}
+
 /// Chooses the kernel symbol table for an input recorded on `release`: the explicit file,
 /// or the host's table when the releases match. Why nothing was chosen (or why the table is
 /// useless) goes to `quality` as `kernel-symbols`.
@@ -280,6 +317,39 @@ pub(crate) fn read_text(input: Input) -> Result<(String, String), ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_kallsyms_first_then_release_rule() {
+        let mut q = DataQuality::default();
+        let k = kernel_symbols_with_embedded(
+            &KernelSymbolSource::Auto,
+            Some("some-other-release"),
+            Some(("t.dat", "ffffffff81000000 T do_idle\n")),
+            &mut q,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(k.lookup(0xffffffff81000004).unwrap().name, "do_idle");
+        assert!(q.is_empty());
+        let none = kernel_symbols_with_embedded(
+            &KernelSymbolSource::Auto,
+            Some("some-other-release"),
+            Some(("t.dat", "0000000000000000 T do_idle\n")),
+            &mut q,
+        )
+        .unwrap();
+        assert!(none.is_none());
+        assert_eq!(q.count("kernel-symbols-embedded"), 1);
+        assert_eq!(q.count("kernel-symbols"), 1, "release differs");
+        let off = kernel_symbols_with_embedded(
+            &KernelSymbolSource::Off,
+            None,
+            Some(("t.dat", "ffffffff81000000 T do_idle\n")),
+            &mut q,
+        )
+        .unwrap();
+        assert!(off.is_none());
+    }
 
     #[test]
     fn frame_names() {

@@ -24,7 +24,8 @@
 //! recorded with `-g` is such an event too: its stacks are off-CPU stacks.
 //!
 //! Kernel frames (after a kernel marker, or at/above [`super::KERNEL_ADDR_MIN`] before any
-//! marker) are named from the kernel symbol table chosen by [`super::kernel_symbols_for`];
+//! marker) are named from the input's own kallsyms text when it carries one, else the table
+//! chosen by [`super::kernel_symbols_for`] (see [`super::kernel_symbols_with_embedded`]);
 //! unresolved kernel and all user frames are named `0x<hex>` (raw virtual addresses: user
 //! symbolization needs MMAP records and the ELF files, which this reader does not have).
 
@@ -35,7 +36,9 @@ use stallscope_model::{
     WeightedStack,
 };
 
-use super::{frame_name, kernel_symbols_for, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead};
+use super::{
+    frame_name, kernel_symbols_with_embedded, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead,
+};
 use crate::{EventReader, ReadError};
 
 /// Smallest perf context marker (`PERF_CONTEXT_MAX` = -4095 as u64): callchain values at or
@@ -219,9 +222,16 @@ impl<'k> SampleProfiler<'k> {
 /// Reads every event of `reader` into a profile, naming kernel frames per `symbols`.
 /// Fails when the reader fails or when the input has no sample at all.
 pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
-    let release = reader.meta().kernel_release.clone();
+    let meta = reader.meta();
+    let release = meta.kernel_release.clone();
+    let embedded = meta.kallsyms.clone();
     let mut quality = DataQuality::default();
-    let table = kernel_symbols_for(&opts.symbols, release.as_deref(), &mut quality)?;
+    let table = kernel_symbols_with_embedded(
+        &opts.symbols,
+        release.as_deref(),
+        embedded.as_deref().map(|k| (meta.path.as_str(), k)),
+        &mut quality,
+    )?;
     let mut profiler = SampleProfiler::new(table.as_ref(), opts.event.clone());
     let mut batch = Vec::new();
     while reader.next_batch(&mut batch)? {
