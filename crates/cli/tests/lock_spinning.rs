@@ -302,6 +302,32 @@ fn thresholds_are_parameters() {
 }
 
 #[test]
+fn time_ranges_restrict_the_profile() {
+    // samples span 9685.94 .. 9688.97 s; one second of them
+    let v = analyze(
+        "xfs-shared",
+        "perf-script.txt.xz",
+        &["--time", "9686..9687"],
+    );
+    let f = findings(&v);
+    assert!(!f.is_empty());
+    let n = measure(f[0], "total_samples");
+    assert!((600..=800).contains(&n), "{n}");
+    assert!(
+        v["data_quality"]["profile-outside-time"].is_object(),
+        "{}",
+        v["data_quality"]
+    );
+    for x in &f {
+        let w = &x["window"];
+        assert!(w["start_ns"]
+            .as_u64()
+            .is_some_and(|t| t >= 9_686_000_000_000));
+        assert!(w["end_ns"].as_u64().is_some_and(|t| t <= 9_687_000_000_000));
+    }
+}
+
+#[test]
 fn trace_inputs_skip_lock_spinning_with_the_record_command() {
     let file = root()
         .join("fixtures/detectors/idle-while-runnable/healthy.perf.data")

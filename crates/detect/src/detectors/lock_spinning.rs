@@ -489,17 +489,23 @@ fn finding(
         };
         parts.push(words);
     }
-    let comm_names: Vec<String> = comms
+    // named tasks by name; unnamed ones (perf.data without their COMM record) by pid
+    let mut comm_names: Vec<String> = comms
         .iter()
+        .filter(|(c, _)| !c.is_empty())
         .take(3)
-        .map(|(c, _)| {
-            if c.is_empty() {
-                "?".to_string()
-            } else {
-                c.clone()
-            }
-        })
+        .map(|(c, _)| c.clone())
         .collect();
+    if comm_names.is_empty() {
+        comm_names = tasks
+            .iter()
+            .filter_map(|((pid, _), _)| pid.map(|p| format!("pid {p}")))
+            .take(3)
+            .collect();
+        if tasks.len() > 3 {
+            comm_names.push("…".to_string());
+        }
+    }
     let who = if tasks
         .iter()
         .all(|((pid, c), _)| pid.is_none() && c.is_empty())

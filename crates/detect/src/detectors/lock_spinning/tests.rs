@@ -230,6 +230,7 @@ fn per_cpu_shares_and_tasks() {
     assert_eq!(f.measures["share_bp"], 4000);
     assert_eq!(f.tasks.len(), 1);
     assert_eq!(f.tasks[0].pid, 101);
+    assert!(f.title.ends_with("1 task (worker)"), "{}", f.title);
     assert_eq!(f.tasks[0].role, "waiter");
     assert_eq!(f.tasks[0].measures["own_samples_share_bp"], 8000);
     assert_eq!(f.measures["tasks_share_bp"], 8000);
