@@ -469,12 +469,12 @@ impl WorkerPools {
         self.running.get(&worker).map(|x| &self.funcs[x.func])
     }
 
-    fn func_index(&mut self, f: WorkFn) -> usize {
-        if let Some(&i) = self.index.get(&f) {
+    fn func_index(&mut self, f: &WorkFn) -> usize {
+        if let Some(&i) = self.index.get(f) {
             return i;
         }
         self.funcs.push(FunctionStats::new(f.clone()));
-        self.index.insert(f, self.funcs.len() - 1);
+        self.index.insert(f.clone(), self.funcs.len() - 1);
         self.funcs.len() - 1
     }
 
@@ -486,16 +486,7 @@ impl WorkerPools {
                 if WorkEventKind::from_name(&g.name).is_none() {
                     return; // not a workqueue event
                 }
-                match decode(g) {
-                    Some(w) => self.on_work(ev, w),
-                    None => self.quality.add(
-                        "workqueue-unparsed",
-                        Severity::Warning,
-                        "workqueue events without a usable work pointer were ignored",
-                        1,
-                        || format!("{} {} {}", ev.ts, ev.cpu, g.name),
-                    ),
-                }
+                self.process_work(ev, decode(g).as_ref());
             }
             EventKind::Switch(s) => {
                 self.switch_out(ev.ts, s.prev.pid, s.prev_state.is_runnable());
@@ -508,15 +499,37 @@ impl WorkerPools {
         }
     }
 
-    fn on_work(&mut self, ev: &Event, w: WorkEvent) {
-        let func = w.function.map(|f| self.func_index(f));
+    /// Feeds a workqueue event the caller already decoded with [`decode`] (`None`: it did
+    /// not decode, counted as `workqueue-unparsed`), so callers that look at the decoded
+    /// event too decode it once.
+    pub fn process_work(&mut self, ev: &Event, w: Option<&WorkEvent>) {
+        self.last_ts = self.last_ts.max(ev.ts);
+        match w {
+            Some(w) => self.on_work(ev, w),
+            None => self.quality.add(
+                "workqueue-unparsed",
+                Severity::Warning,
+                "workqueue events without a usable work pointer were ignored",
+                1,
+                || format!("{} {} {}", ev.ts, ev.cpu, ev.kind.name()),
+            ),
+        }
+    }
+
+    fn on_work(&mut self, ev: &Event, w: &WorkEvent) {
+        let func = w.function.as_ref().map(|f| self.func_index(f));
         match w.kind {
             WorkEventKind::Queue => {
                 if let Some(i) = func {
                     let st = &mut self.funcs[i];
                     st.queued += 1;
-                    if let Some(q) = w.workqueue {
-                        *st.workqueues.entry(q).or_insert(0) += 1;
+                    if let Some(q) = &w.workqueue {
+                        match st.workqueues.get_mut(q) {
+                            Some(n) => *n += 1,
+                            None => {
+                                st.workqueues.insert(q.clone(), 1);
+                            }
+                        }
                     }
                 }
                 self.pending.insert(w.work, Pending { ts: ev.ts, func });

@@ -13,7 +13,9 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Window};
-use stallscope_timeline::workers::{decode, FunctionStats, WorkEventKind, WorkFn, WorkerPools};
+use stallscope_timeline::workers::{
+    decode, FunctionStats, WorkEvent, WorkEventKind, WorkFn, WorkerPools,
+};
 
 use super::fmt::{dur, i};
 use crate::evidence::{keep, render, Kept};
@@ -162,28 +164,26 @@ struct WorkerFlood {
 }
 
 impl WorkerFlood {
-    fn keep_evidence(&mut self, ev: &Event, before: Option<(usize, u32)>) {
-        let EventKind::Generic(g) = &ev.kind else {
-            return;
-        };
-        let Some(w) = decode(g) else {
-            return; // counted by WorkerPools
-        };
-        let Some(f) = w.function else {
+    fn keep_evidence(&mut self, ev: &Event, w: &WorkEvent, before: Option<(usize, u32)>) {
+        let Some(f) = &w.function else {
             return; // activate/end without a function: nothing new to keep
         };
-        let Some(st) = self.pools.function(&f) else {
+        let Some(st) = self.pools.function(f) else {
             return;
         };
-        let k = self.kept.entry(f).or_default();
+        let (workers, peak) = (st.workers.len(), st.peak_executing);
+        let k = match self.kept.get_mut(f) {
+            Some(k) => k,
+            None => self.kept.entry(f.clone()).or_default(),
+        };
         match w.kind {
             WorkEventKind::Queue if k.queue.is_none() => k.queue = Some(keep(ev)),
             WorkEventKind::ExecuteStart => {
-                let (workers, peak) = before.unwrap_or((0, 0));
-                if st.workers.len() > workers && k.first_of_worker.len() < FIRST_WORKERS_KEPT {
+                let (workers_before, peak_before) = before.unwrap_or((0, 0));
+                if workers > workers_before && k.first_of_worker.len() < FIRST_WORKERS_KEPT {
                     k.first_of_worker.push(keep(ev));
                 }
-                if st.peak_executing > peak {
+                if peak > peak_before {
                     k.peak = Some(keep(ev));
                 }
             }
@@ -329,33 +329,38 @@ impl Detector for WorkerFlood {
 
     fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
         self.max_cpu = Some(self.max_cpu.map_or(ev.cpu, |c| c.max(ev.cpu)));
-        let is_work = matches!(&ev.kind, EventKind::Generic(g) if WorkEventKind::from_name(&g.name).is_some());
-        if !is_work {
-            if let EventKind::Switch(s) = &ev.kind {
-                // The first time a worker goes to sleep in the middle of an item.
+        match &ev.kind {
+            EventKind::Generic(g) if WorkEventKind::from_name(&g.name).is_some() => {
+                let w = decode(g);
+                // The function's worker count and peak before this event, to see what it
+                // changed.
+                let before = w.as_ref().and_then(|w| w.function.as_ref()).and_then(|f| {
+                    self.pools
+                        .function(f)
+                        .map(|st| (st.workers.len(), st.peak_executing))
+                });
+                self.pools.process_work(ev, w.as_ref());
+                if let Some(w) = &w {
+                    self.keep_evidence(ev, w, before);
+                }
+            }
+            EventKind::Switch(s) => {
+                // The first time a worker of a function goes to sleep in the middle of an item.
                 if !s.prev_state.is_runnable() {
                     if let Some(st) = self.pools.executing(s.prev.pid) {
-                        let k = self.kept.entry(st.function.clone()).or_default();
+                        let k = match self.kept.get_mut(&st.function) {
+                            Some(k) => k,
+                            None => self.kept.entry(st.function.clone()).or_default(),
+                        };
                         if k.first_sleep.is_none() {
                             k.first_sleep = Some(keep(ev));
                         }
                     }
                 }
+                self.pools.process(ev);
             }
-            self.pools.process(ev);
-            return;
+            _ => self.pools.process(ev),
         }
-        // The function's worker count and peak before this event, to see what it changed.
-        let before = match &ev.kind {
-            EventKind::Generic(g) => decode(g).and_then(|w| w.function).and_then(|f| {
-                self.pools
-                    .function(&f)
-                    .map(|st| (st.workers.len(), st.peak_executing))
-            }),
-            _ => None,
-        };
-        self.pools.process(ev);
-        self.keep_evidence(ev, before);
     }
 
     fn finish(mut self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
