@@ -6,6 +6,8 @@
 //!   record, so the binary's are shifted by that one amount;
 //! * `ftrace_blk_tracer_classic.txt` (the kernel `blk` tracer's `blk_classic` text of the
 //!   same run): absolute ns, no shift;
+//! * `ftrace_blk_tracer.txt` (the kernel `blk` tracer's default ftrace text of the same
+//!   run): µs times, which the kernel rounds (`ns2usecs` adds 500 ns);
 //! * blkparse run at test time on synthetic files holding every action (skipped with a
 //!   printed reason when blkparse is missing). blkparse prints pid 0 on message lines, so
 //!   message pids are set to 0 on the binary side before comparing.
@@ -76,4 +78,17 @@ fn blkparse_of_synthetic_files_equals_binary() {
     let base = bin[0].ts - events[0].ts;
     assert_eq!(dump_lines(&events, 0), dump_lines(&bin, base));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn kernel_blk_tracer_ftrace_text_equals_binary_at_us_precision() {
+    let dir = loop0_dir();
+    let (mut bin, _) = read_all(&dir);
+    for ev in &mut bin {
+        ev.ts = (ev.ts + 500) / 1000 * 1000;
+    }
+    assert_eq!(
+        text_dump(&dir.join("ftrace_blk_tracer.txt")),
+        dump_lines(&bin, 0)
+    );
 }

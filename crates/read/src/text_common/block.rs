@@ -292,6 +292,26 @@ pub(crate) fn tracepoint_event(name: &[u8], payload: &[u8]) -> Option<BlockEvent
     Some(ev)
 }
 
+/// The payload of a kernel `blk` tracer line in ftrace's default text, after the context
+/// columns: `  7,0    Q  WS 0 + 128 [dd]` (`"%3d,%-3d %2s %3s "` + the blkparse payload).
+/// `None` when it is not one (the caller counts the line); `S` and unknown actions too.
+pub(crate) fn blk_tracer_event(rest: &[u8]) -> Option<BlockEvent> {
+    let mut it = rest.split(|&b| b == b' ').filter(|t| !t.is_empty());
+    let dev = parse_dev(it.next()?)?;
+    let act = it.next()?;
+    let rwbs_tok = it.next()?;
+    let rwbs = Rwbs::parse(std::str::from_utf8(rwbs_tok).ok()?)?;
+    // The payload starts one space after the RWBS token.
+    let at = rwbs_tok.as_ptr() as usize - rest.as_ptr() as usize + rwbs_tok.len() + 1;
+    let payload = rest.get(at..).unwrap_or(&[]);
+    let payload = if act == b"m" {
+        payload
+    } else {
+        payload.trim_ascii()
+    };
+    blkparse_event(act, dev, rwbs, payload).ok()
+}
+
 /// True for the tracepoint names [`tracepoint_event`] decodes.
 pub(crate) fn is_block_tracepoint(name: &[u8]) -> bool {
     std::str::from_utf8(name)
@@ -366,6 +386,20 @@ mod tests {
         assert!(tracepoint_event(b"block_rq_issue", b"7,0 QQ () 1 + 8 [a]").is_none());
         assert!(tracepoint_event(b"block_unplug", b"[dd]").is_none());
         assert!(tracepoint_event(b"block_touch_buffer", b"7,0 sector=1 size=4096").is_none());
+    }
+
+    #[test]
+    fn kernel_blk_tracer_payloads() {
+        let ev = blk_tracer_event(b"  7,0    Q  WS 0 + 128 [dd]").unwrap();
+        assert_eq!(
+            (ev.action, ev.sector, ev.nr_sector),
+            (BlockAction::Queue, 0, 128)
+        );
+        let ev = blk_tracer_event(b"  7,0    U   N [dd] 1").unwrap();
+        assert_eq!(ev.nr_rq, Some(1));
+        let ev = blk_tracer_event(b"  7,0    C  FN 0 [0]").unwrap();
+        assert_eq!(ev.error, Some(0));
+        assert!(blk_tracer_event(b"sched_switch: prev_comm=a").is_none());
     }
 
     #[test]
