@@ -6,7 +6,9 @@
 //! Shares are integer basis points of the total weight (`49.30%` = 4930), rounded half up,
 //! so they compare directly with perf's 2-decimal percentages. `--format json` writes one
 //! document, schema `stallscope.profile/1`:
-//! `{schema, input, format, event, unit, total_weight, stacks, functions: [{name, kernel,
+//! `{schema, input, format, event, unit, total_weight, share_denominator (10000 for perf
+//! report text, else total_weight), totals_from_input, stacks,
+//! functions: [{name, kernel,
 //! self_weight, total_weight, self_bp, total_bp}], quality: {key: {severity, count,
 //! description, examples}}}`.
 
@@ -105,6 +107,32 @@ pub fn function_table(p: &Profile, sort: SortBy) -> Vec<FunctionShare> {
             total_weight: totalw[i],
         })
         .collect();
+    sort_rows(&mut rows, sort);
+    rows
+}
+
+/// Replaces the total weights by the input's own (perf report's Children column) and adds
+/// the symbols only that column names, then sorts again.
+pub fn apply_reported_totals(
+    rows: &mut Vec<FunctionShare>,
+    totals: &[(String, u64)],
+    sort: SortBy,
+) {
+    for (name, w) in totals {
+        match rows.iter_mut().find(|r| &r.name == name) {
+            Some(r) => r.total_weight = *w,
+            None => rows.push(FunctionShare {
+                name: name.clone(),
+                kernel: None,
+                self_weight: 0,
+                total_weight: *w,
+            }),
+        }
+    }
+    sort_rows(rows, sort);
+}
+
+fn sort_rows(rows: &mut [FunctionShare], sort: SortBy) {
     rows.sort_by(|a, b| {
         let key = |r: &FunctionShare| match sort {
             SortBy::Self_ => (r.self_weight, r.total_weight),
@@ -112,7 +140,6 @@ pub fn function_table(p: &Profile, sort: SortBy) -> Vec<FunctionShare> {
         };
         key(b).cmp(&key(a)).then_with(|| a.name.cmp(&b.name))
     });
-    rows
 }
 
 fn unit_text(u: &WeightUnit) -> String {
@@ -153,8 +180,16 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
         event: a.event.clone(),
     };
     let r = read_profile(&a.file, forced, &opts)?;
-    let rows = function_table(&r.profile, a.sort);
-    let total = r.profile.total_weight();
+    let mut rows = function_table(&r.profile, a.sort);
+    if let Some(totals) = &r.reported_totals {
+        apply_reported_totals(&mut rows, totals, a.sort);
+    }
+    // Shares are of the total weight; perf report text already counts in basis points of
+    // perf's own total, whose printed entries need not sum to exactly 100.00%.
+    let total = match r.profile.unit {
+        WeightUnit::BasisPoints => 10_000,
+        _ => r.profile.total_weight(),
+    };
     let shown = if a.top == 0 {
         rows.len()
     } else {
@@ -177,10 +212,16 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 out,
                 "  {} stacks, total weight {} ({})",
                 r.profile.stacks.len(),
-                total,
+                r.profile.total_weight(),
                 unit_text(&r.profile.unit)
             )?;
             write_quality_text(out, &r.quality)?;
+            if r.reported_totals.is_some() {
+                writeln!(
+                    out,
+                    "  Total = perf's Children column as printed in the input"
+                )?;
+            }
             writeln!(out, "{:>8}  {:>8}  Function", "Self", "Total")?;
             for row in &rows[..shown] {
                 writeln!(
@@ -236,7 +277,9 @@ fn write_json(
         "event": r.event,
         "kernel_release": r.kernel_release,
         "unit": unit,
-        "total_weight": total,
+        "total_weight": r.profile.total_weight(),
+        "share_denominator": total,
+        "totals_from_input": r.reported_totals.is_some(),
         "stacks": r.profile.stacks.len(),
         "functions": functions,
         "quality": serde_json::to_value(&r.quality)?,

@@ -106,6 +106,13 @@ fn children_view_self_column_and_branch_glyphs() {
     assert_eq!(r.quality.count("perf-report-bad-line"), 0);
     // `50.06% start_thread` → `--49.94%--worker`: 0.12% pruned below the threshold.
     assert!(r.quality.count("perf-report-pruned") >= 1);
+    // The Children column as printed: start_thread 50.06% + 49.55% (two comms).
+    let totals = r.reported_totals.as_ref().unwrap();
+    let t = |n: &str| totals.iter().find(|(s, _)| s == n).map(|&(_, w)| w);
+    assert_eq!(t("start_thread"), Some(5006 + 4955));
+    assert_eq!(t("leaf_compute"), Some(4981 + 4917));
+    assert_eq!(t("__folio_start_writeback"), Some(13));
+    assert!(report("report_stdio_no_children.txt").reported_totals.is_none());
 }
 
 #[test]

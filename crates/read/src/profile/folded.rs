@@ -247,6 +247,7 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         format: ProfileFormat::Folded,
         event: None,
         kernel_release: None,
+        reported_totals: None,
     })
 }
 

@@ -83,6 +83,10 @@ pub struct ProfileRead {
     pub event: Option<String>,
     /// Kernel release of the recording, when the input says.
     pub kernel_release: Option<String>,
+    /// Total ("children") weight per symbol as the input printed it, when it did
+    /// (`perf report --children`: the Children column summed over the entries of a symbol,
+    /// in basis points). Stacks rebuilt from a pruned report cannot give these exactly.
+    pub reported_totals: Option<Vec<(String, u64)>>,
 }
 
 /// How to name kernel frames.

@@ -40,6 +40,8 @@
 //!   one-frame stack.
 //! - children view: only `Self` is self weight; the graph paths *ending* at the entry symbol
 //!   are its callers (taken while they fit in `Self`); the rest of `Self` is a one-frame stack.
+//!   The Children column, summed per symbol, is kept as [`super::ProfileRead::reported_totals`]
+//!   (stacks rebuilt from pruned graphs cannot reproduce it).
 //! - `-g folded` lines (`COUNT frame;…`, caller first) give exact stacks: the unit is then
 //!   samples, and entries without such lines get `pct × # Samples`.
 //!
@@ -128,6 +130,8 @@ struct Node {
 struct Entry {
     line: u64,
     self_bp: u64,
+    /// The Children column (children view only).
+    children_bp: Option<u64>,
     symbol: String,
     kernel: Option<bool>,
     comm: Option<String>,
@@ -305,6 +309,10 @@ impl ReportParser<'_> {
         };
         let c = self.col(pct_col)?;
         let self_bp = parse_bp(cut(line, c.start, c.end))?;
+        let children_bp = match self.col("Children") {
+            Some(c) => Some(parse_bp(cut(line, c.start, c.end))?),
+            None => None,
+        };
         let sym_col = self.col("Symbol")?;
         let sym_text = cut(line, sym_col.start, sym_col.end);
         let (kernel, symbol) = match sym_text.get(..4) {
@@ -323,6 +331,7 @@ impl ReportParser<'_> {
         Some(Entry {
             line: line_no,
             self_bp,
+            children_bp,
             symbol: symbol.trim().to_string(),
             kernel,
             comm,
@@ -547,6 +556,17 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         p.profile.unit = WeightUnit::Samples;
     }
     let entries = std::mem::take(&mut p.entries);
+    let reported_totals = p.children_view.then(|| {
+        let mut totals: Vec<(String, u64)> = Vec::new();
+        for e in &entries {
+            let w = e.children_bp.unwrap_or(0);
+            match totals.iter_mut().find(|(n, _)| *n == e.symbol) {
+                Some(t) => t.1 += w,
+                None => totals.push((e.symbol.clone(), w)),
+            }
+        }
+        totals
+    });
     for e in entries {
         p.finish_entry(e, folded_mode);
     }
@@ -565,6 +585,7 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         format: ProfileFormat::PerfReport,
         event: p.event,
         kernel_release: None,
+        reported_totals,
     })
 }
 

@@ -266,6 +266,7 @@ pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<Profi
         format: ProfileFormat::PerfData,
         event,
         kernel_release: release,
+        reported_totals: None,
     })
 }
 

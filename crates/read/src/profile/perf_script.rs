@@ -347,6 +347,7 @@ pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRea
         format: ProfileFormat::PerfScript,
         event: sp.event,
         kernel_release: release,
+        reported_totals: None,
     })
 }
 
