@@ -217,15 +217,17 @@ fn side(files: &[MetricFile], dq: &mut DataQuality) -> (Vec<(String, String, Met
     (out, files.len())
 }
 
-/// Compares the metric files of two sides; `dq` gets the notes about how runs were counted.
+/// Compares the metric files of two sides; `dq` (base, new) get the notes about how each
+/// side's runs were counted.
 pub fn compare(
     base: &[MetricFile],
     new: &[MetricFile],
     alpha: f64,
-    dq: &mut DataQuality,
+    dq: [&mut DataQuality; 2],
 ) -> MetricsComparison {
-    let (b, base_runs) = side(base, dq);
-    let (mut n, new_runs) = side(new, dq);
+    let [bdq, ndq] = dq;
+    let (b, base_runs) = side(base, bdq);
+    let (mut n, new_runs) = side(new, ndq);
     let mut rows = Vec::new();
     for (name, unit, bs) in b {
         let ns = n
@@ -314,7 +316,7 @@ mod tests {
             .map(|&v| file(&[("a", v), ("b", 5.0 + (v - 1.0) / 100.0)]))
             .collect();
         let mut dq = DataQuality::default();
-        let c = compare(&base, &new, 0.05, &mut dq);
+        let c = compare(&base, &new, 0.05, [&mut dq, &mut DataQuality::default()]);
         assert_eq!((c.base_runs, c.new_runs), (5, 5));
         let a = &c.rows[0];
         let v = a.verdict.as_ref().unwrap();
@@ -339,7 +341,7 @@ mod tests {
         n.runs_in_file = Some(5);
         n.values[0].rel_se = Some(0.01);
         let mut dq = DataQuality::default();
-        let c = compare(&[b], &[n], 0.05, &mut dq);
+        let c = compare(&[b], &[n], 0.05, [&mut dq, &mut DataQuality::default()]);
         assert_eq!(c.base_runs, 5);
         let r = &c.rows[0];
         assert!(r.base.as_ref().unwrap().values.is_empty());
@@ -352,10 +354,10 @@ mod tests {
     #[test]
     fn one_run_or_one_side() {
         let mut dq = DataQuality::default();
-        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("b", 1.0)])], 0.05, &mut dq);
+        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("b", 1.0)])], 0.05, [&mut dq, &mut DataQuality::default()]);
         assert_eq!(c.rows.len(), 2);
         assert!(c.rows.iter().all(|r| r.verdict.is_none()));
-        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("a", 2.0)])], 0.05, &mut dq);
+        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("a", 2.0)])], 0.05, [&mut dq, &mut DataQuality::default()]);
         assert_eq!(c.rows[0].untested.as_deref(), Some("fewer than 2 runs on a side"));
         assert_eq!(c.rows[0].change_pct, Some(100.0));
     }

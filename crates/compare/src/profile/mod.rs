@@ -7,15 +7,14 @@
 //! (self and children), Holm-adjusted over the functions of the table:
 //!
 //! * both sides ≥ 2 runs: Welch's t on the per-run shares;
-//! * one run per side and weights that count samples: the two-proportion z-test on the
-//!   sample counts (each sample is one draw: is it in this function?);
-//! * otherwise (a single period-weighted profile per side): no test, the row says why.
+//! * one run per side whose stacks are single samples (weights that count samples, or one
+//!   timestamped sample per stack, as perf.data and `perf script` give): the two-proportion
+//!   z-test on the sample counts (each sample is one draw: is it in this function?);
+//! * otherwise (e.g. one `perf report` text per side, which has only percentages): no test.
 //!
 //! Rows: functions whose self or children share reaches [`MIN_SHARE`] on either side.
 //! [`ProfileComparison::rises`] and [`ProfileComparison::falls`] list the largest changes
 //! of the self share (then children share) in percentage points.
-
-pub mod folded;
 
 use std::collections::HashMap;
 
@@ -94,6 +93,23 @@ struct SideWeights {
     by_name: HashMap<String, Vec<(u64, u64)>>,
 }
 
+/// The profile with every stack weighing one sample, when its stacks are single samples
+/// (weights that count samples, or one timestamped sample per stack); `None` otherwise.
+fn as_sample_counts(p: &Profile) -> Option<Profile> {
+    if p.unit == WeightUnit::Samples {
+        return Some(p.clone());
+    }
+    if p.stacks.iter().all(|s| s.ts.is_some()) {
+        let mut c = p.clone();
+        c.unit = WeightUnit::Samples;
+        for s in &mut c.stacks {
+            s.weight = 1;
+        }
+        return Some(c);
+    }
+    None
+}
+
 fn side_weights(runs: &[Profile]) -> SideWeights {
     let mut by_name: HashMap<String, Vec<(u64, u64)>> = HashMap::new();
     let mut totals = Vec::with_capacity(runs.len());
@@ -143,21 +159,31 @@ fn share_side(totals: &[u64], per_run: Option<&Vec<(u64, u64)>>) -> (ShareSide, 
 pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparison {
     let b = side_weights(base);
     let n = side_weights(new);
-    let counts = base
-        .iter()
-        .chain(new)
-        .all(|p| p.unit == WeightUnit::Samples);
+    // sample counts for the two-proportion test (single profile per side)
+    let counts = match (base, new) {
+        ([pb], [pn]) => as_sample_counts(pb)
+            .zip(as_sample_counts(pn))
+            .map(|(cb, cn)| (side_weights(&[cb]), side_weights(&[cn]))),
+        _ => None,
+    };
     let test = if base.len() >= 2 && new.len() >= 2 {
         "welch-t"
-    } else if base.len() == 1 && new.len() == 1 && counts {
+    } else if counts.is_some() {
         "two-proportion-z"
     } else {
         "none"
     };
+    let count_of = |side: Option<&SideWeights>, name: &str| -> (u64, u64) {
+        side.and_then(|s| s.by_name.get(name))
+            .and_then(|v| v.first().copied())
+            .unwrap_or((0, 0))
+    };
     let mut names: Vec<&String> = b.by_name.keys().chain(n.by_name.keys()).collect();
     names.sort();
     names.dedup();
-    let (bt, nt): (u64, u64) = (b.totals.iter().sum(), n.totals.iter().sum());
+    let (bt, nt): (u64, u64) = counts
+        .as_ref()
+        .map_or((0, 0), |(cb, cn)| (cb.totals.iter().sum(), cn.totals.iter().sum()));
     let mut rows = Vec::new();
     for name in names {
         let (bs, b_self, b_kids) = share_side(&b.totals, b.by_name.get(name));
@@ -170,6 +196,8 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
         if biggest < MIN_SHARE {
             continue; // below the row threshold (documented above)
         }
+        let bc = count_of(counts.as_ref().map(|c| &c.0), name);
+        let nc = count_of(counts.as_ref().map(|c| &c.1), name);
         let verdict = |bv: &[f64], nv: &[f64], bw: u64, nw: u64| -> Option<Verdict> {
             match test {
                 "welch-t" => stats::welch(&Summary::of(bv), &Summary::of(nv)).map(|w| {
@@ -188,8 +216,8 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
             self_change_pct: change_pct(bs.self_share, ns.self_share),
             children_change_pp: (ns.children_share - bs.children_share) * 100.0,
             children_change_pct: change_pct(bs.children_share, ns.children_share),
-            self_verdict: verdict(&b_self, &n_self, bs.self_weight, ns.self_weight),
-            children_verdict: verdict(&b_kids, &n_kids, bs.children_weight, ns.children_weight),
+            self_verdict: verdict(&b_self, &n_self, bc.0, nc.0),
+            children_verdict: verdict(&b_kids, &n_kids, bc.1, nc.1),
             base: bs,
             new: ns,
         });

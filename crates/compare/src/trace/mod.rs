@@ -1,0 +1,472 @@
+//! Trace comparison: wakeup latency per comm and per task, context-switch and migration
+//! rates, and per-detector finding counts. Each file on a side is one run ([`summary`]).
+//!
+//! * **Latency rows** (per comm, and per (comm, pid)): the wakeup latencies of all runs of a
+//!   side are pooled; count, p50, p99 (nearest rank), max, mean; the Mann-Whitney U test of
+//!   base against new (each wakeup one observation) and a bootstrap 1 − α interval of the
+//!   difference of the medians, in ns. Rows with fewer than [`MIN_TESTED`] wakeups on a side
+//!   are listed untested. Holm's adjustment runs over the comm table and, separately, over
+//!   the task table.
+//! * **Rate rows**: switches/s and migrations/s per comm and for all tasks (`(all)`), one value
+//!   per run (count / trace duration); Welch's t over the runs when both sides have ≥ 2
+//!   runs, otherwise no test (a single trace gives one rate, not a distribution).
+//! * **Detector rows**: findings per run of each detector; Welch's t on the counts when both
+//!   sides have ≥ 2 runs.
+//!
+//! Wakeups of one trace are not fully independent (a task's waits follow each other), so the
+//! rank test's p-value is optimistic for strongly autocorrelated latencies; comparing two
+//! runs of the same configuration is the check that calibrates it (see docs/compare.md).
+
+pub mod summary;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use stallscope::model::{FindingSeverity, Tid};
+
+use crate::stats::{self, change_pct, percentile_sorted, Statistic, Summary, Verdict};
+pub use summary::{summarize, TraceRun};
+
+/// Fewest wakeups per side for a latency row to be tested.
+pub const MIN_TESTED: usize = 5;
+
+/// One side of a latency row.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct LatencySide {
+    /// Runs in which the comm/task had wakeups.
+    pub runs: usize,
+    /// Wakeups.
+    pub count: usize,
+    /// Median.
+    pub p50_ns: Option<u64>,
+    /// 99th percentile.
+    pub p99_ns: Option<u64>,
+    /// Maximum.
+    pub max_ns: Option<u64>,
+    /// Mean (integer ns).
+    pub mean_ns: Option<u64>,
+}
+
+/// A latency row.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyRow {
+    /// Task name.
+    pub comm: String,
+    /// Task id (task rows only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<Tid>,
+    /// Base side.
+    pub base: LatencySide,
+    /// New side.
+    pub new: LatencySide,
+    /// `%change` of p50.
+    pub p50_change_pct: Option<f64>,
+    /// `%change` of p99.
+    pub p99_change_pct: Option<f64>,
+    /// `up` (new latencies tend to be larger), `down`, or `none`.
+    pub direction: &'static str,
+    /// P(new latency > base latency), ties half (0.5 = no shift).
+    pub p_new_greater: Option<f64>,
+    /// Bootstrap interval of median(new) − median(base), ns.
+    pub median_diff_ci_ns: Option<[i64; 2]>,
+    /// Mann-Whitney U verdict.
+    pub verdict: Option<Verdict>,
+    /// Why there is no test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
+}
+
+/// One side of a rate row.
+#[derive(Clone, Debug, Serialize)]
+pub struct RateSide {
+    /// Per-run rates, per second.
+    pub per_run: Vec<f64>,
+    /// Mean rate.
+    pub mean: f64,
+    /// stddev% over the runs.
+    pub stddev_pct: f64,
+    /// Events over all runs.
+    pub total: u64,
+}
+
+/// A rate row.
+#[derive(Clone, Debug, Serialize)]
+pub struct RateRow {
+    /// `switches` or `migrations`.
+    pub what: &'static str,
+    /// Comm, or `(all)`.
+    pub comm: String,
+    /// Base side.
+    pub base: RateSide,
+    /// New side.
+    pub new: RateSide,
+    /// `%change` of the mean rates.
+    pub change_pct: Option<f64>,
+    /// Welch's t over the runs.
+    pub verdict: Option<Verdict>,
+    /// Why there is no test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
+}
+
+/// A detector row.
+#[derive(Clone, Debug, Serialize)]
+pub struct DetectorRow {
+    /// Detector id.
+    pub detector: String,
+    /// Findings per base run (`null` where it was skipped).
+    pub base_findings: Vec<Option<usize>>,
+    /// Findings per new run.
+    pub new_findings: Vec<Option<usize>>,
+    /// Highest severity on the base side.
+    pub base_max_severity: Option<FindingSeverity>,
+    /// Highest severity on the new side.
+    pub new_max_severity: Option<FindingSeverity>,
+    /// A few base finding titles.
+    pub base_titles: Vec<String>,
+    /// A few new finding titles.
+    pub new_titles: Vec<String>,
+    /// Welch's t on the per-run counts.
+    pub verdict: Option<Verdict>,
+    /// Why there is no test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
+}
+
+/// The trace comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct TraceComparison {
+    /// Runs on the base side.
+    pub base_runs: usize,
+    /// Runs on the new side.
+    pub new_runs: usize,
+    /// Duration of each base trace.
+    pub base_durations_ns: Vec<u64>,
+    /// Duration of each new trace.
+    pub new_durations_ns: Vec<u64>,
+    /// Wakeup latency per comm (tested rows by adjusted p, then untested by name).
+    pub comms: Vec<LatencyRow>,
+    /// Wakeup latency per task.
+    pub tasks: Vec<LatencyRow>,
+    /// Switch and migration rates.
+    pub rates: Vec<RateRow>,
+    /// Findings per detector.
+    pub detectors: Vec<DetectorRow>,
+}
+
+fn latency_side(samples: &mut [u64], runs: usize) -> LatencySide {
+    samples.sort_unstable();
+    let count = samples.len();
+    LatencySide {
+        runs,
+        count,
+        p50_ns: percentile_sorted(samples, 0.5),
+        p99_ns: percentile_sorted(samples, 0.99),
+        max_ns: samples.last().copied(),
+        mean_ns: (count > 0)
+            .then(|| (samples.iter().map(|&v| u128::from(v)).sum::<u128>() / count as u128) as u64),
+    }
+}
+
+fn latency_row(
+    comm: String,
+    pid: Option<Tid>,
+    base: (Vec<u64>, usize),
+    new: (Vec<u64>, usize),
+    alpha: f64,
+) -> LatencyRow {
+    let (mut b, b_runs) = base;
+    let (mut n, n_runs) = new;
+    let bs = latency_side(&mut b, b_runs);
+    let ns = latency_side(&mut n, n_runs);
+    let pct = |x: Option<u64>, y: Option<u64>| match (x, y) {
+        (Some(x), Some(y)) => change_pct(x as f64, y as f64),
+        _ => None,
+    };
+    let mut row = LatencyRow {
+        comm,
+        pid,
+        p50_change_pct: pct(bs.p50_ns, ns.p50_ns),
+        p99_change_pct: pct(bs.p99_ns, ns.p99_ns),
+        base: bs,
+        new: ns,
+        direction: "none",
+        p_new_greater: None,
+        median_diff_ci_ns: None,
+        verdict: None,
+        untested: None,
+    };
+    if b.len() < MIN_TESTED || n.len() < MIN_TESTED {
+        row.untested = Some(format!("fewer than {MIN_TESTED} wakeups on a side"));
+        return row;
+    }
+    let bf: Vec<f64> = b.iter().map(|&v| v as f64).collect();
+    let nf: Vec<f64> = n.iter().map(|&v| v as f64).collect();
+    if let Some(mw) = stats::mann_whitney(&bf, &nf) {
+        row.p_new_greater = Some(mw.p_new_greater);
+        let mut v = Verdict::new("mann-whitney-u", mw.u_base, mw.p);
+        v.method = Some(mw.method);
+        row.verdict = Some(v);
+    }
+    row.median_diff_ci_ns = stats::difference_interval(&bf, &nf, Statistic::Median, alpha)
+        .map(|ci| [ci.low.round() as i64, ci.high.round() as i64]);
+    row
+}
+
+fn finish_latency_rows(rows: &mut Vec<LatencyRow>, alpha: f64) {
+    stats::adjust(rows.iter_mut().filter_map(|r| r.verdict.as_mut()), alpha);
+    for r in rows.iter_mut() {
+        if let (Some(v), Some(g)) = (&r.verdict, r.p_new_greater) {
+            if v.significant {
+                r.direction = if g > 0.5 { "up" } else { "down" };
+            }
+        }
+    }
+    rows.sort_by(|x, y| {
+        let key = |r: &LatencyRow| r.verdict.as_ref().map_or(2.0, |v| v.p_adjusted);
+        key(x)
+            .total_cmp(&key(y))
+            .then_with(|| y.base.count.max(y.new.count).cmp(&x.base.count.max(x.new.count)))
+            .then_with(|| x.comm.cmp(&y.comm))
+            .then_with(|| x.pid.cmp(&y.pid))
+    });
+}
+
+/// Pools the latencies of each key over the runs: (samples, runs that had any).
+fn pool<K: Ord + Clone>(
+    runs: &[TraceRun],
+    key: impl Fn(&(String, Tid)) -> K,
+) -> BTreeMap<K, (Vec<u64>, usize)> {
+    let mut out: BTreeMap<K, (Vec<u64>, usize)> = BTreeMap::new();
+    for run in runs {
+        let mut seen: BTreeMap<K, ()> = BTreeMap::new();
+        for (k, t) in &run.tasks {
+            if t.latencies_ns.is_empty() {
+                continue; // tasks without wakeups have no latency sample
+            }
+            let k = key(k);
+            let slot = out.entry(k.clone()).or_default();
+            slot.0.extend_from_slice(&t.latencies_ns);
+            if seen.insert(k, ()).is_none() {
+                slot.1 += 1;
+            }
+        }
+    }
+    out
+}
+
+fn latency_rows<K: Ord + Clone>(
+    base: &[TraceRun],
+    new: &[TraceRun],
+    key: impl Fn(&(String, Tid)) -> K + Copy,
+    label: impl Fn(&K) -> (String, Option<Tid>),
+    alpha: f64,
+) -> Vec<LatencyRow> {
+    let mut b = pool(base, key);
+    let mut n = pool(new, key);
+    let keys: Vec<K> = {
+        let mut k: Vec<K> = b.keys().chain(n.keys()).cloned().collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    let mut rows: Vec<LatencyRow> = keys
+        .into_iter()
+        .map(|k| {
+            let (comm, pid) = label(&k);
+            latency_row(
+                comm,
+                pid,
+                b.remove(&k).unwrap_or_default(),
+                n.remove(&k).unwrap_or_default(),
+                alpha,
+            )
+        })
+        .collect();
+    finish_latency_rows(&mut rows, alpha);
+    rows
+}
+
+fn rate_side(runs: &[TraceRun], count: impl Fn(&TraceRun) -> u64) -> RateSide {
+    let per_run: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            if r.duration_ns == 0 {
+                0.0
+            } else {
+                count(r) as f64 * 1e9 / r.duration_ns as f64
+            }
+        })
+        .collect();
+    let s = Summary::of(&per_run);
+    RateSide {
+        mean: s.mean,
+        stddev_pct: s.stddev_pct(),
+        total: runs.iter().map(&count).sum(),
+        per_run,
+    }
+}
+
+fn welch_verdict(b: &[f64], n: &[f64]) -> (Option<Verdict>, Option<String>) {
+    if b.len() < 2 || n.len() < 2 {
+        return (None, Some("fewer than 2 runs on a side".to_string()));
+    }
+    match stats::welch(&Summary::of(b), &Summary::of(n)) {
+        Some(w) => {
+            let mut v = Verdict::new("welch-t", w.t, w.p);
+            v.df = Some(w.df);
+            (Some(v), None)
+        }
+        None => (None, Some("no variance on either side".to_string())),
+    }
+}
+
+fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
+    let mut comms: Vec<String> = base
+        .iter()
+        .chain(new)
+        .flat_map(|r| r.tasks.keys().map(|(c, _)| c.clone()))
+        .collect();
+    comms.sort();
+    comms.dedup();
+    let mut rows = Vec::new();
+    for what in ["switches", "migrations"] {
+        let pick = |t: &summary::TaskRun| if what == "switches" { t.switches } else { t.migrations };
+        let mut push = |comm: String, count: &dyn Fn(&TraceRun) -> u64| {
+            let b = rate_side(base, count);
+            let n = rate_side(new, count);
+            if b.total == 0 && n.total == 0 {
+                return; // nothing of this kind for this comm on either side: no row
+            }
+            let (verdict, untested) = welch_verdict(&b.per_run, &n.per_run);
+            rows.push(RateRow {
+                what,
+                comm,
+                change_pct: change_pct(b.mean, n.mean),
+                base: b,
+                new: n,
+                verdict,
+                untested,
+            });
+        };
+        push("(all)".to_string(), &|r: &TraceRun| r.tasks.values().map(pick).sum());
+        for c in &comms {
+            push(c.clone(), &|r: &TraceRun| {
+                r.tasks
+                    .iter()
+                    .filter(|((name, _), _)| name == c)
+                    .map(|(_, t)| pick(t))
+                    .sum()
+            });
+        }
+    }
+    stats::adjust(rows.iter_mut().filter_map(|r| r.verdict.as_mut()), alpha);
+    rows
+}
+
+fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<DetectorRow> {
+    let mut ids: Vec<&String> = base.iter().chain(new).flat_map(|r| r.detectors.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut rows: Vec<DetectorRow> = ids
+        .into_iter()
+        .map(|id| {
+            let counts = |runs: &[TraceRun]| -> Vec<Option<usize>> {
+                runs.iter()
+                    .map(|r| r.detectors.get(id).filter(|d| d.ran).map(|d| d.findings))
+                    .collect()
+            };
+            let sev = |runs: &[TraceRun]| runs.iter().filter_map(|r| r.detectors.get(id)?.max_severity).max();
+            let titles = |runs: &[TraceRun]| -> Vec<String> {
+                runs.iter()
+                    .flat_map(|r| r.detectors.get(id).map(|d| d.titles.clone()).unwrap_or_default())
+                    .take(3)
+                    .collect()
+            };
+            let (bc, nc) = (counts(base), counts(new));
+            let as_f = |v: &[Option<usize>]| -> Vec<f64> { v.iter().flatten().map(|&c| c as f64).collect() };
+            let (verdict, untested) = welch_verdict(&as_f(&bc), &as_f(&nc));
+            DetectorRow {
+                detector: id.clone(),
+                base_findings: bc,
+                new_findings: nc,
+                base_max_severity: sev(base),
+                new_max_severity: sev(new),
+                base_titles: titles(base),
+                new_titles: titles(new),
+                verdict,
+                untested,
+            }
+        })
+        .collect();
+    stats::adjust(rows.iter_mut().filter_map(|r| r.verdict.as_mut()), alpha);
+    rows
+}
+
+/// Compares summarized traces.
+pub fn compare(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> TraceComparison {
+    TraceComparison {
+        base_runs: base.len(),
+        new_runs: new.len(),
+        base_durations_ns: base.iter().map(|r| r.duration_ns).collect(),
+        new_durations_ns: new.iter().map(|r| r.duration_ns).collect(),
+        comms: latency_rows(base, new, |(c, _)| c.clone(), |c| (c.clone(), None), alpha),
+        tasks: latency_rows(
+            base,
+            new,
+            |(c, t)| (c.clone(), *t),
+            |(c, t)| (c.clone(), Some(*t)),
+            alpha,
+        ),
+        rates: rate_rows(base, new, alpha),
+        detectors: detector_rows(base, new, alpha),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use summary::TaskRun;
+
+    fn run(tasks: &[(&str, Tid, Vec<u64>, u64)]) -> TraceRun {
+        let mut r = TraceRun {
+            duration_ns: 1_000_000_000,
+            ..TraceRun::default()
+        };
+        for (c, t, lat, sw) in tasks {
+            r.tasks.insert(
+                (c.to_string(), *t),
+                TaskRun {
+                    latencies_ns: lat.clone(),
+                    switches: *sw,
+                    migrations: 0,
+                },
+            );
+        }
+        r
+    }
+
+    #[test]
+    fn shifted_comm_is_up_and_same_is_not() {
+        let slow: Vec<u64> = (0..200).map(|i| 1_000_000 + (i * 7919 % 500) * 1000).collect();
+        let fast: Vec<u64> = (0..200).map(|i| 10_000 + (i * 7919 % 500) * 10).collect();
+        let base = [run(&[("victim", 10, fast.clone(), 200), ("other", 11, fast.clone(), 5)])];
+        let new = [run(&[("victim", 12, slow, 200), ("other", 13, fast.clone(), 5)])];
+        let c = compare(&base, &new, 0.05);
+        let v = &c.comms[0];
+        assert_eq!(v.comm, "victim");
+        assert_eq!(v.direction, "up");
+        assert!(v.verdict.as_ref().unwrap().p < 1e-10);
+        let ci = v.median_diff_ci_ns.unwrap();
+        assert!(ci[0] > 0, "{ci:?}");
+        let o = c.comms.iter().find(|r| r.comm == "other").unwrap();
+        assert_eq!(o.direction, "none");
+        assert!(!o.verdict.as_ref().unwrap().significant);
+        // task rows: different pids on the two sides, so untested
+        assert!(c.tasks.iter().all(|r| r.verdict.is_none()));
+        // one run per side: rates are untested
+        assert!(c.rates.iter().all(|r| r.verdict.is_none()));
+        assert_eq!(c.rates[0].comm, "(all)");
+        assert_eq!(c.rates[0].base.total, 205);
+    }
+}
