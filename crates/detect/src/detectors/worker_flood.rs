@@ -12,12 +12,14 @@
 //! CPU number seen plus one.
 
 use rustc_hash::FxHashMap;
-use stallscope_model::{Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Window};
+use stallscope_model::{
+    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Profile, Tid, Window,
+};
 use stallscope_timeline::workers::{
     decode, FunctionStats, WorkEvent, WorkEventKind, WorkFn, WorkerPools,
 };
 
-use super::fmt::{dur, i};
+use super::fmt::{dur, i, permille, ratio_permille};
 use crate::evidence::{keep, render, Kept};
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
@@ -63,6 +65,7 @@ pub static INFO: DetectorInfo = DetectorInfo {
         "sched_switch",
         "sched_waking",
         "sched_wakeup",
+        crate::PROFILE_NEED,
     ],
     record_command: "stallscope record --events sched,workqueue --kallsyms -o trace.dat -- COMMAND",
     params: &PARAMS,
@@ -90,6 +93,11 @@ or its peak executing exceed `workers_per_cpu` (default 4) × the CPU count. The
 the function (symbolized from the trace's kallsyms: `stallscope record --kallsyms`, or as
 text inputs print it), its workqueue, CPUs, the worker count, the peaks, the latency and the
 cost, and lists the busiest workers (at most `max_tasks`, default 8; role `worker`).
+When the analysis also has a CPU profile with task ids (perf.data samples with `-g`, or
+`perf script` text), the hint names the functions the flagged workers were sampled in
+(their leaf functions, top three with shares; measures `profile_worker_weight` and
+`profile_top_leaf_permille`), so a flood of workers spinning on one lock points to the
+`lock-spinning` finding that names the lock path.
 
 ## Why it matters
 A per-CPU worker pool runs one work item at a time per CPU; when the item sleeps (a lock, a
@@ -138,6 +146,7 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
         pools: WorkerPools::new(),
         kept: FxHashMap::default(),
         max_cpu: None,
+        samples: FxHashMap::default(),
     })
 }
 
@@ -161,7 +170,18 @@ struct WorkerFlood {
     pools: WorkerPools,
     kept: FxHashMap<WorkFn, KeptEvents>,
     max_cpu: Option<Cpu>,
+    samples: FxHashMap<Tid, WorkerSamples>,
 }
+
+/// A kworker's CPU-profile weight (all profiles fed), by sampled (leaf) function.
+#[derive(Default)]
+struct WorkerSamples {
+    total: u64,
+    by_leaf: FxHashMap<Box<str>, u64>,
+}
+
+/// Leaf functions named in the profile note of a finding.
+const TOP_LEAVES: usize = 3;
 
 impl WorkerFlood {
     fn keep_evidence(&mut self, ev: &Event, w: &WorkEvent, before: Option<(usize, u32)>) {
@@ -189,6 +209,39 @@ impl WorkerFlood {
             }
             _ => {}
         }
+    }
+
+    /// The CPU profile of `st`'s workers, when one was fed: (their total weight, the top
+    /// leaf's share in permille, a sentence naming the top leaves).
+    fn profile_note(&self, st: &FunctionStats) -> Option<(u64, u64, String)> {
+        let mut total = 0u64;
+        let mut by_leaf: FxHashMap<&str, u64> = FxHashMap::default();
+        for pid in st.workers.keys() {
+            let Some(w) = self.samples.get(pid) else {
+                continue; // a worker without samples adds nothing
+            };
+            total += w.total;
+            for (leaf, n) in &w.by_leaf {
+                *by_leaf.entry(leaf).or_insert(0) += n;
+            }
+        }
+        if total == 0 {
+            return None;
+        }
+        let mut leaves: Vec<(&str, u64)> = by_leaf.into_iter().collect();
+        leaves.sort_by_key(|&(name, n)| (std::cmp::Reverse(n), name));
+        let top: Vec<String> = leaves
+            .iter()
+            .take(TOP_LEAVES)
+            .map(|(name, n)| format!("{name} {}", permille(ratio_permille(*n, total))))
+            .collect();
+        let top_permille = leaves.first().map_or(0, |(_, n)| ratio_permille(*n, total));
+        let note = format!(
+            "CPU profile: the workers' samples (weight {total}) are mostly in {}; when these are lock functions \
+             (osq_lock, *_spin_lock_slowpath, rwsem_spin_on_owner, …) the lock-spinning finding names the lock path.",
+            top.join(", ")
+        );
+        Some((total, top_permille, note))
     }
 
     fn finding(&self, st: &FunctionStats, ncpu: u64, cx: &Context<'_>) -> Option<Finding> {
@@ -297,7 +350,12 @@ impl WorkerFlood {
             ev.extend(k.peak.iter());
             ev.extend(k.first_sleep.iter());
         }
-        let hint = format!(
+        let profile = self.profile_note(st);
+        if let Some((weight, top_permille, _)) = &profile {
+            measures.insert("profile_worker_weight".into(), i(*weight));
+            measures.insert("profile_top_leaf_permille".into(), i(*top_permille));
+        }
+        let mut hint = format!(
             "Count the workers yourself: `trace-cmd report -F workqueue_execute_start | grep -w {}` and the distinct kworker pids. \
              Look at where they sleep (`cat /proc/<pid>/stack` of a few kworkers during the load, or sched_switch prev_state=D \
              with -g). Work that sleeps in every item makes the per-CPU pool wake another worker each time; remove the reason it \
@@ -305,6 +363,10 @@ impl WorkerFlood {
              items in parallel. With a CPU profile of the same window, run lock-spinning too.",
             st.function
         );
+        if let Some((_, _, note)) = profile {
+            hint.push(' ');
+            hint.push_str(&note);
+        }
         Some(Finding {
             detector: INFO.id.into(),
             severity,
@@ -360,6 +422,26 @@ impl Detector for WorkerFlood {
                 self.pools.process(ev);
             }
             _ => self.pools.process(ev),
+        }
+    }
+
+    fn on_profile(&mut self, p: &Profile, _cx: &Context<'_>) {
+        for s in &p.stacks {
+            let (Some(pid), Some(comm), Some(&leaf)) = (s.pid, s.comm, s.frames.first()) else {
+                continue; // a stack without task or frames cannot belong to a known worker
+            };
+            if !comm.as_str().starts_with("kworker") {
+                continue; // only kworkers run work items
+            }
+            let w = self.samples.entry(pid).or_default();
+            w.total += s.weight;
+            let name = p.symbol(leaf);
+            match w.by_leaf.get_mut(name) {
+                Some(n) => *n += s.weight,
+                None => {
+                    w.by_leaf.insert(name.into(), s.weight);
+                }
+            }
         }
     }
 

@@ -136,3 +136,58 @@ fn severity_and_cpu_count_from_system_context() {
     );
     assert!(f.is_empty(), "{f:#?}");
 }
+
+#[test]
+fn profile_of_the_workers_is_named_in_the_hint() {
+    use stallscope_model::{Comm, Profile, TraceMeta, WeightUnit, WeightedStack};
+
+    let mut p = Profile::new(WeightUnit::Samples);
+    let osq = p.intern("osq_lock", Some(true));
+    let down = p.intern("down_write", Some(true));
+    let fio = p.intern("io_submit_one", Some(true));
+    for (pid, comm, frames, weight) in [
+        (100, "kworker/0:1", vec![osq, down], 30),
+        (101, "kworker/0:2", vec![down], 10),
+        (999, "kworker/9:9", vec![fio], 500), // not a worker of the function
+        (100, "fio", vec![fio], 500),         // not a kworker name: ignored
+    ] {
+        p.stacks.push(WeightedStack {
+            frames,
+            weight,
+            comm: Some(Comm::new(comm)),
+            pid: Some(pid),
+            ..WeightedStack::default()
+        });
+    }
+    let e = crate::registry::find("worker-flood").expect("registered");
+    let mut params = crate::Params::defaults(e.info.params);
+    params
+        .set(e.info.params, "min_executions", "10")
+        .expect("param");
+    let meta = TraceMeta {
+        path: "synthetic.txt".into(),
+        ..TraceMeta::default()
+    };
+    let mut engine = crate::Engine::new(vec![(e.make)(&params)], &[&meta]);
+    engine.process_profile(&p);
+    for ev in &flood(5, 6).events {
+        engine.process(ev);
+    }
+    let out = engine.finish();
+    let f = out
+        .outcomes
+        .into_iter()
+        .next()
+        .expect("one")
+        .result
+        .expect("ran");
+    assert_eq!(f.len(), 1);
+    assert_eq!(f[0].measures["profile_worker_weight"], 40);
+    assert_eq!(f[0].measures["profile_top_leaf_permille"], 750);
+    assert!(
+        f[0].hint
+            .contains("mostly in osq_lock 75.0%, down_write 25.0%"),
+        "{}",
+        f[0].hint
+    );
+}
