@@ -363,6 +363,12 @@ impl WorkerFlood {
              items in parallel. With a CPU profile of the same window, run lock-spinning too.",
             st.function
         );
+        if let WorkFn::Addr(a) = st.function {
+            hint.push_str(&format!(
+                " The trace carries no kernel symbols: `grep -i {a:x} /proc/kallsyms` on the recording host names the function \
+                 (`stallscope record --kallsyms` stores them in the file)."
+            ));
+        }
         if let Some((_, _, note)) = profile {
             hint.push(' ');
             hint.push_str(&note);

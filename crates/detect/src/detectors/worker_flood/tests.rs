@@ -191,3 +191,14 @@ fn profile_of_the_workers_is_named_in_the_hint() {
         f[0].hint
     );
 }
+
+#[test]
+fn unsymbolized_function_hint_says_how_to_name_it() {
+    let f = run("worker-flood", &[("min_executions", "10")], &flood(5, 6));
+    assert!(
+        f[0].hint
+            .contains("grep -i ffffffff81500000 /proc/kallsyms"),
+        "{}",
+        f[0].hint
+    );
+}
