@@ -58,7 +58,8 @@
 //! [`FunctionStats::executions_without_queue`] counts them. A worker is identified by its
 //! pid; a pid reused by a later worker counts once.
 //!
-//! Memory: one entry per work function, per worker, and per pending work item.
+//! Memory: one entry per work function, per worker, and per pending work item (an item that
+//! is queued and then cancelled stays pending until its work struct is queued again).
 
 use std::collections::BTreeMap;
 use std::fmt;
