@@ -4,10 +4,10 @@
 //! Two ways a profile arrives:
 //!
 //! ```text
-//! perf.data / perf script text  ── event pass ──► Collector::push(ev) for every event:
-//!     samples of a CPU-time event (cpu-clock, task-clock, cycles, instructions, …) with a
-//!     callchain or ip become stacks (the read crate's SampleProfiler); sched events pass by
-//!     without cost. No second read of the file.
+//! perf.data  ── event pass ──► Collector::push(ev) for every event: samples of a CPU-time
+//!     event (cpu-clock, task-clock, cycles, instructions, …) and task names are kept, and
+//!     become stacks at the end (the read crate's SampleProfiler; the kernel symbol table is
+//!     loaded only then); sched events pass by at the cost of one comparison. No second read.
 //! perf script text with call stacks ──► read_text_profiles() reads it as a profile (its
 //!     symbol names are kept; the event pass only sees addresses), the Collector skips it.
 //! folded stacks / perf report text ──► read_text_profiles(): these are profiles only, and
@@ -21,7 +21,7 @@
 
 use stallscope_detect::{Engine, PROFILE_NEED};
 use stallscope_model::{
-    DataQuality, EventKind, Profile, ReportInput, Severity, SkippedDetector, TraceMeta, Ts,
+    DataQuality, Event, EventKind, Profile, ReportInput, Severity, SkippedDetector, TraceMeta, Ts,
 };
 use stallscope_read::profile::perf_samples::SampleProfiler;
 use stallscope_read::profile::{
@@ -147,53 +147,34 @@ impl ProfileInputs {
     }
 }
 
-/// The kernel symbol table for the samples of the event pass (chosen from the first input's
-/// kernel release, see [`kernel_symbols_for`]); why there is none goes to `quality`.
-pub fn kernel_table(
-    symbols: &KernelSymbolSource,
-    metas: &[&TraceMeta],
-    quality: &mut DataQuality,
-) -> Result<Option<Kallsyms>, ReadError> {
-    let release = metas.iter().find_map(|m| m.kernel_release.as_deref());
-    kernel_symbols_for(symbols, release, quality)
-}
-
-/// Builds the CPU profile of the event pass.
-pub struct Collector<'k> {
-    kallsyms: Option<&'k Kallsyms>,
+/// Builds the CPU profile of the event pass. Samples are kept (with the task-name records)
+/// and turned into a profile at the end, so the kernel symbol table is loaded only when the
+/// inputs hold CPU-time samples: a scheduler trace costs one comparison per event.
+pub struct Collector {
+    symbols: KernelSymbolSource,
     skip_inputs: Vec<u16>,
-    profiler: Option<SampleProfiler<'k>>,
+    kept: Vec<Event>,
+    samples: usize,
     other_events: Vec<String>,
-    quality: DataQuality,
 }
 
-impl<'k> Collector<'k> {
-    /// A collector naming kernel frames with `kallsyms`, ignoring the inputs `read` holds.
-    pub fn new(kallsyms: Option<&'k Kallsyms>, read: &ProfileInputs) -> Collector<'k> {
+impl Collector {
+    /// A collector naming kernel frames from `symbols`, ignoring the inputs `read` holds.
+    pub fn new(symbols: &KernelSymbolSource, read: &ProfileInputs) -> Collector {
         Collector {
-            kallsyms,
+            symbols: symbols.clone(),
             skip_inputs: read.profiles.iter().map(|(i, _)| *i).collect(),
-            profiler: None,
+            kept: Vec::new(),
+            samples: 0,
             other_events: Vec::new(),
-            quality: DataQuality::default(),
         }
     }
 
-    /// Takes one event of the event pass. Sample events of the first CPU-time event become
-    /// stacks; task names are remembered for them; other events cost one comparison.
-    pub fn push(&mut self, ev: &stallscope_model::Event) {
-        if !self.skip_inputs.is_empty() && self.skip_inputs.contains(&ev.span.input) {
-            return; // read as a text profile already
-        }
+    /// Takes one event of the event pass: samples of CPU-time events and task names are
+    /// kept; other events cost one comparison.
+    pub fn push(&mut self, ev: &Event) {
         match &ev.kind {
-            EventKind::TaskComm { .. } => {
-                if let Some(p) = &mut self.profiler {
-                    p.push(ev);
-                } else {
-                    // names seen before the first sample still matter: keep them
-                    self.start(None).push(ev);
-                }
-            }
+            EventKind::TaskComm { .. } => {}
             EventKind::Generic(g) if g.system.is_none() => {
                 let name = g.name.as_str();
                 if !is_cpu_time_event(name) {
@@ -202,30 +183,37 @@ impl<'k> Collector<'k> {
                     }
                     return;
                 }
-                self.start(Some(name)).push(ev);
+                self.samples += 1;
             }
-            _ => {}
+            _ => return,
         }
+        if !self.skip_inputs.is_empty() && self.skip_inputs.contains(&ev.span.input) {
+            return; // read as a text profile already
+        }
+        self.kept.push(ev.clone());
     }
 
-    fn start(&mut self, event: Option<&str>) -> &mut SampleProfiler<'k> {
-        let kallsyms = self.kallsyms;
-        self.profiler
-            .get_or_insert_with(|| SampleProfiler::new(kallsyms, event.map(str::to_string)))
-    }
-
-    /// Feeds the collected profile to `engine` (stacks with a time outside `time` dropped).
-    /// Returns the notes for the report's data quality.
-    pub fn finish(self, engine: &mut Engine, time: Option<(Ts, Ts)>) -> DataQuality {
-        let mut quality = self.quality;
-        let Some(p) = self.profiler else {
-            return quality;
-        };
-        let (mut profile, q, event) = p.finish();
+    /// Builds the profile of the kept samples (kernel frames named from the table chosen for
+    /// the first input's kernel release, see [`kernel_symbols_for`]) and feeds it to `engine`
+    /// (stacks with a time outside `time` dropped). Returns the notes for data quality.
+    pub fn finish(
+        self,
+        engine: &mut Engine,
+        metas: &[&TraceMeta],
+        time: Option<(Ts, Ts)>,
+    ) -> Result<DataQuality, ReadError> {
+        let mut quality = DataQuality::default();
+        if self.samples == 0 || self.kept.is_empty() {
+            return Ok(quality); // no sample of a CPU-time event
+        }
+        let release = metas.iter().find_map(|m| m.kernel_release.as_deref());
+        let table: Option<Kallsyms> = kernel_symbols_for(&self.symbols, release, &mut quality)?;
+        let mut profiler = SampleProfiler::new(table.as_ref(), None);
+        for ev in &self.kept {
+            profiler.push(ev);
+        }
+        let (mut profile, q, _event) = profiler.finish();
         quality.merge(&q);
-        if event.is_none() || profile.stacks.is_empty() {
-            return quality; // task names only: no sample of a CPU-time event
-        }
         if !self.other_events.is_empty() {
             let others = self.other_events.join(", ");
             quality.add(
@@ -238,7 +226,7 @@ impl<'k> Collector<'k> {
         }
         restrict_time(&mut profile, time, &mut quality);
         engine.process_profile(&profile);
-        quality
+        Ok(quality)
     }
 }
 
