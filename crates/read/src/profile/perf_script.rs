@@ -16,9 +16,10 @@
 //!
 //! The context columns (comm with spaces, `PID/TID`, `[CPU]`, µs or ns time) are split by
 //! the shared perf-script context parser ([`crate::text_common::context`]); the comm is what
-//! precedes the pid. The DSO is the last parenthesized group of a frame line, so symbols
-//! with spaces and parentheses (`operator() (int) const`) stay whole; the `+0x…` offset is
-//! removed. A frame is a kernel frame when its DSO is `[kernel.kallsyms]` / `[guest.kernel…]`
+//! precedes the pid. The DSO is the last parenthesized group of a frame line, matched from
+//! the end (`(/memfd:sealed-91 (deleted))` is one DSO), so symbols with spaces and
+//! parentheses (`operator() (int) const`) stay whole; the `+0x…` offset is removed.
+//! A frame is a kernel frame when its DSO is `[kernel.kallsyms]` / `[guest.kernel…]`
 //! or its address is at or above [`super::KERNEL_ADDR_MIN`]; `[unknown]` frames are named by
 //! their printed address (`0x11e9`: perf prints user addresses DSO-relative), and unknown
 //! kernel frames are looked up in the kernel symbol table when one is available, as in
@@ -64,15 +65,37 @@ pub fn parse_frame(line: &str) -> Option<ScriptFrame<'_>> {
     }
     let addr = u64::from_str_radix(hex, 16).ok()?;
     let rest = rest.trim();
-    let (symbol, dso) = match (rest.ends_with(')'), rest.rfind(" (")) {
-        (true, Some(open)) => (
+    let (symbol, dso) = match dso_open(rest) {
+        Some(open) => (
             rest[..open].trim_end(),
-            Some(&rest[open + 2..rest.len() - 1]),
+            Some(&rest[open + 1..rest.len() - 1]),
         ),
-        _ if rest.starts_with('(') && rest.ends_with(')') => ("", Some(&rest[1..rest.len() - 1])),
-        _ => (rest, None),
+        None => (rest, None),
     };
     Some(ScriptFrame { addr, symbol, dso })
+}
+
+/// Byte index of the `(` that opens the trailing `(DSO)` group, matching parentheses from
+/// the end so a DSO like `(/memfd:x (deleted))` stays whole; it must start the text or
+/// follow a space.
+fn dso_open(rest: &str) -> Option<usize> {
+    if !rest.ends_with(')') {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, b) in rest.bytes().enumerate().rev() {
+        match b {
+            b')' => depth += 1,
+            b'(' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return (i == 0 || rest.as_bytes()[i - 1] == b' ').then_some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Whether a frame is a kernel frame (see the module doc).
@@ -383,6 +406,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
 \tffffffff822010c9 _raw_spin_unlock_irqrestore+0x19 ([kernel.kallsyms])\n\
 \t           ee137 operator() (int) const+0x7 (/lib/libc.so.6)\n\
 \t            11e9 [unknown] (/tmp/work/perf/burn)\n\
+\t           60ee0 [unknown] (/memfd:sealed-91 (deleted))\n\
 \n";
 
     #[test]
@@ -406,7 +430,8 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             [
                 "_raw_spin_unlock_irqrestore",
                 "operator() (int) const",
-                "0x11e9"
+                "0x11e9",
+                "0x60ee0"
             ]
         );
         assert_eq!(s.comm.unwrap().as_str(), "CPU 0/KVM");
