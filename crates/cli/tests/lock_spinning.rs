@@ -201,7 +201,12 @@ fn xfs_one_directory_numbers() {
 #[test]
 fn one_directory_each_blames_no_rwsem() {
     for case in ["xfs-private", "tmpfs-private"] {
-        for kind in ["perf.data.xz", "perf-script.txt.xz", "report-graph.txt"] {
+        for kind in [
+            "perf.data.xz",
+            "perf-script.txt.xz",
+            "report-graph.txt",
+            "folded.xz",
+        ] {
             let v = analyze(case, kind, &[]);
             assert!(
                 v["detectors_run"]
@@ -262,6 +267,42 @@ fn perf_data_and_perf_script_text_agree() {
             my["peak_start_ns"] = 0.into();
             assert_eq!(mx, my, "{case}");
             assert_eq!(x["severity"], y["severity"], "{case}");
+        }
+    }
+}
+
+#[test]
+fn folded_stacks_give_the_same_shares() {
+    for case in ["xfs-shared", "tmpfs-shared"] {
+        let a = analyze(case, "perf-script.txt.xz", &[]);
+        let b = analyze(case, "folded.xz", &[]);
+        let (fa, fb) = (findings(&a), findings(&b));
+        assert_eq!(fa.len(), fb.len(), "{case}");
+        assert_eq!(b["inputs"][0]["format"], "folded");
+        for (x, y) in fa.iter().zip(&fb) {
+            assert_eq!(
+                x["title"].as_str().map(|t| t.split(';').next()),
+                y["title"].as_str().map(|t| t.split(';').next()),
+                "{case}"
+            );
+            for m in [
+                "share_bp",
+                "spin_bp",
+                "sleep_bp",
+                "slowpath_bp",
+                "release_bp",
+                "caller_do_unlinkat_bp",
+                "caller_path_openat_bp",
+                "samples",
+                "total_samples",
+            ] {
+                assert!(
+                    (measure(x, m) - measure(y, m)).abs() <= 2,
+                    "{case} {m}: {} vs {}",
+                    measure(x, m),
+                    measure(y, m)
+                );
+            }
         }
     }
 }
@@ -469,7 +510,12 @@ fn json_reports_validate_against_the_schema() {
     let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");
     let schema: Value = serde_json::from_str(&text).expect("schema json");
     for case in ["xfs-shared", "xfs-private", "tmpfs-shared", "tmpfs-private"] {
-        for kind in ["perf.data.xz", "perf-script.txt.xz", "report-graph.txt"] {
+        for kind in [
+            "perf.data.xz",
+            "perf-script.txt.xz",
+            "report-graph.txt",
+            "folded.xz",
+        ] {
             let v = analyze(case, kind, &[]);
             let mut errors = Vec::new();
             validate(&v, &schema, &schema, "$", &mut errors);
