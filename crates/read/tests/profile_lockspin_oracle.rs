@@ -150,3 +150,26 @@ fn saved_perf_script_text_matches_perf_report_by_name() {
         }
     }
 }
+
+#[test]
+fn perf_report_graph_text_matches_perf_report_sort_sym() {
+    // `perf report --stdio --no-children` (default comm,dso,sym with call graphs), summed
+    // per symbol, against `--sort sym -g none` of the same capture.
+    for case in CASES {
+        let text = std::fs::read_to_string(dir().join(format!("{case}.report-graph.txt"))).unwrap();
+        let r = stallscope_read::profile::perf_report::parse(case, &text).unwrap();
+        assert_eq!(r.quality.count("perf-report-bad-line"), 0, "{case}");
+        let w = r.profile.self_weights();
+        let by_name: HashMap<&str, u64> = (0..w.len())
+            .map(|i| (&*r.profile.symbols[i], w[i]))
+            .collect();
+        for (value, _, name) in report_entries(case) {
+            let got = by_name.get(name.as_str()).copied().unwrap_or(0) as i64;
+            // One rounding per comm/dso entry that makes up the symbol.
+            assert!(
+                (got - value).abs() <= 3,
+                "{case} {name}: perf {value} bp, ours {got}"
+            );
+        }
+    }
+}
