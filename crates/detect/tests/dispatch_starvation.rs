@@ -495,3 +495,54 @@ fn tasks_blocked_in_d_state_during_the_wait_are_named() {
         .iter()
         .any(|e| e.text.contains("prev_pid=700")));
 }
+
+#[test]
+fn arbitrary_event_sequences_never_panic() {
+    // a deterministic pseudo-random mix of every action with extreme sectors, lengths and
+    // times out of order: the detector must finish without panicking
+    let actions = [
+        BlockAction::Queue,
+        BlockAction::GetRq,
+        BlockAction::Insert,
+        BlockAction::Issue,
+        BlockAction::Complete,
+        BlockAction::BackMerge,
+        BlockAction::FrontMerge,
+        BlockAction::Requeue,
+        BlockAction::Message,
+        BlockAction::Split,
+        BlockAction::Plug,
+    ];
+    let sectors = [0, 8, 16, u64::MAX, u64::MAX - 4];
+    let lens = [0, 8, u32::MAX];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut t = Trace::default();
+    for k in 0..20_000u64 {
+        let r = next();
+        let a = actions[(r % actions.len() as u64) as usize];
+        let s = sectors[((r >> 8) % sectors.len() as u64) as usize];
+        let n = lens[((r >> 16) % lens.len() as u64) as usize];
+        let ts = if r & (1 << 30) != 0 {
+            k * MS
+        } else {
+            u64::MAX - k
+        };
+        t.blk(ts, ((r >> 32) as i32 % 5, "x"), a, s, n, "WS");
+    }
+    // keep the order as generated (not sorted): out-of-order times too
+    let e = registry::find("dispatch-starvation").expect("registered");
+    let p = Params::defaults(e.info.params);
+    let meta = TraceMeta::default();
+    let mut engine = Engine::new(vec![(e.make)(&p)], &[&meta]);
+    for ev in &t.events {
+        engine.process(ev);
+    }
+    let out = engine.finish();
+    assert!(out.outcomes[0].result.is_ok());
+}

@@ -310,7 +310,7 @@ impl Tracker {
             }
             BlockAction::FrontMerge if b.nr_sector > 0 => {
                 d.bios.remove(&b.sector);
-                let old_key = b.end_sector();
+                let old_key = b.sector.saturating_add(u64::from(b.nr_sector));
                 if let Some(mut p) = d.pending.remove(&old_key) {
                     p.sector = b.sector;
                     p.nr_sector = p.nr_sector.saturating_add(b.nr_sector);
@@ -431,7 +431,7 @@ impl Tracker {
         let Some(m) = d.pending.remove(&sector) else {
             return;
         };
-        let end = sector + u64::from(nr_sector);
+        let end = sector.saturating_add(u64::from(nr_sector));
         // back (the request ending at `sector`) first, else front (the request starting
         // where the merged one ends, which moves to `sector`)
         let survivor = if survivor_before(d, sector).is_some() {
@@ -590,7 +590,7 @@ fn survivor_before(d: &mut Device, sector: u64) -> Option<&mut Pending> {
         .range_mut(..sector)
         .next_back()
         .map(|(_, p)| p)
-        .filter(|p| p.sector + u64::from(p.nr_sector) == sector)
+        .filter(|p| p.sector.saturating_add(u64::from(p.nr_sector)) == sector)
 }
 
 /// Dispatches on `d` strictly after `start` and before `end`.
