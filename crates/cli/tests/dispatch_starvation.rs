@@ -361,6 +361,50 @@ fn tracedat_names_the_same_request_with_trace_cmd_times_blocked_tasks_and_the_sc
     assert!((measure(f, "wait_ns") as u64).abs_diff(d - i) <= 1_000);
 }
 
+/// The request tracker of `stallscope_timeline::block` (a separate state machine, the one
+/// `iolat` uses) agrees on the longest insert→dispatch wait of loop0 in every format.
+#[test]
+fn the_block_request_tracker_agrees_on_the_worst_wait() {
+    use stallscope::timeline::block::{BlockTracker, CompletedRequest};
+    for format in ["tracedat", "blktrace", "blkparse"] {
+        let files = inputs("bfq", format);
+        let mut events = Vec::new();
+        for (ix, path) in files.iter().enumerate() {
+            let mut r = stallscope::read::open(path, None, ix as u16).expect("open");
+            while let Some(ev) = r.next_event().expect("event") {
+                events.push(ev);
+            }
+        }
+        events.sort_by_key(|e| e.ts);
+        let mut tracker = BlockTracker::new();
+        let mut worst: Option<(u64, u64, u32)> = None;
+        let mut sink = |r: &CompletedRequest| {
+            if r.dev.to_string() != "7,0" {
+                return;
+            }
+            if let (Some(i), Some(d)) = (r.insert_ts, r.first_issue_ts) {
+                if worst.is_none_or(|w| d - i > w.0) {
+                    worst = Some((d - i, r.sector, r.nr_sector));
+                }
+            }
+        };
+        for ev in &events {
+            tracker.process(ev, &mut sink);
+        }
+        let (wait, sector, nr) = worst.expect("requests on loop0");
+        let f = &findings(&files)[0];
+        assert_eq!(
+            (
+                measure(f, "wait_ns"),
+                measure(f, "sector"),
+                measure(f, "nr_sector")
+            ),
+            (wait as i64, sector as i64, i64::from(nr)),
+            "{format}"
+        );
+    }
+}
+
 /// Validates `v` against `schema`; errors name the JSON path (the keywords the schema uses).
 fn validate(v: &Value, schema: &Value, root_schema: &Value, at: &str, errors: &mut Vec<String>) {
     let Some(obj) = schema.as_object() else {
