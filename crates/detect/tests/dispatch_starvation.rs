@@ -179,7 +179,7 @@ fn dispatched_after_a_long_wait_is_reported_with_what_passed_it() {
     assert_eq!(role(f, "culprit"), vec![(900, "fio")]);
     assert_eq!(f.severity, FindingSeverity::Medium);
     assert!(
-        f.title.starts_with("async write 1280 KiB at sector 5000 on 7,0 waited 248.000 ms between insert and dispatch while 20 other requests were dispatched (20 sync write), issued by kworker/u8:4 (pid 300)"),
+        f.title.starts_with("async write (W) 1280 KiB at sector 5000 on 7,0 waited 248.000 ms between insert and dispatch while 20 other requests were dispatched (20 sync write), issued by kworker/u8:4 (pid 300)"),
         "{}",
         f.title
     );
@@ -371,6 +371,8 @@ fn flushes_are_counted_not_measured_and_front_merges_move_the_request() {
             8,
             "W",
         );
+    // fio queues a preflush write; the flush machinery's kworker dispatches the flushes
+    t.q(5 * MS, 900, "fio", 9_000_000, 8, "FWS");
     for k in 0..10u64 {
         t.d(10 * MS + k * MS, 0, 0, "FN")
             .c(10 * MS + k * MS + 100, 0, 0, "FN");
@@ -384,6 +386,11 @@ fn flushes_are_counted_not_measured_and_front_merges_move_the_request() {
     assert_eq!(measure(&f[0], "passed_flush"), 10);
     assert_eq!(measure(&f[0], "passed_sync"), 0);
     assert_eq!(measure(&f[0], "device_waits"), 1, "flushes are not waits");
+    assert_eq!(
+        role(&f[0], "culprit"),
+        vec![(900, "fio")],
+        "flushes count as fio's"
+    );
 }
 
 #[test]

@@ -138,7 +138,8 @@ scheduler (`echo mq-deadline > /sys/block/DEV/queue/scheduler`) or, for bfq, wit
 Requests are matched by device and start sector, as btt does; two requests at the same
 sector in flight, lost events or a trace that starts mid-request can mis-pair them (such
 requests are simply not reported). Zero-length flushes are counted as dispatches but never
-measured. Who a kworker writes back for is not in block events: the issuer is the task
+measured; they are attributed to the task that queued the latest preflush bio on the device
+(the flush machinery's kworker dispatches them). Who a kworker writes back for is not in block events: the issuer is the task
 that queued the bio. The device's median includes every measured wait of the trace. The
 scheduler is known only from recorded system context or its trace messages (bfq prints
 them to blktrace; mq-deadline prints none).
@@ -431,8 +432,9 @@ fn finding(
         String::new()
     };
     let title = format!(
-        "{} {} at sector {} on {dev_desc} waited {} between {from} and {to} while {} other requests were dispatched ({}){by}{more}",
+        "{} ({}) {} at sector {} on {dev_desc} waited {} between {from} and {to} while {} other requests were dispatched ({}){by}{more}",
         class.label(),
+        r.rwbs.to_letters(),
         size(r.nr_sector),
         r.sector,
         dur(wait),

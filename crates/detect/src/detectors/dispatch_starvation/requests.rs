@@ -19,7 +19,8 @@
 //!  trace end    → waits still pending end at the last event of the trace
 //! ```
 //!
-//! Every dispatch is appended to the device's dispatch log (time, issuer, class), which is
+//! Every dispatch is appended to the device's dispatch log (time, issuer, class; a
+//! zero-length flush counts as the task that queued the latest preflush bio), which is
 //! trimmed to the oldest pending wait, so that a wait that turns out long can count the
 //! requests dispatched past it. Waits at least `threshold` long are kept as [`Wait`]s;
 //! the rest only feed the device's median.
@@ -28,7 +29,8 @@ use std::collections::{BTreeMap, VecDeque};
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockAction, BlockDev, BlockEvent, Comm, Cpu, Event, EventKind, FieldValue, Rwbs, Span, Tid, Ts,
+    BlockAction, BlockDev, BlockEvent, BlockOp, Comm, Cpu, Event, EventKind, FieldValue, Rwbs,
+    Span, Tid, Ts,
 };
 
 use super::class::{Class, CLASSES};
@@ -225,6 +227,9 @@ struct Device {
     watching: Vec<usize>,
     messages: u64,
     bfq_messages: u64,
+    /// The task that queued the latest preflush / flush bio: zero-length flush requests
+    /// (dispatched by the flush machinery's kworker) are counted as its.
+    flush_issuer: Option<Task>,
 }
 
 /// What the tracker learned about a device.
@@ -291,6 +296,11 @@ impl Tracker {
             return; // plug/unplug carry no device and do not affect waits
         };
         let d = self.devices.entry(dev).or_default();
+        if matches!(b.action, BlockAction::Queue | BlockAction::GetRq)
+            && (b.rwbs.preflush || b.rwbs.op == BlockOp::Flush)
+        {
+            d.flush_issuer = Some(Task::of(ev, b));
+        }
         match b.action {
             BlockAction::Queue if b.nr_sector > 0 => {
                 if d.bios.len() >= BIO_MARK {
@@ -492,7 +502,11 @@ impl Tracker {
                 kept: vec![q],
             })
         };
-        let issuer = pending.as_ref().and_then(Pending::issuer).unwrap_or(me);
+        let issuer = match &pending {
+            Some(p) => p.issuer().unwrap_or(me),
+            None if b.nr_sector == 0 => d.flush_issuer.unwrap_or(me),
+            None => me,
+        };
         let mut wait_index = None;
         if let Some(p) = &pending {
             let wait = ev.ts.saturating_sub(p.start);
