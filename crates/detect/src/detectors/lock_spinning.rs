@@ -7,7 +7,8 @@
 //!               inode's i_rwsem")  — or (family, caller) when the caller's lock is not known
 //!   per group:  weight by kind (spin / slowpath / sleep / release), by entry, caller, task,
 //!               CPU, time bucket; the heaviest stack per caller (evidence)
-//!   finding:    a group with ≥ min_share_permille of all samples (and ≥ min_samples)
+//!   finding:    a group with ≥ min_share_permille of all samples, or ≥ min_task_share_permille
+//!               of its tasks' own samples (and ≥ min_samples samples)
 //! ```
 //!
 //! Shares are of the profile's total weight (sample count or period sum), like `perf report`
@@ -33,12 +34,18 @@ use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo, PROFILE_NEED};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 5] = [
+pub static PARAMS: [ParamInfo; 6] = [
     ParamInfo {
         name: "min_share_permille",
         default: 30,
         unit: ParamUnit::Permille,
         doc: "a lock path with at least this share of all samples is reported",
+    },
+    ParamInfo {
+        name: "min_task_share_permille",
+        default: 100,
+        unit: ParamUnit::Permille,
+        doc: "a lock path with at least this share of its waiting tasks' own samples is reported too (busy machines)",
     },
     ParamInfo {
         name: "medium_permille",
@@ -93,7 +100,9 @@ its lock path: the outermost lock function (`down_write`) and the nearest caller
 lock code (`do_unlinkat`). Paths taking the same well-known lock are merged ("`down_write`
 from `do_unlinkat` and `path_openat`: a directory inode's i_rwsem"); other paths are keyed
 by their caller. Each path with at least `min_share_permille` (default 30 = 3 %) of all
-samples and at least `min_samples` (default 20) samples is a finding, with its share split
+samples — or with at least `min_task_share_permille` (default 100 = 10 %) of the samples of
+the tasks that wait on it, for machines where other work takes most of the CPU — and at
+least `min_samples` (default 20) samples is a finding, with its share split
 into spinning, slowpath code, going to sleep and waking waiters, the share per CPU and —
 when samples have timestamps — the peak share over `bucket_ns` (default 100 ms) buckets,
 and the tasks that waited.
@@ -339,7 +348,15 @@ fn finding(
         return None; // no caller: not a path (counted in all_locks_share_bp)
     }
     let share = basis_points(g.weight, totals.weight);
-    if share * 10 < params.get("min_share_permille").saturating_mul(100) {
+    let task_weight: u64 = g
+        .tasks
+        .keys()
+        .map(|k| totals.tasks.get(k).copied().unwrap_or(0))
+        .sum();
+    let tasks_share = basis_points(g.weight, task_weight);
+    if share * 10 < params.get("min_share_permille").saturating_mul(100)
+        && tasks_share * 10 < params.get("min_task_share_permille").saturating_mul(100)
+    {
         return None;
     }
     let samples = match p.unit {
@@ -357,7 +374,12 @@ fn finding(
     };
     let entries: BTreeMap<Option<SymbolId>, u64> =
         g.entries.iter().map(|(k, w)| (Some(*k), *w)).collect();
-    let (entry_names, more_entries) = top_names(&entries, g.weight, sym);
+    let (mut entry_names, more_entries) = top_names(&entries, g.weight, sym);
+    // acquiring entries first (`down_write and up_write`), releasing ones after
+    entry_names.sort_by_key(|n| {
+        let b = classify::base_name(n);
+        b == "up" || b.starts_with("up_") || b.contains("unlock") || b.starts_with("percpu_up")
+    });
     let (caller_names, more_callers) = top_names(&g.callers, g.weight, sym);
     let kind_bp: Vec<(WaitKind, u64)> = WaitKind::ALL
         .iter()
@@ -380,10 +402,6 @@ fn finding(
         }
     }
     comms.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let task_weight: u64 = tasks
-        .iter()
-        .map(|(k, _)| totals.tasks.get(k).copied().unwrap_or(0))
-        .sum();
 
     // over time
     let min_samples = params.get("min_samples");
@@ -437,10 +455,7 @@ fn finding(
         m.insert("total_samples".to_string(), i(total));
     }
     m.insert("tasks".to_string(), i(tasks.len() as u64));
-    m.insert(
-        "tasks_share_bp".to_string(),
-        i(basis_points(g.weight, task_weight)),
-    );
+    m.insert("tasks_share_bp".to_string(), i(tasks_share));
     for (c, w) in &g.callers {
         m.insert(
             format!("caller_{}_bp", sym(*c)),
@@ -513,10 +528,11 @@ fn finding(
         "tasks not recorded".to_string()
     } else {
         format!(
-            "{} task{} ({})",
+            "{} task{} ({}), {} of their samples",
             tasks.len(),
             if tasks.len() == 1 { "" } else { "s" },
-            comm_names.join(", ")
+            comm_names.join(", "),
+            pct(tasks_share)
         )
     };
     let title = format!(

@@ -230,7 +230,12 @@ fn per_cpu_shares_and_tasks() {
     assert_eq!(f.measures["share_bp"], 4000);
     assert_eq!(f.tasks.len(), 1);
     assert_eq!(f.tasks[0].pid, 101);
-    assert!(f.title.ends_with("1 task (worker)"), "{}", f.title);
+    assert!(
+        f.title
+            .ends_with("1 task (worker), 80.00% of their samples"),
+        "{}",
+        f.title
+    );
     assert_eq!(f.tasks[0].role, "waiter");
     assert_eq!(f.tasks[0].measures["own_samples_share_bp"], 8000);
     assert_eq!(f.measures["tasks_share_bp"], 8000);
@@ -278,6 +283,21 @@ fn small_shares_are_not_reported_and_thresholds_apply() {
     assert_eq!(f.len(), 1);
     assert_eq!(f[0].severity, FindingSeverity::Low);
     assert!(run(&p, &[("min_share_permille", "20"), ("min_samples", "26")]).is_empty());
+}
+
+#[test]
+fn a_large_share_of_the_waiters_own_samples_is_reported_on_a_busy_machine() {
+    let mut p = P::new();
+    // the waiters get 100 samples, 25 of them on the lock; other work takes 1900
+    p.add(SPIN_UNLINK, 25, 101, 0, None)
+        .add(WORK, 75, 101, 0, None)
+        .add(WORK, 1900, 200, 1, None);
+    let f = run(&p, &[]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].measures["share_bp"], 125);
+    assert_eq!(f[0].measures["tasks_share_bp"], 2500);
+    assert_eq!(f[0].severity, FindingSeverity::Low);
+    assert!(run(&p, &[("min_task_share_permille", "300")]).is_empty());
 }
 
 #[test]
