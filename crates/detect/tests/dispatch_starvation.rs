@@ -553,3 +553,21 @@ fn arbitrary_event_sequences_never_panic() {
     let out = engine.finish();
     assert!(out.outcomes[0].result.is_ok());
 }
+
+#[test]
+fn runs_whatever_block_event_comes_first() {
+    // a plug (no device) first: the detector's needs must still be met
+    let mut t = Trace::default();
+    t.push(
+        0,
+        300,
+        EventKind::Block(Box::new(BlockEvent::new(BlockAction::Plug))),
+    );
+    let mut rest = starved_writeback();
+    rest.d(250 * MS, 5000, 2560, "W");
+    for mut ev in rest.events {
+        ev.ts += 1;
+        t.events.push(ev);
+    }
+    assert_eq!(run(&mut t).len(), 1);
+}

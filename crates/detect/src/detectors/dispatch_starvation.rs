@@ -76,13 +76,24 @@ pub static INFO: DetectorInfo = DetectorInfo {
     id: "dispatch-starvation",
     summary: "a block request waits in the I/O scheduler while others are dispatched past it",
     explanation: EXPLANATION,
-    // Any block request event: the engine records the first block event name it sees.
+    // Any block event: the engine records only the first block event name it sees (one
+    // seen-bit for every kind it does not number), so every name must satisfy the need.
     needs: &[&[
         "block_rq_issue",
         "block_rq_insert",
         "block_bio_queue",
         "block_getrq",
         "block_rq_complete",
+        "block_bio_backmerge",
+        "block_bio_frontmerge",
+        "block_rq_requeue",
+        "block_rq_merge",
+        "block_split",
+        "block_rq_remap",
+        "block_plug",
+        "block_unplug",
+        "block_bio_bounce",
+        "block_message",
     ]],
     optional: &[
         "block_rq_complete",
