@@ -1,0 +1,156 @@
+//! `stallscope iolat` output contracts: JSON fields (docs/iolat.md), `--by`, exit codes,
+//! per-second rates against blkparse's own totals, text layout against btt's.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run stallscope")
+}
+
+fn sample(name: &str) -> String {
+    root()
+        .join("fixtures/block/loop0")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn json_has_the_documented_fields() {
+    let v = json(&[
+        "iolat",
+        "--format",
+        "json",
+        &sample("loop0.blktrace.0"),
+        &sample("loop0.blktrace.1"),
+    ]);
+    assert_eq!(v["schema"], "stallscope.iolat/1");
+    assert_eq!(v["by"], "device");
+    for k in [
+        "bios",
+        "requests",
+        "flushes",
+        "requeued",
+        "partially_completed",
+        "beyond_rate_window",
+    ] {
+        assert!(v["counts"][k].is_u64(), "counts.{k}");
+    }
+    let g = &v["groups"][0];
+    assert_eq!(g["key"], "7,0");
+    assert!(g["bios"].is_u64());
+    let p = &g["phases"][0];
+    for k in ["n", "min_ns", "avg_ns", "max_ns", "total_ns"] {
+        assert!(p[k].is_u64(), "phases[0].{k}");
+    }
+    assert!(g["histograms"][0]["buckets"][0]["low_us"].is_u64());
+    assert_eq!(v["all"]["key"], "all");
+    assert!(v["data_quality"].is_object());
+}
+
+#[test]
+fn counts_agree_with_blkparse_totals() {
+    // blkparse_default.txt's trailer (blkparse 1.2.0 on the same files): Reads Queued 10,
+    // Writes Queued 29 (= 39 Q traces, of which 5 are zero-length flush bios: 34 bios);
+    // Read Dispatches 15 / Write Dispatches 9 count the 5 flush D's as reads (FN has no
+    // direction), so data requests = 10 reads + 9 writes = 19, throughput over the run:
+    // 416 KiB read, 336 KiB written.
+    let v = json(&[
+        "iolat",
+        "--format",
+        "json",
+        &sample("loop0.blktrace.0"),
+        &sample("loop0.blktrace.1"),
+    ]);
+    assert_eq!(v["counts"]["bios"], 34);
+    assert_eq!(v["counts"]["requests"], 19);
+    assert_eq!(v["counts"]["flushes"], 5);
+    let secs = v["rates"][0]["seconds"].as_array().expect("seconds");
+    let sum = |k: &str| secs.iter().map(|s| s[k].as_u64().unwrap()).sum::<u64>();
+    assert_eq!((sum("read_ios"), sum("write_ios")), (10, 9));
+    assert_eq!(
+        (sum("read_bytes"), sum("write_bytes")),
+        (416 * 1024, 336 * 1024)
+    );
+}
+
+#[test]
+fn by_process_and_op_select_the_rows() {
+    let files = [sample("loop0.blktrace.0"), sample("loop0.blktrace.1")];
+    let keys = |by: &str| -> Vec<String> {
+        let v = json(&[
+            "iolat", "--format", "json", "--by", by, &files[0], &files[1],
+        ]);
+        v["groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["key"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(keys("process"), ["dd", "python3"]);
+    assert_eq!(keys("op"), ["read", "write"]);
+}
+
+#[test]
+fn bad_by_is_a_usage_error_and_missing_file_exits_2() {
+    let out = run(&["iolat", "--by", "cpu", &sample("loop0.blktrace.0")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--by"));
+    let out = run(&["iolat", "/nonexistent/sda.blktrace.0"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn text_rows_are_btt_rows() {
+    // btt -A on these files prints (shared/reference, btt 2.09):
+    //   (  7,  0)         0.000003624   0.000135865   0.002772141          34   (D2C)
+    let out = run(&[
+        "iolat",
+        &sample("loop0.blktrace.0"),
+        &sample("loop0.blktrace.1"),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("(  7,  0)         0.000003624   0.000135865   0.002772141          34\n"),
+        "{text}"
+    );
+    assert!(text.contains("==================== Per Device ====================\n"));
+}
+
+#[test]
+fn closed_stdout_exits_0() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args([
+            "iolat",
+            &sample("loop0.blktrace.0"),
+            &sample("loop0.blktrace.1"),
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0));
+}
