@@ -339,7 +339,7 @@ impl BlockEvent {
 
     /// The end sector (exclusive).
     pub fn end_sector(&self) -> u64 {
-        self.sector + u64::from(self.nr_sector)
+        self.sector.saturating_add(u64::from(self.nr_sector))
     }
 }
 
