@@ -184,6 +184,40 @@ fn one_directory_blames_the_directory_rwsem() {
     }
 }
 
+/// `analyze --oneline --select lock-spinning` of every case's perf script text must print
+/// exactly `expected-CASE.txt` (regression guard; the facts are checked by the tests above).
+/// Regenerate with `STALLSCOPE_UPDATE_SNAPSHOTS=1` and review the diff.
+#[test]
+fn oneline_snapshots() {
+    let update = std::env::var_os("STALLSCOPE_UPDATE_SNAPSHOTS").is_some();
+    for case in ["xfs-shared", "xfs-private", "tmpfs-shared", "tmpfs-private"] {
+        let out = run(&[
+            "analyze",
+            "--oneline",
+            "--select",
+            "lock-spinning",
+            &fixture(&format!("{case}.perf-script.txt.xz")),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = String::from_utf8(out.stdout).expect("utf-8");
+        if case.ends_with("-private") {
+            assert_eq!(got, "", "{case} is a healthy control");
+        } else {
+            assert_eq!(got.lines().count(), 1, "{case}: {got}");
+        }
+        let snap = root().join(DIR).join(format!("expected-{case}.txt"));
+        if update {
+            std::fs::write(&snap, &got).expect("write snapshot");
+        }
+        let want = std::fs::read_to_string(&snap).expect("snapshot");
+        assert_eq!(got, want, "{case} differs from {}", snap.display());
+    }
+}
+
 #[test]
 fn xfs_one_directory_numbers() {
     // perf report --no-children --sort sym -i xfs-shared.perf.data: rwsem_spin_on_owner 8.67 %

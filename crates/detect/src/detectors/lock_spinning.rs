@@ -485,7 +485,7 @@ fn finding(
 
     // title
     let what = match label {
-        Some(l) => format!(" ({l})"),
+        Some(l) => format!(", {l}"),
         None => String::new(),
     };
     let mut parts = Vec::new();

@@ -83,7 +83,7 @@ fn attributes_to_the_nearest_non_lock_caller() {
     let f = &f[0];
     assert!(
         f.title
-            .starts_with("down_write from do_unlinkat (a directory inode's i_rwsem"),
+            .starts_with("down_write from do_unlinkat, a directory inode's i_rwsem"),
         "{}",
         f.title
     );
@@ -140,7 +140,7 @@ fn same_lock_callers_merge_and_others_stay_apart() {
     assert_eq!(f.len(), 4, "{titles:#?}");
     assert!(
         titles[0].starts_with(
-            "down_write from do_unlinkat and path_openat (a directory inode's i_rwsem"
+            "down_write from do_unlinkat and path_openat, a directory inode's i_rwsem"
         ),
         "{}",
         titles[0]
@@ -150,7 +150,7 @@ fn same_lock_callers_merge_and_others_stay_apart() {
     assert_eq!(f[0].measures["caller_path_openat_bp"], 1500);
     assert_eq!(f[0].measures["self_osq_lock_bp"], 1500);
     assert!(
-        titles[1].starts_with("down_write from xfs_ilock (an XFS inode lock"),
+        titles[1].starts_with("down_write from xfs_ilock, an XFS inode lock"),
         "{}",
         titles[1]
     );
