@@ -239,3 +239,33 @@ fn head_and_help() {
         "{help}"
     );
 }
+
+#[test]
+fn perf_script_text_from_stdin_streams() {
+    // The recording host's `perf script` head (75 samples, the last cut before its frames).
+    let text = std::fs::read(fixture("perf_cpu_fp/script_cpu_fp.txt")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["profile", "-", "--format", "json", "--top", "0"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(&text).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["format"], "perf-script-text");
+    assert_eq!(doc["stacks"], 75);
+    assert_eq!(doc["total_weight"], 75 * 500_250u64);
+    assert_eq!(doc["quality"]["profile-no-callchain"]["count"], 1);
+    let leaf = doc["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "leaf_compute")
+        .unwrap();
+    assert_eq!(leaf["kernel"], false);
+}

@@ -38,9 +38,7 @@ use stallscope_model::{
     Comm, DataQuality, Profile, Severity, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
 };
 
-use super::{
-    frame_name, kernel_symbols_for, read_text, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead,
-};
+use super::{frame_name, kernel_symbols_for, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead};
 use crate::text_common::context::parse_perf_context;
 use crate::{Input, ReadError};
 
@@ -162,18 +160,46 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
     })
 }
 
-/// Builds the profile from `perf script` text lines.
-struct ScriptProfiler<'k> {
+/// Builds the profile from `perf script` text, one line at a time (bounded memory: only the
+/// profile grows).
+struct ScriptProfiler<'o> {
     path: String,
+    opts: &'o ProfileOptions,
     profile: Profile,
     quality: DataQuality,
-    kallsyms: Option<&'k Kallsyms>,
+    /// Kernel symbols, chosen at the first line after the `--header` block.
+    table: Option<Kallsyms>,
+    table_chosen: bool,
+    release: Option<String>,
     event: Option<String>,
     any_period: bool,
-    names: HashMap<(u64, String), SymbolId>,
+    /// Printed address → (printed symbol, id): a hit costs no allocation.
+    names: HashMap<u64, Vec<(Box<str>, SymbolId)>>,
+    /// The stack being filled: `Some` while inside a profiled sample's block.
+    current: Option<WeightedStack>,
+    in_skipped_block: bool,
+    first_line: Option<(u64, String)>,
 }
 
-impl ScriptProfiler<'_> {
+impl<'o> ScriptProfiler<'o> {
+    fn new(path: &str, opts: &'o ProfileOptions) -> Self {
+        ScriptProfiler {
+            path: path.to_string(),
+            opts,
+            profile: Profile::new(WeightUnit::Samples),
+            quality: DataQuality::default(),
+            table: None,
+            table_chosen: false,
+            release: None,
+            event: opts.event.clone(),
+            any_period: false,
+            names: HashMap::new(),
+            current: None,
+            in_skipped_block: false,
+            first_line: None,
+        }
+    }
+
     fn note(&mut self, key: &str, sev: Severity, desc: &str, line_no: u64, line: &str) {
         let path = &self.path;
         self.quality.add(key, sev, desc, 1, || {
@@ -185,84 +211,76 @@ impl ScriptProfiler<'_> {
     }
 
     fn frame(&mut self, f: &ScriptFrame<'_>) -> SymbolId {
+        if let Some(hit) = self
+            .names
+            .get(&f.addr)
+            .and_then(|v| v.iter().find(|(s, _)| &**s == f.symbol))
+        {
+            return hit.1;
+        }
         let kernel = is_kernel(f);
         let known = !f.symbol.is_empty() && f.symbol != "[unknown]";
-        let key = (
-            f.addr,
-            if known {
-                super::strip_offset(f.symbol).to_string()
-            } else {
-                String::new()
-            },
-        );
-        if let Some(&id) = self.names.get(&key) {
-            return id;
-        }
         let sym = if known {
             Some(f.symbol)
         } else if kernel {
-            self.kallsyms.and_then(|k| k.lookup(f.addr)).map(|s| s.name)
+            self.table
+                .as_ref()
+                .and_then(|k| k.lookup(f.addr))
+                .map(|s| s.name)
         } else {
             None
         };
         let name = frame_name(sym, f.addr);
         let id = self.profile.intern(&name, Some(kernel));
-        self.names.insert(key, id);
+        self.names
+            .entry(f.addr)
+            .or_default()
+            .push((f.symbol.into(), id));
         id
     }
-}
 
-/// Parses `perf script` text (see the module doc) with kernel symbols from `kallsyms`.
-pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
-    // The release is needed before symbolizing: take it from a `--header` block first.
-    let release = text
-        .lines()
-        .take_while(|l| l.starts_with('#') || l.trim().is_empty())
-        .find_map(|l| {
-            l.strip_prefix("# os release :")
-                .map(|r| r.trim().to_string())
-        });
-    let mut quality = DataQuality::default();
-    let table = kernel_symbols_for(&opts.symbols, release.as_deref(), &mut quality)?;
-    let mut sp = ScriptProfiler {
-        path: path.to_string(),
-        profile: Profile::new(WeightUnit::Samples),
-        quality,
-        kallsyms: table.as_ref(),
-        event: opts.event.clone(),
-        any_period: false,
-        names: HashMap::new(),
-    };
-    // The stack being filled: `Some` while inside a profiled sample's block.
-    let mut current: Option<WeightedStack> = None;
-    let mut in_skipped_block = false;
-    let mut first_line: Option<(u64, String)> = None;
-    for (i, raw) in text.lines().enumerate() {
-        let line_no = i as u64 + 1;
+    fn end_block(&mut self) {
+        if let Some(s) = self.current.take() {
+            self.profile.stacks.push(s);
+        }
+    }
+
+    /// Takes line `line_no` (without its newline).
+    fn line(&mut self, line_no: u64, raw: &str) -> Result<(), ReadError> {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         if line.trim().is_empty() {
-            if let Some(s) = current.take() {
-                sp.profile.stacks.push(s);
+            self.end_block();
+            self.in_skipped_block = false;
+            return Ok(());
+        }
+        if self.first_line.is_none() {
+            self.first_line = Some((line_no, line.chars().take(80).collect()));
+        }
+        if let Some(comment) = line.strip_prefix('#') {
+            // `perf script --header`: the release names the kernel symbol table.
+            if let Some(r) = comment.trim_start().strip_prefix("os release :") {
+                self.release = Some(r.trim().to_string());
             }
-            in_skipped_block = false;
-            continue;
+            return Ok(());
         }
-        if first_line.is_none() {
-            first_line = Some((line_no, line.chars().take(80).collect()));
-        }
-        if line.starts_with('#') {
-            continue; // --header comments
+        if !self.table_chosen {
+            self.table_chosen = true;
+            self.table = kernel_symbols_for(
+                &self.opts.symbols,
+                self.release.as_deref(),
+                &mut self.quality,
+            )?;
         }
         if line.starts_with('\t') || line.starts_with(' ') && parse_header(line).is_none() {
-            match (parse_frame(line), current.as_mut()) {
-                (Some(f), Some(_)) => {
-                    let id = sp.frame(&f);
-                    if let Some(s) = current.as_mut() {
+            match (parse_frame(line), self.current.is_some()) {
+                (Some(f), true) => {
+                    let id = self.frame(&f);
+                    if let Some(s) = self.current.as_mut() {
                         s.frames.push(id);
                     }
                 }
-                (Some(_), None) if in_skipped_block => {} // frames of a counted, skipped sample
-                _ => sp.note(
+                (Some(_), false) if self.in_skipped_block => {} // frames of a counted, skipped sample
+                _ => self.note(
                     "profile-bad-frame",
                     Severity::Warning,
                     "indented lines that are not a frame of a sample (`ADDR SYMBOL (DSO)`), ignored",
@@ -270,61 +288,59 @@ pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRea
                     line,
                 ),
             }
-            continue;
+            return Ok(());
         }
-        if let Some(s) = current.take() {
-            sp.profile.stacks.push(s);
-        }
-        in_skipped_block = true;
+        self.end_block();
+        self.in_skipped_block = true;
         let Some(h) = parse_header(line) else {
-            sp.note(
+            self.note(
                 "profile-bad-line",
                 Severity::Warning,
                 "lines that are neither a sample header nor a frame (ignored)",
                 line_no,
                 line,
             );
-            continue;
+            return Ok(());
         };
         if h.event.starts_with("PERF_RECORD_") {
-            sp.note(
+            self.note(
                 "profile-side-band",
                 Severity::Info,
                 "perf side-band records (PERF_RECORD_*), skipped",
                 line_no,
                 line,
             );
-            continue;
+            return Ok(());
         }
-        match &sp.event {
-            None => sp.event = Some(h.event.to_string()),
+        match &self.event {
+            None => self.event = Some(h.event.to_string()),
             Some(e) if !super::event_matches(e, h.event) => {
-                sp.note(
+                self.note(
                     "profile-other-event",
                     Severity::Info,
                     "samples of other events than the profiled one (ignored)",
                     line_no,
                     line,
                 );
-                continue;
+                return Ok(());
             }
             Some(_) => {}
         }
-        in_skipped_block = false;
+        self.in_skipped_block = false;
         let weight = match h.period {
             Some(p) if p > 0 => {
-                sp.any_period = true;
+                self.any_period = true;
                 p
             }
             _ => 1,
         };
-        current = Some(WeightedStack {
+        // perf prints `:TID` when it knows no name for the thread.
+        let unknown_comm = h.comm.strip_prefix(':') == Some(h.pid.to_string().as_str());
+        self.current = Some(WeightedStack {
             frames: Vec::new(),
             weight,
             weight_new: None,
-            // perf prints `:TID` when it knows no name for the thread.
-            comm: (!h.comm.is_empty() && h.comm != format!(":{}", h.pid))
-                .then(|| Comm::new(h.comm)),
+            comm: (!h.comm.is_empty() && !unknown_comm).then(|| Comm::new(h.comm)),
             pid: Some(h.pid),
             cpu: h.cpu,
             ts: Some(h.ts),
@@ -333,51 +349,79 @@ pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRea
                 pos: SpanPos::Line(line_no),
             },
         });
+        Ok(())
     }
-    if let Some(s) = current.take() {
-        sp.profile.stacks.push(s);
+
+    fn finish(mut self) -> Result<ProfileRead, ReadError> {
+        self.end_block();
+        if self.profile.stacks.is_empty() {
+            let (line_no, found) = self.first_line.unwrap_or((1, "an empty input".to_string()));
+            return Err(ReadError::at_line(
+                &self.path,
+                line_no,
+                "perf script sample lines (`COMM PID TS: [PERIOD] EVENT:` then TAB-indented frames)",
+                format!("{found:?}"),
+            ));
+        }
+        let empty = self
+            .profile
+            .stacks
+            .iter()
+            .filter(|s| s.frames.is_empty())
+            .count() as u64;
+        if empty > 0 {
+            self.quality.add(
+                "profile-no-callchain",
+                Severity::Info,
+                "samples printed without frames (recorded without -g, or perf script -F without ip): they weigh in the total but have no function",
+                empty,
+                || format!("{empty} samples"),
+            );
+        }
+        if self.any_period {
+            self.profile.unit = WeightUnit::Period(self.event.clone().unwrap_or_default());
+        }
+        Ok(ProfileRead {
+            profile: self.profile,
+            quality: self.quality,
+            format: ProfileFormat::PerfScript,
+            event: self.event,
+            kernel_release: self.release,
+            reported_totals: None,
+        })
     }
-    if sp.profile.stacks.is_empty() {
-        let (line_no, found) = first_line.unwrap_or((1, "an empty input".to_string()));
-        return Err(ReadError::at_line(
-            path,
-            line_no,
-            "perf script sample lines (`COMM PID TS: [PERIOD] EVENT:` then TAB-indented frames)",
-            format!("{found:?}"),
-        ));
-    }
-    let empty = sp
-        .profile
-        .stacks
-        .iter()
-        .filter(|s| s.frames.is_empty())
-        .count() as u64;
-    if empty > 0 {
-        sp.quality.add(
-            "profile-no-callchain",
-            Severity::Info,
-            "samples printed without frames (recorded without -g, or perf script -F without ip): they weigh in the total but have no function",
-            empty,
-            || format!("{empty} samples"),
-        );
-    }
-    if sp.any_period {
-        sp.profile.unit = WeightUnit::Period(sp.event.clone().unwrap_or_default());
-    }
-    Ok(ProfileRead {
-        profile: sp.profile,
-        quality: sp.quality,
-        format: ProfileFormat::PerfScript,
-        event: sp.event,
-        kernel_release: release,
-        reported_totals: None,
-    })
 }
 
-/// Reads `input` as `perf script` text.
+/// Parses `perf script` text (see the module doc) read from `path`.
+pub fn parse(path: &str, text: &str, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
+    let mut sp = ScriptProfiler::new(path, opts);
+    for (i, line) in text.lines().enumerate() {
+        sp.line(i as u64 + 1, line)?;
+    }
+    sp.finish()
+}
+
+/// Reads `input` as `perf script` text, streaming (invalid UTF-8 is replaced, not fatal).
 pub fn read(input: Input, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
-    let (path, text) = read_text(input)?;
-    parse(&path, &text, opts)
+    use std::io::BufRead;
+    let path = input.path.clone();
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, input.into_reader());
+    let mut sp = ScriptProfiler::new(&path, opts);
+    let mut buf = Vec::new();
+    let mut line_no = 0u64;
+    loop {
+        buf.clear();
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| ReadError::io(&path, &e))?;
+        if n == 0 {
+            break;
+        }
+        line_no += 1;
+        let bytes = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        sp.line(line_no, &String::from_utf8_lossy(bytes))?;
+    }
+    sp.finish()
 }
 
 /// Whether `head` looks like `perf script` sample output: a header line parsed by the
