@@ -207,6 +207,11 @@ struct Totals {
     first_ts: Option<Ts>,
 }
 
+/// Weights from input files: saturating, so an absurd folded count cannot overflow.
+fn add(slot: &mut u64, w: u64) {
+    *slot = slot.saturating_add(w);
+}
+
 /// `part / whole` in basis points (1/100 %), rounded half up; 0 when `whole` is 0.
 pub fn basis_points(part: u64, whole: u64) -> u64 {
     if whole == 0 {
@@ -231,52 +236,61 @@ pub fn find(p: &Profile, params: &Params, paths: &[String]) -> Vec<Finding> {
         ..Totals::default()
     };
     let mut groups: BTreeMap<GroupKey, Group> = BTreeMap::new();
+    // self weight per symbol, like `perf report --no-children --sort sym` (saturating)
+    let mut self_weights = vec![0u64; p.symbols.len()];
     for (idx, s) in p.stacks.iter().enumerate() {
-        totals.weight += s.weight;
+        if let Some(slot) = s
+            .frames
+            .first()
+            .and_then(|&f| self_weights.get_mut(f as usize))
+        {
+            add(slot, s.weight);
+        }
+        add(&mut totals.weight, s.weight);
         totals.stacks += 1;
         if let Some(c) = s.cpu {
-            *totals.cpus.entry(c).or_default() += s.weight;
+            add(totals.cpus.entry(c).or_default(), s.weight);
         }
         let task: TaskKey = (s.pid, s.comm.unwrap_or(Comm::EMPTY));
-        *totals.tasks.entry(task).or_default() += s.weight;
+        add(totals.tasks.entry(task).or_default(), s.weight);
         let bucket = match (s.ts, first_ts) {
             (Some(t), Some(f)) => Some((t - f) / bucket_ns),
             _ => None,
         };
         if let Some(b) = bucket {
-            totals.buckets.entry(b).or_default().0 += s.weight;
+            add(&mut totals.buckets.entry(b).or_default().0, s.weight);
         }
         let Some(a) = attribute(&classes, p, &s.frames) else {
             continue; // not lock waiting: counted in the totals only
         };
-        totals.lock_weight += s.weight;
+        add(&mut totals.lock_weight, s.weight);
         if let Some(b) = bucket {
-            totals.buckets.entry(b).or_default().1 += s.weight;
+            add(&mut totals.buckets.entry(b).or_default().1, s.weight);
         }
         let key = match a.caller.and_then(|c| known_lock(a.family, p.symbol(c))) {
             Some(label) => GroupKey::Known(a.family, label),
             None => GroupKey::Caller(a.family, a.caller),
         };
         let g = groups.entry(key).or_default();
-        g.weight += s.weight;
+        add(&mut g.weight, s.weight);
         g.stacks += 1;
-        g.by_kind[a.kind as usize] += s.weight;
-        *g.entries.entry(a.entry).or_default() += s.weight;
-        *g.callers.entry(a.caller).or_default() += s.weight;
+        add(&mut g.by_kind[a.kind as usize], s.weight);
+        add(g.entries.entry(a.entry).or_default(), s.weight);
+        add(g.callers.entry(a.caller).or_default(), s.weight);
         if let Some(&leaf) = s.frames.first() {
             if classes.is_lock(leaf) {
-                *g.leaves.entry(leaf).or_default() += s.weight;
+                add(g.leaves.entry(leaf).or_default(), s.weight);
             }
         }
         if a.kind == WaitKind::Spin {
-            *g.spin_fns.entry(a.wait_fn).or_default() += s.weight;
+            add(g.spin_fns.entry(a.wait_fn).or_default(), s.weight);
         }
-        *g.tasks.entry(task).or_default() += s.weight;
+        add(g.tasks.entry(task).or_default(), s.weight);
         if let Some(c) = s.cpu {
-            *g.cpus.entry(c).or_default() += s.weight;
+            add(g.cpus.entry(c).or_default(), s.weight);
         }
         if let Some(b) = bucket {
-            *g.buckets.entry(b).or_default() += s.weight;
+            add(g.buckets.entry(b).or_default(), s.weight);
         }
         if let Some(t) = s.ts {
             g.first = Some(g.first.map_or(t, |f| f.min(t)));
@@ -287,7 +301,6 @@ pub fn find(p: &Profile, params: &Params, paths: &[String]) -> Vec<Finding> {
             *ex = (s.weight, idx);
         }
     }
-    let self_weights = p.self_weights();
     let mut out: Vec<Finding> = groups
         .iter()
         .filter_map(|(key, g)| {
@@ -352,10 +365,11 @@ fn finding(
         .tasks
         .keys()
         .map(|k| totals.tasks.get(k).copied().unwrap_or(0))
-        .sum();
+        .fold(0u64, u64::saturating_add);
     let tasks_share = basis_points(g.weight, task_weight);
-    if share * 10 < params.get("min_share_permille").saturating_mul(100)
-        && tasks_share * 10 < params.get("min_task_share_permille").saturating_mul(100)
+    if share.saturating_mul(10) < params.get("min_share_permille").saturating_mul(100)
+        && tasks_share.saturating_mul(10)
+            < params.get("min_task_share_permille").saturating_mul(100)
     {
         return None;
     }
@@ -397,7 +411,7 @@ fn finding(
     let mut comms: Vec<(String, u64)> = Vec::new();
     for ((_, c), w) in &tasks {
         match comms.iter_mut().find(|(n, _)| n == c.as_str()) {
-            Some(e) => e.1 += w,
+            Some(e) => add(&mut e.1, *w),
             None => comms.push((c.as_str().to_string(), *w)),
         }
     }

@@ -322,6 +322,18 @@ fn a_burst_over_time_raises_severity() {
 }
 
 #[test]
+fn absurd_weights_do_not_overflow() {
+    let mut p = P::new();
+    p.folded(SPIN_UNLINK, u64::MAX)
+        .folded(SPIN_UNLINK, u64::MAX)
+        .folded(SPIN_OPEN, u64::MAX)
+        .folded(WORK, u64::MAX);
+    let f = run(&p, &[]);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(f[0].measures["share_bp"], 10_000, "saturated totals");
+}
+
+#[test]
 fn basis_points_round_half_up() {
     assert_eq!(basis_points(1, 3), 3333);
     assert_eq!(basis_points(2, 3), 6667);
