@@ -299,6 +299,116 @@ pub fn explain_skipped(skipped: &mut [SkippedDetector]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use stallscope_detect::detectors::lock_spinning;
+    use stallscope_detect::Params;
+    use stallscope_model::{FieldValue, GenericEvent, Span};
+
+    const KERNEL: u64 = -128i64 as u64;
+
+    fn sample(name: &str, ts: u64, chain: &[u64]) -> Event {
+        Event {
+            ts,
+            cpu: 0,
+            pid: 42,
+            span: Span::default(),
+            kind: EventKind::Generic(Box::new(GenericEvent {
+                system: None,
+                name: name.to_string(),
+                fields: vec![
+                    ("ip".to_string(), FieldValue::UInt(chain[1])),
+                    ("period".to_string(), FieldValue::UInt(1000)),
+                ],
+            })),
+            callchain: Some(chain.to_vec().into_boxed_slice()),
+        }
+    }
+
+    fn engine(meta: &TraceMeta) -> Engine {
+        let d = lock_spinning::make(&Params::defaults(&lock_spinning::PARAMS));
+        Engine::new(vec![d], &[meta])
+    }
+
+    #[test]
+    fn cpu_samples_of_the_event_pass_reach_the_profile_detectors() {
+        let dir = std::env::temp_dir().join(format!("ls-collector-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ksyms = dir.join("kallsyms");
+        std::fs::write(
+            &ksyms,
+            "ffffffff81000000 T rwsem_spin_on_owner\n\
+             ffffffff81001000 T rwsem_down_write_slowpath\n\
+             ffffffff81002000 T down_write\n\
+             ffffffff81003000 T do_unlinkat\n\
+             ffffffff81004000 T memcpy\n\
+             ffffffff81005000 T _etext\n",
+        )
+        .unwrap();
+        let meta = TraceMeta {
+            path: "p.data".into(),
+            ..TraceMeta::default()
+        };
+        let symbols = KernelSymbolSource::File(ksyms.to_string_lossy().into_owned());
+        let none = ProfileInputs {
+            profiles: Vec::new(),
+            profiles_only: false,
+        };
+        let mut c = Collector::new(&symbols, &none);
+        let spin = [
+            KERNEL,
+            0xffffffff81000010,
+            0xffffffff81001010,
+            0xffffffff81002010,
+            0xffffffff81003010,
+        ];
+        let work = [KERNEL, 0xffffffff81004010];
+        for i in 0..100 {
+            let chain: &[u64] = if i < 30 { &spin } else { &work };
+            c.push(&sample("cpu-clock:pppH", 1000 + i, chain));
+        }
+        c.push(&sample("page-faults", 5000, &work));
+        let mut e = engine(&meta);
+        let q = c.finish(&mut e, &[&meta], None).unwrap();
+        assert_eq!(q.count("profile-not-cpu-time"), 1);
+        let out = e.finish();
+        assert!(
+            out.events.iter().any(|n| n == PROFILE_NEED),
+            "{:?}",
+            out.events
+        );
+        let findings = out.outcomes[0].result.as_ref().expect("ran");
+        assert_eq!(findings.len(), 1, "{findings:#?}");
+        assert_eq!(findings[0].measures["share_bp"], 3000);
+        assert!(findings[0].title.starts_with("down_write from do_unlinkat"));
+        assert_eq!(findings[0].evidence[0].source, "p.data:0x0");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn without_cpu_samples_profile_detectors_are_skipped() {
+        let meta = TraceMeta::default();
+        let none = ProfileInputs {
+            profiles: Vec::new(),
+            profiles_only: false,
+        };
+        let mut c = Collector::new(&KernelSymbolSource::Off, &none);
+        c.push(&sample("page-faults", 1, &[KERNEL, 0xffffffff81004010]));
+        let mut e = engine(&meta);
+        c.finish(&mut e, &[&meta], None).unwrap();
+        let out = e.finish();
+        let reason = out.outcomes[0].result.as_ref().expect_err("skipped");
+        assert!(reason.contains(PROFILE_NEED), "{reason}");
+        let mut skipped = vec![SkippedDetector {
+            id: "lock-spinning".into(),
+            reason: reason.clone(),
+            record_command: String::new(),
+        }];
+        explain_skipped(&mut skipped);
+        assert!(
+            skipped[0].reason.contains("CPU profile"),
+            "{}",
+            skipped[0].reason
+        );
+    }
 
     #[test]
     fn cpu_time_events() {
