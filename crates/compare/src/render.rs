@@ -193,7 +193,7 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
     )?;
     latency_table(
         out,
-        "Wakeup latency per comm (Mann-Whitney U over all wakeups; interval: bootstrap CI of the median difference)",
+        "Wakeup latency per comm (1 run a side: Mann-Whitney U over the wakeups; 2+ runs: Welch t on per-run means; interval: bootstrap CI of the median difference)",
         &t.comms,
     )?;
     let tested_tasks: Vec<LatencyRow> = t

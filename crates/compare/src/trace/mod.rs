@@ -2,11 +2,23 @@
 //! rates, and per-detector finding counts. Each file on a side is one run ([`summary`]).
 //!
 //! * **Latency rows** (per comm, and per (comm, pid)): the wakeup latencies of all runs of a
-//!   side are pooled; count, p50, p99 (nearest rank), max, mean; the Mann-Whitney U test of
-//!   base against new (each wakeup one observation) and a bootstrap 1 − α interval of the
-//!   difference of the medians, in ns. Rows with fewer than [`MIN_TESTED`] wakeups on a side
-//!   are listed untested. Holm's adjustment runs over the comm table and, separately, over
-//!   the task table.
+//!   side are pooled for count, p50, p99 (nearest rank), max, mean, and a bootstrap 1 − α
+//!   interval of the difference of the medians, in ns. The verdict depends on the runs:
+//!   - one run on a side: the Mann-Whitney U test of base against new, each wakeup one
+//!     observation. It answers "do these two runs differ?"; it cannot tell a change of
+//!     configuration from run-to-run variation (background load), which one run per side
+//!     does not measure;
+//!   - at least 2 runs (files) on both sides: the run is the unit of replication —
+//!     Welch's t on the per-run mean latencies (test `welch-t-run-means`), so a change must
+//!     exceed the variation between runs of one configuration. (The mean, not the median:
+//!     wakeup latencies under contention are bimodal — most wakeups run at once, some wait
+//!     a whole slice — and the median of a run can sit in either mode; the mean moves with
+//!     the share and length of the long waits.) A comm with wakeups in fewer than 2 runs of
+//!     a side is not tested. The pooled Mann-Whitney
+//!     result is still given (`pooled_mann_whitney`, raw p, for information).
+//!
+//!   Rows with fewer than [`MIN_TESTED`] wakeups on a side are listed untested. Holm's
+//!   adjustment runs over the comm table and, separately, over the task table.
 //! * **Rate rows**: switches/s and migrations/s per comm and for all tasks (`(all)`), one value
 //!   per run (count / trace duration); Welch's t over the runs when both sides have ≥ 2
 //!   runs, otherwise no test (a single trace gives one rate, not a distribution).
@@ -69,8 +81,11 @@ pub struct LatencyRow {
     pub p_new_greater: Option<f64>,
     /// Bootstrap interval of median(new) − median(base), ns.
     pub median_diff_ci_ns: Option<[i64; 2]>,
-    /// Mann-Whitney U verdict.
+    /// The deciding test: Mann-Whitney U (one run on a side) or Welch's t on per-run means.
     pub verdict: Option<Verdict>,
+    /// Mann-Whitney U over the pooled wakeups when the verdict is the per-run test (raw p).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pooled_mann_whitney: Option<Verdict>,
     /// Why there is no test.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub untested: Option<String>,
@@ -168,17 +183,25 @@ fn latency_side(samples: &mut [u64], runs: usize) -> LatencySide {
     }
 }
 
+/// A side's pooled samples and the mean of each run that had any.
+#[derive(Default)]
+struct Pooled {
+    samples: Vec<u64>,
+    run_means: Vec<f64>,
+}
+
+/// `runs`: the number of runs (files) on each side.
 fn latency_row(
     comm: String,
     pid: Option<Tid>,
-    base: (Vec<u64>, usize),
-    new: (Vec<u64>, usize),
+    (base, new): (Pooled, Pooled),
+    runs: [usize; 2],
     alpha: f64,
 ) -> LatencyRow {
-    let (mut b, b_runs) = base;
-    let (mut n, n_runs) = new;
-    let bs = latency_side(&mut b, b_runs);
-    let ns = latency_side(&mut n, n_runs);
+    let (mut b, b_means) = (base.samples, base.run_means);
+    let (mut n, n_means) = (new.samples, new.run_means);
+    let bs = latency_side(&mut b, b_means.len());
+    let ns = latency_side(&mut n, n_means.len());
     let pct = |x: Option<u64>, y: Option<u64>| match (x, y) {
         (Some(x), Some(y)) => change_pct(x as f64, y as f64),
         _ => None,
@@ -194,10 +217,16 @@ fn latency_row(
         p_new_greater: None,
         median_diff_ci_ns: None,
         verdict: None,
+        pooled_mann_whitney: None,
         untested: None,
     };
     if b.len() < MIN_TESTED || n.len() < MIN_TESTED {
         row.untested = Some(format!("fewer than {MIN_TESTED} wakeups on a side"));
+        return row;
+    }
+    let run_level = runs[0] >= 2 && runs[1] >= 2;
+    if run_level && (b_means.len() < 2 || n_means.len() < 2) {
+        row.untested = Some("wakeups in fewer than 2 runs of a side".to_string());
         return row;
     }
     let bf: Vec<f64> = b.iter().map(|&v| v as f64).collect();
@@ -207,6 +236,19 @@ fn latency_row(
         let mut v = Verdict::new("mann-whitney-u", mw.u_base, mw.p);
         v.method = Some(mw.method);
         row.verdict = Some(v);
+    }
+    if run_level {
+        row.pooled_mann_whitney = row.verdict.take();
+        match stats::welch(&Summary::of(&b_means), &Summary::of(&n_means)) {
+            Some(w) => {
+                let mut v = Verdict::new("welch-t-run-means", w.t, w.p);
+                v.df = Some(w.df);
+                row.verdict = Some(v);
+                // direction from the run-level test: t > 0 means new means are larger
+                row.p_new_greater = Some(if w.t > 0.0 { 1.0 } else if w.t < 0.0 { 0.0 } else { 0.5 });
+            }
+            None => row.untested = Some("the per-run means do not vary".to_string()),
+        }
     }
     row.median_diff_ci_ns = stats::difference_interval(&bf, &nf, Statistic::Median, alpha)
         .map(|ci| [ci.low.round() as i64, ci.high.round() as i64]);
@@ -232,24 +274,25 @@ fn finish_latency_rows(rows: &mut Vec<LatencyRow>, alpha: f64) {
     });
 }
 
-/// Pools the latencies of each key over the runs: (samples, runs that had any).
-fn pool<K: Ord + Clone>(
-    runs: &[TraceRun],
-    key: impl Fn(&(String, Tid)) -> K,
-) -> BTreeMap<K, (Vec<u64>, usize)> {
-    let mut out: BTreeMap<K, (Vec<u64>, usize)> = BTreeMap::new();
+/// Pools the latencies of each key over the runs, keeping each run's mean.
+fn pool<K: Ord + Clone>(runs: &[TraceRun], key: impl Fn(&(String, Tid)) -> K) -> BTreeMap<K, Pooled> {
+    let mut out: BTreeMap<K, Pooled> = BTreeMap::new();
     for run in runs {
-        let mut seen: BTreeMap<K, ()> = BTreeMap::new();
+        let mut this_run: BTreeMap<K, Vec<u64>> = BTreeMap::new();
         for (k, t) in &run.tasks {
-            if t.latencies_ns.is_empty() {
+            this_run
+                .entry(key(k))
+                .or_default()
+                .extend_from_slice(&t.latencies_ns);
+        }
+        for (k, samples) in this_run {
+            if samples.is_empty() {
                 continue; // tasks without wakeups have no latency sample
             }
-            let k = key(k);
-            let slot = out.entry(k.clone()).or_default();
-            slot.0.extend_from_slice(&t.latencies_ns);
-            if seen.insert(k, ()).is_none() {
-                slot.1 += 1;
-            }
+            let mean = samples.iter().map(|&v| v as f64).sum::<f64>() / samples.len() as f64;
+            let slot = out.entry(k).or_default();
+            slot.run_means.push(mean);
+            slot.samples.extend_from_slice(&samples);
         }
     }
     out
@@ -277,8 +320,8 @@ fn latency_rows<K: Ord + Clone>(
             latency_row(
                 comm,
                 pid,
-                b.remove(&k).unwrap_or_default(),
-                n.remove(&k).unwrap_or_default(),
+                (b.remove(&k).unwrap_or_default(), n.remove(&k).unwrap_or_default()),
+                [base.len(), new.len()],
                 alpha,
             )
         })
