@@ -42,13 +42,14 @@ pub fn symbol_source(arg: Option<&str>) -> KernelSymbolSource {
 /// Whether samples of event `name` measure CPU time (a CPU profile), as opposed to counting
 /// other things (page faults, context switches, tracepoints).
 pub fn is_cpu_time_event(name: &str) -> bool {
-    let base = name.split(':').next().unwrap_or(name);
+    // `cpu-clock:pppH` (modifiers), `cpu-clock/freq=499/` (terms)
+    let base = name.split([':', '/']).next().unwrap_or(name);
     matches!(
         base,
         "cpu-clock" | "task-clock" | "cycles" | "cpu-cycles" | "ref-cycles" | "instructions"
-    ) || base.starts_with("cpu/")
-        || base.starts_with("cpu_core/")
-        || base.starts_with("cpu_atom/")
+    ) || name.starts_with("cpu/")
+        || name.starts_with("cpu_core/")
+        || name.starts_with("cpu_atom/")
 }
 
 /// Inputs read as profiles up front (text profiles: perf script text with call stacks,
@@ -414,6 +415,7 @@ mod tests {
     fn cpu_time_events() {
         assert!(is_cpu_time_event("cpu-clock:pppH"));
         assert!(is_cpu_time_event("cycles"));
+        assert!(is_cpu_time_event("cpu-clock/freq=499/"));
         assert!(is_cpu_time_event("cpu/cycles/P"));
         assert!(!is_cpu_time_event("page-faults"));
         assert!(!is_cpu_time_event("context-switches"));

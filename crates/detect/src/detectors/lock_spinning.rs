@@ -128,6 +128,9 @@ interrupts disabled is sampled late by timer-based events (`cpu-clock` in VMs): 
 samples land on `_raw_spin_unlock_irqrestore` and are not counted. Inlined lock functions
 have no frame (the kernel inlines `inode_lock` into its callers and, on some kernels,
 `rwsem_optimistic_spin` into the slowpath, whose self time then counts as `slowpath`).
+To record scheduler events in the same file, give the profile event its own frequency
+(`perf record -a -g -e cpu-clock/freq=499/ -e 'sched:*' -c 1`): a plain `-F` also
+samples the tracepoints (perf 6.1), which loses scheduler events.
 `perf report` text is pruned below its threshold; its shares are percentages only. A lock
 sample whose stack ends at the lock functions (no caller: perf report pruned it, or the
 unwinder stopped) counts in `all_locks_share_bp` but forms no path.
