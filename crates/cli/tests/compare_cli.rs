@@ -313,3 +313,62 @@ fn help_has_examples_and_text_says_runs() {
     assert!(text.contains("base 2 runs, new 1 run"), "{text}");
     assert!(text.contains("fewer than 2 runs on a side"), "{text}");
 }
+
+// ---------------------------------------------------------------- profiles
+
+/// `perf report --no-children --sort sym` percentage of `sym` in a committed peer file.
+fn report_pct(file: &str, sym: &str) -> f64 {
+    let text = std::fs::read_to_string(path(file)).expect("report");
+    text.lines()
+        .find(|l| l.trim_end().ends_with(&format!("] {sym}")))
+        .and_then(|l| l.split('%').next()?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn one_shared_directory_raises_the_rwsem_spin() {
+    let dir = std::env::temp_dir().join(format!("stallscope-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kallsyms = dir.join("kallsyms.txt");
+    let xz = Command::new("xz")
+        .args(["-dc", &path("fixtures/detectors/lock-spinning/kallsyms.txt.xz")])
+        .output()
+        .expect("xz");
+    std::fs::write(&kallsyms, xz.stdout).unwrap();
+    for fs in ["tmpfs", "xfs"] {
+        let base = format!("fixtures/detectors/lock-spinning/{fs}-private.perf.data.xz");
+        let new = format!("fixtures/detectors/lock-spinning/{fs}-shared.perf.data.xz");
+        let out = run(&[
+            path(&base),
+            "--vs".into(),
+            path(&new),
+            "--kallsyms".into(),
+            kallsyms.to_string_lossy().into_owned(),
+            "--format".into(),
+            "json".into(),
+        ]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["kind"], "profile");
+        let p = &doc["profile"];
+        assert_eq!(p["test"], "two-proportion-z");
+        for sym in ["rwsem_spin_on_owner", "rwsem_down_write_slowpath"] {
+            let r = row(&p["functions"], "function", sym);
+            assert!(r["self_verdict"]["significant"].as_bool().unwrap(), "{fs} {r}");
+            assert!(r["self_change_pp"].as_f64().unwrap() > 0.0, "{fs} {r}");
+            assert!(
+                p["rises"].as_array().unwrap().iter().any(|x| x == sym),
+                "{fs}: {sym} not in rises {}",
+                p["rises"]
+            );
+            // self shares agree with perf report on the same files (2-decimal rounding)
+            for (side, file) in [("base", &base), ("new", &new)] {
+                let report = file.replace(".perf.data.xz", ".report-sym.txt");
+                let ours = r[side]["self_share"].as_f64().unwrap() * 100.0;
+                let perf = report_pct(&report, sym);
+                assert!((ours - perf).abs() <= 0.006, "{fs} {side} {sym}: ours {ours} perf {perf}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -266,7 +266,8 @@ fn write_metrics(out: &mut dyn Write, m: &MetricsComparison) -> io::Result<()> {
     )?;
     for r in &m.rows {
         let side = |s: &Option<crate::metrics::MetricSide>| match s {
-            Some(s) => (fmt_value(s.mean), format!("±{:.1}%", s.stddev_pct)),
+            Some(s) if s.runs >= 2 => (fmt_value(s.mean), format!("±{:.1}%", s.stddev_pct)),
+            Some(s) => (fmt_value(s.mean), String::new()),
             None => ("-".to_string(), String::new()),
         };
         let (bm, bs) = side(&r.base);
@@ -303,9 +304,10 @@ fn write_profile(out: &mut dyn Write, p: &ProfileComparison) -> io::Result<()> {
         "  {:>8} {:>8} {:>9} {:>8} {:>8} {:>10}    {:>8} {:>8}  function",
         "base", "±stddev", "%change", "new", "±stddev", "p adj", "children", "new"
     )?;
+    let repeated = p.base_runs >= 2 && p.new_runs >= 2;
     for r in p.functions.iter().take(TEXT_ROWS) {
         let sd = |sd: f64, mean: f64| {
-            if mean > 0.0 {
+            if repeated && mean > 0.0 {
                 format!("±{:.1}%", sd / mean * 100.0)
             } else {
                 String::new()
@@ -328,8 +330,10 @@ fn write_profile(out: &mut dyn Write, p: &ProfileComparison) -> io::Result<()> {
     if p.functions.len() > TEXT_ROWS {
         writeln!(out, "  … {} more rows (--format json)", p.functions.len() - TEXT_ROWS)?;
     }
-    writeln!(out, "  significant rises: {}", list_or_none(&p.rises))?;
-    writeln!(out, "  significant falls: {}", list_or_none(&p.falls))?;
+    writeln!(out, "  self share, significant rises: {}", list_or_none(&p.rises))?;
+    writeln!(out, "  self share, significant falls: {}", list_or_none(&p.falls))?;
+    writeln!(out, "  children share, significant rises: {}", list_or_none(&p.children_rises))?;
+    writeln!(out, "  children share, significant falls: {}", list_or_none(&p.children_falls))?;
     Ok(())
 }
 

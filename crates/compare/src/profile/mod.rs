@@ -13,8 +13,9 @@
 //! * otherwise (e.g. one `perf report` text per side, which has only percentages): no test.
 //!
 //! Rows: functions whose self or children share reaches [`MIN_SHARE`] on either side.
-//! [`ProfileComparison::rises`] and [`ProfileComparison::falls`] list the largest changes
-//! of the self share (then children share) in percentage points.
+//! [`ProfileComparison::rises`] and [`ProfileComparison::falls`] list the largest
+//! significant changes of the self share in percentage points (where the time is spent);
+//! `children_rises` / `children_falls` the same for the children share (which call paths).
 
 use std::collections::HashMap;
 
@@ -25,6 +26,9 @@ use crate::stats::{self, change_pct, Summary, Verdict};
 
 /// Smallest share (of either column, on either side) for a function to get a row.
 pub const MIN_SHARE: f64 = 0.001;
+
+/// Names listed in each of the rises / falls lists.
+pub const LISTED: usize = 10;
 
 /// One side of one function.
 #[derive(Clone, Debug, Serialize)]
@@ -81,10 +85,14 @@ pub struct ProfileComparison {
     pub test: &'static str,
     /// Functions, by largest absolute self change first.
     pub functions: Vec<FunctionRow>,
-    /// Names of the functions whose share rose significantly, largest first (up to 10).
+    /// Functions whose self share rose significantly, largest rise first (up to 10).
     pub rises: Vec<String>,
-    /// Names of the functions whose share fell significantly, largest first (up to 10).
+    /// Functions whose self share fell significantly, largest fall first (up to 10).
     pub falls: Vec<String>,
+    /// Functions whose children (total) share rose significantly (up to 10).
+    pub children_rises: Vec<String>,
+    /// Functions whose children share fell significantly (up to 10).
+    pub children_falls: Vec<String>,
 }
 
 /// Per function name: per-run (self, children) weights, and per-run totals.
@@ -234,29 +242,10 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
             .then(y.children_change_pp.abs().total_cmp(&x.children_change_pp.abs()))
             .then(x.function.cmp(&y.function))
     });
-    let significant = |r: &FunctionRow| {
-        r.self_verdict.as_ref().is_some_and(|v| v.significant)
-            || r.children_verdict.as_ref().is_some_and(|v| v.significant)
-    };
-    let mut moved: Vec<&FunctionRow> = rows.iter().filter(|r| significant(r)).collect();
-    moved.sort_by(|x, y| {
-        let key = |r: &FunctionRow| if r.self_change_pp != 0.0 { r.self_change_pp } else { r.children_change_pp };
-        key(y).total_cmp(&key(x))
-    });
-    let key = |r: &FunctionRow| if r.self_change_pp != 0.0 { r.self_change_pp } else { r.children_change_pp };
-    let rises = moved
-        .iter()
-        .filter(|r| key(r) > 0.0)
-        .take(10)
-        .map(|r| r.function.clone())
-        .collect();
-    let falls = moved
-        .iter()
-        .rev()
-        .filter(|r| key(r) < 0.0)
-        .take(10)
-        .map(|r| r.function.clone())
-        .collect();
+    let rises = ranked(&rows, |r| &r.self_verdict, |r| r.self_change_pp, true);
+    let falls = ranked(&rows, |r| &r.self_verdict, |r| r.self_change_pp, false);
+    let children_rises = ranked(&rows, |r| &r.children_verdict, |r| r.children_change_pp, true);
+    let children_falls = ranked(&rows, |r| &r.children_verdict, |r| r.children_change_pp, false);
     ProfileComparison {
         base_runs: base.len(),
         new_runs: new.len(),
@@ -266,7 +255,26 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
         functions: rows,
         rises,
         falls,
+        children_rises,
+        children_falls,
     }
+}
+
+/// Up to [`LISTED`] functions whose column changed significantly in one direction, largest
+/// change first.
+fn ranked(
+    rows: &[FunctionRow],
+    verdict: impl Fn(&FunctionRow) -> &Option<Verdict>,
+    change: impl Fn(&FunctionRow) -> f64,
+    up: bool,
+) -> Vec<String> {
+    let mut list: Vec<&FunctionRow> = rows
+        .iter()
+        .filter(|r| verdict(r).as_ref().is_some_and(|v| v.significant))
+        .filter(|r| if up { change(r) > 0.0 } else { change(r) < 0.0 })
+        .collect();
+    list.sort_by(|a, b| change(b).abs().total_cmp(&change(a).abs()).then(a.function.cmp(&b.function)));
+    list.into_iter().take(LISTED).map(|r| r.function.clone()).collect()
 }
 
 #[cfg(test)]
@@ -311,8 +319,9 @@ mod tests {
         assert!(dw.self_verdict.is_none(), "no self samples on either side");
         assert!(dw.children_verdict.as_ref().unwrap().significant);
         assert_eq!(c.rises[0], "osq_lock");
-        assert!(c.falls.contains(&"memcpy".to_string()), "{:?}", c.falls);
-        assert!(!c.falls.contains(&"osq_lock".to_string()));
+        assert_eq!(c.falls, ["memcpy"]);
+        assert!(c.children_rises.contains(&"down_write".to_string()));
+        assert!(c.children_falls.contains(&"main".to_string()));
     }
 
     #[test]
