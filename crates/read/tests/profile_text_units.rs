@@ -112,7 +112,9 @@ fn children_view_self_column_and_branch_glyphs() {
     assert_eq!(t("start_thread"), Some(5006 + 4955));
     assert_eq!(t("leaf_compute"), Some(4981 + 4917));
     assert_eq!(t("__folio_start_writeback"), Some(13));
-    assert!(report("report_stdio_no_children.txt").reported_totals.is_none());
+    assert!(report("report_stdio_no_children.txt")
+        .reported_totals
+        .is_none());
 }
 
 #[test]
@@ -318,4 +320,17 @@ fn mutated_inputs_never_panic() {
             let _ = (r.profile.self_weights(), r.profile.total_weights());
         }
     }
+}
+
+#[test]
+fn second_event_section_is_counted_not_merged() {
+    // `perf record -e a -e b` reports one section per event: the first is read.
+    let one = std::fs::read_to_string(fixture("perf_cpu_fp/report_stdio_nograph.txt")).unwrap();
+    let two = one.replace("of event 'cpu-clock:pppH'", "of event 'cycles'");
+    let r = perf_report::parse("two", &format!("{one}{two}")).unwrap();
+    let single = perf_report::parse("one", &one).unwrap();
+    assert_eq!(stacks(&r.profile), stacks(&single.profile));
+    assert_eq!(r.event.as_deref(), Some("cpu-clock:pppH"));
+    assert_eq!(r.quality.count("perf-report-other-event"), 1);
+    assert_eq!(r.quality.count("perf-report-bad-line"), 0);
 }

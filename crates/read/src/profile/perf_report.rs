@@ -45,6 +45,11 @@
 //! - `-g folded` lines (`COUNT frame;…`, caller first) give exact stacks: the unit is then
 //!   samples, and entries without such lines get `pct × # Samples`.
 //!
+//! Only the first event's section is read when the report has several (`-e a -e b`); the
+//! others are counted (`perf-report-other-event`). `# Samples: 2K` (perf abbreviates above
+//! 1000) scales to 2000 for the folded-mode estimate. `# os release :` (`--header`) gives the
+//! kernel release.
+//!
 //! Lossy input (counted in `perf-report-pruned`): perf drops branches below its threshold
 //! (`-g graph,0.5` by default) and entries below `--percent-limit`, and rounds to 2
 //! decimals; ask for `perf script` or `-g folded,0,caller,count` for exact stacks.
@@ -293,6 +298,7 @@ struct ReportParser<'a> {
     children_view: bool,
     samples: Option<u64>,
     event: Option<String>,
+    release: Option<String>,
     entries: Vec<Entry>,
 }
 
@@ -438,11 +444,13 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         children_view: false,
         samples: None,
         event: None,
+        release: None,
         entries: Vec::new(),
     };
     let mut current: Option<Entry> = None;
     let mut first_line: Option<(u64, String)> = None;
     let mut folded_mode = false;
+    let mut other_section = false;
     for (i, raw) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
@@ -452,14 +460,38 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         if first_line.is_none() {
             first_line = Some((line_no, line.chars().take(80).collect()));
         }
+        if other_section && !line.starts_with("# Samples:") {
+            continue; // inside an ignored event's section (counted at its start)
+        }
         if let Some(h) = line.strip_prefix('#') {
             if let Some(rest) = h.trim_start().strip_prefix("Samples:") {
                 let rest = rest.trim_start();
-                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-                p.samples = digits.parse().ok();
-                if let Some(q) = rest.split('\'').nth(1) {
-                    p.event = Some(q.to_string());
+                let event = rest.split('\'').nth(1).map(str::to_string);
+                if current.is_some() || !p.entries.is_empty() {
+                    // A second event's section (`perf record -e a -e b`): one event is
+                    // profiled, like the other readers.
+                    let ev = event.unwrap_or_default();
+                    p.quality.add(
+                        "perf-report-other-event",
+                        Severity::Info,
+                        "sections of other events than the first one (ignored)",
+                        1,
+                        || format!("{path}:{line_no}: {ev}"),
+                    );
+                    other_section = true;
+                    continue;
                 }
+                // `781` or, above 1000, perf's abbreviation `2K` / `3M`.
+                let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+                let scale = match rest[digits.len()..].chars().next() {
+                    Some('K') => 1_000,
+                    Some('M') => 1_000_000,
+                    _ => 1,
+                };
+                p.samples = digits.parse::<u64>().ok().map(|n| n * scale);
+                p.event = event;
+            } else if let Some(r) = h.trim_start().strip_prefix("os release :") {
+                p.release = Some(r.trim().to_string());
             } else if h.trim_start().starts_with("Overhead")
                 || h.trim_start().starts_with("Children")
             {
@@ -584,7 +616,7 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         quality: p.quality,
         format: ProfileFormat::PerfReport,
         event: p.event,
-        kernel_release: None,
+        kernel_release: p.release,
         reported_totals,
     })
 }
