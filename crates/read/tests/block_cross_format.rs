@@ -92,3 +92,25 @@ fn kernel_blk_tracer_ftrace_text_equals_binary_at_us_precision() {
         dump_lines(&bin, 0)
     );
 }
+
+#[test]
+fn compressed_per_cpu_files_in_a_directory_equal_the_plain_ones() {
+    let dir = tmp_dir("zst");
+    for cpu in 0..2 {
+        let name = format!("loop0.blktrace.{cpu}");
+        let raw = std::fs::read(loop0_dir().join(&name)).unwrap();
+        let z = zstd::encode_all(&raw[..], 3).unwrap();
+        let out = if cpu == 0 {
+            name
+        } else {
+            format!("{name}.zst")
+        };
+        std::fs::write(dir.join(out), z).unwrap();
+    }
+    let (plain, _) = read_all(&loop0_dir().join("loop0"));
+    let (by_dir, _) = read_all(&dir);
+    let (by_prefix, _) = read_all(&dir.join("loop0"));
+    assert_eq!(dump_lines(&by_dir, 0), dump_lines(&plain, 0));
+    assert_eq!(dump_lines(&by_prefix, 0), dump_lines(&plain, 0));
+    let _ = std::fs::remove_dir_all(&dir);
+}

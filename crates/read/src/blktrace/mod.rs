@@ -293,8 +293,18 @@ impl EventReader for BlktraceReader {
     }
 }
 
-/// True when `name` looks like a per-CPU blktrace file (`DEV.blktrace.N`).
+/// `name` without a compression suffix (`.gz`, `.zst`, `.xz`).
+fn strip_compression(name: &str) -> &str {
+    [".gz", ".zst", ".xz"]
+        .iter()
+        .find_map(|ext| name.strip_suffix(ext))
+        .unwrap_or(name)
+}
+
+/// True when `name` looks like a per-CPU blktrace file (`DEV.blktrace.N`, optionally
+/// compressed: `DEV.blktrace.N.zst`).
 pub fn is_per_cpu_name(name: &str) -> bool {
+    let name = strip_compression(name);
     match name.rfind(".blktrace.") {
         Some(i) => {
             let cpu = &name[i + ".blktrace.".len()..];
@@ -305,17 +315,24 @@ pub fn is_per_cpu_name(name: &str) -> bool {
 }
 
 fn cpu_of(name: &str) -> u64 {
-    name.rsplit('.')
+    strip_compression(name)
+        .rsplit('.')
         .next()
         .and_then(|s| s.parse().ok())
         .unwrap_or(u64::MAX)
+}
+
+/// The device part of a per-CPU file name (`loop0` of `loop0.blktrace.1.zst`).
+fn dev_of(name: &str) -> &str {
+    let name = strip_compression(name);
+    name.rfind(".blktrace.").map_or(name, |i| &name[..i])
 }
 
 /// Expands a directory or a `DEV` prefix to the per-CPU files it stands for, sorted by
 /// name then CPU number; `Ok(None)` when `path` is neither (an ordinary file, `-`, or a
 /// name with no matching files).
 ///
-/// * directory: every `*.blktrace.N` in it;
+/// * directory: every `*.blktrace.N` in it (compressed ones too: `*.blktrace.N.zst`);
 /// * `DIR/loop0`, `DIR/loop0.blktrace`, `DIR/loop0.blktrace.` (when no such file exists):
 ///   every `DIR/loop0.blktrace.N`.
 pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
@@ -357,20 +374,18 @@ pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
             .trim_end_matches('.')
             .trim_end_matches(".blktrace")
             .to_string();
-        let prefix = format!("{stem}.blktrace.");
         list(&dir)?
             .into_iter()
-            .filter(|(name, _)| name.starts_with(&prefix) && is_per_cpu_name(name))
-            .filter(|(name, _)| !name[prefix.len()..].contains('.'))
+            .filter(|(name, _)| dev_of(name) == stem)
             .collect()
     };
     if found.is_empty() {
         return Ok(None);
     }
     found.sort_by(|a, b| {
-        let (sa, sb) = (a.0.rfind('.'), b.0.rfind('.'));
-        let (da, db) = (&a.0[..sa.unwrap_or(0)], &b.0[..sb.unwrap_or(0)]);
-        da.cmp(db).then(cpu_of(&a.0).cmp(&cpu_of(&b.0)))
+        dev_of(&a.0)
+            .cmp(dev_of(&b.0))
+            .then(cpu_of(&a.0).cmp(&cpu_of(&b.0)))
     });
     Ok(Some(found.into_iter().map(|(_, p)| p).collect()))
 }
@@ -384,7 +399,11 @@ mod tests {
         assert!(is_per_cpu_name("loop0.blktrace.0"));
         assert!(is_per_cpu_name("sda.blktrace.12"));
         assert!(!is_per_cpu_name("sda.blktrace."));
-        assert!(!is_per_cpu_name("sda.blktrace.1.gz"));
+        assert!(is_per_cpu_name("sda.blktrace.1.gz"));
+        assert!(is_per_cpu_name("sda.blktrace.1.zst"));
+        assert!(!is_per_cpu_name("sda.blktrace.1.txt"));
+        assert_eq!(dev_of("my.dev.blktrace.3.xz"), "my.dev");
+        assert_eq!(cpu_of("my.dev.blktrace.3.xz"), 3);
         assert!(!is_per_cpu_name("trace.dat"));
     }
 }

@@ -20,7 +20,9 @@
 //! 46  u16  pdu_len   payload bytes that follow the header
 //! ```
 //!
-//! Payloads: unplug depth and split sector are **big-endian** u64; remap is
+//! Payloads (after an 8-byte cgroup id when the action has bit 8 set, as 6.18's I/O
+//! scheduler messages do — blkparse 1.2.0 does not print those messages, we keep them):
+//! unplug depth and split sector are **big-endian** u64; remap is
 //! `{__be32 device_from, device_to; __be64 sector_from}`; notify PROCESS = comm,
 //! TIMESTAMP = `u32 sec, u32 nsec`, MESSAGE = text. RWBS is rebuilt from the category bits
 //! the way blkparse prints it: `F` (FLUSH) first, then `D` (DISCARD) / `W` (WRITE) / `R`
@@ -422,6 +424,18 @@ mod tests {
         h.action = 0x0400_0002;
         match decode(&h, b"bfq33S put_queue", Endian::Little) {
             Decoded::Event(ev) => assert_eq!(ev.message.as_deref(), Some("bfq33S put_queue")),
+            other => panic!("{other:?}"),
+        }
+        // Real bfq messages (6.18) carry the cgroup flag and an 8-byte cgroup id first;
+        // blkparse 1.2.0 prints none of these, stallscope keeps them.
+        h.action = 0x0400_0102;
+        let mut pdu = 1u64.to_le_bytes().to_vec();
+        pdu.extend_from_slice(b"bfq [bfq_limit_depth] wr_busy 1 sync 1 depth 96");
+        match decode(&h, &pdu, Endian::Little) {
+            Decoded::Event(ev) => assert_eq!(
+                ev.message.as_deref(),
+                Some("bfq [bfq_limit_depth] wr_busy 1 sync 1 depth 96")
+            ),
             other => panic!("{other:?}"),
         }
         h.action = 0x0400_0009;
