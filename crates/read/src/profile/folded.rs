@@ -12,7 +12,8 @@
 //! make;main 40 52                                   (differential: before, after)
 //! ```
 //!
-//! - The count is the last whitespace-separated token. When the text before it again ends
+//! - The count is the last whitespace-separated token; a line without one may put it first
+//!   (`385 start_thread;worker;leaf_compute`, perf report's `-g folded` form). When the text before it again ends
 //!   in whitespace + a number, the line is *differential* (`difffolded.pl`): the first
 //!   number is the weight, the second [`WeightedStack::weight_new`]. This is decided line by
 //!   line, as flamegraph.pl does; a frame that itself ends in ` <digits>` is therefore read
@@ -116,7 +117,9 @@ fn split_frames(stack: &str) -> Vec<&str> {
 /// Parses one non-blank, non-comment line.
 pub fn parse_line(line: &str) -> Option<FoldedLine<'_>> {
     let (before, last) = split_last(line)?;
-    let (count, frac1) = parse_count(last)?;
+    let Some((count, frac1)) = parse_count(last) else {
+        return parse_count_first(line);
+    };
     let (stack, count, count_new, fractional) =
         match split_last(before).and_then(|(b, tok)| parse_count(tok).map(|c| (b, c))) {
             Some((b, (first, frac0))) if !b.is_empty() => (b, first, Some(count), frac0 || frac1),
@@ -129,6 +132,24 @@ pub fn parse_line(line: &str) -> Option<FoldedLine<'_>> {
         frames: split_frames(stack),
         count,
         count_new,
+        fractional,
+    })
+}
+
+/// `COUNT stack` (`perf report -g folded,0,caller,count` lines, also `perf script report
+/// stackcollapse`-like tools that put the count first).
+fn parse_count_first(line: &str) -> Option<FoldedLine<'_>> {
+    let t = line.trim();
+    let (first, stack) = t.split_once(|c: char| c.is_ascii_whitespace())?;
+    let (count, fractional) = parse_count(first)?;
+    let stack = stack.trim();
+    if stack.is_empty() {
+        return None;
+    }
+    Some(FoldedLine {
+        frames: split_frames(stack),
+        count,
+        count_new: None,
         fractional,
     })
 }
@@ -324,6 +345,12 @@ x;[unbalanced;leaf 1
     fn differential_fractional_and_duplicates() {
         let r = parse("t", "a;b 40 52\na;b 1 2\nc;d 2.5\nc;d 1.\n").unwrap();
         assert_eq!(r.profile.stacks.len(), 2);
+        let first = parse("t", "385 start_thread;worker;leaf_compute\n2 a b;c\n").unwrap();
+        assert_eq!(first.profile.stacks[0].weight, 385);
+        assert_eq!(
+            first.profile.symbol(first.profile.stacks[1].frames[1]),
+            "a b"
+        );
         assert_eq!(
             (r.profile.stacks[0].weight, r.profile.stacks[0].weight_new),
             (41, Some(54))
