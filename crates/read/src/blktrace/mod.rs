@@ -15,7 +15,9 @@
 //! One reader can cover several files: [`expand_path`] turns a directory (every
 //! `*.blktrace.N` in it) or a `DEV` prefix (`loop0`, `loop0.blktrace`, `loop0.blktrace.`) into
 //! the list of per-CPU files, which [`crate::open`] then reads as one input. Spans are byte
-//! offsets inside the file of the record's CPU.
+//! offsets inside the file of the record's CPU. Per-CPU files named one by one on the
+//! command line are separate inputs (merged by the facade): each knows only the process
+//! notes of its own CPU, so name the directory or the prefix to get every task name.
 //!
 //! Errors: a truncated record is fatal ([`ReadError`] with the file and the record's
 //! offset); garbage between records is skipped to the next magic and counted
