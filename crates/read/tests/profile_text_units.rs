@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use stallscope_model::{Profile, SpanPos, WeightUnit};
 use stallscope_read::profile::{
-    folded, perf_report, perf_script, read_profile, sniff_profile, KernelSymbolSource,
+    folded, perf_report, perf_script, read_profile, sniff_profile, Kallsyms, KernelSymbolSource,
     ProfileFormat, ProfileOptions, ProfileRead,
 };
 
@@ -309,6 +309,9 @@ fn mutated_inputs_never_panic() {
         }
         let text = String::from_utf8_lossy(&data);
         let _ = sniff_profile(&data);
+        if let Ok(k) = Kallsyms::parse("m", &text) {
+            let _ = (k.lookup(0xffff_ffff_8100_0000), k.lookup(0x11e9), k.note());
+        }
         for r in [
             folded::parse("m", &text),
             perf_script::parse("m", &text, &off),
