@@ -15,7 +15,7 @@
 //! ```
 //!
 //! The context columns (comm with spaces, `PID/TID`, `[CPU]`, µs or ns time) are split by
-//! the shared perf-script context parser ([`crate::text_common::context`]); the comm is what
+//! the shared perf-script context parser (`text_common::context`); the comm is what
 //! precedes the pid. The DSO is the last parenthesized group of a frame line, matched from
 //! the end (`(/memfd:sealed-91 (deleted))` is one DSO), so symbols with spaces and
 //! parentheses (`operator() (int) const`) stay whole; the `+0x…` offset is removed.
