@@ -12,7 +12,8 @@ use crate::common::{CliError, OutputFormat};
 
 /// Arguments of `stallscope compare`.
 #[derive(Args, Debug)]
-#[command(after_help = "Several files on a side are repeated runs of that configuration. \
+#[command(
+    after_help = "Several files on a side are repeated runs of that configuration. \
 Both sides must hold one kind of input: traces (perf.data, trace.dat, text traces), \
 profiles (folded stacks), or metric files (perf stat text / -r N / -x, CSV; fio \
 --output-format=json). A change is called significant only when its Holm-adjusted p-value \
@@ -20,7 +21,8 @@ is below --alpha. Details: docs/compare.md.\n\n\
 Examples:\n  stallscope compare equal.perf.data --vs starve.perf.data\n  \
 stallscope compare base-*.perf-stat.csv --vs new-*.perf-stat.csv\n  \
 stallscope compare base.fio.json --vs new.fio.json --alpha 0.01\n  \
-stallscope compare before.folded --vs after.folded --format json | jq .profile.rises")]
+stallscope compare before.folded --vs after.folded --format json | jq .profile.rises"
+)]
 pub struct CompareArgs {
     /// Base runs (one file per run).
     #[arg(required = true, value_name = "BASE")]

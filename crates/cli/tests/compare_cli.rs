@@ -109,7 +109,11 @@ fn starved_victim_latency_rises() {
     assert!(c["new"]["p99_ns"].as_u64().unwrap() > 1_000_000, "{c}");
     assert!(c["base"]["p99_ns"].as_u64().unwrap() < 1_000_000, "{c}");
     // the runqueue-starvation detector fires only on the starved side
-    let d = row(&doc["trace"]["detectors"], "detector", "runqueue-starvation");
+    let d = row(
+        &doc["trace"]["detectors"],
+        "detector",
+        "runqueue-starvation",
+    );
     assert_eq!(d["base_findings"][0], 0);
     assert!(d["new_findings"][0].as_u64().unwrap() >= 1, "{d}");
 }
@@ -165,7 +169,10 @@ fn runs(cfg: &str) -> Vec<String> {
 /// Welch p from scipy, or `None` when python3/scipy is unavailable.
 fn scipy(expr: &str) -> Option<f64> {
     let out = Command::new("python3")
-        .args(["-c", &format!("import scipy.stats as s; print(float({expr}))")])
+        .args([
+            "-c",
+            &format!("import scipy.stats as s; print(float({expr}))"),
+        ])
         .stderr(Stdio::null())
         .output()
         .ok()?;
@@ -179,7 +186,10 @@ fn scipy(expr: &str) -> Option<f64> {
 fn list(v: &[f64]) -> String {
     format!(
         "[{}]",
-        v.iter().map(|x| format!("{x:?}")).collect::<Vec<_>>().join(",")
+        v.iter()
+            .map(|x| format!("{x:?}"))
+            .collect::<Vec<_>>()
+            .join(",")
     )
 }
 
@@ -197,7 +207,10 @@ fn perf_stat_csv_runs_with_a_hog_lose_cpu_time() {
         let (bv, nv) = (csv_values(&base, event), csv_values(&new, event));
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let got_b = r["base"]["mean"].as_f64().unwrap();
-        assert!((got_b - mean(&bv)).abs() < 1e-9 * mean(&bv).abs().max(1.0), "{r}");
+        assert!(
+            (got_b - mean(&bv)).abs() < 1e-9 * mean(&bv).abs().max(1.0),
+            "{r}"
+        );
         assert!(r["change_pct"].as_f64().unwrap() < -50.0, "{r}");
         assert!(significant(r), "{r}");
         if let Some(p) = scipy(&format!(
@@ -206,7 +219,10 @@ fn perf_stat_csv_runs_with_a_hog_lose_cpu_time() {
             list(&nv)
         )) {
             let ours = r["verdict"]["p"].as_f64().unwrap();
-            assert!((ours - p).abs() <= 1e-9 * p.max(1e-300), "ours {ours} scipy {p}");
+            assert!(
+                (ours - p).abs() <= 1e-9 * p.max(1e-300),
+                "ours {ours} scipy {p}"
+            );
         }
     }
 }
@@ -233,8 +249,14 @@ fn perf_stat_repeat_file_gives_runs_and_welch_from_summaries() {
     assert!(r["change_pct"].as_f64().unwrap() < -50.0);
     assert!(significant(r), "{r}");
     // perf prints mean and ( +- rel. standard error ): scipy from the same summaries
-    let (bm, bse) = (r["base"]["mean"].as_f64().unwrap(), r["base"]["stddev"].as_f64().unwrap());
-    let (nm, nse) = (r["new"]["mean"].as_f64().unwrap(), r["new"]["stddev"].as_f64().unwrap());
+    let (bm, bse) = (
+        r["base"]["mean"].as_f64().unwrap(),
+        r["base"]["stddev"].as_f64().unwrap(),
+    );
+    let (nm, nse) = (
+        r["new"]["mean"].as_f64().unwrap(),
+        r["new"]["stddev"].as_f64().unwrap(),
+    );
     if let Some(p) = scipy(&format!(
         "s.ttest_ind_from_stats({bm}, {bse}, 5, {nm}, {nse}, 5, equal_var=False).pvalue"
     )) {
@@ -244,14 +266,25 @@ fn perf_stat_repeat_file_gives_runs_and_welch_from_summaries() {
     // the file's own numbers: 2.68% style relative errors become stddev = mean·rel·√5
     let text = std::fs::read_to_string(path("fixtures/compare/perf-stat/base-r5.txt")).unwrap();
     let line = text.lines().find(|l| l.contains(" task-clock ")).unwrap();
-    let rel: f64 = line.split("( +-").nth(1).unwrap().split('%').next().unwrap().trim().parse().unwrap();
+    let rel: f64 = line
+        .split("( +-")
+        .nth(1)
+        .unwrap()
+        .split('%')
+        .next()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!((bse - bm * rel / 100.0 * 5f64.sqrt()).abs() < 1e-9 * bse.max(1e-9));
 }
 
 #[test]
 fn fio_larger_blocks_take_longer_per_io() {
     let files = |cfg: &str| -> Vec<String> {
-        (1..=5).map(|i| format!("fixtures/compare/fio/{cfg}-{i}.json")).collect()
+        (1..=5)
+            .map(|i| format!("fixtures/compare/fio/{cfg}-{i}.json"))
+            .collect()
     };
     let (base, new, again) = (files("base"), files("new"), files("again"));
     fn v(f: &[String]) -> Vec<&str> {
@@ -288,7 +321,11 @@ fn mixed_kinds_exit_2_naming_each_file() {
 
 #[test]
 fn unreadable_input_exits_2() {
-    let out = run(&["/nonexistent/a".into(), "--vs".into(), "/nonexistent/b".into()]);
+    let out = run(&[
+        "/nonexistent/a".into(),
+        "--vs".into(),
+        "/nonexistent/b".into(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/a"));
 }
@@ -300,7 +337,10 @@ fn help_has_examples_and_text_says_runs() {
         .output()
         .unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
-    assert!(help.contains("Examples:") && help.contains("--vs"), "{help}");
+    assert!(
+        help.contains("Examples:") && help.contains("--vs"),
+        "{help}"
+    );
     assert!(help.contains("--alpha"));
     let out = run(&[
         path("fixtures/compare/perf-stat/base-1.csv"),
@@ -331,7 +371,10 @@ fn one_shared_directory_raises_the_rwsem_spin() {
     std::fs::create_dir_all(&dir).unwrap();
     let kallsyms = dir.join("kallsyms.txt");
     let xz = Command::new("xz")
-        .args(["-dc", &path("fixtures/detectors/lock-spinning/kallsyms.txt.xz")])
+        .args([
+            "-dc",
+            &path("fixtures/detectors/lock-spinning/kallsyms.txt.xz"),
+        ])
         .output()
         .expect("xz");
     std::fs::write(&kallsyms, xz.stdout).unwrap();
@@ -347,14 +390,21 @@ fn one_shared_directory_raises_the_rwsem_spin() {
             "--format".into(),
             "json".into(),
         ]);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(doc["kind"], "profile");
         let p = &doc["profile"];
         assert_eq!(p["test"], "two-proportion-z");
         for sym in ["rwsem_spin_on_owner", "rwsem_down_write_slowpath"] {
             let r = row(&p["functions"], "function", sym);
-            assert!(r["self_verdict"]["significant"].as_bool().unwrap(), "{fs} {r}");
+            assert!(
+                r["self_verdict"]["significant"].as_bool().unwrap(),
+                "{fs} {r}"
+            );
             assert!(r["self_change_pp"].as_f64().unwrap() > 0.0, "{fs} {r}");
             assert!(
                 p["rises"].as_array().unwrap().iter().any(|x| x == sym),
@@ -366,7 +416,10 @@ fn one_shared_directory_raises_the_rwsem_spin() {
                 let report = file.replace(".perf.data.xz", ".report-sym.txt");
                 let ours = r[side]["self_share"].as_f64().unwrap() * 100.0;
                 let perf = report_pct(&report, sym);
-                assert!((ours - perf).abs() <= 0.006, "{fs} {side} {sym}: ours {ours} perf {perf}");
+                assert!(
+                    (ours - perf).abs() <= 0.006,
+                    "{fs} {side} {sym}: ours {ours} perf {perf}"
+                );
             }
         }
     }

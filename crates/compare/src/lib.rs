@@ -162,7 +162,11 @@ fn quality(dq: &DataQuality) -> BTreeMap<String, QualityEntry> {
 }
 
 /// Reads both sides and compares them.
-pub fn compare(base: &[String], new: &[String], opts: &Options) -> Result<Comparison, CompareError> {
+pub fn compare(
+    base: &[String],
+    new: &[String],
+    opts: &Options,
+) -> Result<Comparison, CompareError> {
     if !(opts.alpha > 0.0 && opts.alpha < 1.0) {
         return Err(CompareError::Usage(format!(
             "alpha must be between 0 and 1, got {}",
@@ -239,16 +243,17 @@ pub fn compare(base: &[String], new: &[String], opts: &Options) -> Result<Compar
             out.profile = Some(profile::compare(&bp, &np, opts.alpha));
         }
         InputKind::Trace => {
-            let read = |paths: &[String]| -> Result<(Vec<trace::TraceRun>, DataQuality), CompareError> {
-                let mut runs = Vec::new();
-                let mut dq = DataQuality::default();
-                for p in paths {
-                    let r = trace::summarize(p)?;
-                    dq.merge(&r.quality);
-                    runs.push(r);
-                }
-                Ok((runs, dq))
-            };
+            let read =
+                |paths: &[String]| -> Result<(Vec<trace::TraceRun>, DataQuality), CompareError> {
+                    let mut runs = Vec::new();
+                    let mut dq = DataQuality::default();
+                    for p in paths {
+                        let r = trace::summarize(p)?;
+                        dq.merge(&r.quality);
+                        runs.push(r);
+                    }
+                    Ok((runs, dq))
+                };
             let (bt, bdq) = read(base)?;
             let (nt, ndq) = read(new)?;
             out.base.data_quality = quality(&bdq);

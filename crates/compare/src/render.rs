@@ -173,7 +173,11 @@ fn latency_table(out: &mut dyn Write, title: &str, rows: &[LatencyRow]) -> io::R
         writeln!(out, "{}", line.trim_end())?;
     }
     if rows.len() > TEXT_ROWS {
-        writeln!(out, "  … {} more rows (--format json)", rows.len() - TEXT_ROWS)?;
+        writeln!(
+            out,
+            "  … {} more rows (--format json)",
+            rows.len() - TEXT_ROWS
+        )?;
     }
     Ok(())
 }
@@ -203,10 +207,17 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
         .cloned()
         .collect();
     if !tested_tasks.is_empty() {
-        latency_table(out, "Wakeup latency per task (same pid on both sides)", &tested_tasks)?;
+        latency_table(
+            out,
+            "Wakeup latency per task (same pid on both sides)",
+            &tested_tasks,
+        )?;
     }
     writeln!(out)?;
-    writeln!(out, "Rates per second (Welch t over runs; all tasks, and significant comms)")?;
+    writeln!(
+        out,
+        "Rates per second (Welch t over runs; all tasks, and significant comms)"
+    )?;
     for r in t
         .rates
         .iter()
@@ -272,7 +283,11 @@ fn write_metrics(out: &mut dyn Write, m: &MetricsComparison) -> io::Result<()> {
         };
         let (bm, bs) = side(&r.base);
         let (nm, ns) = side(&r.new);
-        let unit = if r.unit.is_empty() { String::new() } else { format!(" ({})", r.unit) };
+        let unit = if r.unit.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", r.unit)
+        };
         writeln!(
             out,
             "  {:>14} {:>8} {:>9} {:>14} {:>8} {}  {}{}",
@@ -328,12 +343,32 @@ fn write_profile(out: &mut dyn Write, p: &ProfileComparison) -> io::Result<()> {
         )?;
     }
     if p.functions.len() > TEXT_ROWS {
-        writeln!(out, "  … {} more rows (--format json)", p.functions.len() - TEXT_ROWS)?;
+        writeln!(
+            out,
+            "  … {} more rows (--format json)",
+            p.functions.len() - TEXT_ROWS
+        )?;
     }
-    writeln!(out, "  self share, significant rises: {}", list_or_none(&p.rises))?;
-    writeln!(out, "  self share, significant falls: {}", list_or_none(&p.falls))?;
-    writeln!(out, "  children share, significant rises: {}", list_or_none(&p.children_rises))?;
-    writeln!(out, "  children share, significant falls: {}", list_or_none(&p.children_falls))?;
+    writeln!(
+        out,
+        "  self share, significant rises: {}",
+        list_or_none(&p.rises)
+    )?;
+    writeln!(
+        out,
+        "  self share, significant falls: {}",
+        list_or_none(&p.falls)
+    )?;
+    writeln!(
+        out,
+        "  children share, significant rises: {}",
+        list_or_none(&p.children_rises)
+    )?;
+    writeln!(
+        out,
+        "  children share, significant falls: {}",
+        list_or_none(&p.children_falls)
+    )?;
     Ok(())
 }
 

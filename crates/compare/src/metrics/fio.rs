@@ -86,7 +86,11 @@ pub fn parse(path: &str, text: &str) -> Result<MetricFile, ReadError> {
             }
             let num = |v: Option<&Value>| v.and_then(Value::as_f64);
             let clat = d.get("clat_ns");
-            let pct = |p: &str| num(clat.and_then(|c| c.get("percentile")).and_then(|m| m.get(p)));
+            let pct = |p: &str| {
+                num(clat
+                    .and_then(|c| c.get("percentile"))
+                    .and_then(|m| m.get(p)))
+            };
             push(format!("{name}/{dir}/iops"), "IO/s", num(d.get("iops")));
             push(format!("{name}/{dir}/bw"), "KiB/s", num(d.get("bw")));
             push(
@@ -102,9 +106,21 @@ pub fn parse(path: &str, text: &str) -> Result<MetricFile, ReadError> {
                 num(d.get("lat_ns").and_then(|c| c.get("mean"))),
             );
         }
-        push(format!("{name}/ctx"), "", job.get("ctx").and_then(Value::as_f64));
-        push(format!("{name}/usr_cpu"), "%", job.get("usr_cpu").and_then(Value::as_f64));
-        push(format!("{name}/sys_cpu"), "%", job.get("sys_cpu").and_then(Value::as_f64));
+        push(
+            format!("{name}/ctx"),
+            "",
+            job.get("ctx").and_then(Value::as_f64),
+        );
+        push(
+            format!("{name}/usr_cpu"),
+            "%",
+            job.get("usr_cpu").and_then(Value::as_f64),
+        );
+        push(
+            format!("{name}/sys_cpu"),
+            "%",
+            job.get("sys_cpu").and_then(Value::as_f64),
+        );
     }
     if file.values.is_empty() {
         return Err(ReadError::new(path, None, "at least one fio job", "none"));

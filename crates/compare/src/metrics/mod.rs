@@ -185,7 +185,10 @@ fn side(files: &[MetricFile], dq: &mut DataQuality) -> (Vec<(String, String, Met
             );
         }
         for v in &f.values {
-            match raw.iter_mut().find(|(n, u, _)| *n == v.name && *u == v.unit) {
+            match raw
+                .iter_mut()
+                .find(|(n, u, _)| *n == v.name && *u == v.unit)
+            {
                 Some((_, _, list)) => list.push(v.value),
                 None => raw.push((v.name.clone(), v.unit.clone(), vec![v.value])),
             }
@@ -354,11 +357,24 @@ mod tests {
     #[test]
     fn one_run_or_one_side() {
         let mut dq = DataQuality::default();
-        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("b", 1.0)])], 0.05, [&mut dq, &mut DataQuality::default()]);
+        let c = compare(
+            &[file(&[("a", 1.0)])],
+            &[file(&[("b", 1.0)])],
+            0.05,
+            [&mut dq, &mut DataQuality::default()],
+        );
         assert_eq!(c.rows.len(), 2);
         assert!(c.rows.iter().all(|r| r.verdict.is_none()));
-        let c = compare(&[file(&[("a", 1.0)])], &[file(&[("a", 2.0)])], 0.05, [&mut dq, &mut DataQuality::default()]);
-        assert_eq!(c.rows[0].untested.as_deref(), Some("fewer than 2 runs on a side"));
+        let c = compare(
+            &[file(&[("a", 1.0)])],
+            &[file(&[("a", 2.0)])],
+            0.05,
+            [&mut dq, &mut DataQuality::default()],
+        );
+        assert_eq!(
+            c.rows[0].untested.as_deref(),
+            Some("fewer than 2 runs on a side")
+        );
         assert_eq!(c.rows[0].change_pct, Some(100.0));
     }
 }

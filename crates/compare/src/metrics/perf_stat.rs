@@ -265,7 +265,12 @@ mod tests {
         let names: Vec<&str> = f.values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
             names,
-            ["task-clock", "context-switches", "page-faults", "time elapsed"]
+            [
+                "task-clock",
+                "context-switches",
+                "page-faults",
+                "time elapsed"
+            ]
         );
         assert_eq!(f.values[0].unit, "msec");
         assert_eq!(f.values[0].value, 1.10);

@@ -127,7 +127,10 @@ fn side_weights(runs: &[Profile]) -> SideWeights {
         let s = p.self_weights();
         let t = p.total_weights();
         for (id, name) in p.symbols.iter().enumerate() {
-            let (sw, tw) = (s.get(id).copied().unwrap_or(0), t.get(id).copied().unwrap_or(0));
+            let (sw, tw) = (
+                s.get(id).copied().unwrap_or(0),
+                t.get(id).copied().unwrap_or(0),
+            );
             if sw == 0 && tw == 0 {
                 continue; // interned but in no stack: not a function of this run
             }
@@ -142,7 +145,10 @@ fn side_weights(runs: &[Profile]) -> SideWeights {
     SideWeights { totals, by_name }
 }
 
-fn share_side(totals: &[u64], per_run: Option<&Vec<(u64, u64)>>) -> (ShareSide, Vec<f64>, Vec<f64>) {
+fn share_side(
+    totals: &[u64],
+    per_run: Option<&Vec<(u64, u64)>>,
+) -> (ShareSide, Vec<f64>, Vec<f64>) {
     let zeros = vec![(0, 0); totals.len()];
     let w = per_run.unwrap_or(&zeros);
     let share = |x: u64, t: u64| if t == 0 { 0.0 } else { x as f64 / t as f64 };
@@ -189,9 +195,9 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
     let mut names: Vec<&String> = b.by_name.keys().chain(n.by_name.keys()).collect();
     names.sort();
     names.dedup();
-    let (bt, nt): (u64, u64) = counts
-        .as_ref()
-        .map_or((0, 0), |(cb, cn)| (cb.totals.iter().sum(), cn.totals.iter().sum()));
+    let (bt, nt): (u64, u64) = counts.as_ref().map_or((0, 0), |(cb, cn)| {
+        (cb.totals.iter().sum(), cn.totals.iter().sum())
+    });
     let mut rows = Vec::new();
     for name in names {
         let (bs, b_self, b_kids) = share_side(&b.totals, b.by_name.get(name));
@@ -230,7 +236,10 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
             new: ns,
         });
     }
-    stats::adjust(rows.iter_mut().filter_map(|r| r.self_verdict.as_mut()), alpha);
+    stats::adjust(
+        rows.iter_mut().filter_map(|r| r.self_verdict.as_mut()),
+        alpha,
+    );
     stats::adjust(
         rows.iter_mut().filter_map(|r| r.children_verdict.as_mut()),
         alpha,
@@ -239,13 +248,27 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
         y.self_change_pp
             .abs()
             .total_cmp(&x.self_change_pp.abs())
-            .then(y.children_change_pp.abs().total_cmp(&x.children_change_pp.abs()))
+            .then(
+                y.children_change_pp
+                    .abs()
+                    .total_cmp(&x.children_change_pp.abs()),
+            )
             .then(x.function.cmp(&y.function))
     });
     let rises = ranked(&rows, |r| &r.self_verdict, |r| r.self_change_pp, true);
     let falls = ranked(&rows, |r| &r.self_verdict, |r| r.self_change_pp, false);
-    let children_rises = ranked(&rows, |r| &r.children_verdict, |r| r.children_change_pp, true);
-    let children_falls = ranked(&rows, |r| &r.children_verdict, |r| r.children_change_pp, false);
+    let children_rises = ranked(
+        &rows,
+        |r| &r.children_verdict,
+        |r| r.children_change_pp,
+        true,
+    );
+    let children_falls = ranked(
+        &rows,
+        |r| &r.children_verdict,
+        |r| r.children_change_pp,
+        false,
+    );
     ProfileComparison {
         base_runs: base.len(),
         new_runs: new.len(),
@@ -273,8 +296,16 @@ fn ranked(
         .filter(|r| verdict(r).as_ref().is_some_and(|v| v.significant))
         .filter(|r| if up { change(r) > 0.0 } else { change(r) < 0.0 })
         .collect();
-    list.sort_by(|a, b| change(b).abs().total_cmp(&change(a).abs()).then(a.function.cmp(&b.function)));
-    list.into_iter().take(LISTED).map(|r| r.function.clone()).collect()
+    list.sort_by(|a, b| {
+        change(b)
+            .abs()
+            .total_cmp(&change(a).abs())
+            .then(a.function.cmp(&b.function))
+    });
+    list.into_iter()
+        .take(LISTED)
+        .map(|r| r.function.clone())
+        .collect()
 }
 
 #[cfg(test)]
@@ -307,14 +338,22 @@ mod tests {
         ]);
         let c = compare(&[base], &[new], 0.05);
         assert_eq!(c.test, "two-proportion-z");
-        let osq = c.functions.iter().find(|r| r.function == "osq_lock").unwrap();
+        let osq = c
+            .functions
+            .iter()
+            .find(|r| r.function == "osq_lock")
+            .unwrap();
         assert!((osq.self_change_pp - 20.0).abs() < 1e-9);
         let v = osq.self_verdict.as_ref().unwrap();
         // same counts as the two_proportion unit test: p = 0.003892417122778628 (scipy),
         // Holm over 2 self tests (osq_lock, memcpy: both p equal) → 0.0078
         assert!((v.p - 0.003_892_417_122_778_628).abs() < 1e-12);
         assert!(v.significant);
-        let dw = c.functions.iter().find(|r| r.function == "down_write").unwrap();
+        let dw = c
+            .functions
+            .iter()
+            .find(|r| r.function == "down_write")
+            .unwrap();
         assert_eq!(dw.base.self_share, 0.0);
         assert!(dw.self_verdict.is_none(), "no self samples on either side");
         assert!(dw.children_verdict.as_ref().unwrap().significant);

@@ -95,7 +95,7 @@ pub fn two_proportion(x_base: u64, n_base: u64, x_new: u64, n_new: u64) -> Optio
     let (xb, nb, xn, nn) = (x_base as f64, n_base as f64, x_new as f64, n_new as f64);
     let pooled = (xb + xn) / (nb + nn);
     let var = pooled * (1.0 - pooled) * (1.0 / nb + 1.0 / nn);
-    if !(var > 0.0) {
+    if var.is_nan() || var <= 0.0 {
         return None;
     }
     let z = (xn / nn - xb / nb) / var.sqrt();

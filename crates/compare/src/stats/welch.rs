@@ -34,7 +34,7 @@ pub fn welch(base: &Summary, new: &Summary) -> Option<Welch> {
     let vb = base.stddev * base.stddev / nb;
     let vn = new.stddev * new.stddev / nn;
     let se2 = vb + vn;
-    if !(se2 > 0.0) {
+    if se2.is_nan() || se2 <= 0.0 {
         return None;
     }
     let t = (new.mean - base.mean) / se2.sqrt();

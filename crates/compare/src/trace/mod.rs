@@ -245,7 +245,13 @@ fn latency_row(
                 v.df = Some(w.df);
                 row.verdict = Some(v);
                 // direction from the run-level test: t > 0 means new means are larger
-                row.p_new_greater = Some(if w.t > 0.0 { 1.0 } else if w.t < 0.0 { 0.0 } else { 0.5 });
+                row.p_new_greater = Some(if w.t > 0.0 {
+                    1.0
+                } else if w.t < 0.0 {
+                    0.0
+                } else {
+                    0.5
+                });
             }
             None => row.untested = Some("the per-run means do not vary".to_string()),
         }
@@ -255,7 +261,7 @@ fn latency_row(
     row
 }
 
-fn finish_latency_rows(rows: &mut Vec<LatencyRow>, alpha: f64) {
+fn finish_latency_rows(rows: &mut [LatencyRow], alpha: f64) {
     stats::adjust(rows.iter_mut().filter_map(|r| r.verdict.as_mut()), alpha);
     for r in rows.iter_mut() {
         if let (Some(v), Some(g)) = (&r.verdict, r.p_new_greater) {
@@ -268,14 +274,22 @@ fn finish_latency_rows(rows: &mut Vec<LatencyRow>, alpha: f64) {
         let key = |r: &LatencyRow| r.verdict.as_ref().map_or(2.0, |v| v.p_adjusted);
         key(x)
             .total_cmp(&key(y))
-            .then_with(|| y.base.count.max(y.new.count).cmp(&x.base.count.max(x.new.count)))
+            .then_with(|| {
+                y.base
+                    .count
+                    .max(y.new.count)
+                    .cmp(&x.base.count.max(x.new.count))
+            })
             .then_with(|| x.comm.cmp(&y.comm))
             .then_with(|| x.pid.cmp(&y.pid))
     });
 }
 
 /// Pools the latencies of each key over the runs, keeping each run's mean.
-fn pool<K: Ord + Clone>(runs: &[TraceRun], key: impl Fn(&(String, Tid)) -> K) -> BTreeMap<K, Pooled> {
+fn pool<K: Ord + Clone>(
+    runs: &[TraceRun],
+    key: impl Fn(&(String, Tid)) -> K,
+) -> BTreeMap<K, Pooled> {
     let mut out: BTreeMap<K, Pooled> = BTreeMap::new();
     for run in runs {
         let mut this_run: BTreeMap<K, Vec<u64>> = BTreeMap::new();
@@ -320,7 +334,10 @@ fn latency_rows<K: Ord + Clone>(
             latency_row(
                 comm,
                 pid,
-                (b.remove(&k).unwrap_or_default(), n.remove(&k).unwrap_or_default()),
+                (
+                    b.remove(&k).unwrap_or_default(),
+                    n.remove(&k).unwrap_or_default(),
+                ),
                 [base.len(), new.len()],
                 alpha,
             )
@@ -374,7 +391,13 @@ fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
     comms.dedup();
     let mut rows = Vec::new();
     for what in ["switches", "migrations"] {
-        let pick = |t: &summary::TaskRun| if what == "switches" { t.switches } else { t.migrations };
+        let pick = |t: &summary::TaskRun| {
+            if what == "switches" {
+                t.switches
+            } else {
+                t.migrations
+            }
+        };
         let mut push = |comm: String, count: &dyn Fn(&TraceRun) -> u64| {
             let b = rate_side(base, count);
             let n = rate_side(new, count);
@@ -392,7 +415,9 @@ fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
                 untested,
             });
         };
-        push("(all)".to_string(), &|r: &TraceRun| r.tasks.values().map(pick).sum());
+        push("(all)".to_string(), &|r: &TraceRun| {
+            r.tasks.values().map(pick).sum()
+        });
         for c in &comms {
             push(c.clone(), &|r: &TraceRun| {
                 r.tasks
@@ -408,7 +433,11 @@ fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
 }
 
 fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<DetectorRow> {
-    let mut ids: Vec<&String> = base.iter().chain(new).flat_map(|r| r.detectors.keys()).collect();
+    let mut ids: Vec<&String> = base
+        .iter()
+        .chain(new)
+        .flat_map(|r| r.detectors.keys())
+        .collect();
     ids.sort();
     ids.dedup();
     let mut rows: Vec<DetectorRow> = ids
@@ -419,15 +448,26 @@ fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<Detecto
                     .map(|r| r.detectors.get(id).filter(|d| d.ran).map(|d| d.findings))
                     .collect()
             };
-            let sev = |runs: &[TraceRun]| runs.iter().filter_map(|r| r.detectors.get(id)?.max_severity).max();
+            let sev = |runs: &[TraceRun]| {
+                runs.iter()
+                    .filter_map(|r| r.detectors.get(id)?.max_severity)
+                    .max()
+            };
             let titles = |runs: &[TraceRun]| -> Vec<String> {
                 runs.iter()
-                    .flat_map(|r| r.detectors.get(id).map(|d| d.titles.clone()).unwrap_or_default())
+                    .flat_map(|r| {
+                        r.detectors
+                            .get(id)
+                            .map(|d| d.titles.clone())
+                            .unwrap_or_default()
+                    })
                     .take(3)
                     .collect()
             };
             let (bc, nc) = (counts(base), counts(new));
-            let as_f = |v: &[Option<usize>]| -> Vec<f64> { v.iter().flatten().map(|&c| c as f64).collect() };
+            let as_f = |v: &[Option<usize>]| -> Vec<f64> {
+                v.iter().flatten().map(|&c| c as f64).collect()
+            };
             let (verdict, untested) = welch_verdict(&as_f(&bc), &as_f(&nc));
             DetectorRow {
                 detector: id.clone(),
@@ -491,10 +531,18 @@ mod tests {
 
     #[test]
     fn shifted_comm_is_up_and_same_is_not() {
-        let slow: Vec<u64> = (0..200).map(|i| 1_000_000 + (i * 7919 % 500) * 1000).collect();
+        let slow: Vec<u64> = (0..200)
+            .map(|i| 1_000_000 + (i * 7919 % 500) * 1000)
+            .collect();
         let fast: Vec<u64> = (0..200).map(|i| 10_000 + (i * 7919 % 500) * 10).collect();
-        let base = [run(&[("victim", 10, fast.clone(), 200), ("other", 11, fast.clone(), 5)])];
-        let new = [run(&[("victim", 12, slow, 200), ("other", 13, fast.clone(), 5)])];
+        let base = [run(&[
+            ("victim", 10, fast.clone(), 200),
+            ("other", 11, fast.clone(), 5),
+        ])];
+        let new = [run(&[
+            ("victim", 12, slow, 200),
+            ("other", 13, fast.clone(), 5),
+        ])];
         let c = compare(&base, &new, 0.05);
         let v = &c.comms[0];
         assert_eq!(v.comm, "victim");

@@ -114,9 +114,7 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
                     .or_default()
                     .latencies_ns
                     .push(ts.saturating_sub(since)),
-                Transition::Migrated { tid, .. } => {
-                    per_tid.entry(tid).or_default().migrations += 1
-                }
+                Transition::Migrated { tid, .. } => per_tid.entry(tid).or_default().migrations += 1,
                 _ => {}
             });
         }
