@@ -4,7 +4,8 @@
 //! share (samples it appears in, like perf's *Children* column).
 //!
 //! Shares are integer basis points of the total weight (`49.30%` = 4930), rounded half up,
-//! so they compare directly with perf's 2-decimal percentages. `--format json` writes one
+//! so they compare directly with perf's 2-decimal percentages. `--format folded` writes the
+//! stacks for flamegraph.pl ([`write_folded`]). `--format json` writes one
 //! document, schema `stallscope.profile/1`:
 //! `{schema, input, format, event, unit, total_weight, share_denominator (10000 for perf
 //! report text, else total_weight), totals_from_input, stacks,
@@ -21,7 +22,7 @@ use stallscope::read::profile::{
     read_profile, KernelSymbolSource, ProfileFormat, ProfileOptions, ProfileRead,
 };
 
-use crate::common::{write_quality_text, CliError, OutputFormat};
+use crate::common::{write_quality_text, CliError};
 
 /// Order of the function table.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -34,12 +35,27 @@ pub enum SortBy {
     Total,
 }
 
+/// `--format` of `stallscope profile`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ProfileOutput {
+    /// The function table.
+    #[default]
+    Text,
+    /// One JSON document (`stallscope.profile/1`).
+    Json,
+    /// Folded stacks for flamegraph.pl / inferno: `comm;root;…;leaf WEIGHT`, identical
+    /// stacks summed, in first-seen order.
+    Folded,
+}
+
 /// Arguments of `stallscope profile`.
 #[derive(Args, Debug)]
 #[command(
     after_help = "Examples:\n  sudo perf record -a -g -- sleep 5\n  stallscope profile perf.data --top 15\n  \
 stallscope profile perf.data --kallsyms saved-kallsyms.txt\n  perf script | stallscope profile -\n  \
-stallscope profile out.folded --sort total --format json\n  perf report --stdio --no-children > r.txt && stallscope profile r.txt"
+stallscope profile out.folded --sort total --format json\n  perf report --stdio --no-children > r.txt && stallscope profile r.txt\n  \
+stallscope profile perf.data --format folded | flamegraph.pl > flame.svg\n  \
+stallscope profile perf.data --event sched:sched_switch   # off-CPU stacks (perf record -e sched:sched_switch -g)"
 )]
 pub struct ProfileArgs {
     /// Profile file (`-` = stdin): perf.data, perf script text, folded stacks, perf report text.
@@ -53,7 +69,7 @@ pub struct ProfileArgs {
     sort: SortBy,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
+    format: ProfileOutput,
     /// Kernel symbol table (`/proc/kallsyms` of the recording host). Default: this host's
     /// /proc/kallsyms when the input's kernel release is the running one; `none` disables.
     #[arg(long, value_name = "FILE")]
@@ -196,8 +212,9 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
         a.top.min(rows.len())
     };
     match a.format {
-        OutputFormat::Json => write_json(a, &r, &rows[..shown], total, out),
-        OutputFormat::Text => {
+        ProfileOutput::Json => write_json(a, &r, &rows[..shown], total, out),
+        ProfileOutput::Folded => write_folded(&r.profile, out),
+        ProfileOutput::Text => {
             writeln!(
                 out,
                 "Profile: {}  [{}]{}",
@@ -243,6 +260,40 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// Writes `p` as folded stacks: the comm (spaces as `_`, like stackcollapse-perf) as the
+/// root frame when known, then the frames root first, then the summed weight.
+pub fn write_folded(p: &Profile, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut order: Vec<String> = Vec::new();
+    let mut sums: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for s in &p.stacks {
+        let mut line = s
+            .comm
+            .map(|c| c.as_str().replace(' ', "_"))
+            .unwrap_or_default();
+        for &f in s.frames.iter().rev() {
+            if !line.is_empty() {
+                line.push(';');
+            }
+            // `;` separates frames: one inside a name becomes `:` (stackcollapse does the same).
+            line.push_str(&p.symbol(f).replace(';', ":"));
+        }
+        if line.is_empty() {
+            line.push_str("[unknown]");
+        }
+        match sums.get_mut(&line) {
+            Some(w) => *w += s.weight,
+            None => {
+                sums.insert(line.clone(), s.weight);
+                order.push(line);
+            }
+        }
+    }
+    for line in order {
+        writeln!(out, "{line} {}", sums.get(&line).copied().unwrap_or(0))?;
+    }
+    Ok(())
 }
 
 fn write_json(

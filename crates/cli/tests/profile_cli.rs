@@ -269,3 +269,54 @@ fn perf_script_text_from_stdin_streams() {
         .unwrap();
     assert_eq!(leaf["kernel"], false);
 }
+
+#[test]
+fn folded_output_reads_back_to_the_same_shares() {
+    // perf.data → `--format folded` → read back as folded: same self weight per function
+    // (the comm root frames only add totals).
+    let data = fixture("perf_cpu_fp/perf_cpu_fp.data");
+    let out = run(&["profile", &data, "--format", "folded", "--kallsyms", "none"]);
+    assert!(out.status.success());
+    let folded = temp("cpu_fp.folded", &out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().all(|l| l.starts_with("burn;")
+        || l.starts_with("CPU_0/KVM;")
+        || l.starts_with("io_worker-1;")));
+    let a = json(&[
+        "profile",
+        &data,
+        "--format",
+        "json",
+        "--top",
+        "0",
+        "--kallsyms",
+        "none",
+    ]);
+    let b = json(&[
+        "profile",
+        folded.to_str().unwrap(),
+        "--format",
+        "json",
+        "--top",
+        "0",
+    ]);
+    assert_eq!(b["format"], "folded");
+    assert_eq!(a["total_weight"], b["total_weight"]);
+    let selfs = |d: &Value| -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = d["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["self_weight"].as_u64() > Some(0))
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["self_weight"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(selfs(&a), selfs(&b));
+}
