@@ -425,3 +425,79 @@ fn one_shared_directory_raises_the_rwsem_spin() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn stdin_is_refused_with_a_reason() {
+    let out = run(&[
+        "-".into(),
+        "--vs".into(),
+        path("fixtures/sched/equal.perf.data"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("standard input"));
+}
+
+/// The measuring thread's wakeup latencies against `perf sched timehist` (run now on the same
+/// file): timehist's "sch delay" of the thread's rows (all of them follow a wakeup; see
+/// fixtures/sched/README.md) give count, p50, p99, max and mean, to timehist's 1 µs resolution.
+#[test]
+fn task_latency_agrees_with_perf_sched_timehist() {
+    let file = path("fixtures/sched/starve.perf.data");
+    let Ok(out) = Command::new("perf")
+        .args(["sched", "timehist", "-f", "-i", &file])
+        .stderr(Stdio::null())
+        .output()
+    else {
+        println!("SKIPPED: perf not installed (apt-get install linux-perf)");
+        return;
+    };
+    assert!(out.status.success(), "perf sched timehist failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut delays_us: Vec<i64> = text
+        .lines()
+        .filter(|l| l.contains("[12899/") || l.contains("[12899]"))
+        .filter_map(|l| {
+            let nums: Vec<f64> = l
+                .split_whitespace()
+                .filter_map(|t| t.parse::<f64>().ok())
+                .collect();
+            // time, wait, sch delay, run: sch delay is the second-to-last number
+            nums.len()
+                .checked_sub(2)
+                .map(|i| (nums[i] * 1000.0).round() as i64)
+        })
+        .collect();
+    assert!(delays_us.len() > 400, "{} rows", delays_us.len());
+    delays_us.sort_unstable();
+    let doc = compare(
+        &["fixtures/sched/starve.perf.data"],
+        &["fixtures/sched/equal.perf.data"],
+    );
+    let task = doc["trace"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == 12899)
+        .expect("task row");
+    let side = &task["base"];
+    let n = delays_us.len();
+    assert_eq!(side["count"].as_u64().unwrap() as usize, n);
+    let rank = |q: f64| delays_us[((q * n as f64).ceil() as usize).clamp(1, n) - 1];
+    let us = |k: &str| side[k].as_i64().unwrap() as f64 / 1000.0;
+    assert!(
+        (us("p50_ns") - rank(0.5) as f64).abs() <= 1.0,
+        "{side} vs {}",
+        rank(0.5)
+    );
+    assert!(
+        (us("p99_ns") - rank(0.99) as f64).abs() <= 1.0,
+        "{side} vs {}",
+        rank(0.99)
+    );
+    assert!(
+        (us("max_ns") - delays_us[n - 1] as f64).abs() <= 1.0,
+        "{side}"
+    );
+    let mean = delays_us.iter().sum::<i64>() as f64 / n as f64;
+    assert!((us("mean_ns") - mean).abs() <= 1.0, "{side} vs {mean}");
+}

@@ -131,6 +131,11 @@ pub fn common_kind(base: &[String], new: &[String]) -> Result<InputKind, Compare
             "compare needs at least one file on each side: BASE… --vs NEW…".to_string(),
         ));
     }
+    if base.iter().chain(new).any(|p| p == "-") {
+        return Err(CompareError::Usage(
+            "compare reads each input twice (to classify it, then to read it): standard input (`-`) cannot be used; save it to a file".to_string(),
+        ));
+    }
     let mut kinds = Vec::new();
     for (side, paths) in [("base", base), ("new", new)] {
         for p in paths {
