@@ -154,3 +154,40 @@ fn closed_stdout_exits_0() {
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn lean_blktrace_path_equals_the_general_reader() {
+    // The lean path (blktrace files decoded without Event values) must give byte-identical
+    // JSON to the general reader path, on every blktrace capture in fixtures/.
+    let mut sets = vec![root().join("fixtures/block/loop0")];
+    if let Ok(rd) = std::fs::read_dir(root().join("fixtures/detectors/dispatch-starvation")) {
+        let mut dirs: Vec<PathBuf> = rd
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        sets.extend(dirs);
+    }
+    for dir in sets {
+        let d = dir.to_string_lossy().into_owned();
+        for by in ["device", "process"] {
+            let lean = run(&["iolat", "--format", "json", "--by", by, &d]);
+            let general = run(&[
+                "iolat",
+                "--format",
+                "json",
+                "--by",
+                by,
+                "--general-path",
+                &d,
+            ]);
+            assert!(lean.status.success() && general.status.success(), "{d}");
+            assert!(
+                lean.stdout == general.stdout,
+                "{d} --by {by}: lean and general paths differ:\n{}\n{}",
+                String::from_utf8_lossy(&lean.stdout),
+                String::from_utf8_lossy(&general.stdout)
+            );
+        }
+    }
+}

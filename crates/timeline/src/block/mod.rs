@@ -46,4 +46,4 @@ pub use record::{
     BlockSink, BlockTask, BttPhase, CollectRequests, CompletedRequest, PhaseSample, QueuedBio,
     RequestKind,
 };
-pub use tracker::{BlockEventCounts, BlockTracker};
+pub use tracker::{BlockEventCounts, BlockTracker, EventAt};

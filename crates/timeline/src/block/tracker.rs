@@ -22,7 +22,8 @@
 //! | `block_complete_without_dispatch` | warning | `C` of a known request that was never dispatched |
 //! | `block_complete_unknown_request` | info | `C` of a request never seen (dispatched before the trace began) |
 //! | `block_issue_without_request` | info | `D` of a request never seen allocated, inserted or queued |
-//! | `block_duplicate_sector` | warning | `Q` or `G` at a sector already in flight on the device (btt drops such a `Q` too) |
+//! | `block_duplicate_sector` | warning | a request allocated at the sector and direction of one still in flight (whose completion was missed) |
+//! | `block_bio_sector_in_flight` | info | a `Q` at the start sector of a bio still in flight (the newer replaces the older, as in btt) |
 //! | `block_merge_without_request` | info | `M`/`F` with no request next to it |
 //! | `block_requeue_unknown_request` | info | `R` of a request never seen |
 //! | `block_flush_unmatched` | warning | a zero-length flush step with no open sequence to belong to, or too many open |
@@ -31,7 +32,8 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockAction, BlockDev, BlockEvent, BlockOp, DataQuality, Event, EventKind, Severity, Span, Ts,
+    BlockAction, BlockDev, BlockEvent, BlockOp, DataQuality, Event, EventKind, Severity, Span, Tid,
+    Ts,
 };
 
 use super::bios::{Bio, BioMap, NO_REQUEST};
@@ -40,11 +42,24 @@ use super::record::{
     BlockSink, BlockTask, BttPhase, CompletedRequest, PhaseSample, QueuedBio, RequestKind,
 };
 
+/// Where and when a block event happened: the parts of an [`Event`] the tracker uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventAt {
+    /// Timestamp, ns.
+    pub ts: Ts,
+    /// Context pid (-1 when unknown).
+    pub pid: Tid,
+    /// Source of the record.
+    pub span: Span,
+}
+
 /// One in-flight request.
 #[derive(Clone, Copy, Debug)]
 struct Request {
     /// Current key (moves on front merges and partial completions).
     key: u64,
+    /// Direction: see [`direction`].
+    dir: u8,
     /// Start sector as dispatched.
     sector: u64,
     nr_sector: u32,
@@ -73,6 +88,7 @@ impl Request {
     fn new(key: u64, nr_sector: u32, rwbs: stallscope_model::Rwbs, span: Span) -> Request {
         Request {
             key,
+            dir: direction(rwbs),
             sector: key,
             nr_sector,
             completed_sectors: 0,
@@ -113,8 +129,9 @@ impl Request {
 struct DeviceState {
     dev: BlockDev,
     bios: BioMap,
-    /// Key sector → request slot.
-    requests: FxHashMap<u64, u32>,
+    /// (key sector, direction) → request slot. Direction keeps a read and a write of the
+    /// same block apart when both are in flight.
+    requests: FxHashMap<(u64, u8), u32>,
     flushes: FlushQueue,
     /// Start sectors of recently completed preflush/FUA data requests, whose flush-machinery
     /// sequence ends with a zero-length `C` at that sector (see [`RECENT_FUA`]).
@@ -196,14 +213,23 @@ fn is_flush_request(b: &BlockEvent) -> bool {
     b.rwbs.op == BlockOp::Flush || (b.rwbs.preflush && b.rwbs.op == BlockOp::None)
 }
 
-fn task_of(ev: &Event, b: &BlockEvent) -> BlockTask {
+/// 0 read, 1 write, 2 anything else (discard, flush, none).
+fn direction(r: stallscope_model::Rwbs) -> u8 {
+    match r.op {
+        BlockOp::Read => 0,
+        BlockOp::Write => 1,
+        _ => 2,
+    }
+}
+
+fn task_of(ev: &EventAt, b: &BlockEvent) -> BlockTask {
     BlockTask {
         pid: ev.pid,
         comm: b.comm.unwrap_or_default(),
     }
 }
 
-fn describe(ev: &Event, b: &BlockEvent) -> String {
+fn describe(ev: &EventAt, b: &BlockEvent) -> String {
     format!(
         "{} {} {} {} + {} ({})",
         ev.ts,
@@ -256,12 +282,18 @@ impl BlockTracker {
     /// Processes one event (non-block events are ignored).
     pub fn process(&mut self, ev: &Event, sink: &mut impl BlockSink) {
         if let EventKind::Block(b) = &ev.kind {
-            self.process_block(ev, b, sink);
+            let at = EventAt {
+                ts: ev.ts,
+                pid: ev.pid,
+                span: ev.span,
+            };
+            self.process_block(&at, b, sink);
         }
     }
 
-    /// Processes one block event; `ev` gives time, context pid and source.
-    pub fn process_block(&mut self, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    /// Processes one block event; `ev` gives time, context pid and source. Readers with a
+    /// lean path (no [`Event`] per record) call this directly.
+    pub fn process_block(&mut self, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         self.counts.events += 1;
         match b.action {
             BlockAction::Plug
@@ -343,8 +375,8 @@ impl BlockTracker {
     }
 
     /// Registers a new request at `key`; an older one still at that key is dropped (counted).
-    fn open_request(&mut self, di: usize, ev: &Event, b: &BlockEvent, r: Request) -> u32 {
-        let key = r.key;
+    fn open_request(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, r: Request) -> u32 {
+        let key = (r.key, r.dir);
         let slot = self.alloc(r);
         if let Some(old) = self.devices[di].requests.insert(key, slot) {
             self.release(old);
@@ -359,7 +391,7 @@ impl BlockTracker {
         slot
     }
 
-    fn on_queue(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_queue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let queuer = task_of(ev, b);
         let bio = Bio {
             end: b.end_sector(),
@@ -374,15 +406,14 @@ impl BlockTracker {
             request: NO_REQUEST,
         };
         let d = &mut self.devices[di];
-        if !d.bios.insert(b.sector, bio) {
+        if d.bios.insert(b.sector, bio).is_some() {
             self.quality.add(
-                "block_duplicate_sector",
-                Severity::Warning,
-                "a bio or request at a sector where another one was still in flight (its completion was missed); the older one is dropped",
+                "block_bio_sector_in_flight",
+                Severity::Info,
+                "a bio queued at the start sector of another bio still in flight (e.g. a write after a read of the same block); as in btt, the newer bio replaces the older in the per-bio phases",
                 1,
                 || describe(ev, b),
             );
-            return;
         }
         self.counts.bios += 1;
         sink.queued(&QueuedBio {
@@ -395,7 +426,7 @@ impl BlockTracker {
         });
     }
 
-    fn on_getrq(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_getrq(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let mut r = Request::new(b.sector, b.nr_sector, b.rwbs, ev.span);
         r.getrq_ts = Some(ev.ts);
         let dev = self.devices[di].dev;
@@ -421,7 +452,7 @@ impl BlockTracker {
         }
     }
 
-    fn on_insert(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_insert(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let dev = self.devices[di].dev;
         let bio = self.devices[di].bios.containing(b.sector).map(|(_, bio)| {
             bio.insert_ts = Some(ev.ts);
@@ -437,7 +468,10 @@ impl BlockTracker {
             }
             *bio
         });
-        let slot = match self.devices[di].requests.get(&b.sector) {
+        let slot = match self.devices[di]
+            .requests
+            .get(&(b.sector, direction(b.rwbs)))
+        {
             Some(&slot) => slot,
             None => {
                 // Requests allocated before the trace, or inserted by the flush machinery.
@@ -453,7 +487,7 @@ impl BlockTracker {
         r.inserter = Some(task_of(ev, b));
     }
 
-    fn on_merge(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_merge(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         self.counts.merges += 1;
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
@@ -502,10 +536,10 @@ impl BlockTracker {
             r.queue_ts = Some(r.queue_ts.map_or(bio.queue_ts, |t| t.min(bio.queue_ts)));
         }
         if b.action == BlockAction::FrontMerge && r.key == b.end_sector() {
-            d.requests.remove(&r.key);
+            d.requests.remove(&(r.key, r.dir));
             r.key = b.sector;
             r.sector = b.sector;
-            if let Some(old) = d.requests.insert(b.sector, slot) {
+            if let Some(old) = d.requests.insert((b.sector, r.dir), slot) {
                 if old != slot {
                     self.live_requests -= 1;
                     self.free.push(old);
@@ -514,7 +548,7 @@ impl BlockTracker {
         }
     }
 
-    fn on_issue(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_issue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
         let mut n_bios = 0u32;
@@ -558,7 +592,7 @@ impl BlockTracker {
                 self.scratch.push(u64::from(bio.request));
             }
         }
-        let slot = match d.requests.get(&b.sector) {
+        let slot = match d.requests.get(&(b.sector, direction(b.rwbs))) {
             Some(&slot) => slot,
             None => {
                 let mut r = Request::new(b.sector, b.nr_sector, b.rwbs, ev.span);
@@ -600,13 +634,13 @@ impl BlockTracker {
             }
             let o = &self.slab[other as usize];
             let d = &mut self.devices[di];
-            let live = d.requests.get(&o.key) == Some(&other);
+            let live = d.requests.get(&(o.key, o.dir)) == Some(&other);
             if !live || o.key == start || o.key < start || o.key >= end || o.issue_ts.is_some() {
                 continue;
             }
             absorbed.0 += 1 + o.merges;
             absorbed.1 += o.bios;
-            d.requests.remove(&o.key);
+            d.requests.remove(&(o.key, o.dir));
             self.live_requests -= 1;
             self.free.push(other);
         }
@@ -615,9 +649,9 @@ impl BlockTracker {
         r.bios += absorbed.1;
     }
 
-    fn on_requeue(&mut self, di: usize, ev: &Event, b: &BlockEvent) {
+    fn on_requeue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent) {
         self.counts.requeues += 1;
-        match self.devices[di].requests.get(&b.sector) {
+        match self.devices[di].requests.get(&(b.sector, direction(b.rwbs))) {
             Some(&slot) => self.slab[slot as usize].requeues += 1,
             None => self.quality.add(
                 "block_requeue_unknown_request",
@@ -629,7 +663,7 @@ impl BlockTracker {
         }
     }
 
-    fn on_complete(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn on_complete(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
         self.scratch.clear();
@@ -657,7 +691,7 @@ impl BlockTracker {
         for &start in &self.scratch {
             d.bios.remove(start);
         }
-        let Some(slot) = d.requests.remove(&b.sector) else {
+        let Some(slot) = d.requests.remove(&(b.sector, direction(b.rwbs))) else {
             self.complete_unknown(ev, b);
             return;
         };
@@ -677,7 +711,7 @@ impl BlockTracker {
             // Partial completion: the rest stays in flight, keyed past the completed part.
             r.partial_completions += 1;
             r.key = b.end_sector();
-            let key = r.key;
+            let key = (r.key, r.dir);
             if let Some(old) = d.requests.insert(key, slot) {
                 self.live_requests -= 1;
                 self.free.push(old);
@@ -721,7 +755,7 @@ impl BlockTracker {
         sink.request(&rec);
     }
 
-    fn complete_unknown(&mut self, ev: &Event, b: &BlockEvent) {
+    fn complete_unknown(&mut self, ev: &EventAt, b: &BlockEvent) {
         self.quality.add(
             "block_complete_unknown_request",
             Severity::Info,
@@ -731,7 +765,7 @@ impl BlockTracker {
         );
     }
 
-    fn flush_unmatched(&mut self, ev: &Event, b: &BlockEvent) {
+    fn flush_unmatched(&mut self, ev: &EventAt, b: &BlockEvent) {
         self.quality.add(
             "block_flush_unmatched",
             Severity::Warning,
@@ -741,7 +775,7 @@ impl BlockTracker {
         );
     }
 
-    fn flush_step(&mut self, di: usize, ev: &Event, b: &BlockEvent, sink: &mut impl BlockSink) {
+    fn flush_step(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let task = task_of(ev, b);
         let fua_end = b.action == BlockAction::Complete
             && !is_flush_request(b)
@@ -840,7 +874,7 @@ impl BlockTracker {
         &mut self,
         di: usize,
         s: FlushSeq,
-        ev: &Event,
+        ev: &EventAt,
         b: &BlockEvent,
         sink: &mut impl BlockSink,
     ) {

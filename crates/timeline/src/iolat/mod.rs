@@ -311,6 +311,9 @@ pub struct Iolat {
     all: Acc,
     base_ts: Option<Ts>,
     counts: RequestCounts,
+    /// The last device and process looked up (consecutive samples mostly share them).
+    last_dev: Option<(BlockDev, usize)>,
+    last_proc: Option<(ProcKey, usize)>,
 }
 
 impl Iolat {
@@ -321,22 +324,40 @@ impl Iolat {
 
     #[inline]
     fn dev(&mut self, dev: BlockDev) -> usize {
-        if let Some(&i) = self.dev_index.get(&dev) {
-            return i;
+        if let Some((d, i)) = self.last_dev {
+            if d == dev {
+                return i;
+            }
         }
-        self.devs.push((dev, Acc::default(), Vec::new()));
-        self.dev_index.insert(dev, self.devs.len() - 1);
-        self.devs.len() - 1
+        let i = match self.dev_index.get(&dev) {
+            Some(&i) => i,
+            None => {
+                self.devs.push((dev, Acc::default(), Vec::new()));
+                self.dev_index.insert(dev, self.devs.len() - 1);
+                self.devs.len() - 1
+            }
+        };
+        self.last_dev = Some((dev, i));
+        i
     }
 
     #[inline]
     fn proc(&mut self, key: ProcKey) -> usize {
-        if let Some(&i) = self.proc_index.get(&key) {
-            return i;
+        if let Some((k, i)) = self.last_proc {
+            if k == key {
+                return i;
+            }
         }
-        self.procs.push((key, Acc::default()));
-        self.proc_index.insert(key, self.procs.len() - 1);
-        self.procs.len() - 1
+        let i = match self.proc_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.procs.push((key, Acc::default()));
+                self.proc_index.insert(key, self.procs.len() - 1);
+                self.procs.len() - 1
+            }
+        };
+        self.last_proc = Some((key, i));
+        i
     }
 
     #[inline]
