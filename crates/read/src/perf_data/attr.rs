@@ -172,6 +172,58 @@ pub struct Layout {
     pub trailer_time: Option<usize>,
     /// CPU inside the trailer.
     pub trailer_cpu: Option<usize>,
+    /// Offsets of the SAMPLE fields when every field before RAW has a fixed size (no READ,
+    /// no CALLCHAIN): [`parse_sample`] then reads them directly.
+    pub fixed: Option<FixedSample>,
+}
+
+/// Offsets inside a SAMPLE record whose fields up to RAW are all fixed-size.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FixedSample {
+    /// IP.
+    pub ip: Option<usize>,
+    /// TID (pid, tid as two u32).
+    pub tid: Option<usize>,
+    /// TIME.
+    pub time: Option<usize>,
+    /// CPU (u32 cpu, u32 reserved).
+    pub cpu: Option<usize>,
+    /// PERIOD.
+    pub period: Option<usize>,
+    /// The u32 size in front of the RAW data.
+    pub raw: Option<usize>,
+}
+
+impl FixedSample {
+    /// The offsets for `sample_type`, `None` when a variable-size field comes before RAW.
+    fn of(st: u64) -> Option<FixedSample> {
+        if st & (bits::READ | bits::CALLCHAIN) != 0 {
+            return None;
+        }
+        let mut f = FixedSample::default();
+        let mut off = 8;
+        let mut take = |bit: u64, slot: Option<&mut Option<usize>>| {
+            if st & bit != 0 {
+                if let Some(s) = slot {
+                    *s = Some(off);
+                }
+                off += 8;
+            }
+        };
+        take(bits::IDENTIFIER, None);
+        take(bits::IP, Some(&mut f.ip));
+        take(bits::TID, Some(&mut f.tid));
+        take(bits::TIME, Some(&mut f.time));
+        take(bits::ADDR, None);
+        take(bits::ID, None);
+        take(bits::STREAM_ID, None);
+        take(bits::CPU, Some(&mut f.cpu));
+        take(bits::PERIOD, Some(&mut f.period));
+        if st & bits::RAW != 0 {
+            f.raw = Some(off);
+        }
+        Some(f)
+    }
 }
 
 impl Layout {
@@ -187,6 +239,7 @@ impl Layout {
             sample_type: st,
             read_format: attr.read_format,
             sample_time_off: has(bits::TIME).then_some(8 + 8 * before_time),
+            fixed: FixedSample::of(st),
             ..Layout::default()
         };
         if attr.sample_id_all() {
@@ -279,7 +332,46 @@ pub struct Sample<'a> {
 }
 
 /// Parses a SAMPLE record (header included) with `layout`; `None` when it is too short.
+#[inline]
 pub fn parse_sample<'a>(rec: &'a [u8], l: &Layout, e: Endian) -> Option<Sample<'a>> {
+    match &l.fixed {
+        Some(f) => parse_fixed_sample(rec, f, e),
+        None => parse_any_sample(rec, l, e),
+    }
+}
+
+/// [`parse_sample`] with precomputed offsets.
+#[inline]
+fn parse_fixed_sample<'a>(rec: &'a [u8], f: &FixedSample, e: Endian) -> Option<Sample<'a>> {
+    let u64_at = |o: Option<usize>| match o {
+        Some(o) => e.u64(rec, o).map(Some),
+        None => Some(None),
+    };
+    let u32_at = |o: Option<usize>| match o {
+        Some(o) => e.u32(rec, o).map(Some),
+        None => Some(None),
+    };
+    let raw = match f.raw {
+        Some(o) => {
+            let size = e.u32(rec, o)? as usize;
+            Some(rec.get(o + 4..(o + 4).checked_add(size)?)?)
+        }
+        None => None,
+    };
+    Some(Sample {
+        ip: u64_at(f.ip)?,
+        pid: u32_at(f.tid)?.map(|v| v as i32),
+        tid: u32_at(f.tid.map(|o| o + 4))?.map(|v| v as i32),
+        time: u64_at(f.time)?,
+        cpu: u32_at(f.cpu)?,
+        period: u64_at(f.period)?,
+        callchain: None,
+        raw,
+    })
+}
+
+/// [`parse_sample`] walking the sample_type bits.
+fn parse_any_sample<'a>(rec: &'a [u8], l: &Layout, e: Endian) -> Option<Sample<'a>> {
     let st = l.sample_type;
     let mut s = Sample::default();
     let mut off = 8;
@@ -425,6 +517,16 @@ mod tests {
         let at = rec.len() - 8;
         lying[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
         assert!(parse_sample(&lying, &l, Endian::Little).is_none());
+        // The precomputed offsets and the bit walk agree on every prefix of the record.
+        assert!(l.fixed.is_some());
+        let walk = Layout { fixed: None, ..l };
+        for n in 0..=rec.len() {
+            let (a, b) = (
+                parse_sample(&rec[..n], &l, Endian::Little),
+                parse_sample(&rec[..n], &walk, Endian::Little),
+            );
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "prefix {n}");
+        }
         let cc = Layout {
             sample_type: bits::CALLCHAIN,
             ..Layout::default()

@@ -27,10 +27,13 @@
 //! first ([`spool`]) because its metadata comes after the data. The reading side
 //! ([`pipeline`]: read, decompress, order) and the decoding side ([`decode`]) run in the
 //! caller's thread for small inputs; for inputs of [`WORKER_MIN_BYTES`] or more (and pipes)
-//! each runs on a thread of its own ([`worker`]) and decoded events are handed over in
-//! batches, so the caller's thread is free for the analysis. Unknown record types are
-//! skipped by size and counted;
-//! truncation and impossible sizes are fatal errors naming the byte offset.
+//! reading runs on a thread of its own and decoding on two more that take record batches
+//! in turn ([`worker`]); decoded events are handed over in batches, in order, so the
+//! caller's thread is free for the analysis. Over a mapped file the reading side queues
+//! SAMPLE records and applies FINISHED_ROUNDs straight from the mapping (a fast path of
+//! the per-record dispatch), and maps the pages a little ahead in one call. Unknown record
+//! types are skipped by size and counted; truncation and impossible sizes are fatal errors
+//! naming the byte offset.
 
 mod attr;
 mod decode;

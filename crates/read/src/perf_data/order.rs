@@ -92,6 +92,25 @@ impl OrderQueue {
         self.ready_pos < self.ready.len()
     }
 
+    /// Moves up to `max` released records to `out` (in order, like as many [`Self::pop`]s)
+    /// and calls `late` for each one older than a record already emitted.
+    pub fn pop_into(&mut self, out: &mut Vec<Pending>, max: usize, mut late: impl FnMut(&Pending)) {
+        let avail = &self.ready[self.ready_pos.min(self.ready.len())..];
+        let taken = &avail[..avail.len().min(max)];
+        for p in taken {
+            if p.has_time && p.ts < self.last_emitted {
+                late(p);
+            }
+            self.last_emitted = self.last_emitted.max(p.ts);
+        }
+        out.extend_from_slice(taken);
+        self.ready_pos += taken.len();
+        if self.ready_pos >= self.ready.len() {
+            self.ready.clear();
+            self.ready_pos = 0;
+        }
+    }
+
     /// The next released record, and whether it is older than one already emitted.
     pub fn pop(&mut self) -> Option<(Pending, bool)> {
         let Some(&p) = self.ready.get(self.ready_pos) else {
@@ -169,6 +188,45 @@ mod tests {
         q.push(p(40, 1));
         q.finish();
         assert_eq!(drain(&mut q), vec![(40, 1, true)]);
+    }
+
+    #[test]
+    fn pop_into_equals_single_pops() {
+        let fill = |q: &mut OrderQueue| {
+            for (ts, tag) in [(50, 0), (10, 1), (30, 2)] {
+                q.push(p(ts, tag));
+            }
+            q.finished_round();
+            q.finished_round();
+            q.push(p(20, 3));
+            q.push(p(60, 4));
+        };
+        let (mut a, mut b) = (OrderQueue::default(), OrderQueue::default());
+        fill(&mut a);
+        fill(&mut b);
+        let mut singles = drain(&mut a);
+        a.finish();
+        singles.extend(drain(&mut a));
+        let mut batched = Vec::new();
+        let mut out = Vec::new();
+        for finish in [false, true] {
+            if finish {
+                b.finish();
+            }
+            loop {
+                let before = out.len();
+                let mut late = Vec::new();
+                b.pop_into(&mut out, 2, |x| late.push(x.rec.off));
+                if out.len() == before {
+                    break;
+                }
+                for x in &out[before..] {
+                    batched.push((x.ts, x.rec.off, late.contains(&x.rec.off)));
+                }
+            }
+        }
+        assert_eq!(batched, singles);
+        assert!(singles.iter().any(|x| x.2), "the test needs a late record");
     }
 
     #[test]

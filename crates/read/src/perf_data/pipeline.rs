@@ -18,7 +18,7 @@ use super::attr::{parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
 use super::decode::{AttrDecoder, DecodeTables};
 use super::header::{self, feat};
 use super::order::{OrderQueue, Pending, MAX_PENDING};
-use super::stream::{ChunkPool, DecompStream, RawStream, RecordRef, StreamError};
+use super::stream::{ChunkPool, DecompStream, RawStream, RecordRef, StreamError, MAPPED};
 use crate::tracefs_format::{Endian, PrevStateTable, TracepointDecoder, TracingData};
 use crate::ReadError;
 
@@ -385,6 +385,10 @@ impl Pipeline {
     /// Reads records until some are ready to emit or the input ends.
     fn pump(&mut self) -> Result<(), ReadError> {
         while !self.queue.has_ready() {
+            self.pump_mapped();
+            if self.queue.has_ready() {
+                break;
+            }
             match self.raw.next(&mut self.pool) {
                 Ok(Some(r)) => {
                     self.handle(r, false)?;
@@ -408,6 +412,73 @@ impl Pipeline {
             }
         }
         Ok(())
+    }
+
+    /// The fast path of [`Pipeline::pump`] over a mapped data section: queues SAMPLE records
+    /// and applies FINISHED_ROUNDs straight from the mapping until records are ready, and
+    /// stops at the first record that needs anything else (another type, a size problem, an
+    /// unknown id, no time, a full queue), which the general path ([`Pipeline::handle`])
+    /// then takes. What it does per record is what `handle` + `enqueue` do for these two
+    /// types.
+    fn pump_mapped(&mut self) {
+        let (Some((start, end)), Some(map)) = (self.raw.mapped_range(), self.pool.map.clone())
+        else {
+            return;
+        };
+        if self.stale {
+            self.rebuild();
+        }
+        let e = self.endian;
+        let (data, base) = (&map.map[..], map.base);
+        let mut pos = start;
+        while end - pos >= 8 && !self.queue.has_ready() {
+            let at = (pos - base) as usize;
+            prefetch(data, at + PREFETCH_AHEAD);
+            let (Some(rtype), Some(size)) = (e.u32(data, at), e.u16(data, at + 6)) else {
+                break;
+            };
+            if size < 8 || end - pos < u64::from(size) {
+                break;
+            }
+            if rtype == rt::SAMPLE {
+                if self.queue.pending_len() + 1 >= MAX_PENDING {
+                    break;
+                }
+                let rec = &data[at..at + usize::from(size)];
+                let Some(attr) = self.attr_of(rec, true) else {
+                    break;
+                };
+                let time = self.layouts[attr as usize]
+                    .sample_time_off
+                    .and_then(|o| e.u64(rec, o));
+                let Some(ts) = time else {
+                    break;
+                };
+                self.queue.push(Pending {
+                    ts,
+                    has_time: true,
+                    attr,
+                    rec: RecordRef {
+                        chunk: MAPPED,
+                        off: 0,
+                        len: u32::from(size),
+                        file_off: pos,
+                    },
+                });
+            } else if rtype == rt::FINISHED_ROUND {
+                self.queue.finished_round();
+            } else {
+                break;
+            }
+            pos += u64::from(size);
+            if pos >= self.next_drop_check {
+                self.raw.advance_mapped(pos);
+                self.drop_mapped_pages();
+                // The next MiB but one is mapped in one call instead of page faults.
+                map.populate(pos + (1 << 20), pos + (2 << 20));
+            }
+        }
+        self.raw.advance_mapped(pos);
     }
 
     /// Dispatches one record (a reference on its chunk is held and released here or when
@@ -654,6 +725,42 @@ impl Pipeline {
         }
     }
 
+    /// Appends released records to `out` until it holds `max` (reading more input as
+    /// needed); `Ok(true)` when the input is exhausted. Like repeated
+    /// [`Pipeline::pop_released`] calls; on an error `out` keeps the records before it.
+    pub(super) fn pop_released_into(
+        &mut self,
+        out: &mut Vec<Pending>,
+        max: usize,
+    ) -> Result<bool, ReadError> {
+        while out.len() < max {
+            if self.failed {
+                return Ok(true);
+            }
+            if self.queue.has_ready() {
+                if self.stale {
+                    self.rebuild();
+                }
+                let dq = &mut self.dq;
+                self.queue.pop_into(out, max - out.len(), |p| {
+                    dq.add(
+                        "perf_out_of_order_events",
+                        Severity::Warning,
+                        "records older than one already emitted (outside perf's round ordering)",
+                        1,
+                        || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+                    );
+                });
+                continue;
+            }
+            if self.input_done {
+                return Ok(true);
+            }
+            self.pump()?;
+        }
+        Ok(false)
+    }
+
     /// The bytes of a released record.
     #[inline]
     pub(super) fn record(&self, p: &Pending) -> &[u8] {
@@ -675,6 +782,27 @@ impl Pipeline {
     pub(super) fn progress(&self) -> Option<(u64, u64)> {
         self.total_len.map(|t| (self.raw.offset().min(t), t))
     }
+}
+
+/// How far ahead of the record being queued [`prefetch`] asks for the mapped bytes.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Asks the CPU to start loading the cache line of `data[at]` (nothing when `at` is past
+/// the end). The first touch of each mapped record is the reading thread's main cost.
+#[inline(always)]
+fn prefetch(data: &[u8], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(b) = data.get(at) {
+        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
+        // address is inside `data` anyway, and SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (b as *const u8).cast::<i8>(),
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, at);
 }
 
 /// perf's name for a `clockid_t`.

@@ -87,6 +87,27 @@ impl DataMap {
         end_addr - addr0 + self.base
     }
 
+    /// Maps the pages between file offsets `from` and `to` in one call
+    /// (`MADV_POPULATE_READ`, Linux 5.14+), so that reading them later takes no page
+    /// faults. A hint only: failure (older kernel, other OS) changes nothing.
+    pub fn populate(&self, from: u64, to: u64) {
+        #[cfg(target_os = "linux")]
+        {
+            let len = self.map.len() as u64;
+            let s = from.saturating_sub(self.base).min(len);
+            let e = to.saturating_sub(self.base).min(len);
+            if e > s {
+                let _ = self.map.advise_range(
+                    memmap2::Advice::PopulateRead,
+                    s as usize,
+                    (e - s) as usize,
+                );
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (from, to);
+    }
+
     /// The bytes of a record at `file_off`.
     #[inline]
     pub fn bytes(&self, file_off: u64, len: u32) -> &[u8] {
@@ -403,6 +424,22 @@ impl RawStream {
             len: u32::from(size),
             file_off: pos,
         }))
+    }
+
+    /// Mapped mode: `(offset of the next record, end offset)`.
+    #[inline]
+    pub fn mapped_range(&self) -> Option<(u64, u64)> {
+        self.mapped
+    }
+
+    /// Mapped mode: the records before `pos` were consumed by the caller (see
+    /// [`super::pipeline`]'s fast path); `pos` must be a record boundary found by walking
+    /// the records' sizes.
+    #[inline]
+    pub fn advance_mapped(&mut self, pos: u64) {
+        if let Some((_, end)) = self.mapped {
+            self.mapped = Some((pos.min(end), end));
+        }
     }
 
     /// Input offset of the next unparsed byte.

@@ -1,14 +1,18 @@
 //! [`Worker`]: runs the reading side ([`Pipeline`]: read, decompress, order) on one thread
-//! and the decoding side ([`Decoder`]) on another, so the caller's thread only runs the
-//! analysis and the three stages overlap on the two cores. The reading thread puts up to
+//! and the decoding side ([`Decoder`]) on [`DECODERS`] others, so the caller's thread only
+//! runs the analysis and the stages overlap on all cores. The reading thread puts up to
 //! [`BATCH`] released records into a record batch (records of a memory-mapped data section
-//! by reference, others copied out of their chunks); the decoding thread turns each into an
-//! event batch and then drops the mapped pages no later batch needs;
+//! by reference, others copied out of their chunks) and deals the batches to the decoding
+//! threads in turn (decoding a record needs no state from earlier records, only a cache of
+//! task names); each turns a record batch into an event batch and then drops the mapped
+//! pages no later batch needs, and the caller takes the event batches back in the same
+//! turn order, so events keep the reading side's order;
 //! [`Worker::next_batch`] hands a whole event batch to the caller by swapping vectors (no
 //! per-event copy). At most [`IN_FLIGHT`] batches are queued between two stages (bounded
 //! memory) and emptied batches go back upstream for reuse. Each batch carries the reading
-//! side's metadata and progress and the data-quality counters of both sides as of its last
-//! record. If the caller drops the reader, both threads stop at their next send.
+//! side's metadata, progress and data-quality counters as of its last record, and the
+//! counters its decoding added (merged by the caller in batch order). If the caller drops
+//! the reader, the threads stop at their next send.
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
@@ -27,6 +31,8 @@ use crate::ReadError;
 pub const BATCH: usize = 2048;
 /// Batches queued between the threads.
 pub const IN_FLIGHT: usize = 4;
+/// Decoding threads.
+pub const DECODERS: usize = 2;
 
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
@@ -37,7 +43,9 @@ struct RecordBatch {
     bytes: Vec<u8>,
     /// The mapped data section, for records with `rec.chunk == MAPPED` (not copied).
     map: Option<Arc<DataMap>>,
-    /// No mapped record below this input offset is sent after this batch.
+    /// Mapped pages below this input offset may be dropped after this batch: no record
+    /// there is sent after it, nor in the batch before it (which another decoding thread
+    /// may still be reading).
     low_water: u64,
     tables: Arc<DecodeTables>,
     meta: TraceMeta,
@@ -52,7 +60,10 @@ struct RecordBatch {
 struct Batch {
     events: Vec<Event>,
     meta: TraceMeta,
+    /// The reading side's counters (cumulative).
     dq: DataQuality,
+    /// What decoding this batch added to the counters.
+    decode_dq: DataQuality,
     progress: Option<(u64, u64)>,
     /// Set on the last batch: how reading ended (after `events`).
     end: Option<Result<(), ReadError>>,
@@ -60,11 +71,21 @@ struct Batch {
 
 /// The caller's side.
 pub struct Worker {
-    rx: Receiver<Batch>,
-    recycle: Sender<Batch>,
+    /// Event batches from each decoding thread, taken in turn.
+    rx: Vec<Receiver<Batch>>,
+    /// Emptied batches back to each decoding thread.
+    recycle: Vec<Sender<Batch>>,
+    /// The decoding thread the next batch comes from.
+    turn: usize,
     /// The last batch received; its `events` are handed out by `next_batch` or moved to
     /// `queued` by `next_event`.
     current: Batch,
+    /// Which decoding thread `current` came from.
+    current_from: usize,
+    /// The decoding side's counters, merged over all batches received.
+    decode_dq: DataQuality,
+    /// Both sides' counters as of `current`.
+    dq: DataQuality,
     /// Events not yet returned by [`Worker::next_event`].
     queued: VecDeque<Event>,
     finished: bool,
@@ -72,24 +93,31 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Starts reading `pipeline` on one new thread and decoding on another.
+    /// Starts reading `pipeline` on one new thread and decoding on [`DECODERS`] others.
     pub fn spawn(mut pipeline: Pipeline) -> Worker {
-        let (tx, rx) = sync_channel::<Batch>(IN_FLIGHT);
-        let (recycle, reuse) = channel::<Batch>();
-        let (rec_tx, rec_rx) = sync_channel::<RecordBatch>(IN_FLIGHT);
         let (rec_recycle, rec_reuse) = channel::<RecordBatch>();
-        let decoder = Decoder::new(pipeline.tables().clone());
-        let decode_side = DecodeSide {
-            rx: rec_rx,
-            recycle: rec_recycle,
-            tx,
-            reuse,
-            decoder,
-            dq: DataQuality::default(),
-            path: pipeline.meta.path.clone(),
-            dropped_below: 0,
-        };
-        // Mapped pages are dropped by the decoding thread, once it has decoded them.
+        let mut sides = Vec::with_capacity(DECODERS);
+        let (mut rxs, mut recycles, mut rec_txs) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..DECODERS {
+            let (tx, rx) = sync_channel::<Batch>(IN_FLIGHT);
+            let (recycle, reuse) = channel::<Batch>();
+            let (rec_tx, rec_rx) = sync_channel::<RecordBatch>(IN_FLIGHT);
+            sides.push(DecodeSide {
+                rx: rec_rx,
+                recycle: rec_recycle.clone(),
+                tx,
+                reuse,
+                decoder: Decoder::new(pipeline.tables().clone()),
+                dq: DataQuality::default(),
+                path: pipeline.meta.path.clone(),
+                dropped_below: 0,
+            });
+            rxs.push(rx);
+            recycles.push(recycle);
+            rec_txs.push(rec_tx);
+        }
+        drop(rec_recycle);
+        // Mapped pages are dropped by the decoding threads, once they have decoded them.
         pipeline.drop_pages = false;
         let current = Batch {
             meta: pipeline.meta.clone(),
@@ -99,21 +127,31 @@ impl Worker {
         };
         let path = current.meta.path.clone();
         let mut w = Worker {
-            rx,
-            recycle,
+            rx: rxs,
+            recycle: recycles,
+            turn: 0,
+            dq: current.dq.clone(),
             current,
+            current_from: 0,
+            decode_dq: DataQuality::default(),
             queued: VecDeque::new(),
             finished: false,
             path,
         };
-        let spawned = thread::Builder::new()
-            .name("perf-decode".into())
-            .spawn(move || decode_side.run())
-            .and_then(|_| {
+        let mut spawned = Ok(());
+        for (i, side) in sides.into_iter().enumerate() {
+            spawned = spawned.and_then(|()| {
                 thread::Builder::new()
-                    .name("perf-read".into())
-                    .spawn(move || read_loop(&mut pipeline, &rec_tx, &rec_reuse))
+                    .name(format!("perf-decode{i}"))
+                    .spawn(move || side.run())
+                    .map(drop)
             });
+        }
+        let spawned = spawned.and_then(|()| {
+            thread::Builder::new()
+                .name("perf-read".into())
+                .spawn(move || read_loop(&mut pipeline, &rec_txs, &rec_reuse))
+        });
         if let Err(e) = spawned {
             let err = ReadError::new(
                 &w.path,
@@ -133,7 +171,7 @@ impl Worker {
 
     /// Data quality as of the last batch received.
     pub fn quality(&self) -> &DataQuality {
-        &self.current.dq
+        &self.dq
     }
 
     /// Progress as of the last batch received.
@@ -192,10 +230,16 @@ impl Worker {
             self.finished = true;
             return end.map(|()| false);
         }
-        match self.rx.recv() {
+        let from = self.turn;
+        match self.rx[from].recv() {
             Ok(b) => {
+                self.turn = (from + 1) % self.rx.len();
                 let done = std::mem::replace(&mut self.current, b);
-                let _ = self.recycle.send(done);
+                let _ = self.recycle[self.current_from].send(done);
+                self.current_from = from;
+                self.decode_dq.merge(&self.current.decode_dq);
+                self.dq.clone_from(&self.current.dq);
+                self.dq.merge(&self.decode_dq);
                 Ok(true)
             }
             Err(_) => {
@@ -263,7 +307,7 @@ impl DecodeSide {
             }
             b.meta.clone_from(&recs.meta);
             b.dq.clone_from(&recs.dq);
-            b.dq.merge(&self.dq);
+            b.decode_dq = std::mem::take(&mut self.dq);
             b.progress = recs.progress;
             b.end = recs.end.take();
             let last = b.end.is_some();
@@ -275,40 +319,40 @@ impl DecodeSide {
     }
 }
 
-/// The reading thread: fill a record batch with released records, send it, repeat.
-fn read_loop(p: &mut Pipeline, tx: &SyncSender<RecordBatch>, reuse: &Receiver<RecordBatch>) {
-    loop {
+/// The reading thread: fill a record batch with released records, send it to the next
+/// decoding thread, repeat.
+fn read_loop(p: &mut Pipeline, txs: &[SyncSender<RecordBatch>], reuse: &Receiver<RecordBatch>) {
+    // `low_water` as of the batch before the last one sent.
+    let (mut older_low, mut last_low) = (0, 0);
+    for turn in (0..txs.len()).cycle() {
         let mut b = reuse.try_recv().unwrap_or_default();
         b.records.clear();
         b.bytes.clear();
-        let end = loop {
-            match p.pop_released() {
-                Ok(Some(mut r)) => {
-                    if r.rec.chunk != MAPPED {
-                        let off = b.bytes.len();
-                        b.bytes.extend_from_slice(p.record(&r));
-                        p.release(&r);
-                        r.rec.chunk = 0;
-                        r.rec.off = off as u32;
-                    }
-                    b.records.push(r);
-                    if b.records.len() >= BATCH {
-                        break None;
-                    }
-                }
-                Ok(None) => break Some(Ok(())),
-                Err(e) => break Some(Err(e)),
-            }
+        let end = match p.pop_released_into(&mut b.records, BATCH) {
+            Ok(false) => None,
+            Ok(true) => Some(Ok(())),
+            Err(e) => Some(Err(e)),
         };
+        // Records in the pool's chunks are copied into the batch (mapped ones are not).
+        for r in &mut b.records {
+            if r.rec.chunk != MAPPED {
+                let off = b.bytes.len();
+                b.bytes.extend_from_slice(p.record(r));
+                p.release(r);
+                r.rec.chunk = 0;
+                r.rec.off = off as u32;
+            }
+        }
         let last = end.is_some();
         b.end = end;
         b.tables = p.tables().clone();
         b.map.clone_from(&p.pool.map);
-        b.low_water = p.low_water;
+        b.low_water = older_low;
+        (older_low, last_low) = (last_low, p.low_water);
         b.meta.clone_from(&p.meta);
         b.dq.clone_from(&p.dq);
         b.progress = p.progress();
-        if tx.send(b).is_err() || last {
+        if txs[turn].send(b).is_err() || last {
             return;
         }
     }

@@ -30,9 +30,15 @@ impl CommCache {
         if raw.len() > 16 {
             return Comm::from_bytes(raw);
         }
-        let mut k = [0u8; 16];
-        k[..raw.len()].copy_from_slice(raw);
-        let key = u128::from_le_bytes(k);
+        // `char comm[16]` (the usual case) is one 16-byte load.
+        let key = match <[u8; 16]>::try_from(raw) {
+            Ok(k) => u128::from_le_bytes(k),
+            Err(_) => {
+                let mut k = [0u8; 16];
+                k[..raw.len()].copy_from_slice(raw);
+                u128::from_le_bytes(k)
+            }
+        };
         let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
         let slot = (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % SLOTS;
         if self.keys[slot] == key {
