@@ -501,3 +501,15 @@ fn task_latency_agrees_with_perf_sched_timehist() {
     let mean = delays_us.iter().sum::<i64>() as f64 / n as f64;
     assert!((us("mean_ns") - mean).abs() <= 1.0, "{side} vs {mean}");
 }
+
+#[test]
+fn folded_profile_against_itself_changes_nothing() {
+    let doc = compare(
+        &["fixtures/profile/odd_symbols.folded"],
+        &["fixtures/profile/odd_symbols.folded"],
+    );
+    assert_eq!(doc["kind"], "profile");
+    assert_eq!(doc["profile"]["test"], "two-proportion-z");
+    assert!(!doc["profile"]["functions"].as_array().unwrap().is_empty());
+    assert_eq!(all_significant(&doc), Vec::<String>::new());
+}

@@ -50,7 +50,8 @@ fn short_ns(ns: u64) -> String {
     }
 }
 
-/// A metric value with about 4 significant digits (`333340`, `498.4`, `16.72`, `0.009045`).
+/// A metric value with about 4 significant digits (`333340`, `498.4`, `16.72`, `0.4000`,
+/// `9.045e-5`).
 pub fn fmt_value(v: f64) -> String {
     let a = v.abs();
     if a >= 1000.0 || a == 0.0 {
@@ -61,8 +62,10 @@ pub fn fmt_value(v: f64) -> String {
         format!("{v:.2}")
     } else if a >= 1.0 {
         format!("{v:.3}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
     } else {
-        format!("{v:.4e}")
+        format!("{v:.3e}")
     }
 }
 
@@ -396,5 +399,7 @@ mod tests {
         assert_eq!(fmt_value(498.42), "498.4");
         assert_eq!(fmt_value(1.128947), "1.129");
         assert_eq!(fmt_value(0.0), "0");
+        assert_eq!(fmt_value(0.4), "0.4000");
+        assert_eq!(fmt_value(0.000_090_45), "9.045e-5");
     }
 }
