@@ -19,6 +19,7 @@ profiles (folded stacks), or metric files (perf stat text / -r N / -x, CSV; fio 
 --output-format=json). A change is called significant only when its Holm-adjusted p-value \
 is below --alpha. Details: docs/compare.md.\n\n\
 Examples:\n  stallscope compare equal.perf.data --vs starve.perf.data\n  \
+stallscope compare base-1.perf.data base-2.perf.data --vs new-1.perf.data new-2.perf.data --comm cyclictest\n  \
 stallscope compare base-*.perf-stat.csv --vs new-*.perf-stat.csv\n  \
 stallscope compare base.fio.json --vs new.fio.json --alpha 0.01\n  \
 stallscope compare before.folded --vs after.folded --format json | jq .profile.rises"
@@ -40,6 +41,10 @@ pub struct CompareArgs {
     /// traces when they carry sched_switch, profiles otherwise).
     #[arg(long, value_name = "trace|profile")]
     kind: Option<String>,
+    /// Traces: compare only these task names (repeatable, or comma-separated). Fewer rows
+    /// tested means a smaller multiple-comparison correction.
+    #[arg(long = "comm", value_name = "COMM", value_delimiter = ',')]
+    comms: Vec<String>,
     /// Profiles: kernel symbol table (`/proc/kallsyms` of the recording host). Default: this
     /// host's /proc/kallsyms when the kernel release matches; `none` disables.
     #[arg(long, value_name = "FILE")]
@@ -57,6 +62,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let opts = stallscope_compare::Options {
         alpha: args.alpha,
         kind: args.kind.clone(),
+        comms: args.comms.clone(),
         profile: ProfileOptions {
             symbols,
             event: None,

@@ -49,6 +49,8 @@ pub struct Options {
     pub kind: Option<String>,
     /// How profiles name kernel frames (`--kallsyms`).
     pub profile: ProfileOptions,
+    /// Traces: compare only these task names (`--comm`; empty = all).
+    pub comms: Vec<String>,
 }
 
 impl Default for Options {
@@ -57,6 +59,7 @@ impl Default for Options {
             alpha: 0.05,
             kind: None,
             profile: ProfileOptions::default(),
+            comms: Vec::new(),
         }
     }
 }
@@ -263,7 +266,7 @@ pub fn compare(
             let (nt, ndq) = read(new)?;
             out.base.data_quality = quality(&bdq);
             out.new.data_quality = quality(&ndq);
-            out.trace = Some(trace::compare(&bt, &nt, opts.alpha));
+            out.trace = Some(trace::compare(&bt, &nt, opts.alpha, &opts.comms));
         }
     }
     Ok(out)

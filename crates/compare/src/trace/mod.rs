@@ -381,7 +381,13 @@ fn welch_verdict(b: &[f64], n: &[f64]) -> (Option<Verdict>, Option<String>) {
     }
 }
 
-fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
+/// `all`: every task (for the `(all)` rows); `picked`: the runs whose comms get rows.
+fn rate_rows(
+    all: (&[TraceRun], &[TraceRun]),
+    picked: (&[TraceRun], &[TraceRun]),
+    alpha: f64,
+) -> Vec<RateRow> {
+    let (base, new) = picked;
     let mut comms: Vec<String> = base
         .iter()
         .chain(new)
@@ -398,9 +404,11 @@ fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
                 t.migrations
             }
         };
-        let mut push = |comm: String, count: &dyn Fn(&TraceRun) -> u64| {
-            let b = rate_side(base, count);
-            let n = rate_side(new, count);
+        let mut push = |comm: String,
+                        (rb, rn): (&[TraceRun], &[TraceRun]),
+                        count: &dyn Fn(&TraceRun) -> u64| {
+            let b = rate_side(rb, count);
+            let n = rate_side(rn, count);
             if b.total == 0 && n.total == 0 {
                 return; // nothing of this kind for this comm on either side: no row
             }
@@ -415,11 +423,11 @@ fn rate_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<RateRow> {
                 untested,
             });
         };
-        push("(all)".to_string(), &|r: &TraceRun| {
+        push("(all)".to_string(), all, &|r: &TraceRun| {
             r.tasks.values().map(pick).sum()
         });
         for c in &comms {
-            push(c.clone(), &|r: &TraceRun| {
+            push(c.clone(), picked, &|r: &TraceRun| {
                 r.tasks
                     .iter()
                     .filter(|((name, _), _)| name == c)
@@ -487,21 +495,42 @@ fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<Detecto
 }
 
 /// Compares summarized traces.
-pub fn compare(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> TraceComparison {
+///
+/// `only_comms`, when not empty, restricts the latency rows and the per-comm rate rows to
+/// those task names (the `(all)` rates still count every task): fewer rows, a smaller Holm
+/// family, so a change of the tasks one cares about needs less evidence to be significant.
+pub fn compare(
+    base: &[TraceRun],
+    new: &[TraceRun],
+    alpha: f64,
+    only_comms: &[String],
+) -> TraceComparison {
+    let keep = |runs: &[TraceRun]| -> Vec<TraceRun> {
+        runs.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                if !only_comms.is_empty() {
+                    r.tasks.retain(|(c, _), _| only_comms.contains(c));
+                }
+                r
+            })
+            .collect()
+    };
+    let (fb, fnew) = (keep(base), keep(new));
     TraceComparison {
         base_runs: base.len(),
         new_runs: new.len(),
         base_durations_ns: base.iter().map(|r| r.duration_ns).collect(),
         new_durations_ns: new.iter().map(|r| r.duration_ns).collect(),
-        comms: latency_rows(base, new, |(c, _)| c.clone(), |c| (c.clone(), None), alpha),
+        comms: latency_rows(&fb, &fnew, |(c, _)| c.clone(), |c| (c.clone(), None), alpha),
         tasks: latency_rows(
-            base,
-            new,
+            &fb,
+            &fnew,
             |(c, t)| (c.clone(), *t),
             |(c, t)| (c.clone(), Some(*t)),
             alpha,
         ),
-        rates: rate_rows(base, new, alpha),
+        rates: rate_rows((base, new), (&fb, &fnew), alpha),
         detectors: detector_rows(base, new, alpha),
     }
 }
@@ -543,7 +572,7 @@ mod tests {
             ("victim", 12, slow, 200),
             ("other", 13, fast.clone(), 5),
         ])];
-        let c = compare(&base, &new, 0.05);
+        let c = compare(&base, &new, 0.05, &[]);
         let v = &c.comms[0];
         assert_eq!(v.comm, "victim");
         assert_eq!(v.direction, "up");
@@ -559,5 +588,10 @@ mod tests {
         assert!(c.rates.iter().all(|r| r.verdict.is_none()));
         assert_eq!(c.rates[0].comm, "(all)");
         assert_eq!(c.rates[0].base.total, 205);
+        // restricted to the victim: one comm row, the (all) rate still counts every task
+        let only = compare(&base, &new, 0.05, &["victim".to_string()]);
+        assert_eq!(only.comms.len(), 1);
+        assert_eq!(only.rates[0].base.total, 205);
+        assert!(only.rates.iter().all(|r| r.comm != "other"));
     }
 }
