@@ -18,7 +18,7 @@ use super::attr::{parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
 use super::decode::{AttrDecoder, DecodeTables};
 use super::header::{self, feat};
 use super::order::{OrderQueue, Pending, MAX_PENDING};
-use super::stream::{ChunkPool, DecompStream, RawStream, RecordRef, StreamError, MAPPED};
+use super::stream::{prefetch, ChunkPool, DecompStream, RawStream, RecordRef, StreamError, MAPPED};
 use crate::tracefs_format::{Endian, PrevStateTable, TracepointDecoder, TracingData};
 use crate::ReadError;
 
@@ -786,24 +786,6 @@ impl Pipeline {
 
 /// How far ahead of the record being queued [`prefetch`] asks for the mapped bytes.
 const PREFETCH_AHEAD: usize = 2048;
-
-/// Asks the CPU to start loading the cache line of `data[at]` (nothing when `at` is past
-/// the end). The first touch of each mapped record is the reading thread's main cost.
-#[inline(always)]
-fn prefetch(data: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = data.get(at) {
-        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
-        // address is inside `data` anyway, and SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (b as *const u8).cast::<i8>(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, at);
-}
 
 /// perf's name for a `clockid_t`.
 fn clock_name(id: i64) -> String {

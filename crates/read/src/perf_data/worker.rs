@@ -33,6 +33,8 @@ pub const BATCH: usize = 2048;
 pub const IN_FLIGHT: usize = 4;
 /// Decoding threads.
 pub const DECODERS: usize = 2;
+/// How many records ahead a decoding thread prefetches.
+const PREFETCH_RECORDS: usize = 4;
 
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
@@ -289,7 +291,15 @@ impl DecodeSide {
                 return;
             };
             self.decoder.set_tables(&recs.tables);
-            for p in &recs.records {
+            for (i, p) in recs.records.iter().enumerate() {
+                // The record a few ahead is asked for now (its bytes were last touched by
+                // the reading thread, on another core).
+                if let (Some(m), Some(ahead)) = (&recs.map, recs.records.get(i + PREFETCH_RECORDS))
+                {
+                    if ahead.rec.chunk == MAPPED {
+                        m.prefetch(ahead.rec.file_off);
+                    }
+                }
                 let rec = match (&recs.map, p.rec.chunk) {
                     (Some(m), MAPPED) => m.bytes(p.rec.file_off, p.rec.len),
                     _ => {
