@@ -460,6 +460,116 @@ fn profile_inputs_skip_the_scheduler_detectors() {
     assert!(!skipped.contains(&"lock-spinning"), "{skipped:?}");
 }
 
+/// perf script's own rendering of the sched set: for every blocked `sched_switch` of
+/// dirstorm whose call chain goes `rwsem_down_write_slowpath ← down_write ← do_unlinkat |
+/// path_openat`, the time to the task's next switch-in (µs resolution). Returns (ns, count).
+fn perf_script_blocked_on_the_directory(case: &str) -> (u64, u64) {
+    let mut text = String::new();
+    stallscope::read::Input::open(&fixture(&format!("{case}.perf-script.txt.xz")))
+        .expect("open")
+        .into_reader()
+        .read_to_string(&mut text)
+        .expect("read");
+    let field = |line: &str, key: &str| -> Option<String> {
+        line.split_whitespace()
+            .find_map(|t| t.strip_prefix(key).map(str::to_string))
+    };
+    let ts_ns = |line: &str| -> u64 {
+        let t = line
+            .split_whitespace()
+            .find(|t| {
+                t.ends_with(':') && t.contains('.') && t[..1].bytes().all(|b| b.is_ascii_digit())
+            })
+            .expect("timestamp");
+        let (s, us) = t.trim_end_matches(':').split_once('.').expect("secs.usecs");
+        s.parse::<u64>().unwrap() * 1_000_000_000 + us.parse::<u64>().unwrap() * 1000
+    };
+    // every blocked switch-out opens an interval (a later one of the same task replaces it:
+    // its switch-in was not recorded in order); the interval counts when its stack is the
+    // directory rwsem's
+    let mut open: std::collections::HashMap<String, (u64, bool)> = Default::default();
+    let (mut total, mut count) = (0u64, 0u64);
+    let blocks: Vec<&str> = text.split("\n\n").collect();
+    for b in blocks {
+        let mut lines = b.lines();
+        let Some(head) = lines.next() else { continue };
+        if !head.contains(" sched:sched_switch: ") {
+            continue;
+        }
+        let ts = ts_ns(head);
+        if let Some(next) = field(head, "next_pid=") {
+            if let Some((t0, dir)) = open.remove(&next) {
+                if dir {
+                    total += ts - t0;
+                    count += 1;
+                }
+            }
+        }
+        let frames: Vec<&str> = lines
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .map(|f| f.split("+0x").next().unwrap_or(f))
+            .collect();
+        let through_dir = frames.windows(3).any(|w| {
+            w[0] == "rwsem_down_write_slowpath"
+                && w[1] == "down_write"
+                && (w[2] == "do_unlinkat" || w[2] == "path_openat")
+        });
+        let blocked = field(head, "prev_state=").is_some_and(|s| !s.starts_with('R'));
+        let prev = field(head, "prev_pid=").expect("prev_pid");
+        if blocked && prev != "0" && !frames.is_empty() {
+            open.insert(prev, (ts, through_dir));
+        }
+    }
+    (total, count)
+}
+
+#[test]
+fn off_cpu_stacks_add_the_time_waiters_slept() {
+    let v = analyze("xfs-shared-sched", "perf.data.xz", &[]);
+    let f = findings(&v);
+    let top = f
+        .iter()
+        .find(|f| f["title"].as_str().is_some_and(|t| t.contains("i_rwsem")))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    let title = top["title"].as_str().expect("title");
+    assert!(title.starts_with("down_write"), "{title}");
+    assert!(
+        title.contains("do_unlinkat") && title.contains("path_openat"),
+        "{title}"
+    );
+    assert_eq!(measure(top, "tasks"), 8);
+    let (want_ns, want_n) = perf_script_blocked_on_the_directory("xfs-shared-sched");
+    assert!(want_n > 1000, "{want_n} sleeps");
+    let (ns, n) = (measure(top, "blocked_ns"), measure(top, "sleeps"));
+    assert_eq!(n as u64, want_n, "sleeps: ours vs perf script");
+    // perf script prints microseconds: each interval may differ by < 1 µs
+    let diff = (ns - want_ns as i64).unsigned_abs();
+    assert!(
+        diff <= want_n * 1000,
+        "blocked {ns} ns, perf script {want_ns} ns"
+    );
+    assert!(top["title"]
+        .as_str()
+        .unwrap()
+        .contains("off CPU: 8 tasks blocked"));
+    assert!(
+        measure(top, "blocked_share_bp") >= 5000,
+        "{}",
+        top["measures"]
+    );
+    assert_eq!(top["severity"], "high", "blocked most of their time");
+    // one directory each: no rwsem path, on CPU or off it
+    let v = analyze("xfs-private-sched", "perf.data.xz", &[]);
+    for x in findings(&v) {
+        let t = x["title"].as_str().unwrap();
+        assert!(!t.contains("rwsem") && !t.contains("down_write"), "{t}");
+    }
+    assert_eq!(
+        perf_script_blocked_on_the_directory("xfs-private-sched").1,
+        0
+    );
+}
+
 // ---- JSON Schema (the keywords docs/report.schema.json uses) ----
 
 fn validate(v: &Value, schema: &Value, root_schema: &Value, at: &str, errors: &mut Vec<String>) {
@@ -563,6 +673,21 @@ fn json_reports_validate_against_the_schema() {
             "folded.xz",
         ] {
             let v = analyze(case, kind, &[]);
+            let mut errors = Vec::new();
+            validate(&v, &schema, &schema, "$", &mut errors);
+            assert!(errors.is_empty(), "{case}.{kind}: {errors:#?}");
+        }
+    }
+    for case in ["xfs-shared-sched", "xfs-private-sched"] {
+        for kind in ["perf.data.xz", "perf-script.txt.xz"] {
+            let v = json(&[
+                "analyze",
+                "--format",
+                "json",
+                "--kallsyms",
+                kallsyms(),
+                &fixture(&format!("{case}.{kind}")),
+            ]);
             let mut errors = Vec::new();
             validate(&v, &schema, &schema, "$", &mut errors);
             assert!(errors.is_empty(), "{case}.{kind}: {errors:#?}");

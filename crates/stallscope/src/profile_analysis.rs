@@ -4,6 +4,11 @@
 //! Two ways a profile arrives:
 //!
 //! ```text
+//! sched_switch with call stacks (`-g`) ── event pass ──► Collector::push(ev): each blocked
+//!     switch-out (prev_state not R) opens an off-CPU interval closed by the task's next
+//!     switch-in; the interval becomes a stack of the switch-out's call chain weighing its
+//!     nanoseconds, in a second profile (unit `Period(OFF_CPU_EVENT)`), handed to the
+//!     engine after the CPU profile: lock-spinning adds the time waiters slept.
 //! perf.data  ── event pass ──► Collector::push(ev) for every event: samples of a CPU-time
 //!     event (cpu-clock, task-clock, cycles, instructions, …) and task names are kept, and
 //!     become stacks at the end (the read crate's SampleProfiler; the kernel symbol table is
@@ -19,9 +24,13 @@
 //! when no profile came (their `needs` name [`PROFILE_NEED`]). [`explain_skipped`] rewrites
 //! such a skip reason into what is missing and how to record it.
 
+use std::collections::HashMap;
+
+use stallscope_detect::detectors::lock_spinning::OFF_CPU_EVENT;
 use stallscope_detect::{Engine, PROFILE_NEED};
 use stallscope_model::{
-    DataQuality, Event, EventKind, Profile, ReportInput, Severity, SkippedDetector, TraceMeta, Ts,
+    DataQuality, Event, EventKind, FieldValue, GenericEvent, Profile, ReportInput, Severity,
+    SkippedDetector, Tid, TraceMeta, Ts,
 };
 use stallscope_read::profile::perf_samples::SampleProfiler;
 use stallscope_read::profile::{
@@ -96,6 +105,18 @@ pub fn read_text_profiles(
     for i in wanted {
         let f = &files[i];
         let mut read = read_profile(f, None, &opts)?;
+        // perf script text of several events: profile the CPU-time one
+        if read.format == ProfileFormat::PerfScript
+            && read.event.as_deref().is_some_and(|e| !is_cpu_time_event(e))
+        {
+            if let Some(event) = first_cpu_time_event(f)? {
+                let opts = ProfileOptions {
+                    symbols: symbols.clone(),
+                    event: Some(event),
+                };
+                read = read_profile(f, None, &opts)?;
+            }
+        }
         let index = u16::try_from(i).unwrap_or(u16::MAX);
         for s in &mut read.profile.stacks {
             s.span.input = index;
@@ -106,6 +127,29 @@ pub fn read_text_profiles(
         profiles,
         profiles_only: any_text,
     })
+}
+
+/// The first CPU-time event named in a `perf script` text's sample headers
+/// (`comm pid [cpu] ts: [period] EVENT: …`).
+fn first_cpu_time_event(path: &str) -> Result<Option<String>, ReadError> {
+    use std::io::BufRead;
+    let input = Input::open(path)?;
+    let reader = std::io::BufReader::new(input.into_reader());
+    for line in reader.split(b'\n') {
+        let line = line.map_err(|e| ReadError::io(path, &e))?;
+        if line.first() == Some(&b'\t') {
+            continue; // a frame
+        }
+        let line = String::from_utf8_lossy(&line);
+        for token in line.split_whitespace() {
+            if let Some(name) = token.strip_suffix(':') {
+                if is_cpu_time_event(name) {
+                    return Ok(Some(name.to_string()));
+                }
+            }
+        }
+    }
+    Ok(None)
 }
 
 impl ProfileInputs {
@@ -157,6 +201,14 @@ pub struct Collector {
     kept: Vec<Event>,
     samples: usize,
     other_events: Vec<String>,
+    /// Blocked switch-outs with a call chain, by task, until the task's next switch-in.
+    blocked: HashMap<Tid, Event>,
+    /// Closed off-CPU intervals: synthetic `OFF_CPU_EVENT` samples (period = nanoseconds).
+    off_cpu: Vec<Event>,
+    /// Names seen in sched_switch payloads (a perf.data has no COMM record for forked tasks).
+    switch_comms: HashMap<Tid, stallscope_model::Comm>,
+    /// Blocked switch-outs replaced by the task's next one before its switch-in was seen.
+    unpaired: u64,
 }
 
 impl Collector {
@@ -168,6 +220,57 @@ impl Collector {
             kept: Vec::new(),
             samples: 0,
             other_events: Vec::new(),
+            blocked: HashMap::new(),
+            off_cpu: Vec::new(),
+            switch_comms: HashMap::new(),
+            unpaired: 0,
+        }
+    }
+
+    /// Off-CPU intervals from `sched_switch` events recorded with call stacks.
+    fn switch(&mut self, ev: &Event, sw: &stallscope_model::Switch) {
+        // names only matter once there are stacks to name: a plain scheduler trace skips this
+        if self.samples > 0 || ev.callchain.is_some() {
+            for t in [&sw.prev, &sw.next] {
+                if t.pid != 0
+                    && !t.comm.is_empty()
+                    && self.switch_comms.get(&t.pid) != Some(&t.comm)
+                {
+                    self.switch_comms.insert(t.pid, t.comm);
+                    self.kept.push(Event {
+                        ts: ev.ts,
+                        cpu: ev.cpu,
+                        pid: t.pid,
+                        span: ev.span,
+                        kind: EventKind::TaskComm {
+                            tgid: t.pid,
+                            tid: t.pid,
+                            comm: t.comm,
+                        },
+                        callchain: None,
+                    });
+                }
+            }
+        }
+        if !self.blocked.is_empty() {
+            if let Some(out) = self.blocked.remove(&sw.next.pid) {
+                let slept = ev.ts.saturating_sub(out.ts);
+                self.off_cpu.push(Event {
+                    kind: EventKind::Generic(Box::new(GenericEvent {
+                        system: None,
+                        name: OFF_CPU_EVENT.to_string(),
+                        fields: vec![("period".to_string(), FieldValue::UInt(slept.max(1)))],
+                    })),
+                    ..out
+                });
+            }
+        }
+        if ev.callchain.is_some() && !sw.prev_state.is_runnable() && sw.prev.pid != 0 {
+            let mut out = ev.clone();
+            out.pid = sw.prev.pid;
+            if self.blocked.insert(sw.prev.pid, out).is_some() {
+                self.unpaired += 1; // its switch-in was not seen in time order
+            }
         }
     }
 
@@ -176,6 +279,12 @@ impl Collector {
     pub fn push(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::TaskComm { .. } => {}
+            EventKind::Switch(sw) => {
+                if !self.skip_inputs.contains(&ev.span.input) {
+                    self.switch(ev, sw);
+                }
+                return;
+            }
             EventKind::Generic(g) if g.system.is_none() => {
                 let name = g.name.as_str();
                 if !is_cpu_time_event(name) {
@@ -204,12 +313,61 @@ impl Collector {
         time: Option<(Ts, Ts)>,
     ) -> Result<DataQuality, ReadError> {
         let mut quality = DataQuality::default();
-        if self.samples == 0 || self.kept.is_empty() {
-            return Ok(quality); // no sample of a CPU-time event
+        if self.unpaired > 0 {
+            let n = self.unpaired;
+            quality.add(
+                "off-cpu-unpaired",
+                Severity::Info,
+                "blocked switch-outs followed by another switch-out of the same task before its \
+                 switch-in (lost events, or CPU clocks out of step): not counted as sleeps",
+                n,
+                || format!("{n} switch-outs"),
+            );
+        }
+        let has_samples = self.samples > 0 && !self.kept.is_empty();
+        if !has_samples && self.off_cpu.is_empty() {
+            return Ok(quality); // no sample of a CPU-time event, no off-CPU stack
         }
         let release = metas.iter().find_map(|m| m.kernel_release.as_deref());
         let table: Option<Kallsyms> = kernel_symbols_for(&self.symbols, release, &mut quality)?;
-        let mut profiler = SampleProfiler::new(table.as_ref(), None);
+        // task names for the off-CPU stacks too
+        let comms: Vec<&Event> = self
+            .kept
+            .iter()
+            .filter(|e| matches!(e.kind, EventKind::TaskComm { .. }))
+            .collect();
+        if !self.off_cpu.is_empty() {
+            let mut profiler = SampleProfiler::new(table.as_ref(), Some(OFF_CPU_EVENT.into()));
+            let mut events: Vec<&Event> = comms.clone();
+            events.extend(self.off_cpu.iter());
+            events.sort_by_key(|e| e.ts);
+            for ev in events {
+                profiler.push(ev);
+            }
+            let (mut off, q, _) = profiler.finish();
+            quality.merge(&q);
+            restrict_time(&mut off, time, &mut quality);
+            // the CPU profile first: the detector adds the sleeping to its CPU findings
+            if has_samples {
+                let cpu = self.cpu_profile(table.as_ref(), time, &mut quality);
+                engine.process_profile(&cpu);
+            }
+            engine.process_profile(&off);
+            return Ok(quality);
+        }
+        let profile = self.cpu_profile(table.as_ref(), time, &mut quality);
+        engine.process_profile(&profile);
+        Ok(quality)
+    }
+
+    /// The CPU profile of the kept samples.
+    fn cpu_profile(
+        &self,
+        table: Option<&Kallsyms>,
+        time: Option<(Ts, Ts)>,
+        quality: &mut DataQuality,
+    ) -> Profile {
+        let mut profiler = SampleProfiler::new(table, None);
         for ev in &self.kept {
             profiler.push(ev);
         }
@@ -225,9 +383,8 @@ impl Collector {
                 || others.clone(),
             );
         }
-        restrict_time(&mut profile, time, &mut quality);
-        engine.process_profile(&profile);
-        Ok(quality)
+        restrict_time(&mut profile, time, quality);
+        profile
     }
 }
 

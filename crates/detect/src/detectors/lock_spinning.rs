@@ -16,6 +16,7 @@
 //! path, task, CPU and time bucket.
 
 mod attribute;
+mod blocked;
 mod classify;
 #[cfg(test)]
 mod tests;
@@ -28,13 +29,18 @@ use stallscope_model::{
 };
 
 use self::attribute::{attribute, known_lock, SymbolClasses, WaitKind};
+use self::blocked::{blocked_by_path, path_name, Blocked, PathName};
 use self::classify::Family;
 use super::fmt::i;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo, PROFILE_NEED};
 
+/// The event name of the off-CPU profile the facade builds from `sched_switch` call stacks
+/// (weights: nanoseconds off CPU); see [`blocked`].
+pub const OFF_CPU_EVENT: &str = "off-cpu-ns";
+
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 6] = [
+pub static PARAMS: [ParamInfo; 7] = [
     ParamInfo {
         name: "min_share_permille",
         default: 30,
@@ -64,6 +70,12 @@ pub static PARAMS: [ParamInfo; 6] = [
         default: 20,
         unit: ParamUnit::Count,
         doc: "samples a lock path needs to be reported (profiles of percentages only are exempt)",
+    },
+    ParamInfo {
+        name: "min_blocked_ns",
+        default: 100_000_000,
+        unit: ParamUnit::Ns,
+        doc: "a lock path seen only in off-CPU stacks is reported when its waiters slept this long in total",
     },
     ParamInfo {
         name: "bucket_ns",
@@ -107,6 +119,15 @@ into spinning, slowpath code, going to sleep and waking waiters, the share per C
 when samples have timestamps — the peak share over `bucket_ns` (default 100 ms) buckets,
 and the tasks that waited.
 
+When the input also has `sched_switch` events recorded with call stacks (`perf record -a -g
+-e cpu-clock/freq=499/ -e 'sched:*' -c 1`), every blocked switch-out whose stack goes
+through a lock slowpath counts as a sleep on that path until the task runs again: the
+finding gains `blocked_ns`, `sleeps` and `max_blocked_ns` ("off CPU: 8 tasks blocked
+812.345 ms in 1269 sleeps"). A path seen only in those off-CPU stacks is reported (low) when
+its waiters slept at least `min_blocked_ns` (default 100 ms) in total, in at least
+`min_samples` sleeps. `blocked_share_bp` is the blocked time over the waiters' time between
+the first and last switch-out on the path (tasks × that span).
+
 ## Why it matters
 A CPU spinning on a lock does no work; a task sleeping on one does not run. Many tasks
 creating and unlinking files in one directory serialize on the directory inode's rwsem;
@@ -140,6 +161,8 @@ unwinder stopped) counts in `all_locks_share_bp` but forms no path.
 - **medium**: at least `medium_permille` (default 100 = 10 %), or one `bucket_ns` bucket
   (with `min_samples` samples) at `high_permille` or more.
 - **low**: otherwise (at least `min_share_permille`).
+- With off-CPU stacks, the same thresholds apply to `blocked_share_bp` too; the higher
+  severity wins.
 "#;
 
 /// Builds the detector.
@@ -147,12 +170,14 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
     Box::new(LockSpinning {
         params: p.clone(),
         findings: Vec::new(),
+        blocked: BTreeMap::new(),
     })
 }
 
 struct LockSpinning {
     params: Params,
-    findings: Vec<Finding>,
+    findings: Vec<(PathName, Finding)>,
+    blocked: BTreeMap<PathName, Blocked>,
 }
 
 impl Detector for LockSpinning {
@@ -161,11 +186,37 @@ impl Detector for LockSpinning {
     }
 
     fn on_profile(&mut self, p: &Profile, cx: &Context<'_>) {
-        self.findings.extend(find(p, &self.params, cx.paths));
+        if matches!(&p.unit, WeightUnit::Period(e) if e == OFF_CPU_EVENT) {
+            for (k, b) in blocked_by_path(p, cx.paths) {
+                let slot = self.blocked.entry(k).or_default();
+                merge_blocked(slot, b);
+            }
+        } else {
+            self.findings.extend(find_named(p, &self.params, cx.paths));
+        }
     }
 
     fn finish(self: Box<Self>, _cx: &Context<'_>) -> Vec<Finding> {
-        self.findings
+        let LockSpinning {
+            params,
+            findings,
+            mut blocked,
+        } = *self;
+        let mut out = Vec::new();
+        for (name, mut f) in findings {
+            if let Some(b) = blocked.remove(&name) {
+                add_blocked(&mut f, &b, &params);
+            }
+            out.push(f);
+        }
+        let min_ns = params.get("min_blocked_ns");
+        let min_sleeps = params.get("min_samples");
+        for (name, b) in blocked {
+            if b.ns >= min_ns && b.sleeps >= min_sleeps && !name.1.is_empty() {
+                out.push(blocked_finding(&name, &b, &params));
+            }
+        }
+        out
     }
 }
 
@@ -231,6 +282,14 @@ fn pct(bp: u64) -> String {
 
 /// The findings of `p` with parameters `params`; `paths` name the inputs for evidence.
 pub fn find(p: &Profile, params: &Params, paths: &[String]) -> Vec<Finding> {
+    find_named(p, params, paths)
+        .into_iter()
+        .map(|(_, f)| f)
+        .collect()
+}
+
+/// [`find`], each finding with the name of its path (to match the off-CPU profile's).
+fn find_named(p: &Profile, params: &Params, paths: &[String]) -> Vec<(PathName, Finding)> {
     let classes = SymbolClasses::new(p);
     let bucket_ns = params.get("bucket_ns").max(1);
     let first_ts = p.stacks.iter().filter_map(|s| s.ts).min();
@@ -304,18 +363,157 @@ pub fn find(p: &Profile, params: &Params, paths: &[String]) -> Vec<Finding> {
             *ex = (s.weight, idx);
         }
     }
-    let mut out: Vec<Finding> = groups
+    let mut out: Vec<(PathName, Finding)> = groups
         .iter()
         .filter_map(|(key, g)| {
-            finding(p, params, paths, &totals, &self_weights, *key, g, bucket_ns)
+            let name = match *key {
+                GroupKey::Known(f, l) => (f, l.to_string()),
+                GroupKey::Caller(f, c) => path_name(f, c.map(|c| p.symbol(c))),
+            };
+            finding(p, params, paths, &totals, &self_weights, *key, g, bucket_ns).map(|f| (name, f))
         })
         .collect();
-    out.sort_by(|a, b| {
+    out.sort_by(|(_, a), (_, b)| {
         b.measures["share_bp"]
             .cmp(&a.measures["share_bp"])
             .then_with(|| a.title.cmp(&b.title))
     });
     out
+}
+
+fn merge_blocked(into: &mut Blocked, b: Blocked) {
+    into.ns = into.ns.saturating_add(b.ns);
+    into.sleeps += b.sleeps;
+    if b.max_ns >= into.max_ns {
+        into.example = b.example.or(into.example.take());
+    }
+    into.max_ns = into.max_ns.max(b.max_ns);
+    for (pid, (c, ns)) in b.tasks {
+        let t = into.tasks.entry(pid).or_insert((c, 0));
+        t.1 = t.1.saturating_add(ns);
+    }
+    for e in b.entries {
+        if !into.entries.contains(&e) {
+            into.entries.push(e);
+        }
+    }
+    into.first = match (into.first, b.first) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    };
+    into.last = into.last.max(b.last);
+}
+
+/// Blocked time as a share of the waiting tasks' time between the first and last
+/// switch-out, in basis points (at most 10 000).
+fn blocked_share(b: &Blocked) -> u64 {
+    let span = b
+        .last
+        .unwrap_or(0)
+        .saturating_sub(b.first.unwrap_or(0))
+        .max(1);
+    basis_points(b.ns, span.saturating_mul(b.tasks.len().max(1) as u64)).min(10_000)
+}
+
+/// Severity from a share in basis points and the `*_permille` thresholds.
+fn severity_of(bp: u64, params: &Params) -> FindingSeverity {
+    if bp >= params.get("high_permille").saturating_mul(10) {
+        FindingSeverity::High
+    } else if bp >= params.get("medium_permille").saturating_mul(10) {
+        FindingSeverity::Medium
+    } else {
+        FindingSeverity::Low
+    }
+}
+
+/// Adds the off-CPU sleeping of the same path to a CPU finding.
+fn add_blocked(f: &mut Finding, b: &Blocked, params: &Params) {
+    let share = blocked_share(b);
+    f.severity = f.severity.max(severity_of(share, params));
+    f.measures.insert("blocked_share_bp".into(), i(share));
+    f.measures.insert("blocked_ns".into(), i(b.ns));
+    f.measures.insert("sleeps".into(), i(b.sleeps));
+    f.measures.insert("max_blocked_ns".into(), i(b.max_ns));
+    f.title.push_str(&format!(
+        "; off CPU: {} task{} blocked {} ({} of their time) in {} sleeps (longest {})",
+        b.tasks.len(),
+        if b.tasks.len() == 1 { "" } else { "s" },
+        super::fmt::dur(b.ns),
+        pct(share),
+        b.sleeps,
+        super::fmt::dur(b.max_ns)
+    ));
+    if let Some(e) = &b.example {
+        f.evidence.push(e.clone());
+        f.evidence.sort_by_key(|e| e.ts_ns);
+    }
+}
+
+/// A finding for a path seen only in off-CPU stacks.
+fn blocked_finding(name: &PathName, b: &Blocked, params: &Params) -> Finding {
+    let share = blocked_share(b);
+    let mut tasks: Vec<(&Tid, &(Comm, u64))> = b.tasks.iter().collect();
+    tasks.sort_by(|a, c| c.1 .1.cmp(&a.1 .1).then(a.0.cmp(c.0)));
+    let comms: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for (_, (c, _)) in &tasks {
+            let n = if c.is_empty() { "?" } else { c.as_str() };
+            if !v.iter().any(|x| x == n) && v.len() < 3 {
+                v.push(n.to_string());
+            }
+        }
+        v
+    };
+    // a known lock's description has spaces; otherwise the path is named by its caller
+    let what = if name.1.contains(' ') {
+        format!("on {}", name.1)
+    } else {
+        format!("from {}", name.1)
+    };
+    let mut m = BTreeMap::new();
+    m.insert("blocked_ns".to_string(), i(b.ns));
+    m.insert("blocked_share_bp".to_string(), i(share));
+    m.insert("sleeps".to_string(), i(b.sleeps));
+    m.insert("max_blocked_ns".to_string(), i(b.max_ns));
+    m.insert("tasks".to_string(), i(b.tasks.len() as u64));
+    Finding {
+        detector: INFO.id.into(),
+        severity: severity_of(share, params),
+        title: format!(
+            "{} {what}: {} task{} ({}) blocked {} ({} of their time) in {} sleeps waiting for this {} (off-CPU stacks; longest {})",
+            b.entries.join(" and "),
+            b.tasks.len(),
+            if b.tasks.len() == 1 { "" } else { "s" },
+            comms.join(", "),
+            super::fmt::dur(b.ns),
+            pct(share),
+            b.sleeps,
+            name.0.name(),
+            super::fmt::dur(b.max_ns)
+        ),
+        window: Window {
+            start_ns: b.first.unwrap_or(0),
+            end_ns: b.last.unwrap_or(0),
+        },
+        cpus: Vec::new(),
+        tasks: tasks
+            .iter()
+            .take(8)
+            .map(|(pid, (c, ns))| {
+                let mut tm = BTreeMap::new();
+                tm.insert("blocked_ns".to_string(), i(*ns));
+                FindingTask {
+                    pid: **pid,
+                    comm: c.as_str().to_string(),
+                    role: "waiter".into(),
+                    measures: tm,
+                }
+            })
+            .collect(),
+        measures: m,
+        evidence: b.example.iter().cloned().collect(),
+        hint: "Off-CPU time from sched_switch call stacks: the tasks slept in this lock's slowpath. `perf sched timehist -g` shows the switch-outs; `perf lock contention -ab -- sleep 5` names the lock.".to_string(),
+    }
 }
 
 /// Names of the heaviest keys of `m` (at least 10 % of `total`, at most 3), heaviest first,

@@ -340,3 +340,85 @@ fn basis_points_round_half_up() {
     assert_eq!(basis_points(1, 0), 0);
     assert_eq!(basis_points(u64::MAX, u64::MAX), 10_000);
 }
+
+/// An off-CPU profile as the facade builds it: one stack per blocked switch-out, weighing
+/// the nanoseconds until the task's next switch-in.
+fn off_cpu(rows: &[(&[&str], u64, i32, u64)]) -> Profile {
+    let mut p = Profile::new(WeightUnit::Period(super::OFF_CPU_EVENT.into()));
+    for (frames, ns, pid, ts) in rows {
+        let frames = frames.iter().map(|f| p.intern(f, Some(true))).collect();
+        p.stacks.push(WeightedStack {
+            frames,
+            weight: *ns,
+            comm: Some(Comm::new("worker")),
+            pid: Some(*pid),
+            ts: Some(*ts),
+            ..WeightedStack::default()
+        });
+    }
+    p
+}
+
+const BLOCK_UNLINK: &[&str] = &[
+    "__schedule",
+    "schedule",
+    "schedule_preempt_disabled",
+    "rwsem_down_write_slowpath",
+    "down_write",
+    "do_unlinkat",
+];
+const BLOCK_IO: &[&str] = &["__schedule", "schedule", "io_schedule", "folio_wait_bit"];
+
+#[test]
+fn off_cpu_stacks_sum_per_path_and_set_severity() {
+    const MS: u64 = 1_000_000;
+    // two tasks over 100 ms: 150 ms blocked on the directory lock, 40 ms on I/O
+    let p = off_cpu(&[
+        (BLOCK_UNLINK, 60 * MS, 1, 0),
+        (BLOCK_UNLINK, 90 * MS, 2, 100 * MS),
+        (BLOCK_IO, 40 * MS, 1, 50 * MS),
+    ]);
+    let by = super::blocked::blocked_by_path(&p, &["t.data".to_string()]);
+    assert_eq!(by.len(), 1, "I/O waits are not a lock: {by:#?}");
+    let (name, b) = by.iter().next().unwrap();
+    assert_eq!(b.ns, 150 * MS);
+    assert_eq!(b.sleeps, 2);
+    assert_eq!(b.max_ns, 90 * MS);
+    assert_eq!(b.tasks.len(), 2);
+    assert_eq!(b.entries, vec!["down_write".to_string()]);
+    assert!(name.1.contains("i_rwsem"), "{name:?}");
+    let params = Params::defaults(&PARAMS);
+    // 150 ms of 2 tasks × 100 ms between the first and last switch-out: 75 % → high
+    let f = super::blocked_finding(name, b, &params);
+    assert_eq!(f.measures["blocked_share_bp"], 7500);
+    assert_eq!(f.severity, FindingSeverity::High);
+    assert!(
+        f.title
+            .starts_with("down_write on a directory inode's i_rwsem"),
+        "{}",
+        f.title
+    );
+    assert!(f
+        .title
+        .contains("blocked 150.000 ms (75.00% of their time) in 2 sleeps"));
+    // added to a CPU finding of the same path: title, measures, the higher severity
+    let mut cpu = P::new();
+    cpu.folded(SPIN_UNLINK, 40).folded(WORK, 960);
+    let mut g = run(
+        &cpu,
+        &[
+            ("min_share_permille", "30"),
+            ("min_task_share_permille", "0"),
+        ],
+    );
+    assert_eq!(g.len(), 1);
+    assert_eq!(g[0].severity, FindingSeverity::Low);
+    super::add_blocked(&mut g[0], b, &params);
+    assert_eq!(g[0].severity, FindingSeverity::High);
+    assert_eq!(g[0].measures["blocked_ns"], 150_000_000);
+    assert!(
+        g[0].title.contains("; off CPU: 2 tasks blocked 150.000 ms"),
+        "{}",
+        g[0].title
+    );
+}
