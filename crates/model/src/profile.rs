@@ -112,7 +112,7 @@ impl Profile {
 
     /// Sum of all stack weights.
     pub fn total_weight(&self) -> u64 {
-        self.stacks.iter().map(|s| s.weight).sum()
+        self.stacks.iter().fold(0u64, |a, s| a.saturating_add(s.weight))
     }
 
     /// Self weight per symbol (weight of the stacks it is the leaf of), indexed by id.
@@ -121,7 +121,7 @@ impl Profile {
         for s in &self.stacks {
             if let Some(&leaf) = s.frames.first() {
                 if let Some(slot) = w.get_mut(leaf as usize) {
-                    *slot += s.weight;
+                    *slot = slot.saturating_add(s.weight);
                 }
             }
         }
@@ -138,7 +138,7 @@ impl Profile {
                 let f = f as usize;
                 if f < w.len() && seen_in[f] != i {
                     seen_in[f] = i;
-                    w[f] += s.weight;
+                    w[f] = w[f].saturating_add(s.weight);
                 }
             }
         }
