@@ -5,8 +5,10 @@
 # Env:    STALLSCOPE=target-timeline/release/stallscope   (built with cargo build --release -p stallscope-cli)
 #         REQUESTS=2200000   4 KiB random reads issued by fio (plus WRITES sequential 4 KiB writes)
 #         WRITES=300000      sequential O_DIRECT writes (plugged, so some merge: Q/M traces)
+#         READ_IOPS=18000 WRITE_IOPS=3000   fio rate limits (about 2 minutes of capture)
 #         RUNS=3             timed runs per tool (best wall time is reported, all runs printed)
 #         KEEP=0             1 keeps the capture in WORKDIR
+#         REUSE=0            1 times an earlier KEEP=1 capture in WORKDIR again (no new capture)
 #
 # Capture (blktrace's own relay files are EPERM on this machine, so as for the shared samples,
 # see shared/reference/formats.md §0 and §8): a 2 GiB file in /dev/shm on a loop device with
@@ -14,7 +16,8 @@
 # that device only (/sys/block/loopN/trace/enable) in binary mode (options/bin), streamed from
 # trace_pipe while fio runs, so the ring buffer never has to hold the whole capture. trace_pipe
 # in binary mode gives, per record, the ftrace context (u32 pid, u32 cpu, u64 ts) and the
-# kernel's `struct blk_io_trace` + pdu. The Python step below writes what blktrace itself would
+# kernel's `struct blk_io_trace` + pdu; when the reader falls behind, the kernel writes a text
+# line "CPU:N [LOST M EVENTS]" into the stream (skipped and counted). The Python step below writes what blktrace itself would
 # have written: DEV.blktrace.<cpu> files (records of each CPU in time order, sequence numbers
 # from 1 per CPU, a BLK_TN_PROCESS note naming each pid). Overruns of the ring buffer are
 # reported (both tools read the same files either way).
@@ -22,8 +25,9 @@
 # Timed on the same data:
 #   blkparse -i DEV -D DIR -d dump.bin -O        (btt's input; timed separately)
 #   btt -A -i dump.bin                            (the peer)
-#   stallscope iolat DIR/DEV.blktrace.*           (per-CPU files, merged by stallscope)
-#   stallscope iolat dump.bin                     (the same single file btt reads)
+#   stallscope iolat DIR/DEV.blktrace.*           (per-CPU files, merged by stallscope; lean path)
+#   stallscope iolat dump.bin                     (the same single file btt reads; lean path)
+#   stallscope iolat --general-path DIR/DEV.blktrace.*   (the general reader: Event per record)
 # with /usr/bin/time (wall, user+sys CPU, peak RSS). Agreement is checked on the way: btt's and
 # stallscope's Per Device D2C and Q2C rows must be identical lines.
 #
@@ -38,8 +42,11 @@ WORK=${1:-/tmp/iolat-bench-$$}
 STALLSCOPE=${STALLSCOPE:-$ROOT/target-timeline/release/stallscope}
 REQUESTS=${REQUESTS:-2200000}
 WRITES=${WRITES:-300000}
+READ_IOPS=${READ_IOPS:-18000}  # fio rate limits: unlimited, the loop device outruns the
+WRITE_IOPS=${WRITE_IOPS:-3000} # trace_pipe reader and the kernel drops events
 RUNS=${RUNS:-3}
 KEEP=${KEEP:-0}
+REUSE=${REUSE:-0}
 T=/sys/kernel/tracing
 IMG=/dev/shm/iolat-bench-$$.img
 LOOP=""
@@ -77,6 +84,13 @@ done
 [[ -x "$STALLSCOPE" ]] || die "no release binary at $STALLSCOPE: CARGO_TARGET_DIR=target-timeline cargo build --release -p stallscope-cli"
 mkdir -p "$WORK"
 
+if [[ "$REUSE" == 1 ]]; then
+    [[ -f "$WORK/dump.bin" && -d "$WORK/bt" ]] || die "REUSE=1 but no earlier capture in $WORK"
+    DEV=$(basename "$(ls "$WORK"/bt/*.blktrace.0)" .blktrace.0)
+    KEEP=1
+    SPLIT="(reused capture)"
+    OVERRUNS="(reused capture)"
+else
 # --- wait for an idle top-level tracefs ---
 for ((i = 0; ; i++)); do
     if [[ $(cat $T/current_tracer) == nop && -z $(cat $T/set_event) ]]; then break; fi
@@ -96,7 +110,7 @@ grep -q '\[mq-deadline\]' "/sys/block/$DEV/queue/scheduler" || die "could not se
 TOP_TAKEN=1
 SAVED_BUF_KB=$(cat $T/buffer_size_kb)
 echo 0 > $T/tracing_on
-echo 16384 > $T/buffer_size_kb
+echo 65536 > $T/buffer_size_kb
 echo blk > $T/current_tracer
 echo 1 > $T/options/bin
 echo > $T/trace
@@ -107,9 +121,10 @@ PIPE_PID=$!
 log "capturing $REQUESTS random reads + $WRITES sequential writes on $LOOP (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 fio --output="$WORK/fio.txt" \
     --name=randread --filename="$LOOP" --rw=randread --bs=4k --direct=1 --ioengine=libaio \
-    --iodepth=16 --number_ios="$REQUESTS" --io_size=64G \
+    --iodepth=16 --number_ios="$REQUESTS" --io_size=64G --rate_iops="$READ_IOPS" \
     --name=seqwrite --filename="$LOOP" --rw=write --bs=4k --direct=1 --ioengine=libaio \
-    --iodepth=16 --iodepth_batch_submit=16 --number_ios="$WRITES" --io_size=64G --offset=1G
+    --iodepth=16 --iodepth_batch_submit=16 --number_ios="$WRITES" --io_size=64G --offset=1G \
+    --rate_iops="$WRITE_IOPS"
 echo 0 > "/sys/block/$DEV/trace/enable"
 sleep 2 # let trace_pipe drain
 kill "$PIPE_PID"
@@ -128,7 +143,7 @@ rm -f "$IMG"
 
 # --- per-CPU blktrace files ---
 mkdir -p "$WORK/bt"
-python3 - "$WORK/pipe.raw" "$WORK/cmdlines" "$WORK/bt" "$DEV" << 'EOF'
+SPLIT=$(python3 - "$WORK/pipe.raw" "$WORK/cmdlines" "$WORK/bt" "$DEV" << 'EOF'
 import struct, sys
 raw_path, cmdlines_path, outdir, dev = sys.argv[1:5]
 MAGIC = 0x65617407
@@ -141,9 +156,23 @@ for line in open(cmdlines_path, encoding="utf-8", errors="replace"):
     pid, _, comm = line.rstrip("\n").partition(" ")
     if pid.isdigit():
         comms[int(pid)] = comm
+def lost_line(pos):
+    """Length of a "CPU:N [LOST M EVENTS]" line at pos (with its newline) and M, or (0, 0)."""
+    if bytes(data[pos:pos + 4]) != b"CPU:":
+        return 0, 0
+    end = bytes(data[pos:pos + 64]).find(b"\n")
+    if end < 0:
+        sys.exit(f"{raw_path}: byte {pos}: unterminated text line")
+    words = bytes(data[pos:pos + end]).split()
+    return end + 1, int(words[2]) if len(words) > 2 and words[2].isdigit() else 0
 # pass 1: pids and first time per CPU, and validation
-pos, n, first, pids, devno = 0, 0, {}, {}, 0
+pos, n, first, pids, devno, lost = 0, 0, {}, {}, 0, 0
 while pos < len(data):
+    skip, m = lost_line(pos)
+    if skip:
+        pos += skip
+        lost += m
+        continue
     if pos + 64 > len(data):
         sys.exit(f"{raw_path}: truncated record at byte {pos}")
     _, cpu, ts = CTX.unpack_from(data, pos)
@@ -170,6 +199,10 @@ for cpu in sorted(first):
 pos = 0
 seq_at = struct.Struct("<I")
 while pos < len(data):
+    skip, _ = lost_line(pos)
+    if skip:
+        pos += skip
+        continue
     _, cpu, _ = CTX.unpack_from(data, pos)
     pdu_len, = struct.unpack_from("<H", data, pos + 16 + 46)
     rec = bytearray(data[pos + 16:pos + 64 + pdu_len])
@@ -179,9 +212,12 @@ while pos < len(data):
     pos += 64 + pdu_len
 for f in outs.values():
     f.close()
-print(f"{n} records on CPUs {sorted(first)}")
+print(f"{n} records on CPUs {sorted(first)}, {lost} lost (trace_pipe LOST lines)")
 EOF
+)
 rm -f "$WORK/pipe.raw"
+blkparse -q -i "$DEV" -D "$WORK/bt" -d "$WORK/dump.bin" -O > /dev/null
+fi
 FILES=("$WORK/bt/$DEV".blktrace.*)
 
 timeit() { # timeit LABEL OUTFILE CMD… → "wall user+sys maxrss_kb" on stdout
@@ -192,18 +228,20 @@ timeit() { # timeit LABEL OUTFILE CMD… → "wall user+sys maxrss_kb" on stdout
     awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$WORK/time.txt"
 }
 
-timeit blkparse /dev/null blkparse -q -i "$DEV" -D "$WORK/bt" -d "$WORK/dump.bin" -O > "$WORK/blkparse.time"
+timeit blkparse /dev/null blkparse -q -i "$DEV" -D "$WORK/bt" -d "$WORK/dump2.bin" -O > "$WORK/blkparse.time"
+rm -f "$WORK/dump2.bin"
 BLKPARSE=$(cat "$WORK/blkparse.time")
 
 best() { sort -n | head -1; }
 declare -A RES
-for tool in btt iolat_percpu iolat_dump; do
+for tool in btt iolat_percpu iolat_dump iolat_general; do
     : > "$WORK/$tool.runs"
     for ((r = 1; r <= RUNS; r++)); do
         case $tool in
             btt) (cd "$WORK" && timeit btt "$WORK/btt.txt" btt -A -i "$WORK/dump.bin") >> "$WORK/$tool.runs" ;;
             iolat_percpu) timeit iolat "$WORK/iolat.txt" "$STALLSCOPE" iolat "${FILES[@]}" >> "$WORK/$tool.runs" ;;
             iolat_dump) timeit iolat "$WORK/iolat_dump.txt" "$STALLSCOPE" iolat "$WORK/dump.bin" >> "$WORK/$tool.runs" ;;
+            iolat_general) timeit iolat "$WORK/iolat_general.txt" "$STALLSCOPE" iolat --general-path "${FILES[@]}" >> "$WORK/$tool.runs" ;;
         esac
     done
     RES[$tool]=$(best < "$WORK/$tool.runs")
@@ -212,7 +250,7 @@ done
 # --- agreement: Per Device D2C / Q2C rows ---
 rows() { awk -v ph="$2" '$1 == ph && $2 == "MIN" { on = 1; next } on && /^\(/ { print; next } on && NF == 0 { on = 0 }' "$1"; }
 AGREE=ok
-for ph in D2C Q2C Q2G I2D; do
+for ph in Q2Q Q2G G2I Q2M I2D D2C Q2C; do
     b=$(sed -n '/Per Device/,/All Devices/p' "$WORK/btt.txt" | rows /dev/stdin "$ph")
     s=$(sed -n '/Per Device/,/All Devices/p' "$WORK/iolat.txt" | rows /dev/stdin "$ph")
     if [[ "$b" != "$s" ]]; then
@@ -226,10 +264,12 @@ REQS=$(sed -n 's/.* \([0-9]*\) requests and.*/\1/p' <<< "$COUNTS")
 read -r bw bc br <<< "${RES[btt]}"
 read -r sw sc sr <<< "${RES[iolat_percpu]}"
 read -r dw dc dr <<< "${RES[iolat_dump]}"
+read -r gw gc gr <<< "${RES[iolat_general]}"
 read -r pw pc pr <<< "$BLKPARSE"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1f", a / b; else print "inf" }'; }
 echo "iolat_vs_btt: $(uname -r), $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), best of $RUNS runs"
-echo "capture: $(du -sh "$WORK/bt" | cut -f1) in ${#FILES[@]} per-CPU files; ring-buffer overruns: $OVERRUNS"
+echo "capture: $(du -sh "$WORK/bt" | cut -f1) in ${#FILES[@]} per-CPU files; $SPLIT; ring-buffer overruns: $OVERRUNS"
+echo "fio: $(grep -h 'IOPS=' "$WORK/fio.txt" | sed 's/^ *//' | tr '\n' ';')"
 echo "stallscope: $COUNTS"
 ((REQS >= 2000000)) || echo "WARNING: only $REQS requests (< 2 M); raise REQUESTS"
 printf '%-34s %9s %9s %11s\n' tool "wall s" "cpu s" "peak RSS"
@@ -237,8 +277,9 @@ printf '%-34s %9s %9s %9s MB\n' "blkparse -d (btt's input)" "$pw" "$pc" $((pr / 
 printf '%-34s %9s %9s %9s MB\n' "btt -A dump.bin" "$bw" "$bc" $((br / 1024))
 printf '%-34s %9s %9s %9s MB\n' "stallscope iolat per-CPU files" "$sw" "$sc" $((sr / 1024))
 printf '%-34s %9s %9s %9s MB\n' "stallscope iolat dump.bin" "$dw" "$dc" $((dr / 1024))
+printf '%-34s %9s %9s %9s MB\n' "stallscope iolat --general-path" "$gw" "$gc" $((gr / 1024))
 echo "speedup vs btt (wall): per-CPU files $(ratio "$bw" "$sw")x, dump.bin $(ratio "$bw" "$dw")x; incl. blkparse -d: $(ratio "$(awk -v a="$bw" -v b="$pw" 'BEGIN{print a+b}')" "$sw")x"
-echo "speedup vs btt (cpu):  per-CPU files $(ratio "$bc" "$sc")x, dump.bin $(ratio "$bc" "$dc")x"
-echo "all runs (wall cpu rss_kb): btt [$(tr '\n' ';' < "$WORK/btt.runs")] iolat [$(tr '\n' ';' < "$WORK/iolat_percpu.runs")] iolat dump [$(tr '\n' ';' < "$WORK/iolat_dump.runs")]"
-echo "agreement with btt (Per Device D2C Q2C Q2G I2D rows): $AGREE"
+echo "speedup vs btt (cpu):  per-CPU files $(ratio "$bc" "$sc")x, dump.bin $(ratio "$bc" "$dc")x, general path $(ratio "$bc" "$gc")x"
+echo "all runs (wall cpu rss_kb): btt [$(tr '\n' ';' < "$WORK/btt.runs")] iolat [$(tr '\n' ';' < "$WORK/iolat_percpu.runs")] iolat dump [$(tr '\n' ';' < "$WORK/iolat_dump.runs")] general [$(tr '\n' ';' < "$WORK/iolat_general.runs")]"
+echo "agreement with btt (Per Device Q2Q Q2G G2I Q2M I2D D2C Q2C rows): $AGREE"
 [[ "$AGREE" == ok ]]

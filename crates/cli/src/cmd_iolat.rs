@@ -238,7 +238,7 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
         lean::blktrace_inputs(&args.input)
     };
     let lean_result = match lean_inputs {
-        Some(files) => lean::run(&files)?,
+        Some(files) => lean::run(&files, by)?,
         None => None,
     };
     let (report, dq) = match lean_result {
@@ -246,7 +246,7 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
         None => {
             let mut inputs = args.input.open()?;
             let mut tracker = BlockTracker::new();
-            let mut iolat = Iolat::new();
+            let mut iolat = Iolat::only(by);
             let mut batch = Vec::new();
             while inputs.next_batch(&mut batch)? {
                 for ev in &batch {
@@ -281,7 +281,7 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// The lean path over blktrace binary files (see the module docs).
 mod lean {
-    use std::io::{BufReader, Read};
+    use std::io::Read;
 
     use stallscope::model::{Comm, Span, SpanPos};
     use stallscope::read::blktrace::expand_path;
@@ -290,7 +290,7 @@ mod lean {
     };
     use stallscope::read::input::Input;
     use stallscope::timeline::block::{BlockTracker, EventAt};
-    use stallscope::timeline::iolat::Iolat;
+    use stallscope::timeline::iolat::{GroupBy, Iolat};
     use std::collections::HashMap;
 
     use crate::common::{CliError, InputArgs};
@@ -322,67 +322,104 @@ mod lean {
         (!out.is_empty()).then_some(out)
     }
 
-    /// One per-CPU file: a buffered reader and its next record.
+    /// One per-CPU file: a read buffer and its next record, parsed in place.
     struct Stream {
         input: u16,
-        reader: BufReader<Box<dyn Read + Send>>,
+        reader: Box<dyn Read + Send>,
+        buf: Vec<u8>,
+        /// Unconsumed bytes are `buf[start..end]`; the pending record starts at `start`.
+        start: usize,
+        end: usize,
         endian: Option<Endian>,
+        /// File offset of `buf[start]`.
         offset: u64,
-        /// Next record: header, its offset, payload in `pdu`.
-        next: Option<(Header, u64)>,
-        pdu: Vec<u8>,
+        /// Next record: header and its length in bytes (header + payload).
+        next: Option<(Header, usize)>,
     }
 
     /// Why the lean path gives up (the general path then reads everything again).
     struct Unusual;
 
+    /// Read buffer per file.
+    const BUF_LEN: usize = 1 << 20;
+
     impl Stream {
-        /// Reads the next record into `next`; `Err` on anything but a clean record or EOF.
-        fn advance(&mut self) -> Result<(), Unusual> {
-            let mut h = [0u8; HEADER_LEN];
-            let mut got = 0;
-            while got < HEADER_LEN {
-                match self.reader.read(&mut h[got..]) {
+        /// Makes at least `n` bytes available from `start`; false at a clean end of file.
+        fn ensure(&mut self, n: usize) -> Result<bool, Unusual> {
+            if self.end - self.start >= n {
+                return Ok(true);
+            }
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            while self.end < n {
+                match self.reader.read(&mut self.buf[self.end..]) {
                     Ok(0) => break,
-                    Ok(n) => got += n,
+                    Ok(k) => self.end += k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(_) => return Err(Unusual),
                 }
             }
-            if got == 0 {
-                self.next = None;
+            match self.end {
+                0 => Ok(false),
+                e if e < n => Err(Unusual),
+                _ => Ok(true),
+            }
+        }
+
+        /// The pending record's payload.
+        fn pdu(&self) -> &[u8] {
+            match self.next {
+                Some((_, len)) => &self.buf[self.start + HEADER_LEN..self.start + len],
+                None => &[],
+            }
+        }
+
+        /// Moves past the pending record and parses the next; `Err` on anything but a clean
+        /// record or a clean end of file.
+        fn advance(&mut self) -> Result<(), Unusual> {
+            if let Some((_, len)) = self.next.take() {
+                self.start += len;
+                self.offset += len as u64;
+            }
+            if !self.ensure(HEADER_LEN)? {
                 return Ok(());
             }
-            if got < HEADER_LEN {
-                return Err(Unusual);
-            }
+            let h: &[u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN]
+                .try_into()
+                .map_err(|_| Unusual)?;
             let (endian, version) = Endian::detect([h[0], h[1], h[2], h[3]]).ok_or(Unusual)?;
             if version != VERSION || self.endian.is_some_and(|e| e != endian) {
                 return Err(Unusual);
             }
             self.endian = Some(endian);
-            let header = Header::parse(&h, endian);
-            self.pdu.resize(usize::from(header.pdu_len), 0);
-            self.reader.read_exact(&mut self.pdu).map_err(|_| Unusual)?;
-            self.next = Some((header, self.offset));
-            self.offset += (HEADER_LEN + self.pdu.len()) as u64;
+            let header = Header::parse(h, endian);
+            let len = HEADER_LEN + usize::from(header.pdu_len);
+            if !self.ensure(len)? {
+                return Err(Unusual);
+            }
+            self.next = Some((header, len));
             Ok(())
         }
     }
 
     /// Reads every file, merged by time (ties: file order, as the reader does), into the
     /// tracker and the aggregator. `Ok(None)`: something unusual, use the general path.
-    pub fn run(files: &[(u16, String)]) -> Result<Option<(Iolat, BlockTracker)>, CliError> {
+    pub fn run(
+        files: &[(u16, String)],
+        by: GroupBy,
+    ) -> Result<Option<(Iolat, BlockTracker)>, CliError> {
         let mut streams = Vec::with_capacity(files.len());
         for (input, path) in files {
-            let reader = Input::open(path)?.into_reader();
             let mut s = Stream {
                 input: *input,
-                reader: BufReader::with_capacity(1 << 20, reader),
+                reader: Input::open(path)?.into_reader(),
+                buf: vec![0; BUF_LEN],
+                start: 0,
+                end: 0,
                 endian: None,
                 offset: 0,
                 next: None,
-                pdu: Vec::new(),
             };
             if s.advance().is_err() {
                 return Ok(None);
@@ -393,7 +430,7 @@ mod lean {
         // The last name looked up: consecutive records mostly come from one task.
         let mut last_name: Option<((u16, u32), Option<Comm>)> = None;
         let mut tracker = BlockTracker::new();
-        let mut iolat = Iolat::new();
+        let mut iolat = Iolat::only(by);
         loop {
             let mut best: Option<(u64, usize)> = None;
             for (i, s) in streams.iter().enumerate() {
@@ -405,10 +442,22 @@ mod lean {
             }
             let Some((_, i)) = best else { break };
             let s = &mut streams[i];
-            let Some((h, offset)) = s.next else { break };
+            let Some((h, _)) = s.next else { break };
+            let offset = s.offset;
             // INVARIANT: `next` is only set after `endian` was.
             let endian = s.endian.unwrap_or(Endian::Little);
-            match decode(&h, &s.pdu, endian) {
+            // Plugs and unplugs (a third of a typical trace) change no request: count them
+            // without decoding (an unplug must carry its depth, else decode's verdict counts).
+            if !h.is_notify()
+                && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
+            {
+                tracker.count_untracked();
+                if s.advance().is_err() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            match decode(&h, s.pdu(), endian) {
                 Decoded::Event(mut ev) => {
                     if carries_comm(ev.action) {
                         let key = (s.input, h.pid);

@@ -191,3 +191,26 @@ fn lean_blktrace_path_equals_the_general_reader() {
         }
     }
 }
+
+#[test]
+fn truncated_blktrace_file_is_an_error_naming_the_offset() {
+    // The lean path gives up on a record cut short; the general reader then reports it.
+    let data = std::fs::read(sample("loop0.blktrace.0")).expect("sample");
+    let dir = std::env::temp_dir().join(format!("stallscope-iolat-trunc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cut = dir.join("loop0.blktrace.0");
+    std::fs::write(&cut, &data[..data.len() - 10]).unwrap();
+    let out = run(&["iolat", &cut.to_string_lossy()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("loop0.blktrace.0") && err.contains("truncated"),
+        "{err}"
+    );
+}

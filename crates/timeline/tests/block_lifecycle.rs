@@ -54,8 +54,10 @@ struct All {
 }
 
 impl BlockSink for All {
-    fn queued(&mut self, bio: &QueuedBio) {
+    fn queued(&mut self, bio: &QueuedBio) -> u32 {
         self.queued.push(*bio);
+        // The tag comes back in every phase sample of this bio.
+        bio.sector as u32
     }
     fn phase(&mut self, s: &PhaseSample) {
         self.phases.push(*s);
@@ -162,6 +164,15 @@ fn back_and_front_merges_join_the_request_and_count_per_bio() {
         .collect();
     who.sort();
     assert_eq!(who, [10, 11, 12]);
+    // Each sample carries the tag its bio got when queued (here: its start sector).
+    let mut tags: Vec<_> = all
+        .phases
+        .iter()
+        .filter(|s| s.phase == BttPhase::Q2C)
+        .map(|s| s.tag)
+        .collect();
+    tags.sort();
+    assert_eq!(tags, [92, 100, 108]);
 }
 
 #[test]

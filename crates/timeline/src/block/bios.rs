@@ -38,6 +38,8 @@ pub(crate) struct Bio {
     pub issue_ts: Option<Ts>,
     /// Slot of the request the bio belongs to, or [`NO_REQUEST`].
     pub request: u32,
+    /// The sink's tag for this bio ([`super::BlockSink::queued`]).
+    pub tag: u32,
 }
 
 /// The in-flight bios of one device.

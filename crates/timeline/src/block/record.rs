@@ -169,6 +169,8 @@ pub struct PhaseSample {
     pub rwbs: Rwbs,
     /// Duration. As in btt, a zero or negative difference counts as 1 ns.
     pub dur: Dur,
+    /// The tag the sink returned from [`BlockSink::queued`] for this bio.
+    pub tag: u32,
     /// When the phase ended.
     pub end_ts: Ts,
 }
@@ -194,8 +196,12 @@ pub struct QueuedBio {
 /// Receives what [`super::BlockTracker`] derives. Every method has an empty default, so a
 /// consumer implements only what it needs.
 pub trait BlockSink {
-    /// A bio was queued (accepted `Q`).
-    fn queued(&mut self, _bio: &QueuedBio) {}
+    /// A bio was queued (accepted `Q`). The returned tag is kept with the bio and handed
+    /// back in each of its [`PhaseSample`]s (e.g. the sink's own group indices, so it need
+    /// not look the device and task up again per sample).
+    fn queued(&mut self, _bio: &QueuedBio) -> u32 {
+        0
+    }
     /// A btt phase was measured for one bio.
     fn phase(&mut self, _sample: &PhaseSample) {}
     /// A request (or flush sequence) completed for good.

@@ -291,6 +291,13 @@ impl BlockTracker {
         }
     }
 
+    /// Counts a plug, unplug, bounce or message event without building it (lean readers;
+    /// the same as passing it to [`Self::process_block`]).
+    pub fn count_untracked(&mut self) {
+        self.counts.events += 1;
+        self.counts.other += 1;
+    }
+
     /// Processes one block event; `ev` gives time, context pid and source. Readers with a
     /// lean path (no [`Event`] per record) call this directly.
     pub fn process_block(&mut self, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
@@ -393,6 +400,15 @@ impl BlockTracker {
 
     fn on_queue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let queuer = task_of(ev, b);
+        let d = &mut self.devices[di];
+        let tag = sink.queued(&QueuedBio {
+            dev: d.dev,
+            ts: ev.ts,
+            queuer,
+            rwbs: b.rwbs,
+            sector: b.sector,
+            nr_sector: b.nr_sector,
+        });
         let bio = Bio {
             end: b.end_sector(),
             rwbs: b.rwbs,
@@ -404,8 +420,8 @@ impl BlockTracker {
             merge_ts: None,
             issue_ts: None,
             request: NO_REQUEST,
+            tag,
         };
-        let d = &mut self.devices[di];
         if d.bios.insert(b.sector, bio).is_some() {
             self.quality.add(
                 "block_bio_sector_in_flight",
@@ -416,14 +432,6 @@ impl BlockTracker {
             );
         }
         self.counts.bios += 1;
-        sink.queued(&QueuedBio {
-            dev: d.dev,
-            ts: ev.ts,
-            queuer,
-            rwbs: b.rwbs,
-            sector: b.sector,
-            nr_sector: b.nr_sector,
-        });
     }
 
     fn on_getrq(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
@@ -439,6 +447,7 @@ impl BlockTracker {
                 rwbs: bio.rwbs,
                 dur: btt_delta(bio.queue_ts, ev.ts),
                 end_ts: ev.ts,
+                tag: bio.tag,
             });
             *bio
         });
@@ -464,6 +473,7 @@ impl BlockTracker {
                     rwbs: bio.rwbs,
                     dur: btt_delta(g, ev.ts),
                     end_ts: ev.ts,
+                    tag: bio.tag,
                 });
             }
             *bio
@@ -501,6 +511,7 @@ impl BlockTracker {
                 rwbs: bio.rwbs,
                 dur: btt_delta(bio.queue_ts, ev.ts),
                 end_ts: ev.ts,
+                tag: bio.tag,
             });
             (start, *bio)
         });
@@ -564,6 +575,7 @@ impl BlockTracker {
                     rwbs: bio.rwbs,
                     dur: btt_delta(i, ev.ts),
                     end_ts: ev.ts,
+                    tag: bio.tag,
                 });
             } else if let Some(m) = bio.merge_ts {
                 sink.phase(&PhaseSample {
@@ -573,6 +585,7 @@ impl BlockTracker {
                     rwbs: bio.rwbs,
                     dur: btt_delta(m, ev.ts),
                     end_ts: ev.ts,
+                    tag: bio.tag,
                 });
             }
             // btt's Q2D is the plain difference (no 1 ns floor).
@@ -583,6 +596,7 @@ impl BlockTracker {
                 rwbs: bio.rwbs,
                 dur: ev.ts.saturating_sub(bio.queue_ts),
                 end_ts: ev.ts,
+                tag: bio.tag,
             });
             bio.issue_ts = Some(ev.ts);
             if start == b.sector {
@@ -675,6 +689,7 @@ impl BlockTracker {
                 rwbs: bio.rwbs,
                 dur: btt_delta(bio.queue_ts, ev.ts),
                 end_ts: ev.ts,
+                tag: bio.tag,
             });
             if let Some(dt) = bio.issue_ts {
                 sink.phase(&PhaseSample {
@@ -684,6 +699,7 @@ impl BlockTracker {
                     rwbs: bio.rwbs,
                     dur: btt_delta(dt, ev.ts),
                     end_ts: ev.ts,
+                    tag: bio.tag,
                 });
             }
             self.scratch.push(start);

@@ -79,11 +79,11 @@ pub fn is_remapper(dev: BlockDev) -> bool {
 pub enum GroupBy {
     /// One row per device (btt's "Per Device").
     #[default]
-    Device,
+    Device = 0,
     /// One row per queuing task name (btt's "Per Process").
-    Process,
+    Process = 1,
     /// One row per operation (read, write, discard, flush, …).
-    Op,
+    Op = 2,
 }
 
 impl GroupBy {
@@ -314,12 +314,28 @@ pub struct Iolat {
     /// The last device and process looked up (consecutive samples mostly share them).
     last_dev: Option<(BlockDev, usize)>,
     last_proc: Option<(ProcKey, usize)>,
+    /// Which groupings are kept besides "all" (device, process, op).
+    want: [bool; 3],
 }
 
 impl Iolat {
-    /// An empty aggregator.
+    /// An empty aggregator keeping every grouping.
     pub fn new() -> Iolat {
-        Iolat::default()
+        Iolat {
+            want: [true; 3],
+            ..Iolat::default()
+        }
+    }
+
+    /// An empty aggregator keeping only `by` (and "all"): less work per sample. The other
+    /// groupings of the report stay empty; per-second rates are always kept.
+    pub fn only(by: GroupBy) -> Iolat {
+        let mut want = [false; 3];
+        want[by as usize] = true;
+        Iolat {
+            want,
+            ..Iolat::default()
+        }
     }
 
     #[inline]
@@ -370,6 +386,7 @@ impl Iolat {
         let devices = self
             .devs
             .iter()
+            .filter(|_| self.want[0])
             .map(|(d, acc, _)| GroupReport::build(d.to_string(), is_remapper(*d), acc))
             .collect();
         let mut procs: Vec<(String, &Acc)> = self
@@ -418,26 +435,63 @@ impl Iolat {
     }
 }
 
+/// A bio's tag: its process group in the high 20 bits and its device in the low 12, so
+/// samples need no lookups; [`NO_TAG`] when an index does not fit.
+const DEV_BITS: u32 = 12;
+const NO_TAG: u32 = u32::MAX;
+
 impl BlockSink for Iolat {
     #[inline]
-    fn queued(&mut self, bio: &QueuedBio) {
+    fn queued(&mut self, bio: &QueuedBio) -> u32 {
         self.see(bio.ts);
         self.counts.bios += 1;
         let d = self.dev(bio.dev);
-        self.devs[d].1.queued(bio.ts);
-        let p = self.proc(proc_key(bio.queuer.comm, bio.queuer.pid));
-        self.procs[p].1.queued(bio.ts);
-        self.ops[op_slot(bio.rwbs.op)].queued(bio.ts);
+        if self.want[0] {
+            self.devs[d].1.queued(bio.ts);
+        }
+        let p = if self.want[1] {
+            let p = self.proc(proc_key(bio.queuer.comm, bio.queuer.pid));
+            self.procs[p].1.queued(bio.ts);
+            p
+        } else {
+            0
+        };
+        if self.want[2] {
+            self.ops[op_slot(bio.rwbs.op)].queued(bio.ts);
+        }
         self.all.queued(bio.ts);
+        if d < (1 << DEV_BITS) && p < (1 << (32 - DEV_BITS)) - 1 {
+            ((p as u32) << DEV_BITS) | d as u32
+        } else {
+            NO_TAG
+        }
     }
 
     #[inline]
     fn phase(&mut self, s: &PhaseSample) {
-        let d = self.dev(s.dev);
-        self.devs[d].1.sample(s);
-        let p = self.proc(proc_key(s.queuer.comm, s.queuer.pid));
-        self.procs[p].1.sample(s);
-        self.ops[op_slot(s.rwbs.op)].sample(s);
+        let (d, p) = if s.tag != NO_TAG {
+            (
+                (s.tag & ((1 << DEV_BITS) - 1)) as usize,
+                (s.tag >> DEV_BITS) as usize,
+            )
+        } else {
+            let d = self.dev(s.dev);
+            let p = if self.want[1] {
+                self.proc(proc_key(s.queuer.comm, s.queuer.pid))
+            } else {
+                0
+            };
+            (d, p)
+        };
+        if self.want[0] {
+            self.devs[d].1.sample(s);
+        }
+        if self.want[1] {
+            self.procs[p].1.sample(s);
+        }
+        if self.want[2] {
+            self.ops[op_slot(s.rwbs.op)].sample(s);
+        }
         self.all.sample(s);
     }
 
