@@ -513,3 +513,97 @@ fn folded_profile_against_itself_changes_nothing() {
     assert!(!doc["profile"]["functions"].as_array().unwrap().is_empty());
     assert_eq!(all_significant(&doc), Vec::<String>::new());
 }
+
+// ------------------------------------------------- repeated traces (fixtures/compare/sched)
+
+fn sched(names: &[&str]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| format!("fixtures/compare/sched/{n}.perf.data.xz"))
+        .collect()
+}
+
+fn compare_comm(base: &[String], new: &[String], comm: &str) -> Value {
+    let mut args: Vec<String> = base.iter().map(|p| path(p)).collect();
+    args.push("--vs".into());
+    args.extend(new.iter().map(|p| path(p)));
+    args.extend([
+        "--format".into(),
+        "json".into(),
+        "--comm".into(),
+        comm.into(),
+    ]);
+    let out = run(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn repeated_runs_of_one_configuration_do_not_differ() {
+    for (a, b) in [
+        (["equal-1", "equal-2"], ["equal-3", "equal-4"]),
+        (["equal-1", "equal-3"], ["equal-2", "equal-4"]),
+        (["starve-1", "starve-2"], ["starve-3", "starve-4"]),
+        (["starve-1", "starve-3"], ["starve-2", "starve-4"]),
+    ] {
+        let doc = compare_comm(&sched(&a), &sched(&b), "cyclictest");
+        assert_eq!(doc["base"]["runs"], 2);
+        let c = row(&doc["trace"]["comms"], "comm", "cyclictest");
+        assert_eq!(c["verdict"]["test"], "welch-t-run-means", "{a:?} {b:?}");
+        assert!(!significant(c), "{a:?} vs {b:?}: {c}");
+        assert_eq!(c["base"]["run_means_ns"].as_array().unwrap().len(), 2);
+    }
+}
+
+/// With repeated runs the verdict is the run-level test: on this loaded machine the starve
+/// and equal runs overlap (per-run means in fixtures/compare/README.md), so the pooled
+/// Mann-Whitney p-value, which treats 900+ wakeups as independent, is tiny while the
+/// run-level test is not — the guard against calling run-to-run noise a change.
+#[test]
+fn repeated_runs_are_tested_per_run_not_per_wakeup() {
+    let doc = compare_comm(
+        &sched(&["equal-1", "equal-2", "equal-3", "equal-4"]),
+        &sched(&["starve-1", "starve-2", "starve-3", "starve-4"]),
+        "cyclictest",
+    );
+    assert_eq!(doc["base"]["runs"], 4);
+    assert_eq!(doc["new"]["runs"], 4);
+    let c = row(&doc["trace"]["comms"], "comm", "cyclictest");
+    assert_eq!(c["verdict"]["test"], "welch-t-run-means");
+    assert_eq!(c["pooled_mann_whitney"]["test"], "mann-whitney-u");
+    assert!(
+        c["pooled_mann_whitney"]["p"].as_f64().unwrap() < 1e-6,
+        "{c}"
+    );
+    // the run-level p-value is recomputed from the per-run means with scipy
+    let means = |side: &str| -> Vec<f64> {
+        c[side]["run_means_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    if let Some(p) = scipy(&format!(
+        "s.ttest_ind({}, {}, equal_var=False).pvalue",
+        list(&means("base")),
+        list(&means("new"))
+    )) {
+        let ours = c["verdict"]["p"].as_f64().unwrap();
+        // run means are rounded to integer ns in the JSON
+        assert!((ours - p).abs() < 1e-6, "ours {ours} scipy {p}");
+    }
+    // the rates and detector tables are tested over the runs too
+    let all = row(&doc["trace"]["rates"], "comm", "(all)");
+    assert_eq!(all["verdict"]["test"], "welch-t");
+    let d = row(
+        &doc["trace"]["detectors"],
+        "detector",
+        "runqueue-starvation",
+    );
+    assert_eq!(d["base_findings"].as_array().unwrap().len(), 4);
+}

@@ -57,6 +57,8 @@ pub struct LatencySide {
     pub max_ns: Option<u64>,
     /// Mean (integer ns).
     pub mean_ns: Option<u64>,
+    /// Mean of each run that had wakeups (integer ns), in file order.
+    pub run_means_ns: Vec<u64>,
 }
 
 /// A latency row.
@@ -169,11 +171,12 @@ pub struct TraceComparison {
     pub detectors: Vec<DetectorRow>,
 }
 
-fn latency_side(samples: &mut [u64], runs: usize) -> LatencySide {
+fn latency_side(samples: &mut [u64], run_means: &[f64]) -> LatencySide {
     samples.sort_unstable();
     let count = samples.len();
     LatencySide {
-        runs,
+        runs: run_means.len(),
+        run_means_ns: run_means.iter().map(|&m| m.round() as u64).collect(),
         count,
         p50_ns: percentile_sorted(samples, 0.5),
         p99_ns: percentile_sorted(samples, 0.99),
@@ -200,8 +203,8 @@ fn latency_row(
 ) -> LatencyRow {
     let (mut b, b_means) = (base.samples, base.run_means);
     let (mut n, n_means) = (new.samples, new.run_means);
-    let bs = latency_side(&mut b, b_means.len());
-    let ns = latency_side(&mut n, n_means.len());
+    let bs = latency_side(&mut b, &b_means);
+    let ns = latency_side(&mut n, &n_means);
     let pct = |x: Option<u64>, y: Option<u64>| match (x, y) {
         (Some(x), Some(y)) => change_pct(x as f64, y as f64),
         _ => None,
@@ -476,7 +479,14 @@ fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<Detecto
             let as_f = |v: &[Option<usize>]| -> Vec<f64> {
                 v.iter().flatten().map(|&c| c as f64).collect()
             };
-            let (verdict, untested) = welch_verdict(&as_f(&bc), &as_f(&nc));
+            let (verdict, untested) = if bc.iter().chain(&nc).all(Option::is_none) {
+                (
+                    None,
+                    Some("skipped on every run (the traces lack its events)".to_string()),
+                )
+            } else {
+                welch_verdict(&as_f(&bc), &as_f(&nc))
+            };
             DetectorRow {
                 detector: id.clone(),
                 base_findings: bc,
