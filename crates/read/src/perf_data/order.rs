@@ -70,7 +70,7 @@ impl OrderQueue {
         self.pending.sort_by_key(|p| p.ts);
         let limit = self.limit;
         let n = self.pending.partition_point(|p| p.ts <= limit);
-        self.ready.extend(self.pending.drain(..n));
+        self.release_sorted(n);
         self.limit = self.max_ts;
     }
 
@@ -78,13 +78,28 @@ impl OrderQueue {
     pub fn release_half(&mut self) {
         self.pending.sort_by_key(|p| p.ts);
         let n = self.pending.len() / 2;
-        self.ready.extend(self.pending.drain(..n));
+        self.release_sorted(n);
     }
 
     /// End of input: releases everything.
     pub fn finish(&mut self) {
         self.pending.sort_by_key(|p| p.ts);
-        self.ready.append(&mut self.pending);
+        self.release_sorted(self.pending.len());
+    }
+
+    /// Moves the first `n` records of the (sorted) queue to the released ones. When none
+    /// are waiting (the usual case), the queue itself becomes the released list and only
+    /// its tail is copied back, instead of copying the released head.
+    fn release_sorted(&mut self, n: usize) {
+        if self.ready_pos >= self.ready.len() {
+            self.ready.clear();
+            self.ready_pos = 0;
+            std::mem::swap(&mut self.ready, &mut self.pending);
+            self.pending.extend_from_slice(&self.ready[n..]);
+            self.ready.truncate(n);
+        } else {
+            self.ready.extend(self.pending.drain(..n));
+        }
     }
 
     /// True when a released record is waiting.
