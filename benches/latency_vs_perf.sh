@@ -5,7 +5,7 @@
 # Usage:  sudo benches/latency_vs_perf.sh            (run from anywhere; needs root for recording)
 # Env:    DIR=/tmp/stallscope-bench   where big.perf.data lives (recorded once, reused after)
 #         LOOPS=1000000               `perf bench sched pipe` round trips (~6 M events, ~660 MB)
-#         RUNS=5                      timed runs per tool and command; the median is reported
+#         RUNS=5                      timed runs per tool and command; median and minimum reported
 #         SKIP_BUILD=1                do not run cargo build (use the existing binary)
 #         CARGO_TARGET_DIR            honoured for the build and the binary path
 #         STALLSCOPE=path             time this binary instead
@@ -17,8 +17,12 @@
 #      and, the same way, $DIR/small.perf.data with LOOPS/10 (for the memory-growth check)
 #   3. for latency and timehist: run perf and stallscope $RUNS times each under
 #      /usr/bin/time -f '%e %U %S %M' (wall seconds, CPU seconds = user + sys, peak RSS KiB),
-#      output to /dev/null, and print the medians and the ratios perf time / stallscope time
-#      and stallscope RSS / perf RSS; then `stallscope analyze` (all detectors) against
+#      output to /dev/null, and print the medians and minimums and the ratios perf time /
+#      stallscope time (of the medians, and of the minimums: on a shared machine the minimum
+#      is the least disturbed run) and stallscope RSS / perf RSS; the load average is printed
+#      before and after (CPU time is less sensitive to load than wall time, but stallscope
+#      spreads its work over several threads, so on an idle machine wall < CPU); then
+#      `stallscope analyze` (all detectors) against
 #      `perf sched latency` (issue 4's yardstick) the same way;
 #   4. stallscope latency's peak RSS on small vs big (memory must not grow with trace length).
 # A run that exits non-zero is reported as FAILED (its numbers are not used); the script goes on.
@@ -75,13 +79,16 @@ fi
 # median — the median of the numbers on stdin
 median() { sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 
-# measure NAME CMD... — run RUNS times; sets MEDIAN_S (wall), MEDIAN_CPU (user + sys) and
-# MEDIAN_KIB (peak RSS), all empty if any run failed
+# minimum — the smallest of the numbers on stdin
+minimum() { sort -g | head -1; }
+
+# measure NAME CMD... — run RUNS times; sets MEDIAN_S (wall), MEDIAN_CPU (user + sys),
+# MEDIAN_KIB (peak RSS), MIN_S and MIN_CPU, all empty if any run failed
 measure() {
     local name=$1
     shift
     local secs=() cpus=() kibs=() i
-    MEDIAN_S="" MEDIAN_CPU="" MEDIAN_KIB=""
+    MEDIAN_S="" MEDIAN_CPU="" MEDIAN_KIB="" MIN_S="" MIN_CPU=""
     for ((i = 1; i <= RUNS; i++)); do
         if ! /usr/bin/time -o "$TIME_OUT" -f '%e %U %S %M' "$@" > /dev/null 2> /dev/null; then
             log "$name: run $i FAILED ($(tail -1 "$TIME_OUT"))"
@@ -98,6 +105,8 @@ measure() {
     MEDIAN_S=$(printf '%s\n' "${secs[@]}" | median)
     MEDIAN_CPU=$(printf '%s\n' "${cpus[@]}" | median)
     MEDIAN_KIB=$(printf '%s\n' "${kibs[@]}" | median)
+    MIN_S=$(printf '%s\n' "${secs[@]}" | minimum)
+    MIN_CPU=$(printf '%s\n' "${cpus[@]}" | minimum)
 }
 
 # ratio A B — A / B with 2 decimals, or "n/a"
@@ -114,18 +123,25 @@ compare() {
     local what=$1 peer=${2:-$1}
     measure "perf sched $peer" perf sched "$peer" -i "$BIG"
     local perf_s=$MEDIAN_S perf_cpu=$MEDIAN_CPU perf_kib=$MEDIAN_KIB
+    local perf_min_s=$MIN_S perf_min_cpu=$MIN_CPU
     measure "stallscope $what" "$STALLSCOPE" "$what" "$BIG"
     local ours_s=$MEDIAN_S ours_cpu=$MEDIAN_CPU ours_kib=$MEDIAN_KIB
+    local ours_min_s=$MIN_S ours_min_cpu=$MIN_CPU
     printf '%-10s %-22s %8s %8s %12s\n' "$what" "perf sched $peer" "${perf_s:-FAILED}" \
         "${perf_cpu:-FAILED}" "${perf_kib:-FAILED}"
     printf '%-10s %-22s %8s %8s %12s\n' "$what" "stallscope $what" "${ours_s:-FAILED}" \
         "${ours_cpu:-FAILED}" "${ours_kib:-FAILED}"
-    printf '%-10s speed-up wall: %s  CPU: %s   RSS ratio (stallscope / perf): %s\n' \
+    printf '%-10s speed-up (medians) wall: %s  CPU: %s   RSS ratio (stallscope / perf): %s\n' \
         "$what" "$(ratio "$perf_s" "$ours_s")" "$(ratio "$perf_cpu" "$ours_cpu")" \
         "$(ratio "$ours_kib" "$perf_kib")"
+    printf '%-10s speed-up (minimums: perf %s s / %s s CPU, stallscope %s s / %s s CPU) wall: %s  CPU: %s\n' \
+        "$what" "${perf_min_s:-FAILED}" "${perf_min_cpu:-FAILED}" "${ours_min_s:-FAILED}" \
+        "${ours_min_cpu:-FAILED}" "$(ratio "$perf_min_s" "$ours_min_s")" \
+        "$(ratio "$perf_min_cpu" "$ours_min_cpu")"
 }
 
-echo "trace: $BIG ($(stat -c %s "$BIG") bytes), $RUNS runs each, medians"
+echo "trace: $BIG ($(stat -c %s "$BIG") bytes), $RUNS runs each, medians; $(nproc) CPUs"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %-22s %8s %8s %12s\n' command tool "wall s" "CPU s" "peak KiB"
 compare latency
 compare timehist
@@ -139,3 +155,4 @@ small_kib=$MEDIAN_KIB
 measure "stallscope latency big" "$STALLSCOPE" latency "$BIG"
 printf 'small %s KiB, big %s KiB, big / small: %s (1.00 = flat; 10 = grows with length)\n' \
     "${small_kib:-FAILED}" "${MEDIAN_KIB:-FAILED}" "$(ratio "$MEDIAN_KIB" "$small_kib")"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -7,7 +7,10 @@
 #                                                   -l 1000000` (≈6.8 M events), then extract
 #
 # Uses target/release/stallscope (build it with `cargo build --release -p stallscope-cli`)
-# unless STALLSCOPE is set. Each tool runs 3 times; the best wall time counts.
+# unless STALLSCOPE is set. Each command runs RUNS times (default 3); the best wall time and
+# the best CPU time (user + sys, from GNU time) count. Timed: stallscope latency and
+# stallscope analyze against `trace-cmd report > /dev/null`. The load average is printed
+# before and after: on a shared machine wall times are only comparable at equal load.
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${STALLSCOPE:-$ROOT/target/release/stallscope}
@@ -36,16 +39,21 @@ make_trace() {
     trace-cmd convert -i "$tmp/raw.dat" --file-version 6 -o "$out" >/dev/null 2>&1
 }
 
-best_of_3() {
-    best=
-    for _ in 1 2 3; do
-        s=$(date +%s%N)
-        "$@" >/dev/null 2>&1
-        e=$(date +%s%N)
-        t=$(( (e - s) / 1000000 ))
-        if [ -z "$best" ] || [ "$t" -lt "$best" ]; then best=$t; fi
+# best CMD... — prints "WALL_MS CPU_MS": the smallest of RUNS runs each
+best() {
+    tf=$(mktemp)
+    bw= bc=
+    i=0
+    while [ "$i" -lt "${RUNS:-3}" ]; do
+        i=$((i + 1))
+        /usr/bin/time -o "$tf" -f '%e %U %S' "$@" >/dev/null 2>&1 || { echo "FAILED FAILED"; rm -f "$tf"; return; }
+        w=$(awk '{ printf "%d", $1 * 1000 }' "$tf")
+        c=$(awk '{ printf "%d", ($2 + $3) * 1000 }' "$tf")
+        if [ -z "$bw" ] || [ "$w" -lt "$bw" ]; then bw=$w; fi
+        if [ -z "$bc" ] || [ "$c" -lt "$bc" ]; then bc=$c; fi
     done
-    echo "$best"
+    rm -f "$tf"
+    echo "$bw $bc"
 }
 
 if [ "${1:-}" = "--make" ]; then
@@ -58,8 +66,16 @@ FILE=${1:?usage: $0 [--make] FILE}
 events=$("$BIN" info "$FILE" | awk '/^Events:/ {print $2}')
 echo "file: $FILE ($(du -h "$FILE" | cut -f1), $events events)"
 echo "trace-cmd: $(trace-cmd --version 2>&1 | grep -m1 'trace-cmd version')"
-ours=$(best_of_3 "$BIN" latency "$FILE")
-theirs=$(best_of_3 sh -c "trace-cmd report '$FILE' > /dev/null")
-echo "stallscope latency:            ${ours} ms"
-echo "trace-cmd report > /dev/null:  ${theirs} ms"
-awk -v a="$theirs" -v b="$ours" 'BEGIN { printf "speed-up: %.1fx (target >= 50x)\n", a / (b > 0 ? b : 1) }'
+[ -x /usr/bin/time ] || { echo "GNU time missing (apt-get install time)" >&2; exit 1; }
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+set -- $(best "$BIN" latency "$FILE"); lat_w=$1 lat_c=$2
+set -- $(best "$BIN" analyze "$FILE"); an_w=$1 an_c=$2
+set -- $(best sh -c "trace-cmd report '$FILE' > /dev/null"); tc_w=$1 tc_c=$2
+echo "                              wall ms   CPU ms   (best of ${RUNS:-3})"
+printf '%-30s %7s %8s\n' "stallscope latency" "$lat_w" "$lat_c"
+printf '%-30s %7s %8s\n' "stallscope analyze" "$an_w" "$an_c"
+printf '%-30s %7s %8s\n' "trace-cmd report > /dev/null" "$tc_w" "$tc_c"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.1f", a / b; else printf "n/a" }'; }
+echo "latency speed-up: wall $(ratio "$tc_w" "$lat_w")x, CPU $(ratio "$tc_c" "$lat_c")x (target >= 50x)"
+echo "analyze speed-up: wall $(ratio "$tc_w" "$an_w")x, CPU $(ratio "$tc_c" "$an_c")x"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
