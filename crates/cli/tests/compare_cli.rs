@@ -399,6 +399,10 @@ fn one_shared_directory_raises_the_rwsem_spin() {
         assert_eq!(doc["kind"], "profile");
         let p = &doc["profile"];
         assert_eq!(p["test"], "two-proportion-z");
+        // the lock-spinning detector runs on each profile: silent on private, fires on shared
+        let d = row(&p["detectors"], "detector", "lock-spinning");
+        assert_eq!(d["base_findings"][0], 0, "{fs} {d}");
+        assert!(d["new_findings"][0].as_u64().unwrap() >= 1, "{fs} {d}");
         for sym in ["rwsem_spin_on_owner", "rwsem_down_write_slowpath"] {
             let r = row(&p["functions"], "function", sym);
             assert!(

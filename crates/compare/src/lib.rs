@@ -20,6 +20,7 @@
 //! println!("{}", serde_json::to_string_pretty(&c).unwrap());
 //! ```
 
+pub mod findings;
 pub mod kind;
 pub mod metrics;
 pub mod profile;
@@ -248,7 +249,18 @@ pub fn compare(
             let (np, ndq) = read(new)?;
             out.base.data_quality = quality(&bdq);
             out.new.data_quality = quality(&ndq);
-            out.profile = Some(profile::compare(&bp, &np, opts.alpha));
+            let mut pc = profile::compare(&bp, &np, opts.alpha);
+            let bd: Vec<findings::DetectorRuns> = bp.iter().map(findings::on_profile).collect();
+            let nd: Vec<findings::DetectorRuns> = np.iter().map(findings::on_profile).collect();
+            pc.detectors = findings::detector_rows(
+                &bd.iter().collect::<Vec<_>>(),
+                &nd.iter().collect::<Vec<_>>(),
+                opts.alpha,
+            );
+            // event detectors cannot run on a profile: keep the rows of those that did
+            pc.detectors
+                .retain(|r| r.untested.as_deref() != Some(findings::SKIPPED_EVERYWHERE));
+            out.profile = Some(pc);
         }
         InputKind::Trace => {
             let read =

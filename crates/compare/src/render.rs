@@ -16,6 +16,7 @@
 
 use std::io::{self, Write};
 
+use crate::findings::DetectorRow;
 use crate::metrics::MetricsComparison;
 use crate::profile::ProfileComparison;
 use crate::stats::Verdict;
@@ -240,8 +241,17 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
         )?;
     }
     writeln!(out)?;
+    write_detectors(out, &t.detectors)?;
+    Ok(())
+}
+
+fn write_detectors(out: &mut dyn Write, rows: &[DetectorRow]) -> io::Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
     writeln!(out, "Findings per detector (per run; Welch t over runs)")?;
-    for d in &t.detectors {
+    for d in rows {
         let list = |v: &[Option<usize>]| {
             v.iter()
                 .map(|c| c.map_or_else(|| "skipped".to_string(), |c| c.to_string()))
@@ -372,7 +382,7 @@ fn write_profile(out: &mut dyn Write, p: &ProfileComparison) -> io::Result<()> {
         "  children share, significant falls: {}",
         list_or_none(&p.children_falls)
     )?;
-    Ok(())
+    write_detectors(out, &p.detectors)
 }
 
 fn list_or_none(v: &[String]) -> String {

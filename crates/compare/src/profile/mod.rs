@@ -93,6 +93,8 @@ pub struct ProfileComparison {
     pub children_rises: Vec<String>,
     /// Functions whose children share fell significantly (up to 10).
     pub children_falls: Vec<String>,
+    /// Findings per run of the detectors that read profiles (`lock-spinning`).
+    pub detectors: Vec<crate::findings::DetectorRow>,
 }
 
 /// Per function name: per-run (self, children) weights, and per-run totals.
@@ -280,6 +282,7 @@ pub fn compare(base: &[Profile], new: &[Profile], alpha: f64) -> ProfileComparis
         falls,
         children_rises,
         children_falls,
+        detectors: Vec::new(),
     }
 }
 

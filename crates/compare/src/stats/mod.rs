@@ -119,6 +119,22 @@ pub fn holm(p: &[f64]) -> Vec<f64> {
     out
 }
 
+/// Welch's t over per-run values as a [`Verdict`], or why it cannot be run (fewer than 2
+/// runs on a side, no variance).
+pub fn welch_runs(base: &[f64], new: &[f64]) -> (Option<Verdict>, Option<String>) {
+    if base.len() < 2 || new.len() < 2 {
+        return (None, Some("fewer than 2 runs on a side".to_string()));
+    }
+    match welch(&Summary::of(base), &Summary::of(new)) {
+        Some(w) => {
+            let mut v = Verdict::new("welch-t", w.t, w.p);
+            v.df = Some(w.df);
+            (Some(v), None)
+        }
+        None => (None, Some("no variance on either side".to_string())),
+    }
+}
+
 /// The verdict on one compared row.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Verdict {

@@ -34,8 +34,9 @@ pub mod summary;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use stallscope::model::{FindingSeverity, Tid};
+use stallscope::model::Tid;
 
+use crate::findings::{self, DetectorRow};
 use crate::stats::{self, change_pct, percentile_sorted, Statistic, Summary, Verdict};
 pub use summary::{summarize, TraceRun};
 
@@ -120,30 +121,6 @@ pub struct RateRow {
     /// `%change` of the mean rates.
     pub change_pct: Option<f64>,
     /// Welch's t over the runs.
-    pub verdict: Option<Verdict>,
-    /// Why there is no test.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub untested: Option<String>,
-}
-
-/// A detector row.
-#[derive(Clone, Debug, Serialize)]
-pub struct DetectorRow {
-    /// Detector id.
-    pub detector: String,
-    /// Findings per base run (`null` where it was skipped).
-    pub base_findings: Vec<Option<usize>>,
-    /// Findings per new run.
-    pub new_findings: Vec<Option<usize>>,
-    /// Highest severity on the base side.
-    pub base_max_severity: Option<FindingSeverity>,
-    /// Highest severity on the new side.
-    pub new_max_severity: Option<FindingSeverity>,
-    /// A few base finding titles.
-    pub base_titles: Vec<String>,
-    /// A few new finding titles.
-    pub new_titles: Vec<String>,
-    /// Welch's t on the per-run counts.
     pub verdict: Option<Verdict>,
     /// Why there is no test.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -370,20 +347,6 @@ fn rate_side(runs: &[TraceRun], count: impl Fn(&TraceRun) -> u64) -> RateSide {
     }
 }
 
-fn welch_verdict(b: &[f64], n: &[f64]) -> (Option<Verdict>, Option<String>) {
-    if b.len() < 2 || n.len() < 2 {
-        return (None, Some("fewer than 2 runs on a side".to_string()));
-    }
-    match stats::welch(&Summary::of(b), &Summary::of(n)) {
-        Some(w) => {
-            let mut v = Verdict::new("welch-t", w.t, w.p);
-            v.df = Some(w.df);
-            (Some(v), None)
-        }
-        None => (None, Some("no variance on either side".to_string())),
-    }
-}
-
 /// `all`: every task (for the `(all)` rows); `picked`: the runs whose comms get rows.
 fn rate_rows(
     all: (&[TraceRun], &[TraceRun]),
@@ -415,7 +378,7 @@ fn rate_rows(
             if b.total == 0 && n.total == 0 {
                 return; // nothing of this kind for this comm on either side: no row
             }
-            let (verdict, untested) = welch_verdict(&b.per_run, &n.per_run);
+            let (verdict, untested) = stats::welch_runs(&b.per_run, &n.per_run);
             rows.push(RateRow {
                 what,
                 comm,
@@ -443,68 +406,6 @@ fn rate_rows(
     rows
 }
 
-fn detector_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<DetectorRow> {
-    let mut ids: Vec<&String> = base
-        .iter()
-        .chain(new)
-        .flat_map(|r| r.detectors.keys())
-        .collect();
-    ids.sort();
-    ids.dedup();
-    let mut rows: Vec<DetectorRow> = ids
-        .into_iter()
-        .map(|id| {
-            let counts = |runs: &[TraceRun]| -> Vec<Option<usize>> {
-                runs.iter()
-                    .map(|r| r.detectors.get(id).filter(|d| d.ran).map(|d| d.findings))
-                    .collect()
-            };
-            let sev = |runs: &[TraceRun]| {
-                runs.iter()
-                    .filter_map(|r| r.detectors.get(id)?.max_severity)
-                    .max()
-            };
-            let titles = |runs: &[TraceRun]| -> Vec<String> {
-                runs.iter()
-                    .flat_map(|r| {
-                        r.detectors
-                            .get(id)
-                            .map(|d| d.titles.clone())
-                            .unwrap_or_default()
-                    })
-                    .take(3)
-                    .collect()
-            };
-            let (bc, nc) = (counts(base), counts(new));
-            let as_f = |v: &[Option<usize>]| -> Vec<f64> {
-                v.iter().flatten().map(|&c| c as f64).collect()
-            };
-            let (verdict, untested) = if bc.iter().chain(&nc).all(Option::is_none) {
-                (
-                    None,
-                    Some("skipped on every run (the traces lack its events)".to_string()),
-                )
-            } else {
-                welch_verdict(&as_f(&bc), &as_f(&nc))
-            };
-            DetectorRow {
-                detector: id.clone(),
-                base_findings: bc,
-                new_findings: nc,
-                base_max_severity: sev(base),
-                new_max_severity: sev(new),
-                base_titles: titles(base),
-                new_titles: titles(new),
-                verdict,
-                untested,
-            }
-        })
-        .collect();
-    stats::adjust(rows.iter_mut().filter_map(|r| r.verdict.as_mut()), alpha);
-    rows
-}
-
-/// Compares summarized traces.
 ///
 /// `only_comms`, when not empty, restricts the latency rows and the per-comm rate rows to
 /// those task names (the `(all)` rates still count every task): fewer rows, a smaller Holm
@@ -541,7 +442,11 @@ pub fn compare(
             alpha,
         ),
         rates: rate_rows((base, new), (&fb, &fnew), alpha),
-        detectors: detector_rows(base, new, alpha),
+        detectors: findings::detector_rows(
+            &base.iter().map(|r| &r.detectors).collect::<Vec<_>>(),
+            &new.iter().map(|r| &r.detectors).collect::<Vec<_>>(),
+            alpha,
+        ),
     }
 }
 

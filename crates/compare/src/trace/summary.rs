@@ -16,10 +16,12 @@ use std::collections::BTreeMap;
 
 use stallscope::detect::registry;
 use stallscope::detect::{Engine, Params};
-use stallscope::model::{DataQuality, EventKind, FindingSeverity, Tid, Ts};
+use stallscope::model::{DataQuality, EventKind, Tid, Ts};
 use stallscope::read::ReadError;
 use stallscope::timeline::{RunnableCause, TaskState, Timeline, Transition, WakeupSelector};
 use stallscope::Inputs;
+
+use crate::findings::{self, DetectorRuns};
 
 /// Per-task numbers of one trace.
 #[derive(Clone, Debug, Default)]
@@ -30,19 +32,6 @@ pub struct TaskRun {
     pub switches: u64,
     /// `sched_migrate_task` events of the task.
     pub migrations: u64,
-}
-
-/// One detector's result on one trace.
-#[derive(Clone, Debug, Default)]
-pub struct DetectorRun {
-    /// Whether it ran (false = skipped: the trace lacks events it needs).
-    pub ran: bool,
-    /// Number of findings.
-    pub findings: usize,
-    /// Highest severity among them.
-    pub max_severity: Option<FindingSeverity>,
-    /// The first few finding titles.
-    pub titles: Vec<String>,
 }
 
 /// One trace, summarized.
@@ -56,13 +45,10 @@ pub struct TraceRun {
     /// Per (comm, tid).
     pub tasks: BTreeMap<(String, Tid), TaskRun>,
     /// Per detector id.
-    pub detectors: BTreeMap<String, DetectorRun>,
+    pub detectors: DetectorRuns,
     /// Readers' and timeline's data quality.
     pub quality: DataQuality,
 }
-
-/// Finding titles kept per detector.
-const TITLES_KEPT: usize = 3;
 
 /// Reads and summarizes one trace file.
 pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
@@ -132,19 +118,7 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
         run.tasks.insert((comm, tid), t);
     }
     let result = engine.finish();
-    for o in result.outcomes {
-        let entry = run.detectors.entry(o.id.to_string()).or_default();
-        if let Ok(findings) = o.result {
-            entry.ran = true;
-            entry.findings = findings.len();
-            entry.max_severity = findings.iter().map(|f| f.severity).max();
-            entry.titles = findings
-                .iter()
-                .take(TITLES_KEPT)
-                .map(|f| f.title.clone())
-                .collect();
-        }
-    }
+    run.detectors = findings::from_outcomes(&result.outcomes);
     run.quality = inputs.quality();
     run.quality.merge(&result.quality);
     Ok(run)
