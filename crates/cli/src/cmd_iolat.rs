@@ -281,11 +281,9 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
 
 /// The lean path over blktrace binary files (see the module docs).
 mod lean {
-    use std::collections::HashMap;
     use std::io::Read;
-    use std::sync::mpsc;
 
-    use stallscope::model::{BlockEvent, Comm, Span, SpanPos};
+    use stallscope::model::{Comm, Span, SpanPos};
     use stallscope::read::blktrace::expand_path;
     use stallscope::read::blktrace::record::{
         carries_comm, decode, Decoded, Endian, Header, HEADER_LEN, VERSION,
@@ -293,6 +291,7 @@ mod lean {
     use stallscope::read::input::Input;
     use stallscope::timeline::block::{BlockTracker, EventAt};
     use stallscope::timeline::iolat::{GroupBy, Iolat};
+    use std::collections::HashMap;
 
     use crate::common::{CliError, InputArgs};
 
@@ -404,19 +403,8 @@ mod lean {
         }
     }
 
-    /// Decoded records handed from the reading thread to the tracking thread.
-    struct Batch {
-        items: Vec<(EventAt, BlockEvent)>,
-        /// Plugs and unplugs counted without decoding.
-        untracked: u64,
-    }
-
-    /// Records per batch.
-    const BATCH: usize = 4096;
-
     /// Reads every file, merged by time (ties: file order, as the reader does), into the
-    /// tracker and the aggregator. Reading and decoding run on a second thread, tracking on
-    /// this one. `Ok(None)`: something unusual, use the general path.
+    /// tracker and the aggregator. `Ok(None)`: something unusual, use the general path.
     pub fn run(
         files: &[(u16, String)],
         by: GroupBy,
@@ -438,41 +426,11 @@ mod lean {
             }
             streams.push(s);
         }
-        let (tx, rx) = mpsc::sync_channel::<Batch>(8);
-        let (recycle_tx, recycle_rx) = mpsc::channel::<Vec<(EventAt, BlockEvent)>>();
-        let producer = std::thread::spawn(move || produce(streams, &tx, &recycle_rx));
-        let mut tracker = BlockTracker::new();
-        let mut iolat = Iolat::only(by);
-        for mut batch in rx {
-            for (at, ev) in &batch.items {
-                tracker.process_block(at, ev, &mut iolat);
-            }
-            for _ in 0..batch.untracked {
-                tracker.count_untracked();
-            }
-            batch.items.clear();
-            // The producer may have finished; a lost buffer is only a lost reuse.
-            let _ = recycle_tx.send(batch.items);
-        }
-        match producer.join() {
-            Ok(Ok(())) => Ok(Some((iolat, tracker))),
-            Ok(Err(Unusual)) | Err(_) => Ok(None),
-        }
-    }
-
-    /// The reading thread: merges the streams, decodes, and sends batches.
-    fn produce(
-        mut streams: Vec<Stream>,
-        tx: &mpsc::SyncSender<Batch>,
-        recycle: &mpsc::Receiver<Vec<(EventAt, BlockEvent)>>,
-    ) -> Result<(), Unusual> {
         let mut names: HashMap<(u16, u32), Comm> = HashMap::new();
         // The last name looked up: consecutive records mostly come from one task.
         let mut last_name: Option<((u16, u32), Option<Comm>)> = None;
-        let mut batch = Batch {
-            items: Vec::with_capacity(BATCH),
-            untracked: 0,
-        };
+        let mut tracker = BlockTracker::new();
+        let mut iolat = Iolat::only(by);
         loop {
             let mut best: Option<(u64, usize)> = None;
             for (i, s) in streams.iter().enumerate() {
@@ -493,8 +451,10 @@ mod lean {
             if !h.is_notify()
                 && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
             {
-                batch.untracked += 1;
-                s.advance()?;
+                tracker.count_untracked();
+                if s.advance().is_err() {
+                    return Ok(None);
+                }
                 continue;
             }
             match decode(&h, s.pdu(), endian) {
@@ -518,35 +478,20 @@ mod lean {
                             pos: SpanPos::Byte(offset),
                         },
                     };
-                    batch.items.push((at, ev));
+                    tracker.process_block(&at, &ev, &mut iolat);
                 }
                 Decoded::Process(comm) => {
                     names.insert((s.input, h.pid), comm);
                     last_name = None;
                 }
                 Decoded::Timestamp(..) => {}
-                Decoded::Skip(_) => return Err(Unusual),
+                Decoded::Skip(_) => return Ok(None),
             }
-            s.advance()?;
-            if batch.items.len() >= BATCH {
-                let items = recycle
-                    .try_recv()
-                    .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-                let full = std::mem::replace(
-                    &mut batch,
-                    Batch {
-                        items,
-                        untracked: 0,
-                    },
-                );
-                // The tracking side only stops early when it is gone: nothing more to do.
-                if tx.send(full).is_err() {
-                    return Ok(());
-                }
+            if s.advance().is_err() {
+                return Ok(None);
             }
         }
-        let _ = tx.send(batch);
-        Ok(())
+        Ok(Some((iolat, tracker)))
     }
 }
 
