@@ -611,3 +611,24 @@ fn repeated_runs_are_tested_per_run_not_per_wakeup() {
     );
     assert_eq!(d["base_findings"].as_array().unwrap().len(), 4);
 }
+
+/// The worker-flood A/B pair of fixtures/detectors/worker-flood (fio O_DIRECT writes into a
+/// sparse file, whose completions each convert unwritten extents in a workqueue, versus a
+/// pre-written file): the detector fires only on the sparse side.
+#[test]
+fn sparse_file_writes_flood_the_workers() {
+    let doc = compare(
+        &["fixtures/detectors/worker-flood/prewritten.dat.xz"],
+        &["fixtures/detectors/worker-flood/sparse.dat.xz"],
+    );
+    let d = row(&doc["trace"]["detectors"], "detector", "worker-flood");
+    assert_eq!(d["base_findings"][0], 0, "{d}");
+    assert!(d["new_findings"][0].as_u64().unwrap() >= 1, "{d}");
+    assert!(
+        d["new_titles"][0]
+            .as_str()
+            .unwrap()
+            .contains("iomap_dio_complete_work"),
+        "{d}"
+    );
+}
