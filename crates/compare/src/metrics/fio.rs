@@ -80,7 +80,9 @@ pub fn parse(path: &str, text: &str) -> Result<MetricFile, ReadError> {
             ),
         };
         for dir in ["read", "write", "trim"] {
-            let Some(d) = job.get(dir) else { continue };
+            let Some(d) = job.get(dir) else {
+                continue; // this fio has no such direction (old versions lack trim): nothing to read
+            };
             if d.get("io_bytes").and_then(Value::as_u64).unwrap_or(0) == 0 {
                 continue; // the direction did no I/O: no metrics for it (not a problem)
             }
