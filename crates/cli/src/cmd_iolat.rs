@@ -283,7 +283,7 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
 mod lean {
     use std::io::Read;
 
-    use stallscope::model::{Comm, Span, SpanPos};
+    use stallscope::model::{BlockAction, BlockDev, BlockEvent, Comm, Span, SpanPos};
     use stallscope::read::blktrace::expand_path;
     use stallscope::read::blktrace::record::{
         carries_comm, decode, Decoded, Endian, Header, HEADER_LEN, VERSION,
@@ -403,6 +403,29 @@ mod lean {
         }
     }
 
+    /// `BLK_TC_PC` (SCSI passthrough) in the action word: `1 << 9` categories, shifted by
+    /// `BLK_TC_SHIFT` (16), as in the kernel's blktrace_api.h.
+    const TC_PC: u32 = 1 << 25;
+
+    /// The action of a plain request record (Q M F G R D C I, not PC, not a notify), whose
+    /// event carries no payload-derived field.
+    fn request_action(h: &Header) -> Option<BlockAction> {
+        if h.is_notify() || h.action & TC_PC != 0 {
+            return None;
+        }
+        Some(match h.code() {
+            1 => BlockAction::Queue,
+            2 => BlockAction::BackMerge,
+            3 => BlockAction::FrontMerge,
+            4 => BlockAction::GetRq,
+            6 => BlockAction::Requeue,
+            7 => BlockAction::Issue,
+            8 => BlockAction::Complete,
+            12 => BlockAction::Insert,
+            _ => return None,
+        })
+    }
+
     /// Reads every file, merged by time (ties: file order, as the reader does), into the
     /// tracker and the aggregator. `Ok(None)`: something unusual, use the general path.
     pub fn run(
@@ -431,6 +454,7 @@ mod lean {
         let mut last_name: Option<((u16, u32), Option<Comm>)> = None;
         let mut tracker = BlockTracker::new();
         let mut iolat = Iolat::only(by);
+        let mut fast = BlockEvent::new(BlockAction::Queue);
         loop {
             let mut best: Option<(u64, usize)> = None;
             for (i, s) in streams.iter().enumerate() {
@@ -452,6 +476,41 @@ mod lean {
                 && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
             {
                 tracker.count_untracked();
+                if s.advance().is_err() {
+                    return Ok(None);
+                }
+                continue;
+            }
+            // The request actions (no payload): fill one reused event in place instead of
+            // building a new one (what `decode` does for them, minus PC requests).
+            if let Some(action) = request_action(&h) {
+                fast.action = action;
+                fast.dev = Some(BlockDev(h.device));
+                fast.sector = h.sector;
+                fast.nr_sector = h.bytes >> 9;
+                fast.rwbs = h.rwbs();
+                fast.error = (action == BlockAction::Complete).then(|| i32::from(h.error as i16));
+                fast.comm = None;
+                if carries_comm(action) {
+                    let key = (s.input, h.pid);
+                    fast.comm = match last_name {
+                        Some((k, c)) if k == key => c,
+                        _ => {
+                            let c = names.get(&key).copied();
+                            last_name = Some((key, c));
+                            c
+                        }
+                    };
+                }
+                let at = EventAt {
+                    ts: h.time,
+                    pid: i32::try_from(h.pid).unwrap_or(-1),
+                    span: Span {
+                        input: s.input,
+                        pos: SpanPos::Byte(offset),
+                    },
+                };
+                tracker.process_block(&at, &fast, &mut iolat);
                 if s.advance().is_err() {
                     return Ok(None);
                 }
