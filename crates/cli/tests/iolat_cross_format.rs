@@ -163,7 +163,7 @@ fn tracepoints_and_blkparse_text_give_the_same_lifecycles() {
     for name in ["bfq", "deadline"] {
         let (tp, text, per_cpu) = scenario(name);
         let (_, bin_first, _) = lifecycles(&per_cpu, BlockDev::new(7, 0));
-        let (_, text_first, _) = lifecycles(&[text.clone()], BlockDev::new(7, 0));
+        let (_, text_first, _) = lifecycles(std::slice::from_ref(&text), BlockDev::new(7, 0));
         // blkparse's time 0 is the first trace of the binary files.
         assert_eq!(text_first, 0, "{name}: blkparse text does not start at 0");
         compare(

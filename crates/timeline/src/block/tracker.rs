@@ -190,6 +190,7 @@ pub struct BlockEventCounts {
 pub struct BlockTracker {
     devices: Vec<DeviceState>,
     device_index: FxHashMap<BlockDev, usize>,
+    last_device: Option<usize>,
     slab: Vec<Request>,
     free: Vec<u32>,
     live_requests: usize,
@@ -350,7 +351,14 @@ impl BlockTracker {
     }
 
     fn device(&mut self, dev: BlockDev) -> usize {
+        // Consecutive events are mostly of one device.
+        if let Some(i) = self.last_device {
+            if self.devices[i].dev == dev {
+                return i;
+            }
+        }
         if let Some(&i) = self.device_index.get(&dev) {
+            self.last_device = Some(i);
             return i;
         }
         let i = self.devices.len();
