@@ -42,46 +42,79 @@ pub(crate) struct Bio {
     pub tag: u32,
 }
 
-/// The in-flight bios of one device.
+/// The in-flight bios of one device: an ordered index of start sectors over a slab of bios
+/// (so the tree moves 4-byte slots, not bios, when it rebalances).
 #[derive(Debug, Default)]
 pub(crate) struct BioMap {
-    by_start: BTreeMap<u64, Bio>,
+    by_start: BTreeMap<u64, u32>,
+    slab: Vec<Bio>,
+    free: Vec<u32>,
+    /// Result of [`BioMap::collect_covered`]: (start, slot) in sector order.
+    pub hits: Vec<(u64, u32)>,
 }
 
 impl BioMap {
     /// Adds a bio starting at `start`, returning the one it replaces.
     pub fn insert(&mut self, start: u64, bio: Bio) -> Option<Bio> {
-        self.by_start.insert(start, bio)
+        if let Some(&i) = self.by_start.get(&start) {
+            return Some(std::mem::replace(&mut self.slab[i as usize], bio));
+        }
+        let i = match self.free.pop() {
+            Some(i) => {
+                self.slab[i as usize] = bio;
+                i
+            }
+            None => {
+                self.slab.push(bio);
+                (self.slab.len() - 1) as u32
+            }
+        };
+        self.by_start.insert(start, i);
+        None
     }
 
     /// The bio whose range contains `sector`.
     pub fn containing(&mut self, sector: u64) -> Option<(u64, &mut Bio)> {
-        let (&start, bio) = self.by_start.range_mut(..=sector).next_back()?;
+        let (&start, &i) = self.by_start.range(..=sector).next_back()?;
+        let bio = &mut self.slab[i as usize];
         (sector < bio.end).then_some((start, bio))
     }
 
     /// The bio that ends exactly at `sector` (a back merge's neighbour).
     pub fn ending_at(&mut self, sector: u64) -> Option<&mut Bio> {
-        let (_, bio) = self.by_start.range_mut(..sector).next_back()?;
+        let (_, &i) = self.by_start.range(..sector).next_back()?;
+        let bio = &mut self.slab[i as usize];
         (bio.end == sector).then_some(bio)
     }
 
     /// The bio starting at `sector`.
     pub fn starting_at(&mut self, sector: u64) -> Option<&mut Bio> {
-        self.by_start.get_mut(&sector)
+        let &i = self.by_start.get(&sector)?;
+        Some(&mut self.slab[i as usize])
     }
 
-    /// Every bio lying wholly inside `[start, end)`, in sector order.
-    pub fn covered(&mut self, start: u64, end: u64) -> impl Iterator<Item = (u64, &mut Bio)> {
-        self.by_start
-            .range_mut(start..end)
-            .filter(move |(_, b)| b.end <= end)
-            .map(|(&s, b)| (s, b))
+    /// Fills [`Self::hits`] with every bio lying wholly inside `[start, end)`, in sector
+    /// order; returns how many.
+    pub fn collect_covered(&mut self, start: u64, end: u64) -> usize {
+        self.hits.clear();
+        for (&s, &i) in self.by_start.range(start..end) {
+            if self.slab[i as usize].end <= end {
+                self.hits.push((s, i));
+            }
+        }
+        self.hits.len()
+    }
+
+    /// The bio in slot `i` (from [`Self::hits`]).
+    pub fn slot_mut(&mut self, i: u32) -> &mut Bio {
+        &mut self.slab[i as usize]
     }
 
     /// Removes the bio starting at `start`.
     pub fn remove(&mut self, start: u64) -> Option<Bio> {
-        self.by_start.remove(&start)
+        let i = self.by_start.remove(&start)?;
+        self.free.push(i);
+        Some(self.slab[i as usize])
     }
 
     /// Bios still in flight.

@@ -573,7 +573,10 @@ impl BlockTracker {
         let mut n_bios = 0u32;
         let mut first_bio: Option<Bio> = None;
         self.scratch.clear();
-        for (start, bio) in d.bios.covered(b.sector, b.end_sector()) {
+        let n = d.bios.collect_covered(b.sector, b.end_sector());
+        for k in 0..n {
+            let (start, slot) = d.bios.hits[k];
+            let bio = d.bios.slot_mut(slot);
             n_bios += 1;
             if let Some(i) = bio.insert_ts {
                 sink.phase(&PhaseSample {
@@ -689,7 +692,10 @@ impl BlockTracker {
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
         self.scratch.clear();
-        for (start, bio) in d.bios.covered(b.sector, b.end_sector()) {
+        let n = d.bios.collect_covered(b.sector, b.end_sector());
+        for k in 0..n {
+            let (start, slot) = d.bios.hits[k];
+            let bio = d.bios.slot_mut(slot);
             sink.phase(&PhaseSample {
                 phase: BttPhase::Q2C,
                 dev,
