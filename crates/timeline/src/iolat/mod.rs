@@ -301,7 +301,7 @@ fn op_slot(op: BlockOp) -> usize {
 const OP_NAMES: [&str; 6] = ["read", "write", "discard", "secure-erase", "flush", "none"];
 
 /// The iolat aggregator (a [`BlockSink`]).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Iolat {
     dev_index: FxHashMap<BlockDev, usize>,
     devs: Vec<(BlockDev, Acc, Vec<SecondRates>)>,
@@ -318,12 +318,31 @@ pub struct Iolat {
     want: [bool; 3],
 }
 
+impl Default for Iolat {
+    fn default() -> Iolat {
+        Iolat::new()
+    }
+}
+
 impl Iolat {
     /// An empty aggregator keeping every grouping.
     pub fn new() -> Iolat {
+        Iolat::keeping([true; 3])
+    }
+
+    fn keeping(want: [bool; 3]) -> Iolat {
         Iolat {
-            want: [true; 3],
-            ..Iolat::default()
+            dev_index: FxHashMap::default(),
+            devs: Vec::new(),
+            proc_index: FxHashMap::default(),
+            procs: Vec::new(),
+            ops: Default::default(),
+            all: Acc::default(),
+            base_ts: None,
+            counts: RequestCounts::default(),
+            last_dev: None,
+            last_proc: None,
+            want,
         }
     }
 
@@ -332,10 +351,7 @@ impl Iolat {
     pub fn only(by: GroupBy) -> Iolat {
         let mut want = [false; 3];
         want[by as usize] = true;
-        Iolat {
-            want,
-            ..Iolat::default()
-        }
+        Iolat::keeping(want)
     }
 
     #[inline]
@@ -381,8 +397,31 @@ impl Iolat {
         *self.base_ts.get_or_insert(ts)
     }
 
+    /// All devices together: every phase but Q2Q (kept as it comes, btt's global "last Q")
+    /// summed over the first kept grouping, which partitions the bios.
+    fn all_devices(&self) -> Acc {
+        let mut all = self.all.clone();
+        let parts: Vec<&Acc> = if self.want[0] {
+            self.devs.iter().map(|(_, a, _)| a).collect()
+        } else if self.want[1] {
+            self.procs.iter().map(|(_, a)| a).collect()
+        } else {
+            self.ops.iter().collect()
+        };
+        for acc in parts {
+            for (a, p) in all.phases.iter_mut().zip(acc.phases.iter()).skip(Q2Q + 1) {
+                a.merge(p);
+            }
+            for (a, h) in all.hists.iter_mut().zip(acc.hists.iter()) {
+                a.merge(h);
+            }
+        }
+        all
+    }
+
     /// The report.
     pub fn finish(self) -> IolatReport {
+        let all = self.all_devices();
         let devices = self
             .devs
             .iter()
@@ -428,7 +467,7 @@ impl Iolat {
             devices,
             processes,
             ops,
-            all: GroupReport::build("all".to_string(), false, &self.all),
+            all: GroupReport::build("all".to_string(), false, &all),
             rates,
             counts: self.counts,
         }
@@ -492,7 +531,7 @@ impl BlockSink for Iolat {
         if self.want[2] {
             self.ops[op_slot(s.rwbs.op)].sample(s);
         }
-        self.all.sample(s);
+        // "all" is the sum of any one grouping: built in `finish`.
     }
 
     fn request(&mut self, r: &CompletedRequest) {
