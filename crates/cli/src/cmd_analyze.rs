@@ -74,6 +74,10 @@ pub struct AnalyzeArgs {
     /// wait histograms; no network access) to FILE. Reads the inputs a second time.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
+    /// Kernel symbol table for CPU-profile samples (`/proc/kallsyms` of the recording host;
+    /// default: this host's when the kernel release matches; `none`: addresses).
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<String>,
 }
 
 fn split_ids(s: &str) -> Result<Vec<&'static Entry>, CliError> {
@@ -259,8 +263,17 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let cpus = args.cpu.as_deref().map(parse_cpu_list).transpose()?;
     let pids = args.pid.as_deref().map(parse_pid_list).transpose()?;
     let detectors = selected(args)?;
-    let mut inputs = args.input.open()?;
-    let metas: Vec<_> = inputs.metas().into_iter().cloned().collect();
+    let symbols = stallscope::profile_analysis::symbol_source(args.kallsyms.as_deref());
+    let text_profiles =
+        stallscope::profile_analysis::read_text_profiles(&args.input.files, &symbols)?;
+    let mut inputs = match text_profiles.profiles_only {
+        true => None,
+        false => Some(args.input.open()?),
+    };
+    let metas: Vec<_> = match &inputs {
+        Some(inputs) => inputs.metas().into_iter().cloned().collect(),
+        None => text_profiles.metas(&args.input.files),
+    };
     let meta_refs: Vec<_> = metas.iter().collect();
     let mut engine = Engine::new(
         detectors.iter().map(|(e, p)| (e.make)(p)).collect(),
@@ -269,18 +282,32 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some((a, b)) = time {
         engine.set_time_range(a, b);
     }
+    let mut profile = stallscope::profile_analysis::Collector::new(&symbols, &text_profiles);
     let mut batch = Vec::new();
-    while inputs.next_batch(&mut batch)? {
-        for ev in &batch {
-            engine.process(ev);
+    if let Some(inputs) = inputs.as_mut() {
+        while inputs.next_batch(&mut batch)? {
+            for ev in &batch {
+                engine.process(ev);
+                profile.push(ev);
+            }
         }
     }
+    let mut profile_dq = profile.finish(&mut engine, &meta_refs, time)?;
+    profile_dq.merge(&stallscope::profile_analysis::feed_text_profiles(
+        &text_profiles,
+        &mut engine,
+        time,
+    ));
     let result = engine.finish();
-    let mut dq = inputs.quality();
+    let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
+    dq.merge(&profile_dq);
     dq.merge(&result.quality);
     let mut report = Report::new();
     // text formats are known after reading (perf script text is sniffed too)
-    let metas_after: Vec<_> = inputs.metas().into_iter().cloned().collect();
+    let metas_after: Vec<_> = match &inputs {
+        Some(inputs) => inputs.metas().into_iter().cloned().collect(),
+        None => metas.clone(),
+    };
     report.inputs = metas_after
         .iter()
         .map(|m| ReportInput {
@@ -290,6 +317,9 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
             nr_cpus: m.nr_cpus,
         })
         .collect();
+    if text_profiles.profiles_only {
+        report.inputs = text_profiles.report_inputs(&args.input.files);
+    }
     report.capabilities = Capabilities {
         events: result.events,
         events_read: result.events_read,
@@ -318,6 +348,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .as_ref()
                 .is_none_or(|set| f.tasks.iter().any(|t| set.contains(&t.pid)))
     };
+    stallscope::profile_analysis::explain_skipped(&mut report.skipped);
     report.findings.retain(keep);
     report.sort_findings();
     let text_inputs: Vec<(String, bool)> = metas_after
@@ -371,6 +402,18 @@ fn write_html(
             max_items: opts.max_items,
             omitted_windows: report.findings.len(),
             note: "Standard input cannot be read a second time: no timelines.".to_string(),
+            ..FindingWindows::default()
+        }
+    } else if report
+        .inputs
+        .iter()
+        .any(|i| matches!(i.format.as_deref(), Some("folded" | "perf-report-text")))
+    {
+        FindingWindows {
+            margin_ns: opts.margin_ns,
+            max_items: opts.max_items,
+            omitted_windows: report.findings.len(),
+            note: "CPU-profile text inputs (folded, perf report) have no timelines.".to_string(),
             ..FindingWindows::default()
         }
     } else if report.findings.is_empty() {

@@ -5,12 +5,15 @@
 //! header, bad usage); a closed stdout (`| head`) ends quietly with 0.
 
 mod cmd_analyze;
+mod cmd_compare;
 mod cmd_detectors;
 mod cmd_dump;
 mod cmd_explain;
 mod cmd_export;
 mod cmd_info;
+mod cmd_iolat;
 mod cmd_latency;
+mod cmd_profile;
 mod cmd_record;
 mod cmd_timehist;
 mod common;
@@ -53,12 +56,18 @@ enum Command {
     Dump(cmd_dump::DumpArgs),
     /// Per-task scheduling latency, defined exactly like `perf sched latency`.
     Latency(cmd_latency::LatencyArgs),
+    /// Block I/O latency phases (Q2C, D2C, …) per device / process / op, defined like btt.
+    Iolat(cmd_iolat::IolatArgs),
     /// One row per context switch, like `perf sched timehist`.
     Timehist(cmd_timehist::TimehistArgs),
     /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
     Export(cmd_export::ExportArgs),
     /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
     Record(cmd_record::RecordArgs),
+    /// Per-function self and total (children) shares of a CPU profile (perf.data -g, perf script, folded, perf report).
+    Profile(cmd_profile::ProfileArgs),
+    /// Compare two sets of runs (traces, profiles, perf stat / fio metrics) with significance tests.
+    Compare(cmd_compare::CompareArgs),
 }
 
 fn main() -> ExitCode {
@@ -72,9 +81,12 @@ fn main() -> ExitCode {
         Command::Info(a) => cmd_info::run(a, &mut out),
         Command::Dump(a) => cmd_dump::run(a, &mut out),
         Command::Latency(a) => cmd_latency::run(a, &mut out),
+        Command::Iolat(a) => cmd_iolat::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
         Command::Export(a) => cmd_export::run(a, &mut out),
+        Command::Profile(a) => cmd_profile::run(a, &mut out),
+        Command::Compare(a) => cmd_compare::run(a, &mut out),
     };
     common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));

@@ -310,8 +310,21 @@ fn missing_events_skip_detectors_with_a_record_command() {
     std::fs::write(&file, only_switch).unwrap();
     let v = json(&["analyze", "--format", "json", file.to_str().unwrap()]);
     let skipped = v["skipped"].as_array().unwrap();
-    assert_eq!(skipped.len(), 3, "{v}");
+    // every detector is skipped: the three scheduler ones for the missing wakeups, the
+    // block / workqueue / profile ones for their own missing inputs
+    assert_eq!(skipped.len(), 6, "{v}");
+    let sched: Vec<_> = skipped
+        .iter()
+        .filter(|s| {
+            ["runqueue-starvation", "wakeup-ping-pong", "idle-while-runnable"]
+                .contains(&s["id"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(sched.len(), 3, "{v}");
     for s in skipped {
+        assert!(!s["record_command"].as_str().unwrap().is_empty(), "{s}");
+    }
+    for s in sched {
         assert!(
             s["reason"]
                 .as_str()
@@ -443,7 +456,10 @@ fn detectors_and_explain() {
         vec![
             "runqueue-starvation",
             "wakeup-ping-pong",
-            "idle-while-runnable"
+            "idle-while-runnable",
+            "worker-flood",
+            "lock-spinning",
+            "dispatch-starvation"
         ]
     );
     for d in v.as_array().unwrap() {

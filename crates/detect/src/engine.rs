@@ -25,6 +25,8 @@ pub struct Context<'a> {
     pub paths: &'a [String],
     /// System context recorded with the trace, when any.
     pub system: Option<&'a SystemContext>,
+    /// `/proc/kallsyms` text carried by an input (trace.dat KALLSYMS), when any.
+    pub kallsyms: Option<&'a str>,
 }
 
 impl Context<'_> {
@@ -73,9 +75,10 @@ pub struct Engine {
     buf: Vec<Transition>,
     paths: Vec<String>,
     system: Option<SystemContext>,
+    kallsyms: Option<std::sync::Arc<str>>,
     declared: BTreeSet<String>,
     seen_native: BTreeSet<&'static str>,
-    seen_mask: u16,
+    seen_mask: u32,
     seen_generic: FxHashSet<String>,
     time: Option<(Ts, Ts)>,
     events: u64,
@@ -103,6 +106,8 @@ fn native_index(k: &EventKind) -> u32 {
         EventKind::Exit(_) => 6,
         EventKind::Exec { .. } => 7,
         EventKind::StatRuntime(_) => 8,
+        // one bit per block action: each has its own tracepoint name
+        EventKind::Block(b) => 10 + b.action as u32,
         _ => 9,
     }
 }
@@ -123,6 +128,7 @@ impl Engine {
             buf: Vec::new(),
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system: metas.iter().find_map(|m| m.system_context.clone()),
+            kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
             declared,
             seen_native: BTreeSet::new(),
             seen_mask: 0,
@@ -148,7 +154,7 @@ impl Engine {
         }
         match native_name(&ev.kind) {
             Some(n) => {
-                let bit = 1u16 << native_index(&ev.kind);
+                let bit = 1u32 << native_index(&ev.kind);
                 if self.seen_mask & bit == 0 {
                     self.seen_mask |= bit;
                     self.seen_native.insert(n);
@@ -172,6 +178,7 @@ impl Engine {
                 timeline: &self.timeline,
                 paths: &self.paths,
                 system: self.system.as_ref(),
+                kallsyms: self.kallsyms.as_deref(),
             };
             for d in &mut self.detectors {
                 d.on_event(ev, &cx);
@@ -187,11 +194,27 @@ impl Engine {
             timeline: &self.timeline,
             paths: &self.paths,
             system: self.system.as_ref(),
+            kallsyms: self.kallsyms.as_deref(),
         };
         for d in &mut self.detectors {
             for t in &self.buf {
                 d.on_transition(t, ev, &cx);
             }
+        }
+    }
+
+    /// Feeds a whole CPU profile to every detector (`on_profile`); detectors that need
+    /// [`crate::PROFILE_NEED`] are no longer skipped.
+    pub fn process_profile(&mut self, p: &stallscope_model::Profile) {
+        self.seen_generic.insert(crate::PROFILE_NEED.to_string());
+        let cx = Context {
+            timeline: &self.timeline,
+            paths: &self.paths,
+            system: self.system.as_ref(),
+            kallsyms: self.kallsyms.as_deref(),
+        };
+        for d in &mut self.detectors {
+            d.on_profile(p, &cx);
         }
     }
 
@@ -211,6 +234,7 @@ impl Engine {
             timeline: &self.timeline,
             paths: &self.paths,
             system: self.system.as_ref(),
+            kallsyms: self.kallsyms.as_deref(),
         };
         let outcomes = self
             .detectors

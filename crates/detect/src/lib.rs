@@ -27,8 +27,12 @@ mod testutil;
 pub use engine::{Context, Engine};
 pub use params::{ParamInfo, ParamUnit, Params};
 
-use stallscope_model::{Event, Finding};
+use stallscope_model::{Event, Finding, Profile};
 use stallscope_timeline::Transition;
+
+/// The pseudo event name a profile detector lists in `needs`: a CPU profile with call stacks
+/// (run through [`Detector::on_profile`], not the event stream).
+pub const PROFILE_NEED: &str = "cpu-profile";
 
 /// Static description of a detector.
 #[derive(Debug)]
@@ -73,6 +77,8 @@ pub trait Detector {
     fn on_event(&mut self, _ev: &Event, _cx: &Context<'_>) {}
     /// A timeline transition caused by `ev`.
     fn on_transition(&mut self, _t: &Transition, _ev: &Event, _cx: &Context<'_>) {}
+    /// A whole CPU profile (profile detectors, whose `needs` name [`PROFILE_NEED`]).
+    fn on_profile(&mut self, _p: &Profile, _cx: &Context<'_>) {}
     /// The findings, after the last event.
     fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding>;
 }

@@ -25,6 +25,18 @@ pub static DETECTORS: &[Entry] = &[
         info: &idle_while_runnable::INFO,
         make: idle_while_runnable::make,
     },
+    Entry {
+        info: &crate::detectors::worker_flood::INFO,
+        make: crate::detectors::worker_flood::make,
+    },
+    Entry {
+        info: &crate::detectors::lock_spinning::INFO,
+        make: crate::detectors::lock_spinning::make,
+    },
+    Entry {
+        info: &crate::detectors::dispatch_starvation::INFO,
+        make: crate::detectors::dispatch_starvation::make,
+    },
 ];
 
 /// The entry with id `id`.

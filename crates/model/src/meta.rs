@@ -18,17 +18,23 @@ pub enum InputFormat {
     PerfScriptText,
     /// trace-cmd `trace.dat` (versions 6 and 7).
     TraceDat,
+    /// blktrace binary per-CPU files (`DEV.blktrace.N`, `struct blk_io_trace`).
+    Blktrace,
+    /// `blkparse` default text.
+    BlkparseText,
 }
 
 impl InputFormat {
     /// Every format, in the order sniffing tries them.
-    pub const ALL: [InputFormat; 6] = [
+    pub const ALL: [InputFormat; 8] = [
         InputFormat::PerfData,
         InputFormat::PerfPipe,
         InputFormat::TraceDat,
         InputFormat::TraceCmdText,
         InputFormat::FtraceText,
         InputFormat::PerfScriptText,
+        InputFormat::Blktrace,
+        InputFormat::BlkparseText,
     ];
 
     /// Stable name (`perf-data`, `perf-pipe`, `ftrace-text`, `trace-cmd-text`, `perf-script-text`).
@@ -40,6 +46,8 @@ impl InputFormat {
             InputFormat::TraceCmdText => "trace-cmd-text",
             InputFormat::PerfScriptText => "perf-script-text",
             InputFormat::TraceDat => "trace-dat",
+            InputFormat::Blktrace => "blktrace",
+            InputFormat::BlkparseText => "blkparse-text",
         }
     }
 
@@ -89,4 +97,8 @@ pub struct TraceMeta {
     /// Events lost per CPU as recorded in the file's own statistics (e.g. trace.dat CPU
     /// stats), `(cpu, count)`; lost events seen inline are reported as `lost_events` events.
     pub lost_per_cpu: Vec<(u32, u64)>,
+    /// The input's own `/proc/kallsyms` text when it carries one (trace.dat KALLSYMS section,
+    /// `stallscope record --kallsyms`): names kernel addresses such as workqueue functions.
+    #[serde(skip)]
+    pub kallsyms: Option<std::sync::Arc<str>>,
 }

@@ -7,11 +7,14 @@
 //! reader's [`DataQuality`], fatal ones end reading with a [`ReadError`] that names the file,
 //! the offset or line, and what was expected versus found.
 
+pub mod blkparse_text;
+pub mod blktrace;
 pub mod error;
 pub mod ftrace_text;
 pub mod input;
 pub mod perf_data;
 pub mod perf_script_text;
+pub mod profile;
 pub mod ringbuf;
 pub mod sniff;
 pub mod text_common;
@@ -63,6 +66,11 @@ pub fn open(
     forced: Option<InputFormat>,
     index: u16,
 ) -> Result<Box<dyn EventReader>, ReadError> {
+    if matches!(forced, None | Some(InputFormat::Blktrace)) {
+        if let Some(files) = blktrace::expand_path(path)? {
+            return Ok(Box::new(blktrace::BlktraceReader::open_files(path, &files, index)?));
+        }
+    }
     let input = Input::open(path)?;
     let format = match forced {
         Some(f) => f,
@@ -87,5 +95,7 @@ pub fn open_as(
             Box::new(perf_script_text::PerfScriptTextReader::open(input, index)?)
         }
         InputFormat::TraceDat => Box::new(tracedat::TraceDatReader::open(input, index)?),
+        InputFormat::Blktrace => Box::new(blktrace::BlktraceReader::open(input, index)?),
+        InputFormat::BlkparseText => Box::new(blkparse_text::open(input, index)?),
     })
 }

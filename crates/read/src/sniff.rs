@@ -21,7 +21,7 @@ pub fn sniff(input: &Input) -> Result<InputFormat, ReadError> {
 /// Detects the format from the first bytes `head` of the input named `path`.
 pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
     if head.is_empty() {
-        return Err(ReadError::at_byte(path, 0, "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text)", "an empty file"));
+        return Err(ReadError::at_byte(path, 0, "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text, blktrace, blkparse-text)", "an empty file"));
     }
     if head.starts_with(b"PERFILE2") || head.starts_with(b"2ELIFREP") {
         let size = head.get(8..16).map(|b| {
@@ -55,13 +55,27 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
     if head.starts_with(TRACE_DAT_MAGIC) {
         return Ok(InputFormat::TraceDat);
     }
+    if head.len() >= 4 && crate::blktrace::record::Endian::detect([head[0], head[1], head[2], head[3]]).is_some() {
+        return Ok(InputFormat::Blktrace);
+    }
+    if crate::blkparse_text::sniff(head) {
+        return Ok(InputFormat::BlkparseText);
+    }
     if let Some(f) = crate::text_common::sniff_text(head) {
         return Ok(f);
+    }
+    if let Some(p) = crate::profile::sniff_profile(head) {
+        return Err(ReadError::at_byte(
+            path,
+            0,
+            "a trace",
+            format!("a CPU profile ({}); read it with `stallscope profile`", p.name()),
+        ));
     }
     Err(ReadError::at_byte(
         path,
         0,
-        "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text)",
+        "a trace (formats tried: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text, perf-script-text, blktrace, blkparse-text)",
         format!("unrecognized content starting with {}", show_bytes(head, 16)),
     ))
 }

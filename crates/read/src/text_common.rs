@@ -22,6 +22,7 @@
 //! Parsing works on bytes (memchr), never with regexes, and allocates nothing per line for
 //! scheduler events; generic events own their name and fields.
 
+pub(crate) mod block;
 pub(crate) mod context;
 pub(crate) mod kernel_line;
 pub(crate) mod line_reader;

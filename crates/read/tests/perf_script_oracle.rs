@@ -172,6 +172,7 @@ fn event_name(e: &Event) -> String {
             Some(s) => format!("{s}:{}", g.name),
             None => g.name.clone(),
         },
+        EventKind::Block(b) => format!("block:{}", b.action.tracepoint()),
         k => format!("sched:{}", k.name()),
     }
 }

@@ -228,6 +228,19 @@ fn events_equal_trace_cmd_report_one_by_one() {
                             "{ctx}: {k}: {u} vs {t}"
                         );
                     }
+                    // Block devices print as `major,minor`; trace-cmd -R gives the dev_t.
+                    FieldRef::Str(s) if matches!(k, "dev" | "related_dev") => {
+                        let key = if k == "dev" { "dev" } else { "old_dev" };
+                        let t = r
+                            .fields
+                            .iter()
+                            .find(|(n, _)| n == key)
+                            .map(|(_, v)| v.clone());
+                        let t = t.unwrap_or_else(|| panic!("{ctx}: trace-cmd has no field {key}"));
+                        let (ma, mi) = s.split_once(',').expect("major,minor");
+                        let dev = (ma.parse::<i128>().unwrap() << 20) | mi.parse::<i128>().unwrap();
+                        assert_eq!(Some(dev), as_number(&t), "{ctx}: {k}");
+                    }
                     FieldRef::Str(s) => assert_eq!(s, theirs(&r.fields), "{ctx}: {k}"),
                     FieldRef::Bytes(_) => bytes_fields_not_compared += 1,
                 }

@@ -9,6 +9,7 @@
 //! ```
 
 pub mod merge;
+pub mod profile_analysis;
 pub mod windows;
 
 pub use merge::{Inputs, Progress};

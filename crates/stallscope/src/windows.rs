@@ -426,19 +426,8 @@ impl WindowCollector {
             }
             EventKind::Generic(g) if g.name == "block_rq_issue" => {
                 if let (Some(dev), Some(sector)) = (field_u64(g, "dev"), field_u64(g, "sector")) {
-                    if self.requests.len() < MAX_PENDING_REQUESTS
-                        || self.requests.contains_key(&(dev, sector))
-                    {
-                        let r = PendingRequest {
-                            ts,
-                            cpu: ev.cpu,
-                            nr_sector: field_u64(g, "nr_sector").unwrap_or(0),
-                            rwbs: field_str(g, "rwbs"),
-                        };
-                        self.requests.insert((dev, sector), r);
-                    } else {
-                        self.requests_dropped += 1;
-                    }
+                    let nr_sector = field_u64(g, "nr_sector").unwrap_or(0);
+                    self.request_issued(ts, ev.cpu, dev, sector, nr_sector, field_str(g, "rwbs"));
                 }
             }
             EventKind::Generic(g) if g.name == "block_rq_complete" => {
@@ -446,23 +435,63 @@ impl WindowCollector {
                 let (Some(dev), Some(sector)) = key else {
                     return; // no device or sector: cannot be matched (nothing to draw)
                 };
-                if let Some(r) = self.requests.remove(&(dev, sector)) {
-                    self.each_active(|b, max| {
-                        let req = BlockRequest {
-                            dev,
-                            sector,
-                            nr_sector: r.nr_sector,
-                            rwbs: r.rwbs.clone(),
-                            cpu: r.cpu,
-                            start_ns: r.ts.max(b.w.start_ns),
-                            end_ns: ts,
-                            open: false,
-                        };
-                        push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
-                    });
-                }
+                self.request_completed(ts, dev, sector);
             }
+            // Block tracepoints decoded natively by the readers.
+            EventKind::Block(b) => match (b.action, b.dev) {
+                (stallscope_model::BlockAction::Issue, Some(dev)) => {
+                    let (nr, rwbs) = (u64::from(b.nr_sector), b.rwbs.to_letters());
+                    self.request_issued(ts, ev.cpu, u64::from(dev.0), b.sector, nr, rwbs);
+                }
+                (stallscope_model::BlockAction::Complete, Some(dev)) => {
+                    self.request_completed(ts, u64::from(dev.0), b.sector);
+                }
+                _ => {}
+            },
             _ => {}
+        }
+    }
+
+    /// A request issued to the driver: remembered until its completion.
+    fn request_issued(
+        &mut self,
+        ts: Ts,
+        cpu: Cpu,
+        dev: u64,
+        sector: u64,
+        nr_sector: u64,
+        rwbs: String,
+    ) {
+        if self.requests.len() < MAX_PENDING_REQUESTS || self.requests.contains_key(&(dev, sector))
+        {
+            let r = PendingRequest {
+                ts,
+                cpu,
+                nr_sector,
+                rwbs,
+            };
+            self.requests.insert((dev, sector), r);
+        } else {
+            self.requests_dropped += 1;
+        }
+    }
+
+    /// A completion: the matching issued request becomes a lane in the active windows.
+    fn request_completed(&mut self, ts: Ts, dev: u64, sector: u64) {
+        if let Some(r) = self.requests.remove(&(dev, sector)) {
+            self.each_active(|b, max| {
+                let req = BlockRequest {
+                    dev,
+                    sector,
+                    nr_sector: r.nr_sector,
+                    rwbs: r.rwbs.clone(),
+                    cpu: r.cpu,
+                    start_ns: r.ts.max(b.w.start_ns),
+                    end_ns: ts,
+                    open: false,
+                };
+                push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
+            });
         }
     }
 

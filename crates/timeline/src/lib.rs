@@ -16,11 +16,14 @@
 //! perf changed its definitions over time; [`PerfFlavor`] selects which release the perf
 //! analyses reproduce, so our numbers can be checked against the perf that is installed.
 
+pub mod block;
+pub mod iolat;
 pub mod latency;
 pub mod tasks;
 pub mod timehist;
 pub mod timeline;
 pub mod wakeups;
+pub mod workers;
 
 #[cfg(test)]
 mod testutil;

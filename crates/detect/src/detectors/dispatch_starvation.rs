@@ -78,23 +78,7 @@ pub static INFO: DetectorInfo = DetectorInfo {
     explanation: EXPLANATION,
     // Any block event: the engine records only the first block event name it sees (one
     // seen-bit for every kind it does not number), so every name must satisfy the need.
-    needs: &[&[
-        "block_rq_issue",
-        "block_rq_insert",
-        "block_bio_queue",
-        "block_getrq",
-        "block_rq_complete",
-        "block_bio_backmerge",
-        "block_bio_frontmerge",
-        "block_rq_requeue",
-        "block_rq_merge",
-        "block_split",
-        "block_rq_remap",
-        "block_plug",
-        "block_unplug",
-        "block_bio_bounce",
-        "block_message",
-    ]],
+    needs: &[&["block_rq_issue"], &["block_rq_insert", "block_bio_queue"]],
     optional: &[
         "block_rq_complete",
         "block_rq_requeue",

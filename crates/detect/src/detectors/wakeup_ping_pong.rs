@@ -502,6 +502,11 @@ impl Detector for WakeupPingPong {
                 let k = keep(ev);
                 self.cpu(ev.cpu).last_wake = Some((ev.pid, w.task.pid, k));
             }
+            // Block tracepoints are native events (readers decode them into BlockEvent).
+            EventKind::Block(b) if b.action == stallscope_model::BlockAction::Complete => {
+                self.saw_block = true;
+                self.cpu(ev.cpu).completions += 1;
+            }
             EventKind::Generic(g) => match g.name.as_str() {
                 "block_rq_complete" => {
                     self.saw_block = true;

@@ -91,12 +91,19 @@ pub(crate) fn push_kernel_event(
     }
     let (kind, form) = match split_name(rest) {
         Some((name, payload)) => event_kind(None, name, payload, &st.prev_states),
-        None if rest.windows(3).any(|w| w == b" <-")
-            || (!rest.is_empty() && !rest.contains(&b' ')) =>
-        {
-            (generic(None, b"function", rest), PayloadForm::Generic)
-        }
-        None => return false,
+        // The kernel `blk` tracer prints `7,0  Q  WS 0 + 8 [dd]` without an event name.
+        None => match super::block::blk_tracer_event(rest) {
+            Some(ev) => (
+                stallscope_model::EventKind::Block(Box::new(ev)),
+                PayloadForm::Native,
+            ),
+            None if rest.windows(3).any(|w| w == b" <-")
+                || (!rest.is_empty() && !rest.contains(&b' ')) =>
+            {
+                (generic(None, b"function", rest), PayloadForm::Generic)
+            }
+            None => return false,
+        },
     };
     note_timestamp(st, ctx.ts, line);
     note_payload_form(st, form, line);

@@ -189,6 +189,9 @@ fn build_meta(
         None => format!("trace-cmd (trace.dat v{})", info.version),
     });
     meta.nr_cpus = o.cpu_count.or(u32::try_from(info.cpus.len()).ok());
+    if !info.tracing.kallsyms.is_empty() {
+        meta.kallsyms = Some(Arc::from(info.tracing.kallsyms.as_str()));
+    }
     if o.tsc2nsec.is_none() {
         if let Some(c) = &o.clock {
             // The kernel's raw-count clocks (trace_clocks[].in_ns == 0).

@@ -24,6 +24,7 @@
 //! ([`PrevStateTable::for_kernel_release`]).
 
 mod access;
+mod block;
 mod comm_cache;
 mod const_expr;
 mod endian;
@@ -35,6 +36,7 @@ mod tracing_data;
 
 pub(crate) use access::c_string;
 pub use access::{decode_field, IntAccessor, StrAccessor};
+pub use block::BlockDecoder;
 pub use comm_cache::CommCache;
 pub use const_expr::eval_const_expr;
 pub use endian::Endian;

@@ -167,6 +167,8 @@ pub enum TracepointDecoder {
         /// vruntime (old kernels).
         vruntime: Option<IntAccessor>,
     },
+    /// A block-layer tracepoint ([`super::block`]).
+    Block(Box<super::block::BlockDecoder>),
     /// Everything else.
     Generic {
         /// System.
@@ -188,6 +190,11 @@ impl TracepointDecoder {
         endian: Endian,
         table: &PrevStateTable,
     ) -> (TracepointDecoder, Option<String>) {
+        match super::block::BlockDecoder::new(format, endian) {
+            Some(Ok(d)) => return (TracepointDecoder::Block(Box::new(d)), None),
+            Some(Err(why)) => return (Self::generic(format, endian), Some(why)),
+            None => {}
+        }
         let is_sched = format.system == "sched" || format.system.is_empty();
         let built = if is_sched {
             Self::native(format, endian, table)
@@ -363,6 +370,7 @@ impl TracepointDecoder {
                     None => None,
                 },
             }),
+            TracepointDecoder::Block(d) => d.decode(rec)?,
             TracepointDecoder::Generic {
                 system,
                 name,
