@@ -316,8 +316,12 @@ fn missing_events_skip_detectors_with_a_record_command() {
     let sched: Vec<_> = skipped
         .iter()
         .filter(|s| {
-            ["runqueue-starvation", "wakeup-ping-pong", "idle-while-runnable"]
-                .contains(&s["id"].as_str().unwrap())
+            [
+                "runqueue-starvation",
+                "wakeup-ping-pong",
+                "idle-while-runnable",
+            ]
+            .contains(&s["id"].as_str().unwrap())
         })
         .collect();
     assert_eq!(sched.len(), 3, "{v}");

@@ -112,7 +112,9 @@ impl Profile {
 
     /// Sum of all stack weights.
     pub fn total_weight(&self) -> u64 {
-        self.stacks.iter().fold(0u64, |a, s| a.saturating_add(s.weight))
+        self.stacks
+            .iter()
+            .fold(0u64, |a, s| a.saturating_add(s.weight))
     }
 
     /// Self weight per symbol (weight of the stacks it is the leaf of), indexed by id.

@@ -68,7 +68,9 @@ pub fn open(
 ) -> Result<Box<dyn EventReader>, ReadError> {
     if matches!(forced, None | Some(InputFormat::Blktrace)) {
         if let Some(files) = blktrace::expand_path(path)? {
-            return Ok(Box::new(blktrace::BlktraceReader::open_files(path, &files, index)?));
+            return Ok(Box::new(blktrace::BlktraceReader::open_files(
+                path, &files, index,
+            )?));
         }
     }
     let input = Input::open(path)?;

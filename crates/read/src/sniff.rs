@@ -55,7 +55,9 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
     if head.starts_with(TRACE_DAT_MAGIC) {
         return Ok(InputFormat::TraceDat);
     }
-    if head.len() >= 4 && crate::blktrace::record::Endian::detect([head[0], head[1], head[2], head[3]]).is_some() {
+    if head.len() >= 4
+        && crate::blktrace::record::Endian::detect([head[0], head[1], head[2], head[3]]).is_some()
+    {
         return Ok(InputFormat::Blktrace);
     }
     if crate::blkparse_text::sniff(head) {
@@ -69,7 +71,10 @@ pub fn sniff_bytes(path: &str, head: &[u8]) -> Result<InputFormat, ReadError> {
             path,
             0,
             "a trace",
-            format!("a CPU profile ({}); read it with `stallscope profile`", p.name()),
+            format!(
+                "a CPU profile ({}); read it with `stallscope profile`",
+                p.name()
+            ),
         ));
     }
     Err(ReadError::at_byte(
