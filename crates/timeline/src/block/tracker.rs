@@ -113,7 +113,7 @@ impl Request {
     }
 
     /// Takes queue time, queuer and source from the bio that starts the request.
-    fn adopt_bio(&mut self, bio: &Bio) {
+    fn adopt_bio(&mut self, bio: &BioOrigin) {
         self.queue_ts = Some(self.queue_ts.map_or(bio.queue_ts, |t| t.min(bio.queue_ts)));
         if self.queuer.is_none() {
             self.queuer = Some(bio.queuer);
@@ -121,6 +121,26 @@ impl Request {
         }
         self.bios = self.bios.max(1);
         self.flush_flags |= bio.rwbs.preflush || bio.rwbs.fua;
+    }
+}
+
+/// What a request takes over from the bio that starts it (a small copy of a [`Bio`]).
+#[derive(Clone, Copy, Debug)]
+struct BioOrigin {
+    queue_ts: Ts,
+    queuer: BlockTask,
+    queue_span: Span,
+    rwbs: stallscope_model::Rwbs,
+}
+
+impl BioOrigin {
+    fn of(bio: &Bio) -> BioOrigin {
+        BioOrigin {
+            queue_ts: bio.queue_ts,
+            queuer: bio.queuer,
+            queue_span: bio.queue_span,
+            rwbs: bio.rwbs,
+        }
     }
 }
 
@@ -457,7 +477,7 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            *bio
+            BioOrigin::of(bio)
         });
         match bio {
             Some(bio) => r.adopt_bio(&bio),
@@ -484,7 +504,7 @@ impl BlockTracker {
                     tag: bio.tag,
                 });
             }
-            *bio
+            BioOrigin::of(bio)
         });
         let slot = match self.devices[di]
             .requests
@@ -521,7 +541,7 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            (start, *bio)
+            (start, BioOrigin::of(bio))
         });
         // The request it joins: the one ending at the bio (back) or starting after it (front).
         let neighbour = if b.action == BlockAction::BackMerge {
@@ -571,7 +591,7 @@ impl BlockTracker {
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
         let mut n_bios = 0u32;
-        let mut first_bio: Option<Bio> = None;
+        let mut first_bio: Option<BioOrigin> = None;
         self.scratch.clear();
         let n = d.bios.collect_covered(b.sector, b.end_sector());
         for k in 0..n {
@@ -611,7 +631,7 @@ impl BlockTracker {
             });
             bio.issue_ts = Some(ev.ts);
             if start == b.sector {
-                first_bio = Some(*bio);
+                first_bio = Some(BioOrigin::of(bio));
             }
             if bio.request != NO_REQUEST {
                 self.scratch.push(u64::from(bio.request));
