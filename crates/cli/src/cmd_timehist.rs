@@ -93,17 +93,55 @@ fn task_name(comm: &str, tid: Tid, pid: Option<Tid>) -> String {
     s
 }
 
-/// Pads with spaces to `width` bytes (printf's `%*s` counts bytes, not characters).
-fn pad_to(buf: &mut String, written: usize, width: usize) {
-    for _ in written..width {
-        buf.push(' ');
+/// Number of decimal digits of `v` (1 for 0).
+fn decimal_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 10 {
+        v /= 10;
+        n += 1;
     }
+    n
+}
+
+/// Appends `v` in decimal, left-filled with `fill` to at least `min_width` bytes (printf's
+/// `%*llu` / `%0*llu`).
+fn push_decimal(buf: &mut Vec<u8>, mut v: u64, min_width: usize, fill: u8) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    pad_with(buf, min_width.saturating_sub(digits.len() - start), fill);
+    buf.extend_from_slice(&digits[start..]);
+}
+
+/// Appends a task id in decimal (`-1` for unknown).
+fn push_signed(buf: &mut Vec<u8>, v: Tid) {
+    if v < 0 {
+        buf.push(b'-');
+    }
+    push_decimal(buf, u64::from(v.unsigned_abs()), 0, b' ');
+}
+
+fn pad_with(buf: &mut Vec<u8>, n: usize, fill: u8) {
+    buf.resize(buf.len() + n, fill);
+}
+
+fn pad_spaces(buf: &mut Vec<u8>, n: usize) {
+    pad_with(buf, n, b' ');
 }
 
 /// Text rendering with perf's growing name column; each row is built in one reused buffer.
 struct TextRows {
     width: usize,
-    line: String,
+    line: Vec<u8>,
+    /// ` %5s \n` tails already rendered, by state (a handful of distinct values per trace).
+    states: Vec<(stallscope::model::PrevState, String)>,
 }
 
 impl TextRows {
@@ -132,26 +170,59 @@ impl TextRows {
         )
     }
 
-    /// `%15s [%04d]  %-*s ` then the three times and ` %5s ` for the state.
+    /// `%15s [%04d]  %-*s ` then the three times and ` %5s ` for the state. Numbers are
+    /// written by hand (`push_decimal`), not through `core::fmt`: one row per switch makes
+    /// this the hot loop of the command.
     fn row(&mut self, out: &mut dyn Write, r: &TimehistRow) -> std::io::Result<()> {
         let buf = &mut self.line;
         buf.clear();
         let (secs, usecs) = (r.ts_ns / 1_000_000_000, r.ts_ns % 1_000_000_000 / 1000);
-        let _ = write!(buf, "{secs}.{usecs:06}");
-        let ts_len = buf.len();
-        buf.insert_str(0, &" ".repeat(15usize.saturating_sub(ts_len)));
-        let _ = write!(buf, " [{:04}]  ", r.cpu);
+        // `secs.usecs` (usecs always 6 digits) right-aligned in 15.
+        pad_spaces(buf, 15usize.saturating_sub(decimal_len(secs) + 7));
+        push_decimal(buf, secs, 0, b' ');
+        buf.push(b'.');
+        push_decimal(buf, usecs, 6, b'0');
+        buf.extend_from_slice(b" [");
+        push_decimal(buf, u64::from(r.cpu), 4, b'0');
+        buf.extend_from_slice(b"]  ");
         let name_start = buf.len();
-        task_name_into(buf, r.comm.as_str(), r.tid, r.pid);
+        buf.extend_from_slice(r.comm.as_str().as_bytes());
+        match r.pid {
+            Some(0) => {}
+            Some(p) if p != r.tid => {
+                buf.push(b'[');
+                push_signed(buf, r.tid);
+                buf.push(b'/');
+                push_signed(buf, p);
+                buf.push(b']');
+            }
+            _ => {
+                buf.push(b'[');
+                push_signed(buf, r.tid);
+                buf.push(b']');
+            }
+        }
         let name_len = buf.len() - name_start;
         self.width = self.width.max(name_len);
-        pad_to(buf, name_len, self.width);
-        buf.push(' ');
-        sched_time_into(buf, r.wait_ns, 6);
-        sched_time_into(buf, r.sch_delay_ns, 6);
-        sched_time_into(buf, r.run_ns, 6);
-        let _ = writeln!(buf, " {:>5} ", r.prev_state);
-        out.write_all(buf.as_bytes())
+        pad_spaces(buf, self.width - name_len);
+        buf.push(b' ');
+        for ns in [r.wait_ns, r.sch_delay_ns, r.run_ns] {
+            push_decimal(buf, ns / 1_000_000, 6, b' ');
+            buf.push(b'.');
+            push_decimal(buf, ns % 1_000_000 / 1000, 3, b'0');
+            buf.push(b' ');
+        }
+        let state = match self.states.iter().find(|(s, _)| *s == r.prev_state) {
+            Some((_, text)) => text,
+            None => {
+                self.states
+                    .push((r.prev_state, format!(" {:>5} \n", r.prev_state)));
+                // INVARIANT: just pushed.
+                &self.states[self.states.len() - 1].1
+            }
+        };
+        buf.extend_from_slice(state.as_bytes());
+        out.write_all(buf)
     }
 
     fn summary(&self, out: &mut dyn Write, s: &TimehistSummary) -> std::io::Result<()> {
@@ -246,7 +317,8 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let show_rows = !args.summary;
     let mut text = TextRows {
         width: 30,
-        line: String::with_capacity(128),
+        line: Vec::with_capacity(128),
+        states: Vec::new(),
     };
     let mut first = true;
     let mut io_err: Option<std::io::Error> = None;
@@ -323,6 +395,35 @@ mod tests {
     }
 
     #[test]
+    fn hand_written_numbers_match_printf_style_formatting() {
+        for v in [
+            0u64,
+            7,
+            9,
+            10,
+            99,
+            100,
+            999_999,
+            1_000_000,
+            123_456_789,
+            u64::MAX,
+        ] {
+            let mut b = Vec::new();
+            push_decimal(&mut b, v, 6, b' ');
+            assert_eq!(String::from_utf8(b).unwrap(), format!("{v:>6}"));
+            let mut b = Vec::new();
+            push_decimal(&mut b, v, 4, b'0');
+            assert_eq!(String::from_utf8(b).unwrap(), format!("{v:04}"));
+            assert_eq!(decimal_len(v), v.to_string().len());
+        }
+        for t in [-1, 0, 5, 13983, i32::MIN, i32::MAX] {
+            let mut b = Vec::new();
+            push_signed(&mut b, t);
+            assert_eq!(String::from_utf8(b).unwrap(), t.to_string());
+        }
+    }
+
+    #[test]
     fn rows_are_perfs_lines_plus_the_state() {
         // Lines of `perf sched timehist` on shared/reference/samples/perf/perf_sched.data.
         let perf = [
@@ -355,7 +456,8 @@ mod tests {
         ];
         let mut text = TextRows {
             width: 30,
-            line: String::new(),
+            line: Vec::new(),
+            states: Vec::new(),
         };
         for (p, r) in perf.iter().zip(&rows) {
             let mut out = Vec::new();
