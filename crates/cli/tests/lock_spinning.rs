@@ -19,6 +19,9 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+mod common;
+use common::validate;
+
 const DIR: &str = "fixtures/detectors/lock-spinning";
 
 fn root() -> PathBuf {
@@ -571,95 +574,6 @@ fn off_cpu_stacks_add_the_time_waiters_slept() {
 }
 
 // ---- JSON Schema (the keywords docs/report.schema.json uses) ----
-
-fn validate(v: &Value, schema: &Value, root_schema: &Value, at: &str, errors: &mut Vec<String>) {
-    let Some(obj) = schema.as_object() else {
-        errors.push(format!("{at}: schema is not an object"));
-        return;
-    };
-    for (k, s) in obj {
-        match k.as_str() {
-            "$schema" | "$id" | "title" | "description" | "$defs" => {}
-            "$ref" => {
-                let name = s
-                    .as_str()
-                    .and_then(|r| r.strip_prefix("#/$defs/"))
-                    .expect("local ref");
-                validate(v, &root_schema["$defs"][name], root_schema, at, errors);
-            }
-            "type" => {
-                let types: Vec<&str> = match s {
-                    Value::String(t) => vec![t.as_str()],
-                    Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-                    _ => panic!("bad type keyword"),
-                };
-                let ok = types.iter().any(|t| match *t {
-                    "string" => v.is_string(),
-                    "integer" => v.is_i64() || v.is_u64(),
-                    "boolean" => v.is_boolean(),
-                    "array" => v.is_array(),
-                    "object" => v.is_object(),
-                    "null" => v.is_null(),
-                    other => panic!("type {other} unsupported"),
-                });
-                if !ok {
-                    errors.push(format!("{at}: {v} is not {types:?}"));
-                }
-            }
-            "const" if v != s => errors.push(format!("{at}: {v} != {s}")),
-            "const" => {}
-            "enum" => {
-                if !s.as_array().expect("enum list").contains(v) {
-                    errors.push(format!("{at}: {v} not in {s}"));
-                }
-            }
-            "minimum" => {
-                if let (Some(n), Some(m)) = (v.as_f64(), s.as_f64()) {
-                    if n < m {
-                        errors.push(format!("{at}: {v} < {s}"));
-                    }
-                }
-            }
-            "required" => {
-                if let Some(o) = v.as_object() {
-                    for r in s.as_array().expect("list") {
-                        let r = r.as_str().expect("name");
-                        if !o.contains_key(r) {
-                            errors.push(format!("{at}: missing {r}"));
-                        }
-                    }
-                }
-            }
-            "properties" => {
-                if let Some(o) = v.as_object() {
-                    for (name, sub) in s.as_object().expect("map") {
-                        if let Some(x) = o.get(name) {
-                            validate(x, sub, root_schema, &format!("{at}.{name}"), errors);
-                        }
-                    }
-                }
-            }
-            "additionalProperties" => {
-                if let Some(o) = v.as_object() {
-                    let known = obj.get("properties").and_then(Value::as_object);
-                    for (name, x) in o {
-                        if !known.is_some_and(|k| k.contains_key(name)) {
-                            validate(x, s, root_schema, &format!("{at}.{name}"), errors);
-                        }
-                    }
-                }
-            }
-            "items" => {
-                if let Some(a) = v.as_array() {
-                    for (i, x) in a.iter().enumerate() {
-                        validate(x, s, root_schema, &format!("{at}[{i}]"), errors);
-                    }
-                }
-            }
-            other => panic!("schema keyword {other} is not supported by this validator"),
-        }
-    }
-}
 
 #[test]
 fn json_reports_validate_against_the_schema() {
