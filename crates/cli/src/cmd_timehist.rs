@@ -103,21 +103,37 @@ fn decimal_len(mut v: u64) -> usize {
     n
 }
 
+/// `"00" … "99"`: two digits per table lookup.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+0001020304050607080910111213141516171819\
+2021222324252627282930313233343536373839\
+4041424344454647484950515253545556575859\
+6061626364656667686970717273747576777879\
+8081828384858687888990919293949596979899";
+
 /// Appends `v` in decimal, left-filled with `fill` to at least `min_width` bytes (printf's
 /// `%*llu` / `%0*llu`).
 fn push_decimal(buf: &mut Vec<u8>, mut v: u64, min_width: usize, fill: u8) {
     let mut digits = [0u8; 20];
     let mut start = digits.len();
-    loop {
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        start -= 2;
+        digits[start] = DIGIT_PAIRS[pair];
+        digits[start + 1] = DIGIT_PAIRS[pair + 1];
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        start -= 2;
+        digits[start] = DIGIT_PAIRS[pair];
+        digits[start + 1] = DIGIT_PAIRS[pair + 1];
+    } else {
         start -= 1;
-        digits[start] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
+        digits[start] = b'0' + v as u8;
     }
     pad_with(buf, min_width.saturating_sub(digits.len() - start), fill);
-    buf.extend_from_slice(&digits[start..]);
+    push_bytes(buf, &digits[start..]);
 }
 
 /// Appends a task id in decimal (`-1` for unknown).
@@ -126,6 +142,11 @@ fn push_signed(buf: &mut Vec<u8>, v: Tid) {
         buf.push(b'-');
     }
     push_decimal(buf, u64::from(v.unsigned_abs()), 0, b' ');
+}
+
+/// Appends a short byte string.
+fn push_bytes(buf: &mut Vec<u8>, bytes: &[u8]) {
+    buf.extend_from_slice(bytes);
 }
 
 fn pad_with(buf: &mut Vec<u8>, n: usize, fill: u8) {
@@ -182,11 +203,11 @@ impl TextRows {
         push_decimal(buf, secs, 0, b' ');
         buf.push(b'.');
         push_decimal(buf, usecs, 6, b'0');
-        buf.extend_from_slice(b" [");
+        push_bytes(buf, b" [");
         push_decimal(buf, u64::from(r.cpu), 4, b'0');
-        buf.extend_from_slice(b"]  ");
+        push_bytes(buf, b"]  ");
         let name_start = buf.len();
-        buf.extend_from_slice(r.comm.as_str().as_bytes());
+        push_bytes(buf, r.comm.as_str().as_bytes());
         match r.pid {
             Some(0) => {}
             Some(p) if p != r.tid => {
@@ -221,7 +242,7 @@ impl TextRows {
                 &self.states[self.states.len() - 1].1
             }
         };
-        buf.extend_from_slice(state.as_bytes());
+        push_bytes(buf, state.as_bytes());
         out.write_all(buf)
     }
 
