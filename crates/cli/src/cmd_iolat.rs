@@ -283,6 +283,7 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
 mod lean {
     use std::io::Read;
 
+    use memmap2::Mmap;
     use stallscope::model::{BlockAction, BlockDev, BlockEvent, Comm, Span, SpanPos};
     use stallscope::read::blktrace::expand_path;
     use stallscope::read::blktrace::record::{
@@ -322,38 +323,133 @@ mod lean {
         (!out.is_empty()).then_some(out)
     }
 
-    /// One per-CPU file: a read buffer and its next record, parsed in place.
+    /// Where a per-CPU file's bytes come from.
+    enum Source {
+        /// A compressed file or a pipe: read into `Stream::buf`.
+        Reader(Box<dyn Read + Send>),
+        /// An uncompressed regular file, memory-mapped: records are parsed straight out of
+        /// the mapping (no `read()` copy); pages are mapped ahead and dropped behind in
+        /// [`WINDOW`] steps, so resident memory stays a few MiB.
+        Mapped(Mmap),
+    }
+
+    /// One per-CPU file: its bytes and its next record, parsed in place.
     struct Stream {
         input: u16,
-        reader: Box<dyn Read + Send>,
+        source: Source,
         buf: Vec<u8>,
-        /// Unconsumed bytes are `buf[start..end]`; the pending record starts at `start`.
+        /// Unconsumed bytes are `data()[start..end]`; the pending record starts at `start`.
         start: usize,
         end: usize,
         endian: Option<Endian>,
-        /// File offset of `buf[start]`.
+        /// File offset of `data()[start]`.
         offset: u64,
         /// Next record: header and its length in bytes (header + payload).
         next: Option<(Header, usize)>,
+        /// Mapped source: bytes before this offset were dropped; bytes up to `mapped_to`
+        /// were mapped ahead.
+        dropped_to: usize,
+        mapped_to: usize,
     }
 
     /// Why the lean path gives up (the general path then reads everything again).
     struct Unusual;
 
-    /// Read buffer per file.
+    /// Read buffer per file (reader source).
     const BUF_LEN: usize = 1 << 20;
 
+    /// Mapped source: pages are populated and dropped in steps of this many bytes.
+    const WINDOW: usize = 4 << 20;
+
+    /// Maps a regular file read-only; `None` when mapping fails (then it is read instead).
+    fn map_file(file: &std::fs::File) -> Option<Mmap> {
+        // SAFETY: the mapping is read-only and private. If another process truncates the
+        // file while it is read, touching the lost pages raises SIGBUS (as for perf); a
+        // file changed in place only yields different (still bounds-checked) bytes.
+        let map = unsafe { Mmap::map(file) }.ok()?;
+        // A hint only: failure changes nothing.
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Some(map)
+    }
+
+    /// How far ahead of the record being parsed the CPU is asked to load the file's bytes
+    /// (a few records: the mapped pages are not in the cache yet).
+    const PREFETCH_AHEAD: usize = 512;
+
+    /// Asks the CPU to start loading `data[at]`'s cache line (a hint; nothing past the end).
+    #[inline(always)]
+    fn prefetch(data: &[u8], at: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(b) = data.get(at) {
+            // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
+            // address is inside `data`, and SSE is part of the x86_64 baseline.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    (b as *const u8).cast::<i8>(),
+                );
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (data, at);
+    }
+
     impl Stream {
+        fn open(input: u16, path: &str) -> Result<Stream, CliError> {
+            let (source, buf, end) = match Input::open(path)?.into_file() {
+                Ok(file) => match map_file(&file) {
+                    Some(map) => {
+                        let len = map.len();
+                        (Source::Mapped(map), Vec::new(), len)
+                    }
+                    // `into_file` leaves the file at offset 0; mapping does not move it.
+                    None => (Source::Reader(Box::new(file)), vec![0; BUF_LEN], 0),
+                },
+                Err(stream) => (Source::Reader(stream.into_reader()), vec![0; BUF_LEN], 0),
+            };
+            Ok(Stream {
+                input,
+                source,
+                buf,
+                start: 0,
+                end,
+                endian: None,
+                offset: 0,
+                next: None,
+                dropped_to: 0,
+                mapped_to: 0,
+            })
+        }
+
+        /// The bytes `start..end` index into.
+        #[inline]
+        fn data(&self) -> &[u8] {
+            match &self.source {
+                Source::Mapped(map) => map,
+                Source::Reader(_) => &self.buf,
+            }
+        }
+
         /// Makes at least `n` bytes available from `start`; false at a clean end of file.
         fn ensure(&mut self, n: usize) -> Result<bool, Unusual> {
             if self.end - self.start >= n {
                 return Ok(true);
             }
+            let reader = match &mut self.source {
+                // The whole file is in view: what is not there is not in the file.
+                Source::Mapped(_) => {
+                    return if self.start == self.end {
+                        Ok(false)
+                    } else {
+                        Err(Unusual)
+                    };
+                }
+                Source::Reader(r) => r,
+            };
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
             while self.end < n {
-                match self.reader.read(&mut self.buf[self.end..]) {
+                match reader.read(&mut self.buf[self.end..]) {
                     Ok(0) => break,
                     Ok(k) => self.end += k,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -367,33 +463,73 @@ mod lean {
             }
         }
 
+        /// Mapped source: maps the next window ahead and drops the pages behind.
+        #[cold]
+        fn slide_window(&mut self) {
+            let Source::Mapped(map) = &self.source else {
+                return;
+            };
+            let len = map.len();
+            let ahead = (self.start + 2 * WINDOW).min(len);
+            if ahead > self.mapped_to {
+                // Hints only: failure (older kernel) changes nothing.
+                #[cfg(target_os = "linux")]
+                let _ = map.advise_range(
+                    memmap2::Advice::PopulateRead,
+                    self.mapped_to,
+                    ahead - self.mapped_to,
+                );
+                // At the end of the file there is nothing left to map ahead.
+                self.mapped_to = if ahead == len { usize::MAX } else { ahead };
+            }
+            let behind = self.start & !(WINDOW - 1);
+            if behind > self.dropped_to {
+                // SAFETY: the mapping is private and never written, so dropping its pages
+                // loses nothing: a later access reads them again from the file. Both ends
+                // are multiples of WINDOW, hence page-aligned.
+                let _ = unsafe {
+                    map.unchecked_advise_range(
+                        memmap2::UncheckedAdvice::DontNeed,
+                        self.dropped_to,
+                        behind - self.dropped_to,
+                    )
+                };
+                self.dropped_to = behind;
+            }
+        }
+
         /// The pending record's payload.
         fn pdu(&self) -> &[u8] {
             match self.next {
-                Some((_, len)) => &self.buf[self.start + HEADER_LEN..self.start + len],
+                Some((_, len)) => &self.data()[self.start + HEADER_LEN..self.start + len],
                 None => &[],
             }
         }
 
         /// Moves past the pending record and parses the next; `Err` on anything but a clean
         /// record or a clean end of file.
+        #[inline]
         fn advance(&mut self) -> Result<(), Unusual> {
             if let Some((_, len)) = self.next.take() {
                 self.start += len;
                 self.offset += len as u64;
             }
+            if self.start + WINDOW > self.mapped_to && matches!(self.source, Source::Mapped(_)) {
+                self.slide_window();
+            }
             if !self.ensure(HEADER_LEN)? {
                 return Ok(());
             }
-            let h: &[u8; HEADER_LEN] = self.buf[self.start..self.start + HEADER_LEN]
+            prefetch(self.data(), self.start + PREFETCH_AHEAD);
+            let h: &[u8; HEADER_LEN] = self.data()[self.start..self.start + HEADER_LEN]
                 .try_into()
                 .map_err(|_| Unusual)?;
             let (endian, version) = Endian::detect([h[0], h[1], h[2], h[3]]).ok_or(Unusual)?;
             if version != VERSION || self.endian.is_some_and(|e| e != endian) {
                 return Err(Unusual);
             }
-            self.endian = Some(endian);
             let header = Header::parse(h, endian);
+            self.endian = Some(endian);
             let len = HEADER_LEN + usize::from(header.pdu_len);
             if !self.ensure(len)? {
                 return Err(Unusual);
@@ -434,16 +570,7 @@ mod lean {
     ) -> Result<Option<(Iolat, BlockTracker)>, CliError> {
         let mut streams = Vec::with_capacity(files.len());
         for (input, path) in files {
-            let mut s = Stream {
-                input: *input,
-                reader: Input::open(path)?.into_reader(),
-                buf: vec![0; BUF_LEN],
-                start: 0,
-                end: 0,
-                endian: None,
-                offset: 0,
-                next: None,
-            };
+            let mut s = Stream::open(*input, path)?;
             if s.advance().is_err() {
                 return Ok(None);
             }
@@ -505,10 +632,7 @@ mod lean {
                 let at = EventAt {
                     ts: h.time,
                     pid: i32::try_from(h.pid).unwrap_or(-1),
-                    span: Span {
-                        input: s.input,
-                        pos: SpanPos::Byte(offset),
-                    },
+                    span: Span::new(s.input, SpanPos::Byte(offset)),
                 };
                 tracker.process_block(&at, &fast, &mut iolat);
                 if s.advance().is_err() {
@@ -532,10 +656,7 @@ mod lean {
                     let at = EventAt {
                         ts: h.time,
                         pid: i32::try_from(h.pid).unwrap_or(-1),
-                        span: Span {
-                            input: s.input,
-                            pos: SpanPos::Byte(offset),
-                        },
+                        span: Span::new(s.input, SpanPos::Byte(offset)),
                     };
                     tracker.process_block(&at, &ev, &mut iolat);
                 }
