@@ -47,7 +47,7 @@ fn json_line(ev: &Event, path: &str) -> Value {
     });
     let mut src = Map::new();
     src.insert("input".into(), Value::from(path));
-    match ev.span.pos {
+    match ev.span.pos() {
         SpanPos::Line(l) => src.insert("line".into(), Value::from(l)),
         SpanPos::Byte(b) => src.insert("offset".into(), Value::from(b)),
     };
@@ -79,12 +79,12 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 OutputFormat::Text => {
                     out.write_all(ev.dump_line().as_bytes())?;
                     if args.source {
-                        write!(out, " # {}:{}", path_of(ev.span.input), ev.span.pos)?;
+                        write!(out, " # {}:{}", path_of(ev.span.input()), ev.span.pos())?;
                     }
                     out.write_all(b"\n")?;
                 }
                 OutputFormat::Json => {
-                    serde_json::to_writer(&mut *out, &json_line(ev, path_of(ev.span.input)))?;
+                    serde_json::to_writer(&mut *out, &json_line(ev, path_of(ev.span.input())))?;
                     out.write_all(b"\n")?;
                 }
             }

@@ -26,9 +26,9 @@ pub fn keep(ev: &Event) -> Kept {
 /// `PATH:LINE` or `PATH:0xOFFSET` for `ev`, naming the input by its path.
 pub fn source(paths: &[String], ev: &Event) -> String {
     let path = paths
-        .get(usize::from(ev.span.input))
+        .get(usize::from(ev.span.input()))
         .map_or("?", String::as_str);
-    match ev.span.pos {
+    match ev.span.pos() {
         SpanPos::Line(l) => format!("{path}:{l}"),
         SpanPos::Byte(b) => format!("{path}:{b:#x}"),
     }
@@ -37,7 +37,7 @@ pub fn source(paths: &[String], ev: &Event) -> String {
 /// Evidence entries for `events`, sorted by time, duplicates (same time and source) removed.
 pub fn render(paths: &[String], events: &[&Kept]) -> Vec<Evidence> {
     let mut v: Vec<&Kept> = events.to_vec();
-    v.sort_by_key(|e| (e.ts, e.span.input, span_key(e.span.pos)));
+    v.sort_by_key(|e| (e.ts, e.span.input(), span_key(e.span.pos())));
     v.dedup_by(|a, b| a.ts == b.ts && a.span == b.span);
     v.into_iter()
         .map(|e| Evidence {

@@ -37,10 +37,7 @@ impl Trace {
             ts,
             cpu,
             pid,
-            span: Span {
-                input: 0,
-                pos: SpanPos::Line(line),
-            },
+            span: Span::new(0, SpanPos::Line(line)),
             kind,
             callchain: None,
         });

@@ -324,7 +324,7 @@ mod tests {
             Some(&[0xffff_ffff_821f_8b58u64, 0xee137][..])
         );
         assert_eq!(ev[1].callchain, None);
-        assert_eq!(ev[1].span.pos, stallscope_model::SpanPos::Line(5));
+        assert_eq!(ev[1].span.pos(), stallscope_model::SpanPos::Line(5));
         assert!(r.quality().is_empty(), "{:?}", r.quality());
     }
 

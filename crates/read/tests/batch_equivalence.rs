@@ -28,7 +28,7 @@ fn sample_bytes(rel: &str) -> Vec<u8> {
 }
 
 fn line(e: &Event) -> String {
-    format!("{} @{}", e.dump_line(), e.span.pos)
+    format!("{} @{}", e.dump_line(), e.span.pos())
 }
 
 /// Events by `next_event` until the end or the first error (its message).

@@ -207,7 +207,7 @@ fn worker_and_inline_modes_and_spooled_input_agree() {
         let worker = read(true);
         assert!(inline.0.len() > 2000);
         assert_eq!(inline, worker, "{name}");
-        assert!(inline.0.iter().all(|e| e.span.input == 3));
+        assert!(inline.0.iter().all(|e| e.span.input() == 3));
     }
     // A seekable file and the same bytes from a stream (spooled) give the same events.
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -22,7 +22,10 @@ fn text(name: &str) -> String {
 
 /// The dump line of the event that came from 1-based line `line`.
 fn at_line(r: &Read, line: u64) -> String {
-    let e = r.events.iter().find(|e| e.span.pos == SpanPos::Line(line));
+    let e = r
+        .events
+        .iter()
+        .find(|e| e.span.pos() == SpanPos::Line(line));
     e.map(|e| e.dump_line())
         .unwrap_or_else(|| panic!("no event from line {line}"))
 }
@@ -229,7 +232,7 @@ fn edge_cases_file() {
             "1000000030000 1 4242 sched_process_exec filename=\"/usr/bin/my prog\" pid=4242 old_pid=4242",
         ]
     );
-    assert_eq!(r.events[3].span.pos, SpanPos::Line(8));
+    assert_eq!(r.events[3].span.pos(), SpanPos::Line(8));
     assert_eq!(r.meta.nr_cpus, Some(8));
     assert_eq!(
         count(&r, "lost_events"),
@@ -279,7 +282,7 @@ fn lost_markers_in_trace_pipe_and_a_cut_last_line() {
         "100 events and the LOST marker; the cut line is not used"
     );
     assert_eq!(r.dumps()[10], "327266604000 0 -1 lost_events count=523");
-    assert_eq!(r.events[10].span.pos, SpanPos::Line(11));
+    assert_eq!(r.events[10].span.pos(), SpanPos::Line(11));
     assert_eq!(count(&r, "lost_events"), 523);
     assert_eq!(count(&r, "truncated_last_line"), 1);
     assert_eq!(

@@ -24,7 +24,10 @@ fn read(name: &str) -> Read {
 }
 
 fn at_line(r: &Read, line: u64) -> String {
-    let e = r.events.iter().find(|e| e.span.pos == SpanPos::Line(line));
+    let e = r
+        .events
+        .iter()
+        .find(|e| e.span.pos() == SpanPos::Line(line));
     e.map(|e| e.dump_line())
         .unwrap_or_else(|| panic!("no event from line {line}"))
 }

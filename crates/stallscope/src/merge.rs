@@ -44,7 +44,7 @@ fn note_order(dq: &mut DataQuality, s: &mut Source, ev: &Event) -> Ts {
     if let Some(last) = s.last_ts {
         if ev.ts < last {
             let path = &s.reader.meta().path;
-            let (ts, back, span) = (ev.ts, last - ev.ts, ev.span.pos);
+            let (ts, back, span) = (ev.ts, last - ev.ts, ev.span.pos());
             dq.add(
                 "out_of_order_events",
                 Severity::Warning,
@@ -286,7 +286,7 @@ mod tests {
     fn drain(mut i: Inputs) -> (Vec<(Ts, u16)>, DataQuality) {
         let mut out = Vec::new();
         while let Some(e) = i.next_event().unwrap() {
-            out.push((e.ts, e.span.input));
+            out.push((e.ts, e.span.input()));
         }
         (out, i.quality())
     }
@@ -333,7 +333,7 @@ mod tests {
         let (mut out, mut buf) = (Vec::new(), Vec::new());
         loop {
             match i.next_batch(&mut buf) {
-                Ok(true) => out.extend(buf.iter().map(|e| (e.ts, e.span.input))),
+                Ok(true) => out.extend(buf.iter().map(|e| (e.ts, e.span.input()))),
                 Ok(false) => return (out, None),
                 Err(e) => {
                     assert!(buf.is_empty(), "an error comes alone");
@@ -396,10 +396,7 @@ mod tests {
                 ts: t,
                 cpu: 0,
                 pid: 1,
-                span: Span {
-                    input,
-                    ..Span::default()
-                },
+                span: Span::byte(input, 0),
                 kind: EventKind::Lost { count: None },
                 callchain: None,
             })

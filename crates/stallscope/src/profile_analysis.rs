@@ -119,7 +119,7 @@ pub fn read_text_profiles(
         }
         let index = u16::try_from(i).unwrap_or(u16::MAX);
         for s in &mut read.profile.stacks {
-            s.span.input = index;
+            s.span.set_input(index);
         }
         profiles.push((index, read));
     }
@@ -280,7 +280,7 @@ impl Collector {
         match &ev.kind {
             EventKind::TaskComm { .. } => {}
             EventKind::Switch(sw) => {
-                if !self.skip_inputs.contains(&ev.span.input) {
+                if !self.skip_inputs.contains(&ev.span.input()) {
                     self.switch(ev, sw);
                 }
                 return;
@@ -297,7 +297,7 @@ impl Collector {
             }
             _ => return,
         }
-        if !self.skip_inputs.is_empty() && self.skip_inputs.contains(&ev.span.input) {
+        if !self.skip_inputs.is_empty() && self.skip_inputs.contains(&ev.span.input()) {
             return; // read as a text profile already
         }
         self.kept.push(ev.clone());

@@ -458,7 +458,10 @@ impl Latency {
 fn at(ev: &Event) -> String {
     format!(
         "input #{} {}: ts {} cpu {}",
-        ev.span.input, ev.span.pos, ev.ts, ev.cpu
+        ev.span.input(),
+        ev.span.pos(),
+        ev.ts,
+        ev.cpu
     )
 }
 

@@ -160,7 +160,10 @@ fn state_after_switch_out(state: PrevState, ts: Ts) -> TaskState {
 fn at(ev: &Event) -> String {
     format!(
         "input #{} {}: ts {} cpu {}",
-        ev.span.input, ev.span.pos, ev.ts, ev.cpu
+        ev.span.input(),
+        ev.span.pos(),
+        ev.ts,
+        ev.cpu
     )
 }
 

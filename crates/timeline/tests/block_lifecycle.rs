@@ -37,10 +37,7 @@ fn line(n: u64, s: &str) -> Event {
         ts,
         cpu: 0,
         pid,
-        span: Span {
-            input: 0,
-            pos: SpanPos::Line(n),
-        },
+        span: Span::new(0, SpanPos::Line(n)),
         kind: EventKind::Block(Box::new(b)),
         callchain: None,
     }
@@ -117,7 +114,7 @@ fn simple_request_has_every_phase_and_three_tasks() {
     );
     assert_eq!(r.wait_before_issue(), Some(300));
     assert_eq!(r.device_time(), Some(500));
-    assert_eq!(r.complete_span.pos, SpanPos::Line(5));
+    assert_eq!(r.complete_span.pos(), SpanPos::Line(5));
     assert_eq!(all.durs(BttPhase::Q2G), [50]);
     assert_eq!(all.durs(BttPhase::G2I), [20]);
     assert_eq!(all.durs(BttPhase::I2D), [230]);

@@ -15,10 +15,7 @@ fn ev(ts: Ts, cpu: u32, pid: Tid, kind: EventKind) -> Event {
         ts,
         cpu,
         pid,
-        span: Span {
-            input: 0,
-            pos: SpanPos::Line(1),
-        },
+        span: Span::new(0, SpanPos::Line(1)),
         kind,
         callchain: None,
     }

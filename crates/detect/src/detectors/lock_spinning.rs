@@ -837,9 +837,9 @@ fn finding(
 /// One stack as evidence: `comm pid [cpu] leaf ← … ← caller ← its caller (weight N)`.
 fn stack_evidence(p: &Profile, s: &stallscope_model::WeightedStack, paths: &[String]) -> Evidence {
     let path = paths
-        .get(usize::from(s.span.input))
+        .get(usize::from(s.span.input()))
         .map_or("?", String::as_str);
-    let source = match s.span.pos {
+    let source = match s.span.pos() {
         SpanPos::Line(l) => format!("{path}:{l}"),
         SpanPos::Byte(b) => format!("{path}:{b:#x}"),
     };

@@ -230,10 +230,7 @@ impl BlktraceReader {
                     ts: h.time,
                     cpu: h.cpu,
                     pid: i32::try_from(h.pid).unwrap_or(-1),
-                    span: Span {
-                        input: self.index,
-                        pos: SpanPos::Byte(rec.offset),
-                    },
+                    span: Span::new(self.index, SpanPos::Byte(rec.offset)),
                     kind: EventKind::Block(Box::new(ev)),
                     callchain: None,
                 })

@@ -145,10 +145,7 @@ impl Decoder {
             ts: p.ts,
             cpu: s.cpu.unwrap_or(0),
             pid: s.tid.unwrap_or(-1),
-            span: Span {
-                input: self.tables.index,
-                pos: SpanPos::Byte(p.rec.file_off),
-            },
+            span: Span::new(self.tables.index, SpanPos::Byte(p.rec.file_off)),
             kind,
             callchain: s
                 .callchain
@@ -216,10 +213,7 @@ impl Decoder {
             ts: p.ts,
             cpu: cpu.unwrap_or(0),
             pid,
-            span: Span {
-                input: self.tables.index,
-                pos: SpanPos::Byte(p.rec.file_off),
-            },
+            span: Span::new(self.tables.index, SpanPos::Byte(p.rec.file_off)),
             kind,
             callchain: None,
         })

@@ -235,10 +235,7 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
                     frames,
                     weight: parsed.count,
                     weight_new: parsed.count_new,
-                    span: Span {
-                        input: 0,
-                        pos: SpanPos::Line(line_no),
-                    },
+                    span: Span::new(0, SpanPos::Line(line_no)),
                     ..WeightedStack::default()
                 });
             }

@@ -364,10 +364,7 @@ impl ReportParser<'_> {
             weight,
             weight_new: None,
             comm: e.comm.as_deref().map(Comm::new),
-            span: Span {
-                input: 0,
-                pos: SpanPos::Line(e.line),
-            },
+            span: Span::new(0, SpanPos::Line(e.line)),
             ..WeightedStack::default()
         });
     }

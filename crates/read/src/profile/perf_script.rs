@@ -344,10 +344,7 @@ impl<'o> ScriptProfiler<'o> {
             pid: Some(h.pid),
             cpu: h.cpu,
             ts: Some(h.ts),
-            span: Span {
-                input: 0,
-                pos: SpanPos::Line(line_no),
-            },
+            span: Span::new(0, SpanPos::Line(line_no)),
         });
         Ok(())
     }

@@ -233,10 +233,7 @@ impl TextState {
 
     /// Span of line `number`.
     pub fn span(&self, number: u64) -> Span {
-        Span {
-            input: self.index,
-            pos: SpanPos::Line(number),
-        }
+        Span::new(self.index, SpanPos::Line(number))
     }
 
     /// Queues `ev` (after any pending lost-event markers, which take its timestamp).

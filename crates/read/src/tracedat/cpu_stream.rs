@@ -330,10 +330,7 @@ impl CpuStream {
                     ts: page_ts,
                     cpu,
                     pid: -1,
-                    span: Span {
-                        input: t.index,
-                        pos: SpanPos::Byte(span),
-                    },
+                    span: Span::new(t.index, SpanPos::Byte(span)),
                     kind: EventKind::Lost { count },
                     callchain: None,
                 });
@@ -395,10 +392,7 @@ impl CpuStream {
                 ts: t.adjust.apply(rec.ts),
                 cpu,
                 pid: d.pid.and_then(|p| p.get_i32(payload)).unwrap_or(-1),
-                span: Span {
-                    input: t.index,
-                    pos: SpanPos::Byte(pos),
-                },
+                span: Span::new(t.index, SpanPos::Byte(pos)),
                 kind,
                 callchain: None,
             });

@@ -258,7 +258,7 @@ fn describe(ev: &EventAt, b: &BlockEvent) -> String {
         b.action.letter(),
         b.sector,
         b.nr_sector,
-        ev.span.pos
+        ev.span.pos()
     )
 }
 

@@ -89,9 +89,9 @@ pub fn blocked_by_path(p: &Profile, paths: &[String]) -> BTreeMap<PathName, Bloc
         if s.weight > b.max_ns || b.example.is_none() {
             b.max_ns = b.max_ns.max(s.weight);
             let path = paths
-                .get(usize::from(s.span.input))
+                .get(usize::from(s.span.input()))
                 .map_or("?", String::as_str);
-            let source = match s.span.pos {
+            let source = match s.span.pos() {
                 SpanPos::Line(l) => format!("{path}:{l}"),
                 SpanPos::Byte(o) => format!("{path}:{o:#x}"),
             };
