@@ -99,7 +99,7 @@ impl Decoder {
                 Severity::Warning,
                 "SAMPLE records too short for their sample_type, skipped",
                 1,
-                || format!("offset {:#x}", p.rec.file_off),
+                || format!("offset {:#x}", p.rec().file_off),
             );
             return None;
         };
@@ -113,7 +113,7 @@ impl Decoder {
                         Severity::Warning,
                         "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
                         1,
-                        || format!("offset {:#x}", p.rec.file_off),
+                        || format!("offset {:#x}", p.rec().file_off),
                     );
                         return None;
                     }
@@ -145,7 +145,7 @@ impl Decoder {
             ts: p.ts,
             cpu: s.cpu.unwrap_or(0),
             pid: s.tid.unwrap_or(-1),
-            span: Span::new(self.tables.index, SpanPos::Byte(p.rec.file_off)),
+            span: Span::new(self.tables.index, SpanPos::Byte(p.rec().file_off)),
             kind,
             callchain: s
                 .callchain
@@ -198,7 +198,7 @@ impl Decoder {
                     count.unwrap_or(1),
                     || {
                         let n = count.map_or("?".to_string(), |c| c.to_string());
-                        format!("offset {:#x}: {n} lost at {} ns", p.rec.file_off, p.ts)
+                        format!("offset {:#x}: {n} lost at {} ns", p.rec().file_off, p.ts)
                     },
                 );
                 EventKind::Lost { count }
@@ -213,7 +213,7 @@ impl Decoder {
             ts: p.ts,
             cpu: cpu.unwrap_or(0),
             pid,
-            span: Span::new(self.tables.index, SpanPos::Byte(p.rec.file_off)),
+            span: Span::new(self.tables.index, SpanPos::Byte(p.rec().file_off)),
             kind,
             callchain: None,
         })

@@ -155,7 +155,7 @@ impl Inline {
         while let Some(p) = self.pipeline.pop_released()? {
             self.decoder.set_tables(self.pipeline.tables());
             let pl = &mut self.pipeline;
-            let ev = self.decoder.decode(pl.pool.bytes(&p.rec), &p, &mut pl.dq);
+            let ev = self.decoder.decode(pl.pool.bytes(&p.rec()), &p, &mut pl.dq);
             pl.release(&p);
             if ev.is_some() {
                 return Ok(ev);
@@ -182,7 +182,7 @@ impl Inline {
             self.decoder.set_tables(self.pipeline.tables());
             let pl = &mut self.pipeline;
             // `None`: a side-band-only record, or a skip counted in `dq`.
-            if let Some(ev) = self.decoder.decode(pl.pool.bytes(&p.rec), &p, &mut pl.dq) {
+            if let Some(ev) = self.decoder.decode(pl.pool.bytes(&p.rec()), &p, &mut pl.dq) {
                 out.push(ev);
             }
             pl.release(&p);

@@ -13,18 +13,65 @@ use super::stream::{RecordRef, MAPPED};
 /// Records queued before a forced partial flush.
 pub const MAX_PENDING: usize = 500_000;
 
-/// A queued record.
+/// A queued record. The [`RecordRef`] is kept flattened so that an entry is 32 bytes (the
+/// per-round sort and the hand-over to the decoding threads move every one of them).
 #[derive(Clone, Copy, Debug)]
 pub struct Pending {
     /// Sort key: the record's time (or, for a record without one, the time of the last
     /// emitted record).
     pub ts: u64,
-    /// False when `ts` was not in the record.
-    pub has_time: bool,
+    /// `RecordRef::file_off`.
+    file_off: u64,
+    /// `RecordRef::chunk`.
+    chunk: u32,
+    /// `RecordRef::off`.
+    off: u32,
+    /// `RecordRef::len`.
+    len: u16,
     /// Index of the record's attr.
     pub attr: u16,
-    /// Where it is.
-    pub rec: RecordRef,
+    /// False when `ts` was not in the record.
+    pub has_time: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<Pending>() <= 32);
+
+impl Pending {
+    /// Record `rec` of attr `attr`, sorted by `ts` (`has_time`: whether the record said).
+    #[inline]
+    pub fn new(ts: u64, has_time: bool, attr: u16, rec: RecordRef) -> Pending {
+        let mut p = Pending {
+            ts,
+            file_off: 0,
+            chunk: 0,
+            off: 0,
+            len: 0,
+            attr,
+            has_time,
+        };
+        p.set_rec(rec);
+        p
+    }
+
+    /// Where the record is.
+    #[inline]
+    pub fn rec(&self) -> RecordRef {
+        RecordRef {
+            chunk: self.chunk,
+            off: self.off,
+            len: self.len,
+            file_off: self.file_off,
+        }
+    }
+
+    /// Moves the record (its bytes were copied elsewhere).
+    #[inline]
+    pub fn set_rec(&mut self, rec: RecordRef) {
+        self.file_off = rec.file_off;
+        self.chunk = rec.chunk;
+        self.off = rec.off;
+        self.len = rec.len;
+    }
 }
 
 /// The queue.
@@ -60,8 +107,8 @@ impl OrderQueue {
         self.pending
             .iter()
             .chain(&self.ready[self.ready_pos.min(self.ready.len())..])
-            .filter(|p| p.rec.chunk == MAPPED)
-            .map(|p| p.rec.file_off)
+            .filter(|p| p.rec().chunk == MAPPED)
+            .map(|p| p.rec().file_off)
             .min()
     }
 
@@ -145,22 +192,22 @@ mod tests {
     use super::*;
 
     fn p(ts: u64, tag: u32) -> Pending {
-        Pending {
+        Pending::new(
             ts,
-            has_time: true,
-            attr: 0,
-            rec: RecordRef {
+            true,
+            0,
+            RecordRef {
                 chunk: 0,
                 off: tag,
                 len: 8,
                 file_off: 0,
             },
-        }
+        )
     }
 
     fn drain(q: &mut OrderQueue) -> Vec<(u64, u32, bool)> {
         std::iter::from_fn(|| q.pop())
-            .map(|(x, ooo)| (x.ts, x.rec.off, ooo))
+            .map(|(x, ooo)| (x.ts, x.rec().off, ooo))
             .collect()
     }
 
@@ -231,12 +278,12 @@ mod tests {
             loop {
                 let before = out.len();
                 let mut late = Vec::new();
-                b.pop_into(&mut out, 2, |x| late.push(x.rec.off));
+                b.pop_into(&mut out, 2, |x| late.push(x.rec().off));
                 if out.len() == before {
                     break;
                 }
                 for x in &out[before..] {
-                    batched.push((x.ts, x.rec.off, late.contains(&x.rec.off)));
+                    batched.push((x.ts, x.rec().off, late.contains(&x.rec().off)));
                 }
             }
         }

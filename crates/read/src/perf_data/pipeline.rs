@@ -454,17 +454,17 @@ impl Pipeline {
                 let Some(ts) = time else {
                     break;
                 };
-                self.queue.push(Pending {
+                self.queue.push(Pending::new(
                     ts,
-                    has_time: true,
+                    true,
                     attr,
-                    rec: RecordRef {
+                    RecordRef {
                         chunk: MAPPED,
                         off: 0,
-                        len: u32::from(size),
+                        len: size,
                         file_off: pos,
                     },
-                });
+                ));
             } else if rtype == rt::FINISHED_ROUND {
                 self.queue.finished_round();
             } else {
@@ -682,12 +682,7 @@ impl Pipeline {
             Some(t) => (t, true),
             None => (self.queue.last_emitted(), false),
         };
-        self.queue.push(Pending {
-            ts,
-            has_time,
-            attr,
-            rec: r,
-        });
+        self.queue.push(Pending::new(ts, has_time, attr, r));
         if self.queue.pending_len() >= MAX_PENDING {
             self.queue.release_half();
             self.note("perf_forced_flush", Severity::Info, "records released before their round ended because too many were queued (no FINISHED_ROUND records); order may differ from perf", 1, format!("at offset {:#x}", r.file_off));
@@ -713,7 +708,7 @@ impl Pipeline {
                         Severity::Warning,
                         "records older than one already emitted (outside perf's round ordering)",
                         1,
-                        || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+                        || format!("offset {:#x} at {} ns", p.rec().file_off, p.ts),
                     );
                 }
                 return Ok(Some(p));
@@ -748,7 +743,7 @@ impl Pipeline {
                         Severity::Warning,
                         "records older than one already emitted (outside perf's round ordering)",
                         1,
-                        || format!("offset {:#x} at {} ns", p.rec.file_off, p.ts),
+                        || format!("offset {:#x} at {} ns", p.rec().file_off, p.ts),
                     );
                 });
                 continue;
@@ -764,13 +759,13 @@ impl Pipeline {
     /// The bytes of a released record.
     #[inline]
     pub(super) fn record(&self, p: &Pending) -> &[u8] {
-        self.pool.bytes(&p.rec)
+        self.pool.bytes(&p.rec())
     }
 
     /// Done with a released record: its buffer space may be reused.
     #[inline]
     pub(super) fn release(&mut self, p: &Pending) {
-        self.pool.unref(&p.rec);
+        self.pool.unref(&p.rec());
     }
 
     /// The current decode tables.

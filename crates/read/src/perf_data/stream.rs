@@ -119,7 +119,7 @@ impl DataMap {
 
     /// The bytes of a record at `file_off`.
     #[inline]
-    pub fn bytes(&self, file_off: u64, len: u32) -> &[u8] {
+    pub fn bytes(&self, file_off: u64, len: u16) -> &[u8] {
         let s = (file_off - self.base) as usize;
         &self.map[s..s + len as usize]
     }
@@ -134,7 +134,7 @@ pub struct RecordRef {
     /// Offset in the chunk.
     pub off: u32,
     /// Record length (header.size).
-    pub len: u32,
+    pub len: u16,
     /// Byte offset in the input.
     pub file_off: u64,
 }
@@ -331,7 +331,7 @@ impl Window {
         let r = RecordRef {
             chunk,
             off: self.start as u32,
-            len: u32::from(size),
+            len: size,
             file_off: file_off.unwrap_or(self.base + self.start as u64),
         };
         self.start += size as usize;
@@ -430,7 +430,7 @@ impl RawStream {
         Ok(Some(RecordRef {
             chunk: MAPPED,
             off: 0,
-            len: u32::from(size),
+            len: size,
             file_off: pos,
         }))
     }

@@ -24,7 +24,7 @@ use stallscope_model::{DataQuality, Event, TraceMeta};
 use super::decode::{DecodeTables, Decoder};
 use super::order::Pending;
 use super::pipeline::Pipeline;
-use super::stream::{DataMap, MAPPED};
+use super::stream::{DataMap, RecordRef, MAPPED};
 use crate::ReadError;
 
 /// Records per batch.
@@ -296,15 +296,15 @@ impl DecodeSide {
                 // the reading thread, on another core).
                 if let (Some(m), Some(ahead)) = (&recs.map, recs.records.get(i + PREFETCH_RECORDS))
                 {
-                    if ahead.rec.chunk == MAPPED {
-                        m.prefetch(ahead.rec.file_off);
+                    if ahead.rec().chunk == MAPPED {
+                        m.prefetch(ahead.rec().file_off);
                     }
                 }
-                let rec = match (&recs.map, p.rec.chunk) {
-                    (Some(m), MAPPED) => m.bytes(p.rec.file_off, p.rec.len),
+                let rec = match (&recs.map, p.rec().chunk) {
+                    (Some(m), MAPPED) => m.bytes(p.rec().file_off, p.rec().len),
                     _ => {
-                        let start = p.rec.off as usize;
-                        &recs.bytes[start..start + p.rec.len as usize]
+                        let start = p.rec().off as usize;
+                        &recs.bytes[start..start + p.rec().len as usize]
                     }
                 };
                 // `None`: a side-band-only record, or a skip counted in `dq`.
@@ -345,12 +345,15 @@ fn read_loop(p: &mut Pipeline, txs: &[SyncSender<RecordBatch>], reuse: &Receiver
         };
         // Records in the pool's chunks are copied into the batch (mapped ones are not).
         for r in &mut b.records {
-            if r.rec.chunk != MAPPED {
+            if r.rec().chunk != MAPPED {
                 let off = b.bytes.len();
                 b.bytes.extend_from_slice(p.record(r));
                 p.release(r);
-                r.rec.chunk = 0;
-                r.rec.off = off as u32;
+                r.set_rec(RecordRef {
+                    chunk: 0,
+                    off: off as u32,
+                    ..r.rec()
+                });
             }
         }
         let last = end.is_some();
