@@ -13,6 +13,11 @@
 //! of the same block is in flight) replaces the older bio, as btt 2.09 does (checked with
 //! `btt -A` on a crafted trace: the older bio gets no Q2C or D2C, the newer one is counted
 //! in Q2Q and completed by the next covering `C`).
+//!
+//! The index of start sectors is a sorted vector while it is small (a device rarely has
+//! more than a few dozen bios in flight; binary search and short moves beat a tree there)
+//! and a `BTreeMap` once it holds more than [`SMALL_MAX`] (bios whose completion was lost
+//! pile up; a vector would then move too much per insertion).
 
 use std::collections::BTreeMap;
 
@@ -42,11 +47,105 @@ pub(crate) struct Bio {
     pub tag: u32,
 }
 
+/// Start sectors indexed as a sorted vector up to this many bios, as a tree beyond.
+const SMALL_MAX: usize = 256;
+
+/// Start sector → slot, ordered by sector.
+#[derive(Debug)]
+enum StartIndex {
+    /// Sorted by start sector, unique starts.
+    Small(Vec<(u64, u32)>),
+    Large(BTreeMap<u64, u32>),
+}
+
+impl Default for StartIndex {
+    fn default() -> StartIndex {
+        StartIndex::Small(Vec::new())
+    }
+}
+
+impl StartIndex {
+    #[inline]
+    fn get(&self, start: u64) -> Option<u32> {
+        match self {
+            StartIndex::Small(v) => v.binary_search_by_key(&start, |e| e.0).ok().map(|k| v[k].1),
+            StartIndex::Large(m) => m.get(&start).copied(),
+        }
+    }
+
+    /// Adds a start known to be absent.
+    #[inline]
+    fn insert_new(&mut self, start: u64, slot: u32) {
+        match self {
+            StartIndex::Small(v) => {
+                if v.len() < SMALL_MAX {
+                    let k = v.partition_point(|e| e.0 < start);
+                    v.insert(k, (start, slot));
+                } else {
+                    let mut m: BTreeMap<u64, u32> = v.drain(..).collect();
+                    m.insert(start, slot);
+                    *self = StartIndex::Large(m);
+                }
+            }
+            StartIndex::Large(m) => {
+                m.insert(start, slot);
+            }
+        }
+    }
+
+    /// The last entry with a start `< below` (`<=` when `inclusive`).
+    #[inline]
+    fn last_before(&self, below: u64, inclusive: bool) -> Option<(u64, u32)> {
+        match self {
+            StartIndex::Small(v) => {
+                let k = if inclusive {
+                    v.partition_point(|e| e.0 <= below)
+                } else {
+                    v.partition_point(|e| e.0 < below)
+                };
+                k.checked_sub(1).map(|k| v[k])
+            }
+            StartIndex::Large(m) => {
+                let e = if inclusive {
+                    m.range(..=below).next_back()
+                } else {
+                    m.range(..below).next_back()
+                };
+                e.map(|(&s, &i)| (s, i))
+            }
+        }
+    }
+
+    #[inline]
+    fn remove(&mut self, start: u64) -> Option<u32> {
+        match self {
+            StartIndex::Small(v) => {
+                let k = v.binary_search_by_key(&start, |e| e.0).ok()?;
+                Some(v.remove(k).1)
+            }
+            StartIndex::Large(m) => {
+                let i = m.remove(&start)?;
+                if m.is_empty() {
+                    *self = StartIndex::default();
+                }
+                Some(i)
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            StartIndex::Small(v) => v.len(),
+            StartIndex::Large(m) => m.len(),
+        }
+    }
+}
+
 /// The in-flight bios of one device: an ordered index of start sectors over a slab of bios
-/// (so the tree moves 4-byte slots, not bios, when it rebalances).
+/// (so the index moves 12-byte entries, not bios).
 #[derive(Debug, Default)]
 pub(crate) struct BioMap {
-    by_start: BTreeMap<u64, u32>,
+    by_start: StartIndex,
     slab: Vec<Bio>,
     free: Vec<u32>,
     /// Result of [`BioMap::collect_covered`]: (start, slot) in sector order.
@@ -56,7 +155,7 @@ pub(crate) struct BioMap {
 impl BioMap {
     /// Adds a bio starting at `start`, returning the one it replaces.
     pub fn insert(&mut self, start: u64, bio: Bio) -> Option<Bio> {
-        if let Some(&i) = self.by_start.get(&start) {
+        if let Some(i) = self.by_start.get(start) {
             return Some(std::mem::replace(&mut self.slab[i as usize], bio));
         }
         let i = match self.free.pop() {
@@ -69,27 +168,27 @@ impl BioMap {
                 (self.slab.len() - 1) as u32
             }
         };
-        self.by_start.insert(start, i);
+        self.by_start.insert_new(start, i);
         None
     }
 
     /// The bio whose range contains `sector`.
     pub fn containing(&mut self, sector: u64) -> Option<(u64, &mut Bio)> {
-        let (&start, &i) = self.by_start.range(..=sector).next_back()?;
+        let (start, i) = self.by_start.last_before(sector, true)?;
         let bio = &mut self.slab[i as usize];
         (sector < bio.end).then_some((start, bio))
     }
 
     /// The bio that ends exactly at `sector` (a back merge's neighbour).
     pub fn ending_at(&mut self, sector: u64) -> Option<&mut Bio> {
-        let (_, &i) = self.by_start.range(..sector).next_back()?;
+        let (_, i) = self.by_start.last_before(sector, false)?;
         let bio = &mut self.slab[i as usize];
         (bio.end == sector).then_some(bio)
     }
 
     /// The bio starting at `sector`.
     pub fn starting_at(&mut self, sector: u64) -> Option<&mut Bio> {
-        let &i = self.by_start.get(&sector)?;
+        let i = self.by_start.get(sector)?;
         Some(&mut self.slab[i as usize])
     }
 
@@ -97,9 +196,24 @@ impl BioMap {
     /// order; returns how many.
     pub fn collect_covered(&mut self, start: u64, end: u64) -> usize {
         self.hits.clear();
-        for (&s, &i) in self.by_start.range(start..end) {
-            if self.slab[i as usize].end <= end {
-                self.hits.push((s, i));
+        let slab = &self.slab;
+        let hits = &mut self.hits;
+        let mut take = |s: u64, i: u32| {
+            if slab[i as usize].end <= end {
+                hits.push((s, i));
+            }
+        };
+        match &self.by_start {
+            StartIndex::Small(v) => {
+                let from = v.partition_point(|e| e.0 < start);
+                for &(s, i) in v[from..].iter().take_while(|e| e.0 < end) {
+                    take(s, i);
+                }
+            }
+            StartIndex::Large(m) => {
+                for (&s, &i) in m.range(start..end) {
+                    take(s, i);
+                }
             }
         }
         self.hits.len()
@@ -112,7 +226,7 @@ impl BioMap {
 
     /// Removes the bio starting at `start`.
     pub fn remove(&mut self, start: u64) -> Option<Bio> {
-        let i = self.by_start.remove(&start)?;
+        let i = self.by_start.remove(start)?;
         self.free.push(i);
         Some(self.slab[i as usize])
     }
@@ -120,5 +234,71 @@ impl BioMap {
     /// Bios still in flight.
     pub fn len(&self) -> usize {
         self.by_start.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bio(end: u64) -> Bio {
+        Bio {
+            end,
+            rwbs: Rwbs::default(),
+            queue_ts: 0,
+            queue_span: Span::default(),
+            queuer: BlockTask::default(),
+            getrq_ts: None,
+            insert_ts: None,
+            merge_ts: None,
+            issue_ts: None,
+            request: NO_REQUEST,
+            tag: 0,
+        }
+    }
+
+    /// The vector and the tree answer alike: the same operations on more bios than
+    /// `SMALL_MAX` (forcing the tree) and on few, against a plain `BTreeMap` model.
+    #[test]
+    fn small_and_large_indexes_agree_with_a_tree() {
+        for n in [40u64, 3 * SMALL_MAX as u64] {
+            let mut map = BioMap::default();
+            let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+            // Bios of 8 sectors at every 16th sector, inserted out of order.
+            for k in 0..n {
+                let start = ((k * 7919) % n) * 16;
+                assert!(map.insert(start, bio(start + 8)).is_none());
+                model.insert(start, start + 8);
+            }
+            assert_eq!(map.len(), model.len());
+            for sector in [0, 5, 8, 15, 16, 17, 16 * (n - 1) + 7, 16 * n + 3] {
+                let want = model
+                    .range(..=sector)
+                    .next_back()
+                    .filter(|(_, &e)| sector < e)
+                    .map(|(&s, _)| s);
+                assert_eq!(map.containing(sector).map(|(s, _)| s), want, "{sector}");
+                let ends = model
+                    .range(..sector)
+                    .next_back()
+                    .filter(|(_, &e)| e == sector);
+                assert_eq!(map.ending_at(sector).is_some(), ends.is_some(), "{sector}");
+                assert_eq!(
+                    map.starting_at(sector).is_some(),
+                    model.contains_key(&sector)
+                );
+            }
+            // A range covering bios 2..5 wholly and bio 5 partly.
+            assert_eq!(map.collect_covered(32, 16 * 5 + 4), 3);
+            assert_eq!(
+                map.hits.iter().map(|h| h.0).collect::<Vec<_>>(),
+                [32, 48, 64]
+            );
+            for k in 0..n {
+                assert!(map.remove(k * 16).is_some());
+            }
+            assert_eq!(map.len(), 0);
+            assert!(map.remove(0).is_none());
+        }
     }
 }
