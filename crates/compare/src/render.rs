@@ -202,12 +202,12 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
     if t.base_runs < 2 || t.new_runs < 2 {
         writeln!(
             out,
-            "  note: one run on a side — each wakeup is a sample, so a \"significant\" change says these two runs differ, not that the configurations do (runs of one configuration differ too); give ≥ 2 files a side (3+ better) to test across runs"
+            "  note: one run on a side — a significant change says these two runs differ beyond their own ups and downs, not that the configurations do (runs of one configuration differ too); give ≥ 2 files a side (3+ better) to test across runs"
         )?;
     }
     latency_table(
         out,
-        "Wakeup latency per comm (1 run a side: Mann-Whitney U over the wakeups; 2+ runs: Welch t on per-run means; interval: bootstrap CI of the median difference)",
+        "Wakeup latency per comm (1 run a side: Welch t on 8 batch means per run; 2+ runs: Welch t on per-run means; interval: bootstrap CI of the median difference)",
         &t.comms,
     )?;
     let tested_tasks: Vec<LatencyRow> = t

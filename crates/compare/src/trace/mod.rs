@@ -4,10 +4,14 @@
 //! * **Latency rows** (per comm, and per (comm, pid)): the wakeup latencies of all runs of a
 //!   side are pooled for count, p50, p99 (nearest rank), max, mean, and a bootstrap 1 − α
 //!   interval of the difference of the medians, in ns. The verdict depends on the runs:
-//!   - one run on a side: the Mann-Whitney U test of base against new, each wakeup one
-//!     observation. It answers "do these two runs differ?"; it cannot tell a change of
-//!     configuration from run-to-run variation (background load), which one run per side
-//!     does not measure;
+//!   - one run on a side: each run's wakeups are cut into [`BATCHES`] consecutive batches in
+//!     recording order and Welch's t compares the batch means (`welch-t-batch-means`; the
+//!     method of batch means for autocorrelated series). Wakeups of one run are not
+//!     independent — load comes and goes — so a test with each wakeup as an observation (the
+//!     Mann-Whitney U, kept as `pooled_mann_whitney` for information) calls the small shifts
+//!     between two runs of one configuration significant; batch means let each side's own
+//!     spread over time set the noise level. It still cannot see run-to-run variation that
+//!     is constant within a run: only repeated runs measure that;
 //!   - at least 2 runs (files) on both sides: the run is the unit of replication —
 //!     Welch's t on the per-run mean latencies (test `welch-t-run-means`), so a change must
 //!     exceed the variation between runs of one configuration. (The mean, not the median:
@@ -25,9 +29,8 @@
 //! * **Detector rows**: findings per run of each detector; Welch's t on the counts when both
 //!   sides have ≥ 2 runs.
 //!
-//! Wakeups of one trace are not fully independent (a task's waits follow each other), so the
-//! rank test's p-value is optimistic for strongly autocorrelated latencies; comparing two
-//! runs of the same configuration is the check that calibrates it (see docs/compare.md).
+//! Comparing runs of the same configuration is the check that calibrates all of this (see
+//! docs/compare.md and `crates/cli/tests/compare_cli.rs`).
 
 pub mod summary;
 
@@ -163,11 +166,36 @@ fn latency_side(samples: &mut [u64], run_means: &[f64]) -> LatencySide {
     }
 }
 
-/// A side's pooled samples and the mean of each run that had any.
+/// A side's pooled samples, the mean of each run that had any, and (for a side of one run)
+/// the means of [`BATCHES`] consecutive batches of that run's wakeups.
 #[derive(Default)]
 struct Pooled {
     samples: Vec<u64>,
     run_means: Vec<f64>,
+    batch_means: Vec<f64>,
+}
+
+/// Batches a single run's wakeups are cut into for the batch-means test.
+pub const BATCHES: usize = 8;
+
+/// Means of `BATCHES` consecutive, equally sized batches of `samples` (in recording order;
+/// a remainder joins the last batch); empty when there are fewer than 2 samples a batch.
+fn batch_means(samples: &[u64]) -> Vec<f64> {
+    let per = samples.len() / BATCHES;
+    if per < 2 {
+        return Vec::new();
+    }
+    (0..BATCHES)
+        .map(|i| {
+            let end = if i + 1 == BATCHES {
+                samples.len()
+            } else {
+                (i + 1) * per
+            };
+            let b = &samples[i * per..end];
+            b.iter().map(|&v| v as f64).sum::<f64>() / b.len() as f64
+        })
+        .collect()
 }
 
 /// `runs`: the number of runs (files) on each side.
@@ -178,6 +206,7 @@ fn latency_row(
     runs: [usize; 2],
     alpha: f64,
 ) -> LatencyRow {
+    let (b_batches, n_batches) = (base.batch_means, new.batch_means);
     let (mut b, b_means) = (base.samples, base.run_means);
     let (mut n, n_means) = (new.samples, new.run_means);
     let bs = latency_side(&mut b, &b_means);
@@ -217,11 +246,20 @@ fn latency_row(
         v.method = Some(mw.method);
         row.verdict = Some(v);
     }
-    if run_level {
+    // One run on a side: the wakeups of one run are not independent (load comes and goes),
+    // so the run is cut into batches and the batch means are compared instead of the wakeups
+    // (batch means; each side's own spread over time sets the noise level).
+    let batched = !run_level && b_batches.len() >= 2 && n_batches.len() >= 2;
+    if run_level || batched {
         row.pooled_mann_whitney = row.verdict.take();
-        match stats::welch(&Summary::of(&b_means), &Summary::of(&n_means)) {
+        let (bm, nm, test) = if run_level {
+            (&b_means, &n_means, "welch-t-run-means")
+        } else {
+            (&b_batches, &n_batches, "welch-t-batch-means")
+        };
+        match stats::welch(&Summary::of(bm), &Summary::of(nm)) {
             Some(w) => {
-                let mut v = Verdict::new("welch-t-run-means", w.t, w.p);
+                let mut v = Verdict::new(test, w.t, w.p);
                 v.df = Some(w.df);
                 row.verdict = Some(v);
                 // direction from the run-level test: t > 0 means new means are larger
@@ -233,7 +271,7 @@ fn latency_row(
                     0.5
                 });
             }
-            None => row.untested = Some("the per-run means do not vary".to_string()),
+            None => row.untested = Some("the per-run (or per-batch) means do not vary".to_string()),
         }
     }
     row.median_diff_ci_ns = stats::difference_interval(&bf, &nf, Statistic::Median, alpha)
@@ -285,6 +323,9 @@ fn pool<K: Ord + Clone>(
             }
             let mean = samples.iter().map(|&v| v as f64).sum::<f64>() / samples.len() as f64;
             let slot = out.entry(k).or_default();
+            if runs.len() == 1 {
+                slot.batch_means = batch_means(&samples);
+            }
             slot.run_means.push(mean);
             slot.samples.extend_from_slice(&samples);
         }
@@ -471,6 +512,17 @@ mod tests {
             );
         }
         r
+    }
+
+    #[test]
+    fn batch_means_cut_in_recording_order() {
+        let v: Vec<u64> = (0..17).collect();
+        let m = batch_means(&v);
+        assert_eq!(m.len(), BATCHES);
+        assert_eq!(m[0], 0.5);
+        // the remainder (16) joins the last batch: 14, 15, 16
+        assert_eq!(m[BATCHES - 1], 15.0);
+        assert!(batch_means(&v[..15]).is_empty(), "fewer than 2 a batch");
     }
 
     #[test]
