@@ -14,8 +14,8 @@
 //! (  7,  0)         0.000000544   0.005578401   0.160759294          33
 //! ```
 //!
-//! Inputs that are all blktrace binary files take a lean path ([`lean`]): records are
-//! decoded straight into a stack `BlockEvent` and fed to the tracker, with no `Event` (and no
+//! Inputs that are all blktrace binary files take a lean path ([`lean`], over
+//! `stallscope_read::blktrace::lean`): records are decoded straight into a reused `BlockEvent` and fed to the tracker, with no `Event` (and no
 //! allocation) per record. Anything unusual in them (garbage between records, a truncated
 //! record, an action stallscope does not model) makes the command start over on the general
 //! path, so errors and data-quality counts are the reader's.
@@ -279,20 +279,16 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The lean path over blktrace binary files (see the module docs).
+/// The lean path over blktrace binary files (see the module docs): which inputs qualify, and
+/// the glue from `stallscope_read::blktrace::lean`'s records to the tracker.
 mod lean {
-    use std::io::Read;
-
-    use memmap2::Mmap;
-    use stallscope::model::{BlockAction, BlockDev, BlockEvent, Comm, Span, SpanPos};
+    use stallscope::model::{BlockEvent, Span, SpanPos};
     use stallscope::read::blktrace::expand_path;
-    use stallscope::read::blktrace::record::{
-        carries_comm, decode, Decoded, Endian, Header, HEADER_LEN, VERSION,
-    };
+    use stallscope::read::blktrace::lean::{LeanBlktrace, LeanRecord, RecordAt};
+    use stallscope::read::blktrace::record::Endian;
     use stallscope::read::input::Input;
     use stallscope::timeline::block::{BlockTracker, EventAt};
     use stallscope::timeline::iolat::{GroupBy, Iolat};
-    use std::collections::HashMap;
 
     use crate::common::{CliError, InputArgs};
 
@@ -323,355 +319,35 @@ mod lean {
         (!out.is_empty()).then_some(out)
     }
 
-    /// Where a per-CPU file's bytes come from.
-    enum Source {
-        /// A compressed file or a pipe: read into `Stream::buf`.
-        Reader(Box<dyn Read + Send>),
-        /// An uncompressed regular file, memory-mapped: records are parsed straight out of
-        /// the mapping (no `read()` copy); pages are mapped ahead and dropped behind in
-        /// [`WINDOW`] steps, so resident memory stays a few MiB.
-        Mapped(Mmap),
+    /// One block record into the tracker (kept out of the record loop: inlining the tracker
+    /// there makes the loop slower).
+    #[inline(never)]
+    fn feed(tracker: &mut BlockTracker, iolat: &mut Iolat, at: RecordAt, ev: &BlockEvent) {
+        let at = EventAt {
+            ts: at.ts,
+            pid: i32::try_from(at.pid).unwrap_or(-1),
+            span: Span::new(at.input, SpanPos::Byte(at.offset)),
+        };
+        tracker.process_block(&at, ev, iolat);
     }
 
-    /// One per-CPU file: its bytes and its next record, parsed in place.
-    struct Stream {
-        input: u16,
-        source: Source,
-        buf: Vec<u8>,
-        /// Unconsumed bytes are `data()[start..end]`; the pending record starts at `start`.
-        start: usize,
-        end: usize,
-        endian: Option<Endian>,
-        /// File offset of `data()[start]`.
-        offset: u64,
-        /// Next record: header and its length in bytes (header + payload).
-        next: Option<(Header, usize)>,
-        /// Mapped source: bytes before this offset were dropped; bytes up to `mapped_to`
-        /// were mapped ahead.
-        dropped_to: usize,
-        mapped_to: usize,
-    }
-
-    /// Why the lean path gives up (the general path then reads everything again).
-    struct Unusual;
-
-    /// Read buffer per file (reader source).
-    const BUF_LEN: usize = 1 << 20;
-
-    /// Mapped source: pages are populated and dropped in steps of this many bytes.
-    const WINDOW: usize = 4 << 20;
-
-    /// Maps a regular file read-only; `None` when mapping fails (then it is read instead).
-    fn map_file(file: &std::fs::File) -> Option<Mmap> {
-        // SAFETY: the mapping is read-only and private. If another process truncates the
-        // file while it is read, touching the lost pages raises SIGBUS (as for perf); a
-        // file changed in place only yields different (still bounds-checked) bytes.
-        let map = unsafe { Mmap::map(file) }.ok()?;
-        // A hint only: failure changes nothing.
-        let _ = map.advise(memmap2::Advice::Sequential);
-        Some(map)
-    }
-
-    /// How far ahead of the record being parsed the CPU is asked to load the file's bytes
-    /// (a few records: the mapped pages are not in the cache yet).
-    const PREFETCH_AHEAD: usize = 512;
-
-    /// Asks the CPU to start loading `data[at]`'s cache line (a hint; nothing past the end).
-    #[inline(always)]
-    fn prefetch(data: &[u8], at: usize) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(b) = data.get(at) {
-            // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
-            // address is inside `data`, and SSE is part of the x86_64 baseline.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    (b as *const u8).cast::<i8>(),
-                );
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (data, at);
-    }
-
-    impl Stream {
-        fn open(input: u16, path: &str) -> Result<Stream, CliError> {
-            let (source, buf, end) = match Input::open(path)?.into_file() {
-                Ok(file) => match map_file(&file) {
-                    Some(map) => {
-                        let len = map.len();
-                        (Source::Mapped(map), Vec::new(), len)
-                    }
-                    // `into_file` leaves the file at offset 0; mapping does not move it.
-                    None => (Source::Reader(Box::new(file)), vec![0; BUF_LEN], 0),
-                },
-                Err(stream) => (Source::Reader(stream.into_reader()), vec![0; BUF_LEN], 0),
-            };
-            Ok(Stream {
-                input,
-                source,
-                buf,
-                start: 0,
-                end,
-                endian: None,
-                offset: 0,
-                next: None,
-                dropped_to: 0,
-                mapped_to: 0,
-            })
-        }
-
-        /// The bytes `start..end` index into.
-        #[inline]
-        fn data(&self) -> &[u8] {
-            match &self.source {
-                Source::Mapped(map) => map,
-                Source::Reader(_) => &self.buf,
-            }
-        }
-
-        /// Makes at least `n` bytes available from `start`; false at a clean end of file.
-        fn ensure(&mut self, n: usize) -> Result<bool, Unusual> {
-            if self.end - self.start >= n {
-                return Ok(true);
-            }
-            let reader = match &mut self.source {
-                // The whole file is in view: what is not there is not in the file.
-                Source::Mapped(_) => {
-                    return if self.start == self.end {
-                        Ok(false)
-                    } else {
-                        Err(Unusual)
-                    };
-                }
-                Source::Reader(r) => r,
-            };
-            self.buf.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-            while self.end < n {
-                match reader.read(&mut self.buf[self.end..]) {
-                    Ok(0) => break,
-                    Ok(k) => self.end += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => return Err(Unusual),
-                }
-            }
-            match self.end {
-                0 => Ok(false),
-                e if e < n => Err(Unusual),
-                _ => Ok(true),
-            }
-        }
-
-        /// Mapped source: maps the next window ahead and drops the pages behind.
-        #[cold]
-        fn slide_window(&mut self) {
-            let Source::Mapped(map) = &self.source else {
-                return;
-            };
-            let len = map.len();
-            let ahead = (self.start + 2 * WINDOW).min(len);
-            if ahead > self.mapped_to {
-                // Hints only: failure (older kernel) changes nothing.
-                #[cfg(target_os = "linux")]
-                let _ = map.advise_range(
-                    memmap2::Advice::PopulateRead,
-                    self.mapped_to,
-                    ahead - self.mapped_to,
-                );
-                // At the end of the file there is nothing left to map ahead.
-                self.mapped_to = if ahead == len { usize::MAX } else { ahead };
-            }
-            let behind = self.start & !(WINDOW - 1);
-            if behind > self.dropped_to {
-                // SAFETY: the mapping is private and never written, so dropping its pages
-                // loses nothing: a later access reads them again from the file. Both ends
-                // are multiples of WINDOW, hence page-aligned.
-                let _ = unsafe {
-                    map.unchecked_advise_range(
-                        memmap2::UncheckedAdvice::DontNeed,
-                        self.dropped_to,
-                        behind - self.dropped_to,
-                    )
-                };
-                self.dropped_to = behind;
-            }
-        }
-
-        /// The pending record's payload.
-        fn pdu(&self) -> &[u8] {
-            match self.next {
-                Some((_, len)) => &self.data()[self.start + HEADER_LEN..self.start + len],
-                None => &[],
-            }
-        }
-
-        /// Moves past the pending record and parses the next; `Err` on anything but a clean
-        /// record or a clean end of file.
-        #[inline]
-        fn advance(&mut self) -> Result<(), Unusual> {
-            if let Some((_, len)) = self.next.take() {
-                self.start += len;
-                self.offset += len as u64;
-            }
-            if self.start + WINDOW > self.mapped_to && matches!(self.source, Source::Mapped(_)) {
-                self.slide_window();
-            }
-            if !self.ensure(HEADER_LEN)? {
-                return Ok(());
-            }
-            prefetch(self.data(), self.start + PREFETCH_AHEAD);
-            let h: &[u8; HEADER_LEN] = self.data()[self.start..self.start + HEADER_LEN]
-                .try_into()
-                .map_err(|_| Unusual)?;
-            let (endian, version) = Endian::detect([h[0], h[1], h[2], h[3]]).ok_or(Unusual)?;
-            if version != VERSION || self.endian.is_some_and(|e| e != endian) {
-                return Err(Unusual);
-            }
-            let header = Header::parse(h, endian);
-            self.endian = Some(endian);
-            let len = HEADER_LEN + usize::from(header.pdu_len);
-            if !self.ensure(len)? {
-                return Err(Unusual);
-            }
-            self.next = Some((header, len));
-            Ok(())
-        }
-    }
-
-    /// `BLK_TC_PC` (SCSI passthrough) in the action word: `1 << 9` categories, shifted by
-    /// `BLK_TC_SHIFT` (16), as in the kernel's blktrace_api.h.
-    const TC_PC: u32 = 1 << 25;
-
-    /// The action of a plain request record (Q M F G R D C I, not PC, not a notify), whose
-    /// event carries no payload-derived field.
-    fn request_action(h: &Header) -> Option<BlockAction> {
-        if h.is_notify() || h.action & TC_PC != 0 {
-            return None;
-        }
-        Some(match h.code() {
-            1 => BlockAction::Queue,
-            2 => BlockAction::BackMerge,
-            3 => BlockAction::FrontMerge,
-            4 => BlockAction::GetRq,
-            6 => BlockAction::Requeue,
-            7 => BlockAction::Issue,
-            8 => BlockAction::Complete,
-            12 => BlockAction::Insert,
-            _ => return None,
-        })
-    }
-
-    /// Reads every file, merged by time (ties: file order, as the reader does), into the
-    /// tracker and the aggregator. `Ok(None)`: something unusual, use the general path.
+    /// Reads every file, merged by time, into the tracker and the aggregator. `Ok(None)`:
+    /// something unusual, use the general path.
     pub fn run(
         files: &[(u16, String)],
         by: GroupBy,
     ) -> Result<Option<(Iolat, BlockTracker)>, CliError> {
-        let mut streams = Vec::with_capacity(files.len());
-        for (input, path) in files {
-            let mut s = Stream::open(*input, path)?;
-            if s.advance().is_err() {
-                return Ok(None);
-            }
-            streams.push(s);
+        let mut inputs = Vec::with_capacity(files.len());
+        for (index, path) in files {
+            inputs.push((*index, Input::open(path)?));
         }
-        let mut names: HashMap<(u16, u32), Comm> = HashMap::new();
-        // The last name looked up: consecutive records mostly come from one task.
-        let mut last_name: Option<((u16, u32), Option<Comm>)> = None;
         let mut tracker = BlockTracker::new();
         let mut iolat = Iolat::only(by);
-        let mut fast = BlockEvent::new(BlockAction::Queue);
-        loop {
-            let mut best: Option<(u64, usize)> = None;
-            for (i, s) in streams.iter().enumerate() {
-                if let Some((h, _)) = &s.next {
-                    if best.is_none_or(|(t, _)| h.time < t) {
-                        best = Some((h.time, i));
-                    }
-                }
-            }
-            let Some((_, i)) = best else { break };
-            let s = &mut streams[i];
-            let Some((h, _)) = s.next else { break };
-            let offset = s.offset;
-            // INVARIANT: `next` is only set after `endian` was.
-            let endian = s.endian.unwrap_or(Endian::Little);
-            // Plugs and unplugs (a third of a typical trace) change no request: count them
-            // without decoding (an unplug must carry its depth, else decode's verdict counts).
-            if !h.is_notify()
-                && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
-            {
-                tracker.count_untracked();
-                if s.advance().is_err() {
-                    return Ok(None);
-                }
-                continue;
-            }
-            // The request actions (no payload): fill one reused event in place instead of
-            // building a new one (what `decode` does for them, minus PC requests).
-            if let Some(action) = request_action(&h) {
-                fast.action = action;
-                fast.dev = Some(BlockDev(h.device));
-                fast.sector = h.sector;
-                fast.nr_sector = h.bytes >> 9;
-                fast.rwbs = h.rwbs();
-                fast.error = (action == BlockAction::Complete).then(|| i32::from(h.error as i16));
-                fast.comm = None;
-                if carries_comm(action) {
-                    let key = (s.input, h.pid);
-                    fast.comm = match last_name {
-                        Some((k, c)) if k == key => c,
-                        _ => {
-                            let c = names.get(&key).copied();
-                            last_name = Some((key, c));
-                            c
-                        }
-                    };
-                }
-                let at = EventAt {
-                    ts: h.time,
-                    pid: i32::try_from(h.pid).unwrap_or(-1),
-                    span: Span::new(s.input, SpanPos::Byte(offset)),
-                };
-                tracker.process_block(&at, &fast, &mut iolat);
-                if s.advance().is_err() {
-                    return Ok(None);
-                }
-                continue;
-            }
-            match decode(&h, s.pdu(), endian) {
-                Decoded::Event(mut ev) => {
-                    if carries_comm(ev.action) {
-                        let key = (s.input, h.pid);
-                        ev.comm = match last_name {
-                            Some((k, c)) if k == key => c,
-                            _ => {
-                                let c = names.get(&key).copied();
-                                last_name = Some((key, c));
-                                c
-                            }
-                        };
-                    }
-                    let at = EventAt {
-                        ts: h.time,
-                        pid: i32::try_from(h.pid).unwrap_or(-1),
-                        span: Span::new(s.input, SpanPos::Byte(offset)),
-                    };
-                    tracker.process_block(&at, &ev, &mut iolat);
-                }
-                Decoded::Process(comm) => {
-                    names.insert((s.input, h.pid), comm);
-                    last_name = None;
-                }
-                Decoded::Timestamp(..) => {}
-                Decoded::Skip(_) => return Ok(None),
-            }
-            if s.advance().is_err() {
-                return Ok(None);
-            }
-        }
-        Ok(Some((iolat, tracker)))
+        let walk = LeanBlktrace::new(inputs).for_each(|rec| match rec {
+            LeanRecord::Untracked => tracker.count_untracked(),
+            LeanRecord::Block(at, ev) => feed(&mut tracker, &mut iolat, at, ev),
+        });
+        Ok(walk.ok().map(|()| (iolat, tracker)))
     }
 }
 

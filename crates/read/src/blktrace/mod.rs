@@ -23,6 +23,7 @@
 //! offset); garbage between records is skipped to the next magic and counted
 //! (`blktrace_garbage`).
 
+pub mod lean;
 pub mod record;
 pub mod stream;
 
