@@ -360,26 +360,26 @@ impl LeanBlktrace {
                 }
             }
             let Some((_, i)) = best else { break };
-            let s = &mut streams[i];
-            let Some((h, _)) = s.next else { break };
-            let at = |s: &Stream| RecordAt {
+            // The record is read where it lies (a shared borrow of its stream), not copied
+            // out: copying the header just written by `advance` stalls on store forwarding.
+            let s = &streams[i];
+            let Some((h, _)) = &s.next else { break };
+            let at = RecordAt {
                 ts: h.time,
                 pid: h.pid,
                 input: s.input,
                 offset: s.offset,
             };
-            // Plugs and unplugs (a third of a typical trace) change no request: report them
-            // without decoding (an unplug must carry its depth, else decode's verdict counts).
             if !h.is_notify()
                 && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
             {
+                // Plugs and unplugs (a third of a typical trace) change no request: report
+                // them without decoding (an unplug must carry its depth, else decode's
+                // verdict counts).
                 visit(LeanRecord::Untracked);
-                s.advance()?;
-                continue;
-            }
-            // The request actions (no payload): fill one reused event in place instead of
-            // building a new one (what `decode` does for them, minus PC requests).
-            if let Some(action) = request_action(&h) {
+            } else if let Some(action) = request_action(h) {
+                // The request actions (no payload): fill one reused event in place instead
+                // of building a new one (what `decode` does for them, minus PC requests).
                 fast.action = action;
                 fast.dev = Some(BlockDev(h.device));
                 fast.sector = h.sector;
@@ -390,24 +390,23 @@ impl LeanBlktrace {
                 if carries_comm(action) {
                     fast.comm = names.get((s.input, h.pid));
                 }
-                visit(LeanRecord::Block(at(s), &fast));
-                s.advance()?;
-                continue;
-            }
-            // INVARIANT: `next` is only set after `endian` was.
-            let endian = s.endian.unwrap_or(Endian::Little);
-            match decode(&h, s.pdu(), endian) {
-                Decoded::Event(mut ev) => {
-                    if carries_comm(ev.action) {
-                        ev.comm = names.get((s.input, h.pid));
+                visit(LeanRecord::Block(at, &fast));
+            } else {
+                // INVARIANT: `next` is only set after `endian` was.
+                let endian = s.endian.unwrap_or(Endian::Little);
+                match decode(h, s.pdu(), endian) {
+                    Decoded::Event(mut ev) => {
+                        if carries_comm(ev.action) {
+                            ev.comm = names.get((s.input, h.pid));
+                        }
+                        visit(LeanRecord::Block(at, &ev));
                     }
-                    visit(LeanRecord::Block(at(s), &ev));
+                    Decoded::Process(comm) => names.insert((s.input, h.pid), comm),
+                    Decoded::Timestamp(..) => {}
+                    Decoded::Skip(_) => return Err(Unusual),
                 }
-                Decoded::Process(comm) => names.insert((s.input, h.pid), comm),
-                Decoded::Timestamp(..) => {}
-                Decoded::Skip(_) => return Err(Unusual),
             }
-            s.advance()?;
+            streams[i].advance()?;
         }
         Ok(())
     }
