@@ -16,6 +16,9 @@
 //! values with 6 decimals (`-z`), is compared per device: N exactly, MIN / MAX as `%.6f`,
 //! AVG within half a microsecond of the mean of btt's rounded values.
 //!
+//! Each capture is also rendered as blkparse default text (at test time, from the same files)
+//! and read back: its per-device and per-process phases must equal the binary's.
+//!
 //! Known, deliberate differences, reconciled here rather than hidden:
 //! * btt names a process by the text before the first `/` of its name, truncated to 14
 //!   bytes (`kworker/0:1H` → `kworker`), and merges tasks of one name; stallscope keeps the
@@ -156,7 +159,7 @@ fn parse_btt(text: &str) -> BttTables {
 }
 
 /// Our accumulator of one (group, phase), from the JSON report.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Acc {
     n: u64,
     total: u128,
@@ -470,6 +473,27 @@ fn check_capture(i: usize, c: &Capture) -> Vec<String> {
         if (our_mean - mean).abs() > 0.5e-6 + 1e-12 {
             bad.push(format!(
                 "{what}: Q2D {key}: btt mean {mean:.9} ours {our_mean:.9}"
+            ));
+        }
+    }
+    // The same capture as blkparse's default text (made here from the same files): every
+    // per-device and per-process phase equals the binary's, so the btt comparison above holds
+    // for the text too.
+    let text = Command::new("blkparse")
+        .arg("-D")
+        .arg(&tmp)
+        .args(["-i", &c.device])
+        .output()
+        .expect("blkparse");
+    assert!(text.status.success(), "blkparse text");
+    let text_file = tmp.join("blkparse.txt");
+    std::fs::write(&text_file, &text.stdout).unwrap();
+    for by in ["device", "process"] {
+        let from_binary = groups(&iolat_json(&c.files, by));
+        let from_text = groups(&iolat_json(std::slice::from_ref(&text_file), by));
+        if from_binary != from_text {
+            bad.push(format!(
+                "{what}: --by {by}: blkparse text gives other phases than the binary files"
             ));
         }
     }
