@@ -8,38 +8,13 @@
 //! * text output carries the original trace lines of text inputs as evidence.
 //! * detectors whose events are missing are listed as skipped with a record command.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
 use serde_json::Value;
 
 mod common;
-use common::validate;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run stallscope")
-}
+use common::{json, root, run, validate};
 
 fn path(rel: &str) -> String {
     root().join(rel).to_string_lossy().into_owned()
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
 }
 
 fn schema() -> Value {

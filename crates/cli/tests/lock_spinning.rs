@@ -13,20 +13,15 @@
 //!   lock-spinning as skipped with `perf record -a -g`.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use serde_json::Value;
 
 mod common;
-use common::validate;
+use common::{json, root, run, validate};
 
 const DIR: &str = "fixtures/detectors/lock-spinning";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 fn fixture(name: &str) -> String {
     root().join(DIR).join(name).to_string_lossy().into_owned()
@@ -47,24 +42,6 @@ fn kallsyms() -> &'static str {
         std::fs::write(&path, text).expect("write kallsyms");
         path.to_string_lossy().into_owned()
     })
-}
-
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run stallscope")
-}
-
-fn json(args: &[&str]) -> Value {
-    let out = run(args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
 }
 
 /// `analyze --format json` of `<case>.<kind>` (kind: perf.data.xz, perf-script.txt.xz,
