@@ -270,10 +270,11 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         true => None,
         false => Some(args.input.open()?),
     };
-    let metas: Vec<_> = match &inputs {
+    let mut metas: Vec<_> = match &inputs {
         Some(inputs) => inputs.metas().into_iter().cloned().collect(),
         None => text_profiles.metas(&args.input.files),
     };
+    let symbol_notes = stallscope::profile_analysis::attach_kallsyms_text(&mut metas, &symbols);
     let meta_refs: Vec<_> = metas.iter().collect();
     let mut engine = Engine::new(
         detectors.iter().map(|(e, p)| (e.make)(p)).collect(),
@@ -301,6 +302,15 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let result = engine.finish();
     let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
     dq.merge(&profile_dq);
+    for note in &symbol_notes {
+        dq.add(
+            "workqueue-functions-unnamed",
+            stallscope::model::Severity::Info,
+            "workqueue work functions are shown as kernel addresses (no kernel symbol table)",
+            1,
+            || note.clone(),
+        );
+    }
     dq.merge(&result.quality);
     let mut report = Report::new();
     // text formats are known after reading (perf script text is sniffed too)

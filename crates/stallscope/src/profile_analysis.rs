@@ -48,6 +48,57 @@ pub fn symbol_source(arg: Option<&str>) -> KernelSymbolSource {
     }
 }
 
+/// Gives every input that recorded workqueue events but carries no kernel symbol table of its
+/// own (perf.data, ftrace without `--kallsyms`) the text of one, so work functions recorded
+/// as kernel addresses get names: the `--kallsyms` file, or `/proc/kallsyms` when the input
+/// was recorded on the running kernel release. Returns a note per input left without names.
+pub fn attach_kallsyms_text(
+    metas: &mut [stallscope_model::TraceMeta],
+    source: &KernelSymbolSource,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut loaded: Option<std::sync::Arc<str>> = None;
+    for m in metas.iter_mut() {
+        let wants = m.kallsyms.is_none()
+            && m.declared_events
+                .iter()
+                .any(|e| e.ends_with("workqueue_execute_start"));
+        if !wants {
+            continue;
+        }
+        let path = match source {
+            KernelSymbolSource::Off => continue,
+            KernelSymbolSource::File(p) => p.clone(),
+            KernelSymbolSource::Auto => {
+                let host = stallscope_read::profile::host_release();
+                if m.kernel_release.is_some() && m.kernel_release == host {
+                    stallscope_read::profile::kallsyms::DEFAULT_PATH.to_string()
+                } else {
+                    notes.push(format!(
+                        "{}: workqueue functions stay kernel addresses (recorded on {}, \
+                         running {}); pass --kallsyms FILE of the recording host",
+                        m.path,
+                        m.kernel_release.as_deref().unwrap_or("an unnamed kernel"),
+                        host.as_deref().unwrap_or("unknown")
+                    ));
+                    continue;
+                }
+            }
+        };
+        if loaded.is_none() {
+            match stallscope_read::profile::kallsyms::load_text(&path) {
+                Ok(t) => loaded = Some(t.into()),
+                Err(e) => {
+                    notes.push(format!("workqueue functions stay kernel addresses: {e}"));
+                    continue;
+                }
+            }
+        }
+        m.kallsyms = loaded.clone();
+    }
+    notes
+}
+
 /// Whether samples of event `name` measure CPU time (a CPU profile), as opposed to counting
 /// other things (page faults, context switches, tracepoints).
 pub fn is_cpu_time_event(name: &str) -> bool {
@@ -462,6 +513,58 @@ mod tests {
     use stallscope_model::{FieldValue, GenericEvent, Span};
 
     const KERNEL: u64 = -128i64 as u64;
+
+    fn wq_meta(path: &str, release: Option<&str>, events: &[&str]) -> stallscope_model::TraceMeta {
+        stallscope_model::TraceMeta {
+            path: path.to_string(),
+            kernel_release: release.map(str::to_string),
+            declared_events: events.iter().map(|e| e.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn workqueue_inputs_get_the_kallsyms_text_and_others_do_not() {
+        let dir = std::env::temp_dir().join(format!("stallscope-wq-ksyms-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("kallsyms");
+        std::fs::write(&file, "ffffffff81729140 T wb_workfn\n").unwrap();
+        let source = KernelSymbolSource::File(file.to_string_lossy().into_owned());
+        let mut metas = vec![
+            wq_meta(
+                "a.data",
+                Some("6.1"),
+                &["workqueue:workqueue_execute_start"],
+            ),
+            wq_meta("b.data", Some("6.1"), &["sched:sched_switch"]),
+        ];
+        let notes = attach_kallsyms_text(&mut metas, &source);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert!(metas[0].kallsyms.as_deref().unwrap().contains("wb_workfn"));
+        assert!(
+            metas[1].kallsyms.is_none(),
+            "no workqueue events: nothing to name"
+        );
+        // automatic choice: another kernel release is never given this host's table
+        let mut other = vec![wq_meta(
+            "c.data",
+            Some("0.0.0-not-this-host"),
+            &["workqueue:workqueue_execute_start"],
+        )];
+        let notes = attach_kallsyms_text(&mut other, &KernelSymbolSource::Auto);
+        assert!(other[0].kallsyms.is_none());
+        assert!(notes[0].contains("pass --kallsyms FILE"), "{notes:?}");
+        // an input with its own table keeps it
+        let mut own = vec![wq_meta(
+            "d.dat",
+            None,
+            &["workqueue:workqueue_execute_start"],
+        )];
+        own[0].kallsyms = Some("ffffffff81000000 T own\n".into());
+        attach_kallsyms_text(&mut own, &source);
+        assert!(own[0].kallsyms.as_deref().unwrap().contains("own"));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn sample(name: &str, ts: u64, chain: &[u64]) -> Event {
         Event {

@@ -185,10 +185,9 @@ impl Kallsyms {
         })
     }
 
-    /// Reads and parses the kallsyms file at `path`.
+    /// Reads and parses the kallsyms file at `path` (gzip / zstd / xz compressed too).
     pub fn load(path: &str) -> Result<Kallsyms, ReadError> {
-        let bytes = std::fs::read(path).map_err(|e| ReadError::io(path, &e))?;
-        let text = String::from_utf8_lossy(&bytes);
+        let text = load_text(path)?;
         Self::parse(path, &text)
     }
 
@@ -275,6 +274,18 @@ impl Kallsyms {
     pub fn quality(&self) -> &DataQuality {
         &self.quality
     }
+}
+
+/// The text of the kallsyms file at `path`, decompressed when it is gzip / zstd / xz
+/// (invalid UTF-8 replaced: symbol names are ASCII).
+pub fn load_text(path: &str) -> Result<String, ReadError> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    crate::input::Input::open(path)?
+        .into_reader()
+        .read_to_end(&mut bytes)
+        .map_err(|e| ReadError::io(path, &e))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 #[cfg(test)]
