@@ -94,6 +94,19 @@ fn native_name(k: &EventKind) -> Option<&'static str> {
     }
 }
 
+/// The detectors' view of an engine's state: borrows only the fields it names, so the
+/// detector list stays mutably borrowable beside it.
+macro_rules! context {
+    ($engine:expr) => {
+        Context {
+            timeline: &$engine.timeline,
+            paths: &$engine.paths,
+            system: $engine.system.as_ref(),
+            kallsyms: $engine.kallsyms.as_deref(),
+        }
+    };
+}
+
 /// A small distinct number per native kind (for the seen-names bit mask).
 fn native_index(k: &EventKind) -> u32 {
     match k {
@@ -174,12 +187,7 @@ impl Engine {
             self.last = Some(ev.ts);
         }
         {
-            let cx = Context {
-                timeline: &self.timeline,
-                paths: &self.paths,
-                system: self.system.as_ref(),
-                kallsyms: self.kallsyms.as_deref(),
-            };
+            let cx = context!(self);
             for d in &mut self.detectors {
                 d.on_event(ev, &cx);
             }
@@ -190,12 +198,7 @@ impl Engine {
         if self.buf.is_empty() {
             return;
         }
-        let cx = Context {
-            timeline: &self.timeline,
-            paths: &self.paths,
-            system: self.system.as_ref(),
-            kallsyms: self.kallsyms.as_deref(),
-        };
+        let cx = context!(self);
         for d in &mut self.detectors {
             for t in &self.buf {
                 d.on_transition(t, ev, &cx);
@@ -207,12 +210,7 @@ impl Engine {
     /// [`crate::PROFILE_NEED`] are no longer skipped.
     pub fn process_profile(&mut self, p: &stallscope_model::Profile) {
         self.seen_generic.insert(crate::PROFILE_NEED.to_string());
-        let cx = Context {
-            timeline: &self.timeline,
-            paths: &self.paths,
-            system: self.system.as_ref(),
-            kallsyms: self.kallsyms.as_deref(),
-        };
+        let cx = context!(self);
         for d in &mut self.detectors {
             d.on_profile(p, &cx);
         }
@@ -230,12 +228,7 @@ impl Engine {
     pub fn finish(self) -> EngineOutput {
         let events = self.available_events();
         let has = |n: &str| events.iter().any(|e| e == n);
-        let cx = Context {
-            timeline: &self.timeline,
-            paths: &self.paths,
-            system: self.system.as_ref(),
-            kallsyms: self.kallsyms.as_deref(),
-        };
+        let cx = context!(self);
         let outcomes = self
             .detectors
             .into_iter()
