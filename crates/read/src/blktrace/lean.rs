@@ -70,6 +70,16 @@ enum Source {
     Mapped(Mmap),
 }
 
+/// The bytes of a stream's source (a free function so that a borrow of them leaves the
+/// stream's other fields writable).
+#[inline]
+fn bytes_of<'a>(source: &'a Source, buf: &'a [u8]) -> &'a [u8] {
+    match source {
+        Source::Mapped(map) => map,
+        Source::Reader(_) => buf,
+    }
+}
+
 /// One per-CPU file: its bytes and its next record, parsed in place.
 struct Stream {
     input: u16,
@@ -81,8 +91,12 @@ struct Stream {
     endian: Option<Endian>,
     /// File offset of `data()[start]`.
     offset: u64,
-    /// Next record: header and its length in bytes (header + payload).
-    next: Option<(Header, usize)>,
+    /// Length in bytes (header + payload) of the next record, whose header is `header`.
+    next: Option<usize>,
+    /// The next record's header (meaningful while `next` is `Some`). Kept outside the
+    /// `Option` so that `Header::parse` writes it in place: parsing into a temporary and
+    /// moving that into `Some((header, len))` stalled on store forwarding (~7%).
+    header: Header,
     /// Mapped source: bytes before this offset were dropped; bytes up to `mapped_to` were
     /// mapped ahead.
     dropped_to: usize,
@@ -149,6 +163,7 @@ impl Stream {
             endian: None,
             offset: 0,
             next: None,
+            header: Header::parse(&[0; HEADER_LEN], Endian::Little),
             dropped_to: 0,
             mapped_to: 0,
         }
@@ -157,10 +172,13 @@ impl Stream {
     /// The bytes `start..end` index into.
     #[inline]
     fn data(&self) -> &[u8] {
-        match &self.source {
-            Source::Mapped(map) => map,
-            Source::Reader(_) => &self.buf,
-        }
+        bytes_of(&self.source, &self.buf)
+    }
+
+    /// The pending record's header, if any.
+    #[inline]
+    fn pending(&self) -> Option<&Header> {
+        self.next.map(|_| &self.header)
     }
 
     /// Makes at least `n` bytes available from `start`; false at a clean end of file.
@@ -237,7 +255,7 @@ impl Stream {
     #[inline]
     fn pdu(&self) -> &[u8] {
         match self.next {
-            Some((_, len)) => &self.data()[self.start + HEADER_LEN..self.start + len],
+            Some(len) => &self.data()[self.start + HEADER_LEN..self.start + len],
             None => &[],
         }
     }
@@ -246,7 +264,7 @@ impl Stream {
     /// record or a clean end of file.
     #[inline]
     fn advance(&mut self) -> Result<(), Unusual> {
-        if let Some((_, len)) = self.next.take() {
+        if let Some(len) = self.next.take() {
             self.start += len;
             self.offset += len as u64;
         }
@@ -257,20 +275,22 @@ impl Stream {
             return Ok(());
         }
         prefetch(self.data(), self.start + PREFETCH_AHEAD);
-        let h: &[u8; HEADER_LEN] = self.data()[self.start..self.start + HEADER_LEN]
+        // Borrows `source`/`buf` only, so the header parses straight into `self.header`.
+        let h: &[u8; HEADER_LEN] = bytes_of(&self.source, &self.buf)
+            [self.start..self.start + HEADER_LEN]
             .try_into()
             .map_err(|_| Unusual)?;
         let (endian, version) = Endian::detect([h[0], h[1], h[2], h[3]]).ok_or(Unusual)?;
         if version != VERSION || self.endian.is_some_and(|e| e != endian) {
             return Err(Unusual);
         }
-        let header = Header::parse(h, endian);
+        self.header = Header::parse(h, endian);
         self.endian = Some(endian);
-        let len = HEADER_LEN + usize::from(header.pdu_len);
+        let len = HEADER_LEN + usize::from(self.header.pdu_len);
         if !self.ensure(len)? {
             return Err(Unusual);
         }
-        self.next = Some((header, len));
+        self.next = Some(len);
         Ok(())
     }
 }
@@ -354,7 +374,7 @@ impl LeanBlktrace {
         loop {
             let mut best: Option<(u64, usize)> = None;
             for (i, s) in streams.iter().enumerate() {
-                if let Some((h, _)) = &s.next {
+                if let Some(h) = s.pending() {
                     if best.is_none_or(|(t, _)| h.time < t) {
                         best = Some((h.time, i));
                     }
@@ -364,7 +384,7 @@ impl LeanBlktrace {
             // The record is read where it lies (a shared borrow of its stream), not copied
             // out: copying the header just written by `advance` stalls on store forwarding.
             let s = &streams[i];
-            let Some((h, _)) = &s.next else { break };
+            let Some(h) = s.pending() else { break };
             let at = RecordAt {
                 ts: h.time,
                 pid: h.pid,
