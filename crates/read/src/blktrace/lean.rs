@@ -70,6 +70,56 @@ enum Source {
     Mapped(Mmap),
 }
 
+/// [`Header::parse`], field by field straight into `dst`. `Header::parse` returns its
+/// header through a stack temporary written with narrow stores, which the copy into the
+/// stream then reloads with wide loads: a store-forwarding stall per record (~10% of the
+/// lean path on the 17 M-record bench). The `lean_header_parse_matches_header_parse` test
+/// keeps the two identical.
+#[inline(always)]
+fn parse_header_into(dst: &mut Header, b: &[u8; HEADER_LEN], e: Endian) {
+    let u16_at = |at: usize| {
+        let x = [b[at], b[at + 1]];
+        match e {
+            Endian::Little => u16::from_le_bytes(x),
+            Endian::Big => u16::from_be_bytes(x),
+        }
+    };
+    let u32_at = |at: usize| {
+        let x = [b[at], b[at + 1], b[at + 2], b[at + 3]];
+        match e {
+            Endian::Little => u32::from_le_bytes(x),
+            Endian::Big => u32::from_be_bytes(x),
+        }
+    };
+    let u64_at = |at: usize| {
+        let x = [
+            b[at],
+            b[at + 1],
+            b[at + 2],
+            b[at + 3],
+            b[at + 4],
+            b[at + 5],
+            b[at + 6],
+            b[at + 7],
+        ];
+        match e {
+            Endian::Little => u64::from_le_bytes(x),
+            Endian::Big => u64::from_be_bytes(x),
+        }
+    };
+    dst.magic = u32_at(0);
+    dst.sequence = u32_at(4);
+    dst.time = u64_at(8);
+    dst.sector = u64_at(16);
+    dst.bytes = u32_at(24);
+    dst.action = u32_at(28);
+    dst.pid = u32_at(32);
+    dst.device = u32_at(36);
+    dst.cpu = u32_at(40);
+    dst.error = u16_at(44);
+    dst.pdu_len = u16_at(46);
+}
+
 /// The bytes of a stream's source (a free function so that a borrow of them leaves the
 /// stream's other fields writable).
 #[inline]
@@ -284,7 +334,7 @@ impl Stream {
         if version != VERSION || self.endian.is_some_and(|e| e != endian) {
             return Err(Unusual);
         }
-        self.header = Header::parse(h, endian);
+        parse_header_into(&mut self.header, h, endian);
         self.endian = Some(endian);
         let len = HEADER_LEN + usize::from(self.header.pdu_len);
         if !self.ensure(len)? {
@@ -450,6 +500,20 @@ mod tests {
 
     /// The lean walk yields the general reader's block events (minus plugs and unplugs),
     /// in the same order, for one per-CPU file read from memory and from a mapped file.
+    #[test]
+    fn lean_header_parse_matches_header_parse() {
+        // Distinct bytes everywhere, so a field read at the wrong offset or width differs.
+        let mut b = [0u8; HEADER_LEN];
+        for (k, x) in b.iter_mut().enumerate() {
+            *x = (k as u8).wrapping_mul(37).wrapping_add(11);
+        }
+        for e in [Endian::Little, Endian::Big] {
+            let mut dst = Header::parse(&[0; HEADER_LEN], Endian::Little);
+            parse_header_into(&mut dst, &b, e);
+            assert_eq!(dst, Header::parse(&b, e));
+        }
+    }
+
     #[test]
     fn lean_walk_matches_the_general_reader() {
         let bytes = fixture("loop0.blktrace.0");
