@@ -36,7 +36,7 @@ use stallscope_model::{
     Ts,
 };
 
-use super::bios::{Bio, BioMap, NO_REQUEST};
+use super::bios::{Bio, BioMap, Stamp, NO_REQUEST};
 use super::flush::{FlushQueue, FlushSeq};
 use super::record::{
     BlockSink, BlockTask, BttPhase, CompletedRequest, PhaseSample, QueuedBio, RequestKind,
@@ -437,19 +437,8 @@ impl BlockTracker {
             sector: b.sector,
             nr_sector: b.nr_sector,
         });
-        let bio = Bio {
-            end: b.end_sector(),
-            rwbs: b.rwbs,
-            queue_ts: ev.ts,
-            queue_span: ev.span,
-            queuer,
-            getrq_ts: None,
-            insert_ts: None,
-            merge_ts: None,
-            issue_ts: None,
-            request: NO_REQUEST,
-            tag,
-        };
+        let mut bio = Bio::new(b.end_sector(), b.rwbs, ev.ts, ev.span, queuer);
+        bio.tag = tag;
         if d.bios.insert(b.sector, bio).is_some() {
             self.quality.add(
                 "block_bio_sector_in_flight",
@@ -467,7 +456,7 @@ impl BlockTracker {
         r.getrq_ts = Some(ev.ts);
         let dev = self.devices[di].dev;
         let bio = self.devices[di].bios.containing(b.sector).map(|(_, bio)| {
-            bio.getrq_ts = Some(ev.ts);
+            bio.stamp(Stamp::GetRq, ev.ts);
             sink.phase(&PhaseSample {
                 phase: BttPhase::Q2G,
                 dev,
@@ -492,8 +481,8 @@ impl BlockTracker {
     fn on_insert(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let dev = self.devices[di].dev;
         let bio = self.devices[di].bios.containing(b.sector).map(|(_, bio)| {
-            bio.insert_ts = Some(ev.ts);
-            if let Some(g) = bio.getrq_ts {
+            bio.stamp(Stamp::Insert, ev.ts);
+            if let Some(g) = bio.at(Stamp::GetRq) {
                 sink.phase(&PhaseSample {
                     phase: BttPhase::G2I,
                     dev,
@@ -531,7 +520,7 @@ impl BlockTracker {
         let d = &mut self.devices[di];
         // btt: Q2M for the bio that contains the merge's sector (the merged bio itself).
         let merged = d.bios.containing(b.sector).map(|(start, bio)| {
-            bio.merge_ts = Some(ev.ts);
+            bio.stamp(Stamp::Merge, ev.ts);
             sink.phase(&PhaseSample {
                 phase: BttPhase::Q2M,
                 dev,
@@ -598,7 +587,7 @@ impl BlockTracker {
             let (start, slot) = d.bios.hits[k];
             let bio = d.bios.slot_mut(slot);
             n_bios += 1;
-            if let Some(i) = bio.insert_ts {
+            if let Some(i) = bio.at(Stamp::Insert) {
                 sink.phase(&PhaseSample {
                     phase: BttPhase::I2D,
                     dev,
@@ -608,7 +597,7 @@ impl BlockTracker {
                     end_ts: ev.ts,
                     tag: bio.tag,
                 });
-            } else if let Some(m) = bio.merge_ts {
+            } else if let Some(m) = bio.at(Stamp::Merge) {
                 sink.phase(&PhaseSample {
                     phase: BttPhase::M2D,
                     dev,
@@ -629,7 +618,7 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            bio.issue_ts = Some(ev.ts);
+            bio.stamp(Stamp::Issue, ev.ts);
             if start == b.sector {
                 first_bio = Some(BioOrigin::of(bio));
             }
@@ -725,7 +714,7 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            if let Some(dt) = bio.issue_ts {
+            if let Some(dt) = bio.at(Stamp::Issue) {
                 sink.phase(&PhaseSample {
                     phase: BttPhase::D2C,
                     dev,
