@@ -1,8 +1,8 @@
 //! Synthetic event builders and a runner for the detectors' unit tests.
 
 use stallscope_model::{
-    Comm, Cpu, Event, EventKind, Finding, GenericEvent, Migrate, PrevState, Span, SpanPos, Switch,
-    TaskRef, Tid, TraceMeta, Ts, Wakeup,
+    BlockAction, BlockDev, BlockEvent, Comm, Cpu, Event, EventKind, Finding, GenericEvent, Migrate,
+    PrevState, Span, SpanPos, Switch, TaskRef, Tid, TraceMeta, Ts, Wakeup,
 };
 
 use crate::{registry, Engine, Params};
@@ -99,6 +99,13 @@ impl Trace {
                 fields,
             })),
         )
+    }
+
+    /// A block event with only its action set (device 7,0).
+    pub fn block(&mut self, ts: Ts, cpu: Cpu, pid: Tid, action: BlockAction) -> &mut Self {
+        let mut b = BlockEvent::new(action);
+        b.dev = Some(BlockDev::new(7, 0));
+        self.push(ts, cpu, pid, EventKind::Block(Box::new(b)))
     }
 }
 

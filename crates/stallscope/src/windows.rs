@@ -19,9 +19,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use stallscope_model::{
-    BlockRequest, Comm, Cpu, Event, EventKind, FieldValue, Finding, FindingWindow, FindingWindows,
-    GenericEvent, MigrationMark, RunSlice, RunnableWait, Tid, Ts, WaitHistogram, WakeupMark,
-    WindowTask,
+    BlockRequest, Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows,
+    MigrationMark, RunSlice, RunnableWait, Tid, Ts, WaitHistogram, WakeupMark, WindowTask,
 };
 use stallscope_read::ReadError;
 
@@ -36,28 +35,6 @@ struct PendingRequest {
     cpu: Cpu,
     nr_sector: u64,
     rwbs: String,
-}
-
-fn field_u64(g: &GenericEvent, name: &str) -> Option<u64> {
-    g.fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .and_then(|(_, v)| match v {
-            FieldValue::UInt(u) => Some(*u),
-            FieldValue::Int(i) => u64::try_from(*i).ok(),
-            FieldValue::Str(s) => s.trim().parse().ok(),
-            FieldValue::Bytes(_) => None,
-        })
-}
-
-fn field_str(g: &GenericEvent, name: &str) -> String {
-    match g.fields.iter().find(|(n, _)| n == name).map(|(_, v)| v) {
-        Some(FieldValue::Str(s)) => s.clone(),
-        Some(FieldValue::Bytes(b)) => String::from_utf8_lossy(b)
-            .trim_end_matches('\0')
-            .to_string(),
-        _ => String::new(),
-    }
 }
 
 /// Bounds of the windows.
@@ -424,19 +401,6 @@ impl WindowCollector {
             EventKind::Exit(t) => {
                 self.runnable.remove(&t.pid);
             }
-            EventKind::Generic(g) if g.name == "block_rq_issue" => {
-                if let (Some(dev), Some(sector)) = (field_u64(g, "dev"), field_u64(g, "sector")) {
-                    let nr_sector = field_u64(g, "nr_sector").unwrap_or(0);
-                    self.request_issued(ts, ev.cpu, dev, sector, nr_sector, field_str(g, "rwbs"));
-                }
-            }
-            EventKind::Generic(g) if g.name == "block_rq_complete" => {
-                let key = (field_u64(g, "dev"), field_u64(g, "sector"));
-                let (Some(dev), Some(sector)) = key else {
-                    return; // no device or sector: cannot be matched (nothing to draw)
-                };
-                self.request_completed(ts, dev, sector);
-            }
             // Block tracepoints decoded natively by the readers.
             EventKind::Block(b) => match (b.action, b.dev) {
                 (stallscope_model::BlockAction::Issue, Some(dev)) => {
@@ -674,21 +638,13 @@ mod tests {
     }
 
     fn block(ts: Ts, name: &str, sector: u64) -> Event {
-        ev(
-            ts,
-            1,
-            9,
-            EventKind::Generic(Box::new(GenericEvent {
-                system: Some("block".into()),
-                name: name.into(),
-                fields: vec![
-                    ("dev".into(), FieldValue::UInt(7340032)),
-                    ("sector".into(), FieldValue::UInt(sector)),
-                    ("nr_sector".into(), FieldValue::UInt(8)),
-                    ("rwbs".into(), FieldValue::Str("WS".into())),
-                ],
-            })),
-        )
+        let action = stallscope_model::BlockAction::from_tracepoint(name).expect("block name");
+        let mut b = stallscope_model::BlockEvent::new(action);
+        b.dev = Some(stallscope_model::BlockDev(7340032));
+        b.sector = sector;
+        b.nr_sector = 8;
+        b.rwbs = stallscope_model::Rwbs::parse("WS").expect("rwbs");
+        ev(ts, 1, 9, EventKind::Block(Box::new(b)))
     }
 
     #[test]

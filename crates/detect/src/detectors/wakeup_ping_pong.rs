@@ -508,10 +508,6 @@ impl Detector for WakeupPingPong {
                 self.cpu(ev.cpu).completions += 1;
             }
             EventKind::Generic(g) => match g.name.as_str() {
-                "block_rq_complete" => {
-                    self.saw_block = true;
-                    self.cpu(ev.cpu).completions += 1;
-                }
                 "workqueue_execute_start" if ev.pid > 0 => {
                     let f = g
                         .fields

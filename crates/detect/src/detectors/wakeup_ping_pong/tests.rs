@@ -26,7 +26,12 @@ fn alternation(n: u64) -> Trace {
                 FieldValue::Str("iomap_dio_complete_work".into()),
             )],
         );
-        tr.generic(base + 40 * US, 0, 20, "block_rq_complete", vec![]);
+        tr.block(
+            base + 40 * US,
+            0,
+            20,
+            stallscope_model::BlockAction::Complete,
+        );
         tr.wake(base + 50 * US, 0, 20, a, 0);
         tr.sw(base + 60 * US, 0, b, "S", a);
     }
