@@ -14,6 +14,7 @@ pub mod meta;
 pub mod profile;
 pub mod quality;
 pub mod report;
+pub mod sched_record;
 pub mod state;
 pub mod time;
 pub mod window;
@@ -30,6 +31,7 @@ pub use meta::{InputFormat, TraceMeta};
 pub use profile::{Profile, SymbolId, WeightUnit, WeightedStack};
 pub use quality::{DataQuality, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
+pub use sched_record::{SchedBatch, SchedRecord, SchedRecordKind};
 pub use state::{KernelStateEncoding, PrevState};
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 pub use window::{

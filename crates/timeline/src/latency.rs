@@ -36,10 +36,16 @@
 use std::cmp::Ordering;
 
 use serde::Serialize;
-use stallscope_model::{Comm, Cpu, DataQuality, Event, EventKind, PrevState, Severity, Tid, Ts};
+use std::fmt;
+
+use stallscope_model::sched_record::LOST_UNKNOWN;
+use stallscope_model::{
+    Comm, Cpu, DataQuality, Event, EventKind, PrevState, SchedBatch, SchedRecord, SchedRecordKind,
+    Severity, SpanPos, Tid, Ts,
+};
 
 use crate::tasks::TaskTable;
-use crate::wakeups::WakeupSelector;
+use crate::wakeups::{WakeupKind, WakeupSelector};
 use crate::PerfFlavor;
 
 /// A `--sort` key.
@@ -277,10 +283,22 @@ impl Latency {
     }
 
     /// The task's slot, creating it (and, when perf would, its first atom) as needed.
+    /// `comm` is the name the event's payload gives the task (`None`: a lean record, whose
+    /// names arrive as `PayloadComm` records).
     #[inline]
-    fn task(&mut self, tid: Tid, comm: &Comm, first_atom_runnable: Option<bool>, ts: Ts) -> usize {
+    fn task(
+        &mut self,
+        tid: Tid,
+        comm: Option<&Comm>,
+        first_atom_runnable: Option<bool>,
+        ts: Ts,
+    ) -> usize {
         let (i, _) = self.tasks.slot(tid);
-        self.tasks.note_payload_comm(i, comm);
+        let comm = match comm {
+            Some(c) => *c,
+            None => self.tasks.get(i).stream_comm,
+        };
+        self.tasks.note_payload_comm(i, &comm);
         let t = &mut self.tasks.get_mut(i).data;
         if !t.seen {
             if let Some(runnable) = first_atom_runnable {
@@ -294,98 +312,176 @@ impl Latency {
     pub fn process(&mut self, ev: &Event) {
         self.stats.events += 1;
         let ts = ev.ts;
+        let at = Where {
+            input: ev.span.input(),
+            pos: ev.span.pos(),
+            ts,
+            cpu: ev.cpu,
+        };
         match &ev.kind {
-            EventKind::Switch(s) => {
-                let c = ev.cpu as usize;
-                if c < (1 << 16) {
-                    if c >= self.cpu_current.len() {
-                        self.cpu_current.resize(c + 1, None);
-                    }
-                    if let Some(cur) = self.cpu_current[c] {
-                        if cur != s.prev.pid {
-                            self.stats.context_switch_bugs += 1;
-                            let prev = s.prev.pid;
-                            self.dq.add(
-                                "switch_prev_mismatch",
-                                Severity::Warning,
-                                "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
-                                1,
-                                || format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev)),
-                            );
-                        }
-                    }
-                    self.cpu_current[c] = Some(s.next.pid);
-                }
-                let runnable = self.leaves_runnable(s.prev_state);
-                let p = self.task(s.prev.pid, &s.prev.comm, None, ts);
-                self.tasks.get_mut(p).data.sched_out(runnable, ts);
-                let n = self.task(s.next.pid, &s.next.comm, Some(true), ts);
-                self.tasks.get_mut(n).data.sched_in(ts);
-            }
+            EventKind::Switch(s) => self.on_switch(
+                at,
+                (s.prev.pid, Some(&s.prev.comm)),
+                (s.next.pid, Some(&s.next.comm)),
+                s.prev_state,
+            ),
             EventKind::StatRuntime(r) => {
-                let i = self.task(r.task.pid, &r.task.comm, Some(true), ts);
-                self.tasks.get_mut(i).data.runtime += r.runtime;
+                self.on_stat_runtime(ts, r.task.pid, Some(&r.task.comm), r.runtime)
             }
             EventKind::Waking(_) | EventKind::Wakeup(_) | EventKind::WakeupNew(_) => {
-                let Some(w) = self.wakeups.select(&ev.kind) else {
-                    return;
-                };
-                let i = self.task(w.task.pid, &w.task.comm, Some(false), ts);
-                let t = &mut self.tasks.get_mut(i).data;
-                if self.opts.profile_cpu.is_none() && t.state != AtomState::Sleeping {
-                    return;
+                if let Some(w) = self.wakeups.select(&ev.kind) {
+                    self.on_wakeup(at, w.task.pid, Some(&w.task.comm));
                 }
-                self.stats.wakeup_timestamps += 1;
-                if t.sched_out > ts {
-                    self.stats.unordered_timestamps += 1;
-                    let (pid, out) = (w.task.pid, t.sched_out);
-                    self.dq.add(
-                        "unordered_wakeup_timestamps",
-                        Severity::Warning,
-                        "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
-                        1,
-                        || format!("{}: wakeup of pid {pid}, switched out at {out}", at(ev)),
-                    );
-                    return;
-                }
-                t.state = AtomState::WaitCpu;
-                t.wake_up = ts;
             }
-            EventKind::Migrate(m) => {
-                if self.opts.profile_cpu.is_none() {
-                    return;
-                }
-                let i = self.task(m.task.pid, &m.task.comm, Some(true), ts);
-                let t = &mut self.tasks.get_mut(i).data;
-                t.sched_out = ts;
-                t.wake_up = ts;
-                self.stats.wakeup_timestamps += 1;
-            }
+            EventKind::Migrate(m) => self.on_migrate(ts, m.task.pid, Some(&m.task.comm)),
             EventKind::Fork {
                 child_pid,
                 child_comm,
                 ..
-            } => {
-                if self
-                    .tasks
-                    .find(*child_pid)
-                    .is_some_and(|i| self.tasks.get(i).data.seen)
-                {
-                    self.tasks.retire(*child_pid);
-                }
-                let (i, _) = self.tasks.slot(*child_pid);
-                self.tasks.note_payload_comm(i, child_comm);
-            }
-            EventKind::Lost { count } => {
-                self.stats.lost_chunks += 1;
-                self.stats.lost_events += count.unwrap_or(0);
-            }
+            } => self.on_fork(*child_pid, child_comm),
+            EventKind::Lost { count } => self.on_lost(*count),
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
             EventKind::Exit(_)
             | EventKind::Exec { .. }
             | EventKind::Generic(_)
             | EventKind::Block(_) => {}
         }
+    }
+
+    /// Feeds one lean record of `batch` (see [`SchedRecord`]): the same analysis as
+    /// [`Latency::process`] on the event the record stands for.
+    pub fn process_record(&mut self, r: &SchedRecord, batch: &SchedBatch) {
+        if r.kind == SchedRecordKind::PayloadComm {
+            self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
+            return;
+        }
+        self.stats.events += 1;
+        let at = Where {
+            input: 0,
+            pos: SpanPos::Byte(r.pos),
+            ts: r.ts,
+            cpu: r.cpu,
+        };
+        match r.kind {
+            SchedRecordKind::Switch => self.on_switch(at, (r.a, None), (r.b, None), r.prev_state),
+            SchedRecordKind::StatRuntime => self.on_stat_runtime(r.ts, r.a, None, r.value),
+            SchedRecordKind::Waking => {
+                if self.wakeups.select_kind(WakeupKind::Waking) {
+                    self.on_wakeup(at, r.a, None);
+                }
+            }
+            SchedRecordKind::Wakeup => {
+                if self.wakeups.select_kind(WakeupKind::Wakeup) {
+                    self.on_wakeup(at, r.a, None);
+                }
+            }
+            SchedRecordKind::WakeupNew => {
+                if self.wakeups.select_kind(WakeupKind::WakeupNew) {
+                    self.on_wakeup(at, r.a, None);
+                }
+            }
+            SchedRecordKind::Migrate => self.on_migrate(r.ts, r.a, None),
+            SchedRecordKind::Fork => self.on_fork(r.a, &batch.comm(r.value)),
+            SchedRecordKind::Lost => self.on_lost((r.value != LOST_UNKNOWN).then_some(r.value)),
+            SchedRecordKind::TaskComm => self.tasks.note_sideband(r.a, r.b, &batch.comm(r.value)),
+            SchedRecordKind::PayloadComm | SchedRecordKind::Other => {}
+        }
+    }
+
+    #[inline]
+    fn on_switch(
+        &mut self,
+        at: Where,
+        (prev, prev_comm): (Tid, Option<&Comm>),
+        (next, next_comm): (Tid, Option<&Comm>),
+        prev_state: PrevState,
+    ) {
+        let c = at.cpu as usize;
+        if c < (1 << 16) {
+            if c >= self.cpu_current.len() {
+                self.cpu_current.resize(c + 1, None);
+            }
+            if let Some(cur) = self.cpu_current[c] {
+                if cur != prev {
+                    self.stats.context_switch_bugs += 1;
+                    self.dq.add(
+                        "switch_prev_mismatch",
+                        Severity::Warning,
+                        "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
+                        1,
+                        || format!("{at}: prev_pid={prev} but the CPU was running pid {cur}"),
+                    );
+                }
+            }
+            self.cpu_current[c] = Some(next);
+        }
+        let ts = at.ts;
+        let runnable = self.leaves_runnable(prev_state);
+        let p = self.task(prev, prev_comm, None, ts);
+        self.tasks.get_mut(p).data.sched_out(runnable, ts);
+        let n = self.task(next, next_comm, Some(true), ts);
+        self.tasks.get_mut(n).data.sched_in(ts);
+    }
+
+    #[inline]
+    fn on_stat_runtime(&mut self, ts: Ts, tid: Tid, comm: Option<&Comm>, runtime: u64) {
+        let i = self.task(tid, comm, Some(true), ts);
+        self.tasks.get_mut(i).data.runtime += runtime;
+    }
+
+    /// A wakeup the [`WakeupSelector`] picked.
+    #[inline]
+    fn on_wakeup(&mut self, at: Where, tid: Tid, comm: Option<&Comm>) {
+        let ts = at.ts;
+        let i = self.task(tid, comm, Some(false), ts);
+        let t = &mut self.tasks.get_mut(i).data;
+        if self.opts.profile_cpu.is_none() && t.state != AtomState::Sleeping {
+            return;
+        }
+        self.stats.wakeup_timestamps += 1;
+        if t.sched_out > ts {
+            self.stats.unordered_timestamps += 1;
+            let out = t.sched_out;
+            self.dq.add(
+                "unordered_wakeup_timestamps",
+                Severity::Warning,
+                "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
+                1,
+                || format!("{at}: wakeup of pid {tid}, switched out at {out}"),
+            );
+            return;
+        }
+        t.state = AtomState::WaitCpu;
+        t.wake_up = ts;
+    }
+
+    fn on_migrate(&mut self, ts: Ts, tid: Tid, comm: Option<&Comm>) {
+        if self.opts.profile_cpu.is_none() {
+            return;
+        }
+        let i = self.task(tid, comm, Some(true), ts);
+        let t = &mut self.tasks.get_mut(i).data;
+        t.sched_out = ts;
+        t.wake_up = ts;
+        self.stats.wakeup_timestamps += 1;
+    }
+
+    fn on_fork(&mut self, child: Tid, child_comm: &Comm) {
+        if self
+            .tasks
+            .find(child)
+            .is_some_and(|i| self.tasks.get(i).data.seen)
+        {
+            self.tasks.retire(child);
+        }
+        let (i, _) = self.tasks.slot(child);
+        self.tasks.note_payload_comm(i, child_comm);
+        self.tasks.get_mut(i).stream_comm = *child_comm;
+    }
+
+    fn on_lost(&mut self, count: Option<u64>) {
+        self.stats.lost_chunks += 1;
+        self.stats.lost_events += count.unwrap_or(0);
     }
 
     /// Builds the table.
@@ -455,14 +551,22 @@ impl Latency {
 }
 
 /// Where an event is, for data-quality examples.
-fn at(ev: &Event) -> String {
-    format!(
-        "input #{} {}: ts {} cpu {}",
-        ev.span.input(),
-        ev.span.pos(),
-        ev.ts,
-        ev.cpu
-    )
+#[derive(Clone, Copy)]
+struct Where {
+    input: u16,
+    pos: SpanPos,
+    ts: Ts,
+    cpu: Cpu,
+}
+
+impl fmt::Display for Where {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "input #{} {}: ts {} cpu {}",
+            self.input, self.pos, self.ts, self.cpu
+        )
+    }
 }
 
 fn row_of(comm: Comm, tid: Tid, t: &TaskLatency) -> LatencyRow {

@@ -32,7 +32,7 @@ pub use latency::{Latency, LatencyOptions, LatencyReport, LatencyRow, LatencySta
 pub use tasks::{TaskSlot, TaskTable};
 pub use timehist::{Timehist, TimehistOptions, TimehistRow, TimehistSummary};
 pub use timeline::{RunnableCause, TaskState, Timeline, Transition};
-pub use wakeups::WakeupSelector;
+pub use wakeups::{WakeupKind, WakeupSelector};
 
 /// Which perf release's definitions [`Latency`] and [`Timehist`] reproduce.
 ///

@@ -29,6 +29,9 @@ pub struct TaskSlot<T> {
     pub comm: Comm,
     /// True once a side-band record named the task (payload names are then ignored).
     named_by_sideband: bool,
+    /// The name the lean record stream last gave this tid (see
+    /// `stallscope_model::sched_record`): the payload name of a lean record's task.
+    pub stream_comm: Comm,
     /// The analysis's per-task data.
     pub data: T,
 }
@@ -89,6 +92,7 @@ impl<T: Default> TaskTable<T> {
             tgid: None,
             comm: Comm::EMPTY,
             named_by_sideband: false,
+            stream_comm: Comm::EMPTY,
             data: T::default(),
         });
         (i, true)
@@ -101,6 +105,14 @@ impl<T: Default> TaskTable<T> {
         if !s.named_by_sideband && s.comm != *comm && !comm.is_empty() {
             s.comm = *comm;
         }
+    }
+
+    /// Records the name a lean record stream gives `tid` from now on (a `PayloadComm`
+    /// record); it becomes a payload name when an analysis uses one of the tid's events.
+    #[inline]
+    pub fn note_stream_comm(&mut self, tid: Tid, comm: &Comm) {
+        let (i, _) = self.slot(tid);
+        self.slots[i].stream_comm = *comm;
     }
 
     /// Records a side-band name (perf `COMM` record): tgid and comm.

@@ -57,19 +57,42 @@ impl WakeupSelector {
     /// The wakeup this event contributes, if it is one the analysis uses.
     #[inline]
     pub fn select<'a>(&mut self, kind: &'a EventKind) -> Option<&'a Wakeup> {
-        match kind {
-            EventKind::Waking(w) => {
+        let (which, w) = match kind {
+            EventKind::Waking(w) => (WakeupKind::Waking, w),
+            EventKind::Wakeup(w) => (WakeupKind::Wakeup, w),
+            EventKind::WakeupNew(w) => (WakeupKind::WakeupNew, w),
+            _ => return None,
+        };
+        self.select_kind(which).then_some(w)
+    }
+
+    /// Whether a wakeup of this kind is one the analysis uses (the rule of
+    /// [`WakeupSelector::select`], for inputs that are not [`EventKind`]s).
+    #[inline]
+    pub fn select_kind(&mut self, which: WakeupKind) -> bool {
+        match which {
+            WakeupKind::Waking => {
                 if self.ignore_waking {
-                    return None;
+                    return false;
                 }
                 self.waking_seen = true;
-                Some(w)
+                true
             }
-            EventKind::Wakeup(w) => (!(self.prefer_waking || self.waking_seen)).then_some(w),
-            EventKind::WakeupNew(w) => Some(w),
-            _ => None,
+            WakeupKind::Wakeup => !(self.prefer_waking || self.waking_seen),
+            WakeupKind::WakeupNew => true,
         }
     }
+}
+
+/// The three wakeup tracepoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeupKind {
+    /// `sched_waking`.
+    Waking,
+    /// `sched_wakeup`.
+    Wakeup,
+    /// `sched_wakeup_new`.
+    WakeupNew,
 }
 
 #[cfg(test)]

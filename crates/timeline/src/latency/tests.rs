@@ -5,12 +5,32 @@ use super::*;
 use crate::testutil::*;
 use stallscope_model::TaskRef;
 
+/// Runs the analysis on `events` and, through [`SchedRecordEncoder`], on the lean records
+/// they stand for; both must give the same report (rows, stats and data-quality examples).
 fn run_with(opts: LatencyOptions, events: &[Event]) -> LatencyReport {
-    let mut l = Latency::new(opts);
+    let mut l = Latency::new(opts.clone());
     for e in events {
         l.process(e);
     }
-    l.finish()
+    let general = l.finish();
+    let mut batch = SchedBatch::default();
+    let mut enc = stallscope_model::sched_record::SchedRecordEncoder::default();
+    for e in events {
+        enc.push(e, &mut batch);
+    }
+    let mut lean = Latency::new(opts);
+    for r in &batch.records {
+        lean.process_record(r, &batch);
+    }
+    let lean = lean.finish();
+    assert_eq!(lean.tasks, general.tasks, "lean rows differ");
+    assert_eq!(lean.stats, general.stats, "lean stats differ");
+    assert_eq!(
+        format!("{:?}", lean.quality),
+        format!("{:?}", general.quality),
+        "lean data quality differs"
+    );
+    general
 }
 
 fn run(events: &[Event]) -> LatencyReport {
@@ -435,4 +455,41 @@ fn names_come_from_side_band_records_and_tid_reuse_starts_a_new_task() {
         .collect();
     assert!(names.contains(&("worker-name", vec![10], 1)), "{names:?}");
     assert!(names.contains(&("b", vec![10], 1)), "{names:?}");
+}
+
+#[test]
+fn a_name_seen_only_in_an_unused_event_does_not_rename_the_task() {
+    // sched_wakeup is not used when sched_waking is declared, and migrations only with
+    // --cpu: the names they carry must not become the row's name (in either path; the lean
+    // one carries them as PayloadComm records and applies them only with a used event).
+    let (old, new) = (named("old", 7), named("new", 7));
+    let events = [
+        sw(100, 0, IDLE(), "R", old),
+        sw(200, 0, old, "S", IDLE()),
+        wakeup(300, new),
+        migrate(350, named("newer", 7), 0, 1),
+        waking(400, old),
+        sw(500, 0, IDLE(), "R", old),
+        wakeup(600, new),
+    ];
+    assert_eq!(row(&run(&events), 7).comm.as_str(), "old");
+    let with_cpu = run_with(
+        LatencyOptions {
+            by_pid: true,
+            waking_declared: true,
+            profile_cpu: Some(0),
+            ..LatencyOptions::default()
+        },
+        &events,
+    );
+    // With --cpu the migration is used, but the later waking renames the task back.
+    assert_eq!(row(&with_cpu, 7).comm.as_str(), "old");
+    // A fork with an empty child name keeps a fresh task nameless until an event names it.
+    let forked = [
+        sw(100, 0, IDLE(), "R", named("p", 9)),
+        fork(150, named("p", 9), named("", 20)),
+        wakeup_new(160, named("", 20)),
+        sw(200, 0, named("p", 9), "R", named("child", 20)),
+    ];
+    assert_eq!(row(&run(&forked), 20).comm.as_str(), "child");
 }

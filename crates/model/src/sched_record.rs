@@ -1,0 +1,296 @@
+//! [`SchedRecord`]: a 40-byte scheduler event for the lean paths of analyses that need only
+//! task ids, states, CPUs and times (`latency` today).
+//!
+//! A general reader turns every trace record into a 128-byte [`Event`](crate::Event) with
+//! names, priorities and a source span. On a multi-million-event trace building those is most
+//! of the work, while `perf sched latency`'s definitions read five fields. A lean reader
+//! (perf.data, trace.dat) decodes straight into this record instead, in the order the
+//! general reader would have produced the events, so an analysis fed these gives the same
+//! numbers as one fed `Event`s. It bails out to the general reader on anything unusual.
+//!
+//! Names travel separately, so most records carry none. Every event that names a task
+//! (switch: prev and next; wakeups, migrate, stat_runtime: the task) is, for names, part of
+//! the record stream: a [`SchedRecordKind::PayloadComm`] record (tid in `a`, name in the
+//! batch's comm table at index `value`) is placed right before such an event whenever the
+//! name it gives that tid differs from the previous name the stream gave it (or the tid is
+//! new to the stream; empty names included). So at any record, the name of a task is the
+//! last `PayloadComm` for its tid, whether or not the analysis uses the event. `Fork`
+//! carries the child's name itself (`value`; it is also the stream's new name for the tid,
+//! as a fork may start a new task under a reused tid), and `TaskComm` (side-band names,
+//! which are not payload names) carries its own. [`PayloadNames`] implements the rule and
+//! [`SchedRecordEncoder`] turns general [`Event`]s into records with it: a lean reader must
+//! produce exactly what the encoder makes of the general reader's events.
+//!
+//! Field use per kind (`a`, `b`, `value`; `cpu`, `ts`, `pos` always meaningful):
+//!
+//! | kind          | a            | b              | value                     | prev_state |
+//! |---------------|--------------|----------------|---------------------------|------------|
+//! | Switch        | prev tid     | next tid       | –                         | prev's     |
+//! | Waking        | woken tid    | target CPU, -1 | –                         | –          |
+//! | Wakeup        | woken tid    | target CPU, -1 | –                         | –          |
+//! | WakeupNew     | new tid      | target CPU, -1 | –                         | –          |
+//! | Migrate       | tid          | dest CPU       | –                         | –          |
+//! | StatRuntime   | tid          | –              | runtime ns                | –          |
+//! | Fork          | child tid    | parent tid     | comm index (child's name) | –          |
+//! | TaskComm      | tid          | tgid (-1 none) | comm index                | –          |
+//! | PayloadComm   | tid          | –              | comm index                | –          |
+//! | Lost          | –            | –              | count ([`LOST_UNKNOWN`])  | –          |
+//! | Other         | –            | –              | –                         | –          |
+//!
+//! `Other` stands for any event the analysis does not use (exit, exec, other tracepoints):
+//! analyses still count events. `pos` is the record's byte offset in its input (the
+//! general reader's `SpanPos::Byte`), for data-quality examples.
+
+use std::collections::HashMap;
+
+use crate::{Comm, Cpu, Event, EventKind, PrevState, Tid, Ts};
+
+/// What a [`SchedRecord`] is (see the module table for its fields).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SchedRecordKind {
+    /// `sched_switch`.
+    Switch,
+    /// `sched_waking`.
+    Waking,
+    /// `sched_wakeup`.
+    Wakeup,
+    /// `sched_wakeup_new`.
+    WakeupNew,
+    /// `sched_migrate_task`.
+    Migrate,
+    /// `sched_stat_runtime`.
+    StatRuntime,
+    /// `sched_process_fork`.
+    Fork,
+    /// A side-band name (perf `COMM` record): [`EventKind::TaskComm`](crate::EventKind::TaskComm).
+    TaskComm,
+    /// The name the next event's payload gives a task, when it changed.
+    PayloadComm,
+    /// Lost events.
+    Lost,
+    /// An event the lean analyses do not use (still counted).
+    Other,
+}
+
+/// `value` of a `Lost` record whose count is unknown.
+pub const LOST_UNKNOWN: u64 = u64::MAX;
+
+/// One lean scheduler record (40 bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedRecord {
+    /// Timestamp, ns in the trace clock.
+    pub ts: Ts,
+    /// Byte offset of the record in its input.
+    pub pos: u64,
+    /// Kind-specific value (see the module table).
+    pub value: u64,
+    /// First task id (see the module table).
+    pub a: Tid,
+    /// Second task id or a CPU (see the module table).
+    pub b: Tid,
+    /// CPU the event was recorded on.
+    pub cpu: Cpu,
+    /// `prev_state` of a switch (default otherwise).
+    pub prev_state: PrevState,
+    /// What the record is.
+    pub kind: SchedRecordKind,
+}
+
+const _: () = assert!(std::mem::size_of::<SchedRecord>() == 40);
+
+impl SchedRecord {
+    /// A record of `kind` at `ts` on `cpu`, input offset `pos`, every other field zero.
+    #[inline]
+    pub fn new(kind: SchedRecordKind, ts: Ts, cpu: Cpu, pos: u64) -> SchedRecord {
+        SchedRecord {
+            ts,
+            pos,
+            value: 0,
+            a: 0,
+            b: 0,
+            cpu,
+            prev_state: PrevState::default(),
+            kind,
+        }
+    }
+}
+
+/// A run of records in analysis order with the names they refer to.
+#[derive(Clone, Debug, Default)]
+pub struct SchedBatch {
+    /// The records, in the order the general reader would produce the events.
+    pub records: Vec<SchedRecord>,
+    /// Names referred to by `value` of `PayloadComm`, `Fork` and `TaskComm` records.
+    pub comms: Vec<Comm>,
+}
+
+impl SchedBatch {
+    /// Empties the batch, keeping its allocations.
+    pub fn clear(&mut self) {
+        self.records.clear();
+        self.comms.clear();
+    }
+
+    /// Stores `comm` and returns its index (for a record's `value`).
+    #[inline]
+    pub fn push_comm(&mut self, comm: Comm) -> u64 {
+        self.comms.push(comm);
+        (self.comms.len() - 1) as u64
+    }
+
+    /// The name a record's `value` refers to (empty when out of range).
+    #[inline]
+    pub fn comm(&self, value: u64) -> Comm {
+        usize::try_from(value)
+            .ok()
+            .and_then(|i| self.comms.get(i))
+            .copied()
+            .unwrap_or(Comm::EMPTY)
+    }
+}
+
+/// Tids below this are kept in a table indexed by tid (the kernel's largest `pid_max`).
+const DIRECT_TIDS: usize = 1 << 22;
+
+/// The stream's current name per tid: decides when a [`SchedRecordKind::PayloadComm`]
+/// record is due (see the module docs).
+#[derive(Debug, Default)]
+pub struct PayloadNames {
+    direct: Vec<Option<Comm>>,
+    other: HashMap<Tid, Comm>,
+}
+
+impl PayloadNames {
+    /// The stream's current name of `tid`, if the stream named it.
+    #[inline]
+    fn slot(&mut self, tid: Tid) -> Option<&mut Option<Comm>> {
+        let t = usize::try_from(tid).ok().filter(|&t| t < DIRECT_TIDS)?;
+        if t >= self.direct.len() {
+            self.direct
+                .resize((t + 1).next_power_of_two().min(DIRECT_TIDS), None);
+        }
+        self.direct.get_mut(t)
+    }
+
+    /// Sets the stream's name of `tid`; true when it changed (or the tid is new).
+    #[inline]
+    pub fn set(&mut self, tid: Tid, comm: &Comm) -> bool {
+        match self.slot(tid) {
+            Some(cur) => {
+                if cur.as_ref() == Some(comm) {
+                    return false;
+                }
+                *cur = Some(*comm);
+                true
+            }
+            None => self.other.insert(tid, *comm).as_ref() != Some(comm),
+        }
+    }
+
+    /// An event at (`ts`, `cpu`, `pos`) names `tid` `comm`: pushes the `PayloadComm` record
+    /// that must precede it, if one is due.
+    #[inline]
+    pub fn note(
+        &mut self,
+        tid: Tid,
+        comm: &Comm,
+        (ts, cpu, pos): (Ts, Cpu, u64),
+        batch: &mut SchedBatch,
+    ) {
+        if self.set(tid, comm) {
+            let mut r = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
+            r.a = tid;
+            r.value = batch.push_comm(*comm);
+            batch.records.push(r);
+        }
+    }
+}
+
+/// Turns general [`Event`]s into [`SchedRecord`]s: the definition every lean reader is
+/// tested against.
+#[derive(Debug, Default)]
+pub struct SchedRecordEncoder {
+    names: PayloadNames,
+}
+
+impl SchedRecordEncoder {
+    /// Appends the records `ev` stands for to `batch`.
+    pub fn push(&mut self, ev: &Event, batch: &mut SchedBatch) {
+        let pos = match ev.span.pos() {
+            crate::SpanPos::Byte(b) => b,
+            crate::SpanPos::Line(l) => l,
+        };
+        let at = (ev.ts, ev.cpu, pos);
+        let mut r = SchedRecord::new(SchedRecordKind::Other, ev.ts, ev.cpu, pos);
+        match &ev.kind {
+            EventKind::Switch(s) => {
+                self.names.note(s.prev.pid, &s.prev.comm, at, batch);
+                self.names.note(s.next.pid, &s.next.comm, at, batch);
+                r.kind = SchedRecordKind::Switch;
+                (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
+            }
+            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                self.names.note(w.task.pid, &w.task.comm, at, batch);
+                r.kind = match &ev.kind {
+                    EventKind::Waking(_) => SchedRecordKind::Waking,
+                    EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
+                    _ => SchedRecordKind::WakeupNew,
+                };
+                r.a = w.task.pid;
+                r.b = w.target_cpu.map_or(-1, |c| c as Tid);
+            }
+            EventKind::Migrate(m) => {
+                self.names.note(m.task.pid, &m.task.comm, at, batch);
+                r.kind = SchedRecordKind::Migrate;
+                (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
+            }
+            EventKind::StatRuntime(s) => {
+                self.names.note(s.task.pid, &s.task.comm, at, batch);
+                r.kind = SchedRecordKind::StatRuntime;
+                (r.a, r.value) = (s.task.pid, s.runtime);
+            }
+            EventKind::Fork {
+                parent_pid,
+                child_pid,
+                child_comm,
+                ..
+            } => {
+                self.names.set(*child_pid, child_comm);
+                r.kind = SchedRecordKind::Fork;
+                (r.a, r.b, r.value) = (*child_pid, *parent_pid, batch.push_comm(*child_comm));
+            }
+            EventKind::TaskComm { tgid, tid, comm } => {
+                r.kind = SchedRecordKind::TaskComm;
+                (r.a, r.b, r.value) = (*tid, *tgid, batch.push_comm(*comm));
+            }
+            EventKind::Lost { count } => {
+                r.kind = SchedRecordKind::Lost;
+                r.value = count.unwrap_or(LOST_UNKNOWN);
+            }
+            EventKind::Exit(_)
+            | EventKind::Exec { .. }
+            | EventKind::Generic(_)
+            | EventKind::Block(_) => {}
+        }
+        batch.records.push(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comm_indices_round_trip_and_out_of_range_is_empty() {
+        let mut b = SchedBatch::default();
+        let i = b.push_comm(Comm::new("kworker/0:1"));
+        let j = b.push_comm(Comm::new("fio"));
+        assert_eq!((i, j), (0, 1));
+        assert_eq!(b.comm(j).as_str(), "fio");
+        assert_eq!(b.comm(7), Comm::EMPTY);
+        assert_eq!(b.comm(u64::MAX), Comm::EMPTY);
+        b.clear();
+        assert!(b.records.is_empty() && b.comms.is_empty());
+    }
+}
