@@ -25,7 +25,9 @@ use stallscope::timeline::{
     Latency, LatencyOptions, LatencyReport, LatencyRow, PerfFlavor, SortKey, WakeupSelector,
 };
 
-use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
+use crate::common::{clear_progress, write_quality_text, CliError, InputArgs, OutputFormat};
+use stallscope::model::SchedBatch;
+use stallscope::read::lean::open_sched_source;
 
 /// Arguments of `stallscope latency`.
 #[derive(Args, Debug)]
@@ -57,6 +59,13 @@ pub struct LatencyArgs {
     /// sched_waking and does not count waits after a preemption, R+).
     #[arg(long, value_name = "VERSION", default_value = "current")]
     perf_compat: String,
+    /// Read through the general event reader even when the lean path could (for tests and
+    /// bug reports: both must print the same).
+    #[arg(long, hide = true)]
+    general_path: bool,
+    /// Fail (exit 2) when the lean path is not taken, naming why (for tests).
+    #[arg(long, hide = true, conflicts_with = "general_path")]
+    require_lean: bool,
 }
 
 #[derive(Serialize)]
@@ -173,24 +182,36 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
         return Err(CliError::Usage("--sort needs at least one key".into()));
     }
     let flavor = parse_flavor(&args.perf_compat)?;
-    let mut inputs = args.input.open()?;
-    let waking_declared = WakeupSelector::declared_in(inputs.metas());
-    let mut latency = Latency::new(LatencyOptions {
+    let opts = |waking_declared| LatencyOptions {
         by_pid: args.pids,
-        sort,
+        sort: sort.clone(),
         profile_cpu: args.cpu,
         flavor,
         waking_declared,
-    });
-    let mut batch = Vec::new();
-    while inputs.next_batch(&mut batch)? {
-        for ev in &batch {
-            latency.process(ev);
+    };
+    let (report, dq) = match lean_latency(args, &opts) {
+        Ok(report) => {
+            let dq = report.quality.clone();
+            (report, dq)
         }
-    }
-    let report = latency.finish();
-    let mut dq = inputs.quality();
-    dq.merge(&report.quality);
+        Err(why) if args.require_lean => {
+            return Err(CliError::Usage(format!("lean path not taken: {why}")))
+        }
+        Err(_) => {
+            let mut inputs = args.input.open()?;
+            let mut latency = Latency::new(opts(WakeupSelector::declared_in(inputs.metas())));
+            let mut batch = Vec::new();
+            while inputs.next_batch(&mut batch)? {
+                for ev in &batch {
+                    latency.process(ev);
+                }
+            }
+            let report = latency.finish();
+            let mut dq = inputs.quality();
+            dq.merge(&report.quality);
+            (report, dq)
+        }
+    };
     match args.format {
         OutputFormat::Text => write_text(out, &report, &dq)?,
         OutputFormat::Json => {
@@ -206,6 +227,83 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// The lean path (`stallscope_read::lean`): one regular perf.data or trace.dat file whose
+/// layout the lean reader models. `Err` (why it is not eligible, or why the reader bailed
+/// out midway) sends the command down the general path, which then reports errors and data
+/// quality.
+fn lean_latency(
+    args: &LatencyArgs,
+    opts: &dyn Fn(bool) -> LatencyOptions,
+) -> Result<LatencyReport, String> {
+    if args.general_path {
+        return Err("--general-path".into());
+    }
+    if args.input.files.len() != 1 {
+        return Err("more than one input".into());
+    }
+    if let Some(f) = &args.input.input_format {
+        if f != "perf-data" && f != "trace-dat" {
+            return Err(format!("--input-format {f}"));
+        }
+    }
+    let mut source = open_sched_source(&args.input.files[0])
+        .ok_or("not an uncompressed perf.data or trace.dat file the lean reader models")?;
+    let mut latency = Latency::new(opts(source.waking_declared()));
+    let mut batch = SchedBatch::default();
+    let mut progress = LeanProgress::new();
+    loop {
+        match source.next_batch(&mut batch) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(bail) => {
+                clear_progress();
+                return Err(bail.reason);
+            }
+        }
+        for r in &batch.records {
+            latency.process_record(r, &batch);
+        }
+        progress.show(source.progress(), &mut latency);
+    }
+    clear_progress();
+    Ok(latency.finish())
+}
+
+/// A progress line on a terminal for the lean path (the general path has its own).
+struct LeanProgress {
+    start: Option<std::time::Instant>,
+    batches: u32,
+}
+
+impl LeanProgress {
+    fn new() -> LeanProgress {
+        use std::io::IsTerminal;
+        LeanProgress {
+            start: std::io::stderr()
+                .is_terminal()
+                .then(std::time::Instant::now),
+            batches: 0,
+        }
+    }
+
+    fn show(&mut self, (done, total): (u64, u64), latency: &mut Latency) {
+        let Some(start) = self.start else { return };
+        self.batches = self.batches.wrapping_add(1);
+        if !self.batches.is_multiple_of(64) {
+            return;
+        }
+        let secs = start.elapsed().as_secs();
+        if secs >= 1 && total > 0 {
+            let _ = write!(
+                std::io::stderr(),
+                "\r\x1b[Kstallscope: {} events read {:>3}% ({secs} s)\r",
+                latency.events(),
+                done.saturating_mul(100) / total
+            );
+        }
+    }
 }
 
 #[cfg(test)]

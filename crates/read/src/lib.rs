@@ -12,6 +12,7 @@ pub mod blktrace;
 pub mod error;
 pub mod ftrace_text;
 pub mod input;
+pub mod lean;
 pub mod perf_data;
 pub mod perf_script_text;
 pub mod profile;

@@ -484,6 +484,11 @@ impl Latency {
         self.stats.lost_events += count.unwrap_or(0);
     }
 
+    /// Events fed so far.
+    pub fn events(&self) -> u64 {
+        self.stats.events
+    }
+
     /// Builds the table.
     pub fn finish(self) -> LatencyReport {
         let Latency {

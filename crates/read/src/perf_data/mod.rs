@@ -36,6 +36,7 @@
 //! naming the byte offset.
 
 mod attr;
+pub mod lean;
 mod decode;
 mod header;
 mod open;

