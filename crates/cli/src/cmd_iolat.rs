@@ -343,10 +343,17 @@ mod lean {
         }
         let mut tracker = BlockTracker::new();
         let mut iolat = Iolat::only(by);
-        let walk = LeanBlktrace::new(inputs).for_each(|rec| match rec {
+        let walk = LeanBlktrace::new(inputs);
+        let visit = |rec: LeanRecord<'_>| match rec {
             LeanRecord::Untracked => tracker.count_untracked(),
             LeanRecord::Block(at, ev) => feed(&mut tracker, &mut iolat, at, ev),
-        });
+        };
+        // Reading on a second thread pays off with a second CPU to run it.
+        let walk = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+            walk.for_each_threaded(visit)
+        } else {
+            walk.for_each(visit)
+        };
         Ok(walk.ok().map(|()| (iolat, tracker)))
     }
 }

@@ -26,6 +26,8 @@
 //! [`Unusual`]: the caller then reads the files again through the general reader, whose
 //! errors and data-quality counts are the ones to report.
 
+pub mod batch;
+
 use std::collections::HashMap;
 use std::io::Read;
 
@@ -370,31 +372,187 @@ fn request_action(h: &Header) -> Option<BlockAction> {
 }
 
 /// Task names from process notes, keyed by (input, pid), with the last lookup cached:
-/// consecutive records mostly come from one task. The cached name is copied straight into
-/// the caller's event ([`Names::fill`]): returning it by value went through a stack
-/// temporary whose overlapping stores stalled the reload (~5% of the lean path).
+/// consecutive records mostly come from one task. Each distinct name gets an id (1, 2, …;
+/// 0 is "no name") in the order of the notes, which the threaded walk hands over instead of
+/// the name ([`batch`]). The cached name is copied straight into the caller's event
+/// ([`Names::fill`]): returning it by value went through a stack temporary whose
+/// overlapping stores stalled the reload (~5% of the lean path).
 #[derive(Default)]
 struct Names {
-    names: HashMap<(u16, u32), Comm>,
+    ids: HashMap<(u16, u32), u32>,
+    /// Name of id `k` at `comms[k - 1]`.
+    comms: Vec<Comm>,
     last_key: Option<(u16, u32)>,
+    last_id: u32,
     last_comm: Option<Comm>,
 }
 
 impl Names {
+    #[inline]
+    fn look_up(&mut self, key: (u16, u32)) {
+        if self.last_key != Some(key) {
+            self.last_id = self.ids.get(&key).copied().unwrap_or(0);
+            self.last_comm = match self.last_id {
+                0 => None,
+                id => self.comms.get(id as usize - 1).copied(),
+            };
+            self.last_key = Some(key);
+        }
+    }
+
     /// Sets `out` to the name of `key` (`None` when no note named it).
     #[inline]
     fn fill(&mut self, key: (u16, u32), out: &mut Option<Comm>) {
-        if self.last_key != Some(key) {
-            self.last_comm = self.names.get(&key).copied();
-            self.last_key = Some(key);
-        }
+        self.look_up(key);
         *out = self.last_comm;
     }
 
-    fn insert(&mut self, key: (u16, u32), comm: Comm) {
-        self.names.insert(key, comm);
-        self.last_key = None;
+    /// The id of `key`'s name (0 when no note named it).
+    #[inline]
+    fn id(&mut self, key: (u16, u32)) -> u32 {
+        self.look_up(key);
+        self.last_id
     }
+
+    /// Names `key`; returns the name when it is new (given the next id), `None` when `key`
+    /// already had that name.
+    fn insert(&mut self, key: (u16, u32), comm: Comm) -> Option<Comm> {
+        let known = self.ids.get(&key).copied().unwrap_or(0);
+        if known != 0 && self.comms.get(known as usize - 1) == Some(&comm) {
+            return None;
+        }
+        self.comms.push(comm);
+        self.ids.insert(key, self.comms.len() as u32);
+        self.last_key = None;
+        Some(comm)
+    }
+}
+
+/// Where the merge loop ([`walk`]) sends each record: straight to a visitor
+/// ([`LeanBlktrace::for_each`]) or into batches for another thread ([`batch`]).
+trait Emit {
+    /// A plug or unplug.
+    fn untracked(&mut self) -> Result<(), Unusual>;
+    /// A plain request record (no payload) whose action is `action`.
+    fn request(
+        &mut self,
+        at: RecordAt,
+        h: &Header,
+        action: BlockAction,
+        names: &mut Names,
+    ) -> Result<(), Unusual>;
+    /// Any other block event, decoded and named.
+    fn decoded(&mut self, at: RecordAt, ev: BlockEvent) -> Result<(), Unusual>;
+    /// A process note gave a new name (the next id of [`Names`]).
+    fn named(&mut self, comm: Comm);
+}
+
+/// Hands records to a visitor on the calling thread, the request records through one
+/// reused event.
+struct Visit<F> {
+    visit: F,
+    fast: BlockEvent,
+}
+
+impl<F: FnMut(LeanRecord<'_>)> Emit for Visit<F> {
+    #[inline]
+    fn untracked(&mut self) -> Result<(), Unusual> {
+        (self.visit)(LeanRecord::Untracked);
+        Ok(())
+    }
+
+    #[inline]
+    fn request(
+        &mut self,
+        at: RecordAt,
+        h: &Header,
+        action: BlockAction,
+        names: &mut Names,
+    ) -> Result<(), Unusual> {
+        // Fill one reused event in place instead of building a new one (what `decode` does
+        // for these actions, minus PC requests).
+        let fast = &mut self.fast;
+        fast.action = action;
+        fast.dev = Some(BlockDev(h.device));
+        fast.sector = h.sector;
+        fast.nr_sector = h.bytes >> 9;
+        fast.rwbs = h.rwbs();
+        fast.error = (action == BlockAction::Complete).then(|| i32::from(h.error as i16));
+        fast.comm = None;
+        if carries_comm(action) {
+            names.fill((at.input, h.pid), &mut fast.comm);
+        }
+        (self.visit)(LeanRecord::Block(at, fast));
+        Ok(())
+    }
+
+    #[inline]
+    fn decoded(&mut self, at: RecordAt, ev: BlockEvent) -> Result<(), Unusual> {
+        (self.visit)(LeanRecord::Block(at, &ev));
+        Ok(())
+    }
+
+    fn named(&mut self, _comm: Comm) {}
+}
+
+/// The merge loop: every record of `streams`, merged by time, to `emit`.
+#[inline(always)]
+fn walk(mut streams: Vec<Stream>, emit: &mut impl Emit) -> Result<(), Unusual> {
+    for s in &mut streams {
+        s.advance()?;
+    }
+    let mut names = Names::default();
+    loop {
+        let mut best: Option<(u64, usize)> = None;
+        for (i, s) in streams.iter().enumerate() {
+            if let Some(h) = s.pending() {
+                if best.is_none_or(|(t, _)| h.time < t) {
+                    best = Some((h.time, i));
+                }
+            }
+        }
+        let Some((_, i)) = best else { break };
+        // The record is read where it lies (a shared borrow of its stream), not copied
+        // out: copying the header just written by `advance` stalls on store forwarding.
+        let s = &streams[i];
+        let Some(h) = s.pending() else { break };
+        let at = RecordAt {
+            ts: h.time,
+            pid: h.pid,
+            input: s.input,
+            offset: s.offset,
+        };
+        if !h.is_notify()
+            && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
+        {
+            // Plugs and unplugs (a third of a typical trace) change no request: report
+            // them without decoding (an unplug must carry its depth, else decode's
+            // verdict counts).
+            emit.untracked()?;
+        } else if let Some(action) = request_action(h) {
+            emit.request(at, h, action, &mut names)?;
+        } else {
+            // INVARIANT: `next` is only set after `endian` was.
+            let endian = s.endian.unwrap_or(Endian::Little);
+            match decode(h, s.pdu(), endian) {
+                Decoded::Event(mut ev) => {
+                    if carries_comm(ev.action) {
+                        names.fill((s.input, h.pid), &mut ev.comm);
+                    }
+                    emit.decoded(at, ev)?;
+                }
+                Decoded::Process(comm) => {
+                    if let Some(new) = names.insert((s.input, h.pid), comm) {
+                        emit.named(new);
+                    }
+                }
+                Decoded::Timestamp(..) => {}
+                Decoded::Skip(_) => return Err(Unusual),
+            }
+        }
+        streams[i].advance()?;
+    }
+    Ok(())
 }
 
 /// Several per-CPU blktrace files, read together by [`LeanBlktrace::for_each`].
@@ -414,72 +572,14 @@ impl LeanBlktrace {
 
     /// Hands every record, merged by time, to `visit`. `Err(Unusual)`: something the lean
     /// path does not handle (see the module docs); records already visited stay visited.
-    pub fn for_each(self, mut visit: impl FnMut(LeanRecord<'_>)) -> Result<(), Unusual> {
-        let mut streams = self.streams;
-        for s in &mut streams {
-            s.advance()?;
-        }
-        let mut names = Names::default();
-        let mut fast = BlockEvent::new(BlockAction::Queue);
-        loop {
-            let mut best: Option<(u64, usize)> = None;
-            for (i, s) in streams.iter().enumerate() {
-                if let Some(h) = s.pending() {
-                    if best.is_none_or(|(t, _)| h.time < t) {
-                        best = Some((h.time, i));
-                    }
-                }
-            }
-            let Some((_, i)) = best else { break };
-            // The record is read where it lies (a shared borrow of its stream), not copied
-            // out: copying the header just written by `advance` stalls on store forwarding.
-            let s = &streams[i];
-            let Some(h) = s.pending() else { break };
-            let at = RecordAt {
-                ts: h.time,
-                pid: h.pid,
-                input: s.input,
-                offset: s.offset,
-            };
-            if !h.is_notify()
-                && (h.code() == 9 || (matches!(h.code(), 10 | 11) && h.payload(s.pdu()).len() >= 8))
-            {
-                // Plugs and unplugs (a third of a typical trace) change no request: report
-                // them without decoding (an unplug must carry its depth, else decode's
-                // verdict counts).
-                visit(LeanRecord::Untracked);
-            } else if let Some(action) = request_action(h) {
-                // The request actions (no payload): fill one reused event in place instead
-                // of building a new one (what `decode` does for them, minus PC requests).
-                fast.action = action;
-                fast.dev = Some(BlockDev(h.device));
-                fast.sector = h.sector;
-                fast.nr_sector = h.bytes >> 9;
-                fast.rwbs = h.rwbs();
-                fast.error = (action == BlockAction::Complete).then(|| i32::from(h.error as i16));
-                fast.comm = None;
-                if carries_comm(action) {
-                    names.fill((s.input, h.pid), &mut fast.comm);
-                }
-                visit(LeanRecord::Block(at, &fast));
-            } else {
-                // INVARIANT: `next` is only set after `endian` was.
-                let endian = s.endian.unwrap_or(Endian::Little);
-                match decode(h, s.pdu(), endian) {
-                    Decoded::Event(mut ev) => {
-                        if carries_comm(ev.action) {
-                            names.fill((s.input, h.pid), &mut ev.comm);
-                        }
-                        visit(LeanRecord::Block(at, &ev));
-                    }
-                    Decoded::Process(comm) => names.insert((s.input, h.pid), comm),
-                    Decoded::Timestamp(..) => {}
-                    Decoded::Skip(_) => return Err(Unusual),
-                }
-            }
-            streams[i].advance()?;
-        }
-        Ok(())
+    pub fn for_each(self, visit: impl FnMut(LeanRecord<'_>)) -> Result<(), Unusual> {
+        walk(
+            self.streams,
+            &mut Visit {
+                visit,
+                fast: BlockEvent::new(BlockAction::Queue),
+            },
+        )
     }
 }
 
