@@ -1,0 +1,151 @@
+//! Task names on the lean path without building a [`Comm`] per record.
+//!
+//! * [`NameIds`] interns names: raw `comm` bytes → a small id, equal ids exactly when the
+//!   [`Comm`]s the general decoder would build are equal (the cache is keyed by the raw bytes
+//!   zero-padded to 16, which decode to the same `Comm`; a miss builds the `Comm` and looks
+//!   it up by value).
+//! * [`StreamNames`] is [`PayloadNames`](stallscope_model::sched_record::PayloadNames)'s
+//!   rule on ids: the stream's current name id per tid, to decide when a `PayloadComm`
+//!   record is due.
+
+use rustc_hash::FxHashMap;
+use stallscope_model::{Comm, Tid};
+
+/// Cache slots of [`NameIds`].
+const SLOTS: usize = 1024;
+/// "No id yet" in tables.
+pub const NO_NAME: u32 = u32::MAX;
+
+/// Name interner (see the module docs).
+pub struct NameIds {
+    keys: Box<[u128; SLOTS]>,
+    ids: Box<[u32; SLOTS]>,
+    by_comm: FxHashMap<Comm, u32>,
+    comms: Vec<Comm>,
+}
+
+impl Default for NameIds {
+    fn default() -> Self {
+        NameIds {
+            keys: Box::new([0; SLOTS]),
+            ids: Box::new([NO_NAME; SLOTS]),
+            by_comm: FxHashMap::default(),
+            comms: Vec::new(),
+        }
+    }
+}
+
+impl NameIds {
+    /// The id of the name in `raw` (stops at the first NUL, like `Comm::from_bytes`).
+    #[inline]
+    pub fn id(&mut self, raw: &[u8]) -> u32 {
+        let key = match <[u8; 16]>::try_from(raw) {
+            Ok(k) => u128::from_le_bytes(k),
+            Err(_) if raw.len() < 16 => {
+                let mut k = [0u8; 16];
+                k[..raw.len()].copy_from_slice(raw);
+                u128::from_le_bytes(k)
+            }
+            Err(_) => return self.id_of(Comm::from_bytes(raw)),
+        };
+        let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        let slot = (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % SLOTS;
+        if self.keys[slot] == key && self.ids[slot] != NO_NAME {
+            return self.ids[slot];
+        }
+        let id = self.id_of(Comm::from_bytes(raw));
+        self.keys[slot] = key;
+        self.ids[slot] = id;
+        id
+    }
+
+    /// The id of `comm`.
+    pub fn id_of(&mut self, comm: Comm) -> u32 {
+        if let Some(&id) = self.by_comm.get(&comm) {
+            return id;
+        }
+        let id = self.comms.len() as u32;
+        self.comms.push(comm);
+        self.by_comm.insert(comm, id);
+        id
+    }
+
+    /// The name of an id (empty for an unknown one).
+    #[inline]
+    pub fn comm(&self, id: u32) -> Comm {
+        self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY)
+    }
+}
+
+/// Tids below this are kept in a table indexed by tid (the kernel's largest `pid_max`).
+const DIRECT_TIDS: usize = 1 << 22;
+
+/// The stream's current name id per tid.
+#[derive(Default)]
+pub struct StreamNames {
+    direct: Vec<u32>,
+    other: FxHashMap<Tid, u32>,
+}
+
+impl StreamNames {
+    /// Sets the name id of `tid`; true when it changed (or the tid is new).
+    #[inline]
+    pub fn set(&mut self, tid: Tid, id: u32) -> bool {
+        match usize::try_from(tid).ok().filter(|&t| t < DIRECT_TIDS) {
+            Some(t) => {
+                if t >= self.direct.len() {
+                    self.direct
+                        .resize((t + 1).next_power_of_two().min(DIRECT_TIDS), NO_NAME);
+                }
+                match self.direct.get_mut(t) {
+                    Some(cur) if *cur == id => false,
+                    Some(cur) => {
+                        *cur = id;
+                        true
+                    }
+                    None => true,
+                }
+            }
+            None => self.other.insert(tid, id) != Some(id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_equal_exactly_when_comms_are() {
+        let mut n = NameIds::default();
+        let a = n.id(b"perf\0\0\0\0\0\0\0\0\0\0\0\0");
+        assert_eq!(n.id(b"perf"), a);
+        assert_eq!(n.id(b"perf\0garbage"), a);
+        assert_eq!(n.id_of(Comm::new("perf")), a);
+        let b = n.id(b"");
+        assert_ne!(a, b);
+        assert_eq!(n.comm(b), Comm::EMPTY);
+        let long = n.id(b"a name longer than sixteen bytes");
+        assert_eq!(
+            n.comm(long),
+            Comm::from_bytes(b"a name longer than sixteen bytes")
+        );
+        for i in 0..3000 {
+            let s = format!("task-{i}");
+            let id = n.id(s.as_bytes());
+            assert_eq!(n.comm(id).as_str(), s);
+        }
+    }
+
+    #[test]
+    fn stream_names_follow_the_payload_rule() {
+        let mut s = StreamNames::default();
+        assert!(s.set(5, 0));
+        assert!(!s.set(5, 0));
+        assert!(s.set(5, 1));
+        assert!(s.set(-1, 0));
+        assert!(!s.set(-1, 0));
+        assert!(s.set(1 << 23, 2));
+        assert!(!s.set(1 << 23, 2));
+    }
+}

@@ -1,0 +1,443 @@
+//! [`Walker`]: the lean reading loop over the mapped data section.
+//!
+//! ```text
+//! record   u32 type, u16 misc, u16 size │ body          (walked by size, bounds-checked)
+//! SAMPLE   decoded at once into an [`Entry`] (a SchedRecord + the name ids it carries)
+//! COMM     an Entry (TaskComm); FORK / EXIT: a placeholder Entry (ordered, emits nothing)
+//! ROUND    FINISHED_ROUND: the queue is sorted by time (stable: file order on ties) and
+//!          every entry with time ≤ the newest time seen before the previous round end is
+//!          released, exactly as `super::super::order` does for the general reader
+//! ```
+//!
+//! Released entries pass the name rule ([`StreamNames`]: a `PayloadComm` record before an
+//! event whose task name changed) into [`SchedBatch`]es. Since every record is decoded when
+//! walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
+//! memory stays at a few MiB plus about two rounds of entries.
+//!
+//! Anything the general reader would report (a data-quality note or an error: LOST records,
+//! unknown types or sample ids, short records, impossible sizes, truncation, compressed
+//! records, out-of-order records, an overfull queue) ends the walk with a [`LeanBail`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use stallscope_model::{
+    sched_record::LOST_UNKNOWN, Comm, EventKind, SchedBatch, SchedRecord, SchedRecordKind, Tid,
+};
+
+use super::super::attr::{parse_sample, parse_trailer};
+use super::super::order::MAX_PENDING;
+use super::super::pipeline::rt;
+use super::super::stream::{prefetch, DataMap};
+use super::names::{NameIds, StreamNames, NO_NAME};
+use super::plan::{Payload, Plan, TaskAccess};
+use crate::lean::LeanBail;
+use crate::tracefs_format::{CommCache, Endian};
+
+/// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
+const SKIP: u32 = u32::MAX - 1;
+/// Bytes between two page drops / progress updates.
+const STEP: u64 = 1 << 20;
+/// How far ahead of the walk the CPU is asked to load record headers.
+const PREFETCH_AHEAD: usize = 2048;
+
+/// A decoded record waiting for its round: the record plus the name ids of its tasks
+/// (`n1` for `a`, `n2` for `b` of a switch; `n1` the name of a fork / TaskComm).
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    rec: SchedRecord,
+    n1: u32,
+    n2: u32,
+}
+
+/// Result of walking: more to come, or the end of the data.
+pub enum Step {
+    /// Entries were released (or nothing yet); call again.
+    More,
+    /// The input is exhausted and everything released.
+    Done,
+}
+
+/// The lean reading state of one file.
+pub struct Walker {
+    map: Arc<DataMap>,
+    plan: Plan,
+    pos: u64,
+    end: u64,
+    names: NameIds,
+    cache: CommCache,
+    stream: StreamNames,
+    pending: Vec<Entry>,
+    limit: u64,
+    max_ts: u64,
+    last_emitted: u64,
+    dropped_to: u64,
+    next_step: u64,
+    progress: Arc<AtomicU64>,
+}
+
+fn bail<T>(why: &str, off: u64) -> Result<T, LeanBail> {
+    Err(LeanBail::new(format!("{why} at offset {off:#x}")))
+}
+
+impl Walker {
+    /// A walker over the whole of `map`, reporting its position in `progress`.
+    pub fn new(map: Arc<DataMap>, plan: Plan, progress: Arc<AtomicU64>) -> Walker {
+        let pos = map.base;
+        let end = map.base + map.map.len() as u64;
+        Walker {
+            map,
+            plan,
+            pos,
+            end,
+            names: NameIds::default(),
+            cache: CommCache::default(),
+            stream: StreamNames::default(),
+            pending: Vec::new(),
+            limit: 0,
+            max_ts: 0,
+            last_emitted: 0,
+            dropped_to: pos,
+            next_step: pos,
+            progress,
+        }
+    }
+
+    /// Walks to the next round end (or the end of the data) and emits what it releases into
+    /// `batch` (appending).
+    pub fn step(&mut self, batch: &mut SchedBatch) -> Result<Step, LeanBail> {
+        let map = self.map.clone();
+        let data = &map.map[..];
+        let base = map.base;
+        let mut pos = self.pos;
+        let end = self.end;
+        loop {
+            if pos >= self.next_step {
+                self.pos = pos;
+                self.page_step();
+            }
+            let left = end - pos;
+            if left == 0 {
+                self.pos = pos;
+                self.pending.sort_by_key(|e| e.rec.ts);
+                let all = self.pending.len();
+                self.emit(all, batch)?;
+                self.progress.store(end, Ordering::Relaxed);
+                return Ok(Step::Done);
+            }
+            let at = (pos - base) as usize;
+            prefetch(data, at + PREFETCH_AHEAD);
+            let (Some(rtype), Some(size)) = (
+                Endian::Little.u32(data, at),
+                Endian::Little.u16(data, at + 6),
+            ) else {
+                return bail("truncated record header", pos);
+            };
+            if size < 8 || left < u64::from(size) {
+                return bail("bad or truncated record size", pos);
+            }
+            let rec = &data[at..at + usize::from(size)];
+            match rtype {
+                rt::SAMPLE => {
+                    let e = self.sample(rec, pos)?;
+                    self.push(e, pos)?;
+                }
+                rt::COMM | rt::FORK | rt::EXIT => {
+                    let e = self.side_band(rec, rtype, pos)?;
+                    self.push(e, pos)?;
+                }
+                rt::FINISHED_ROUND => {
+                    pos += u64::from(size);
+                    self.pos = pos;
+                    self.pending.sort_by_key(|e| e.rec.ts);
+                    let limit = self.limit;
+                    let n = self.pending.partition_point(|e| e.rec.ts <= limit);
+                    self.emit(n, batch)?;
+                    self.limit = self.max_ts;
+                    return Ok(Step::More);
+                }
+                t if rt::is_ignored(t) => {}
+                t => return bail(&format!("record type {t}"), pos),
+            }
+            pos += u64::from(size);
+        }
+    }
+
+    /// Every [`STEP`] bytes: progress, dropping the walked pages, mapping the next ones.
+    fn page_step(&mut self) {
+        self.progress.store(self.pos, Ordering::Relaxed);
+        self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
+        self.map.populate(self.pos + STEP, self.pos + 2 * STEP);
+        self.next_step = self.pos + STEP;
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry, pos: u64) -> Result<(), LeanBail> {
+        self.max_ts = self.max_ts.max(e.rec.ts);
+        self.pending.push(e);
+        if self.pending.len() >= MAX_PENDING {
+            return bail("too many records queued without a round end", pos);
+        }
+        Ok(())
+    }
+
+    /// Emits the first `n` (sorted) pending entries into `batch` and drops them.
+    fn emit(&mut self, n: usize, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        let Walker {
+            pending,
+            stream,
+            names,
+            last_emitted,
+            ..
+        } = self;
+        let names = &*names;
+        let released = pending.get(..n).unwrap_or(&[]);
+        for e in released {
+            let r = e.rec;
+            if r.ts < *last_emitted {
+                return bail("a record older than one already emitted", r.pos);
+            }
+            *last_emitted = r.ts;
+            match r.kind {
+                SchedRecordKind::Switch => {
+                    note(stream, names, r.a, e.n1, &r, batch);
+                    note(stream, names, r.b, e.n2, &r, batch);
+                    batch.records.push(r);
+                }
+                SchedRecordKind::Waking
+                | SchedRecordKind::Wakeup
+                | SchedRecordKind::WakeupNew
+                | SchedRecordKind::Migrate
+                | SchedRecordKind::StatRuntime => {
+                    note(stream, names, r.a, e.n1, &r, batch);
+                    batch.records.push(r);
+                }
+                SchedRecordKind::Fork => {
+                    stream.set(r.a, e.n1);
+                    let mut r = r;
+                    r.value = batch.push_comm(names.comm(e.n1));
+                    batch.records.push(r);
+                }
+                SchedRecordKind::TaskComm => {
+                    let mut r = r;
+                    r.value = batch.push_comm(names.comm(e.n1));
+                    batch.records.push(r);
+                }
+                _ if e.n1 == SKIP => {}
+                _ => batch.records.push(r),
+            }
+        }
+        pending.drain(..n.min(pending.len()));
+        Ok(())
+    }
+
+    /// A SAMPLE record decoded.
+    #[inline]
+    fn sample(&mut self, rec: &[u8], pos: u64) -> Result<Entry, LeanBail> {
+        let Some(attr) = self.plan.attr_of(rec, true) else {
+            return bail("a sample of unknown id", pos);
+        };
+        let ai = usize::from(attr);
+        let (Some(layout), Some(payload)) = (self.plan.layouts.get(ai), self.plan.payloads.get(ai))
+        else {
+            return bail("attr out of range", pos);
+        };
+        let Some(ts) = layout
+            .sample_time_off
+            .and_then(|o| Endian::Little.u64(rec, o))
+        else {
+            return bail("a sample without time", pos);
+        };
+        let Some(s) = parse_sample(rec, layout, Endian::Little) else {
+            return bail("a sample too short for its sample_type", pos);
+        };
+        let mut r = SchedRecord::new(SchedRecordKind::Other, ts, s.cpu.unwrap_or(0), pos);
+        let (mut n1, mut n2) = (NO_NAME, NO_NAME);
+        let raw = match (payload, s.raw) {
+            (Payload::NotTracepoint, _) => return Ok(Entry { rec: r, n1, n2 }),
+            (_, Some(raw)) => raw,
+            (_, None) => return bail("a tracepoint sample without payload", pos),
+        };
+        let names = &mut self.names;
+        let task = |t: &TaskAccess, names: &mut NameIds| -> Option<(Tid, u32)> {
+            let comm = t.comm.bytes(raw)?;
+            let pid = t.pid.get_i32(raw)?;
+            if let Some(p) = t.prio {
+                p.get_i32(raw)?;
+            }
+            Some((pid, names.id(comm)))
+        };
+        let ok = match payload {
+            Payload::Switch {
+                prev,
+                prev_state,
+                table,
+                next,
+            } => (|| {
+                let (pa, pn) = task(prev, names)?;
+                let st = prev_state.get_u64(raw)?;
+                let (na, nn) = task(next, names)?;
+                r.kind = SchedRecordKind::Switch;
+                (r.a, r.b, r.prev_state) = (pa, na, table.decode(st));
+                (n1, n2) = (pn, nn);
+                Some(())
+            })(),
+            Payload::Wakeup {
+                kind,
+                task: t,
+                target_cpu,
+            } => (|| {
+                let (a, n) = task(t, names)?;
+                let b = match target_cpu {
+                    Some(c) => u32::try_from(c.get_i64(raw)?).map_or(-1, |c| c as Tid),
+                    None => -1,
+                };
+                r.kind = *kind;
+                (r.a, r.b, n1) = (a, b, n);
+                Some(())
+            })(),
+            Payload::StatRuntime {
+                task: t,
+                runtime,
+                vruntime,
+            } => (|| {
+                let (a, n) = task(t, names)?;
+                let v = runtime.get_u64(raw)?;
+                if let Some(vr) = vruntime {
+                    vr.get_u64(raw)?;
+                }
+                r.kind = SchedRecordKind::StatRuntime;
+                (r.a, r.value, n1) = (a, v, n);
+                Some(())
+            })(),
+            Payload::General(d) => match d.decode_cached(raw, &mut self.cache) {
+                Ok(kind) => {
+                    (n1, n2) = from_kind(&kind, &mut r, &mut self.names);
+                    Some(())
+                }
+                Err(_) => None,
+            },
+            Payload::NotTracepoint => Some(()),
+        };
+        match ok {
+            Some(()) => Ok(Entry { rec: r, n1, n2 }),
+            None => bail("a tracepoint payload too short for its format", pos),
+        }
+    }
+
+    /// A COMM / FORK / EXIT record: its time and attr as the general reader finds them.
+    fn side_band(&mut self, rec: &[u8], rtype: u32, pos: u64) -> Result<Entry, LeanBail> {
+        let Some(attr) = self.plan.attr_of(rec, false) else {
+            return bail("a side-band record of unknown id", pos);
+        };
+        let Some(l) = self.plan.layouts.get(usize::from(attr)) else {
+            return bail("attr out of range", pos);
+        };
+        let (_, time, cpu) = parse_trailer(rec, l, Endian::Little);
+        let Some(ts) = time else {
+            return bail("a side-band record without time", pos);
+        };
+        let mut r = SchedRecord::new(SchedRecordKind::Other, ts, cpu.unwrap_or(0), pos);
+        let body_end = rec.len().saturating_sub(l.trailer_len).max(8);
+        let u32_at = |o: usize| Endian::Little.u32(rec, o).map(|v| v as i32);
+        if rtype == rt::COMM {
+            if let (Some(tgid), Some(tid), Some(name)) =
+                (u32_at(8), u32_at(12), rec.get(16..body_end))
+            {
+                r.kind = SchedRecordKind::TaskComm;
+                (r.a, r.b) = (tid, tgid);
+                let n1 = self.names.id_of(Comm::from_bytes(name));
+                return Ok(Entry {
+                    rec: r,
+                    n1,
+                    n2: NO_NAME,
+                });
+            }
+        }
+        Ok(Entry {
+            rec: r,
+            n1: SKIP,
+            n2: NO_NAME,
+        })
+    }
+
+    /// `(bytes walked, total)`.
+    pub fn range(&self) -> (u64, u64) {
+        (self.map.base, self.end)
+    }
+}
+
+/// The name rule: a `PayloadComm` record before `r` when `tid`'s name changed.
+#[inline]
+fn note(
+    stream: &mut StreamNames,
+    names: &NameIds,
+    tid: Tid,
+    id: u32,
+    r: &SchedRecord,
+    batch: &mut SchedBatch,
+) {
+    if stream.set(tid, id) {
+        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, r.ts, r.cpu, r.pos);
+        p.a = tid;
+        p.value = batch.push_comm(names.comm(id));
+        batch.records.push(p);
+    }
+}
+
+/// Fills `r` from a generally decoded event kind (the encoder's rule) and returns the name
+/// ids `(n1, n2)` it carries.
+fn from_kind(kind: &EventKind, r: &mut SchedRecord, names: &mut NameIds) -> (u32, u32) {
+    let mut id = |c: &Comm| names.id_of(*c);
+    match kind {
+        EventKind::Switch(s) => {
+            r.kind = SchedRecordKind::Switch;
+            (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
+            (id(&s.prev.comm), id(&s.next.comm))
+        }
+        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+            r.kind = match kind {
+                EventKind::Waking(_) => SchedRecordKind::Waking,
+                EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
+                _ => SchedRecordKind::WakeupNew,
+            };
+            r.a = w.task.pid;
+            r.b = w.target_cpu.map_or(-1, |c| c as Tid);
+            (id(&w.task.comm), NO_NAME)
+        }
+        EventKind::Migrate(m) => {
+            r.kind = SchedRecordKind::Migrate;
+            (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
+            (id(&m.task.comm), NO_NAME)
+        }
+        EventKind::StatRuntime(s) => {
+            r.kind = SchedRecordKind::StatRuntime;
+            (r.a, r.value) = (s.task.pid, s.runtime);
+            (id(&s.task.comm), NO_NAME)
+        }
+        EventKind::Fork {
+            parent_pid,
+            child_pid,
+            child_comm,
+            ..
+        } => {
+            r.kind = SchedRecordKind::Fork;
+            (r.a, r.b) = (*child_pid, *parent_pid);
+            (id(child_comm), NO_NAME)
+        }
+        EventKind::TaskComm { tgid, tid, comm } => {
+            r.kind = SchedRecordKind::TaskComm;
+            (r.a, r.b) = (*tid, *tgid);
+            (id(comm), NO_NAME)
+        }
+        EventKind::Lost { count } => {
+            r.kind = SchedRecordKind::Lost;
+            r.value = count.unwrap_or(LOST_UNKNOWN);
+            (NO_NAME, NO_NAME)
+        }
+        EventKind::Exit(_)
+        | EventKind::Exec { .. }
+        | EventKind::Generic(_)
+        | EventKind::Block(_) => (NO_NAME, NO_NAME),
+    }
+}
