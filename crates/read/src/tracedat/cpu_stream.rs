@@ -304,28 +304,7 @@ impl CpuStream {
                     MissedEvents::Count(n) => Some(n),
                     _ => None,
                 };
-                let ex = || {
-                    format!(
-                        "{}: CPU {cpu} sub-buffer at {span:#x}, {page_ts} ns",
-                        t.path
-                    )
-                };
-                match count {
-                    Some(n) => batch.dq.add(
-                        "lost_events",
-                        Severity::Error,
-                        "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                        n,
-                        ex,
-                    ),
-                    None => batch.dq.add(
-                        "lost_events_unknown_count",
-                        Severity::Error,
-                        "lost-events markers that do not say how many events were lost",
-                        1,
-                        ex,
-                    ),
-                }
+                note_missed(&mut batch.dq, &t.path, cpu, span, page_ts, count);
                 batch.events.push_back(Event {
                     ts: page_ts,
                     cpu,
@@ -398,14 +377,48 @@ impl CpuStream {
             });
         }
         if records.discarded > 0 {
-            let n = records.discarded;
-            batch.dq.add(
-                "tracedat_discarded_records",
-                Severity::Info,
-                "ring-buffer items the kernel discarded after writing them (event filters); not events",
-                n,
-                || format!("{}: CPU {cpu} sub-buffer at {span:#x}: {n}", t.path),
-            );
+            note_discarded(&mut batch.dq, &t.path, cpu, span, records.discarded);
         }
     }
+}
+
+/// The data-quality note of a sub-buffer whose missed-events flag is set (`count`: the
+/// stored number of lost events, if any). Shared with the lean reader.
+pub fn note_missed(
+    dq: &mut DataQuality,
+    path: &str,
+    cpu: u32,
+    span: u64,
+    page_ts: u64,
+    count: Option<u64>,
+) {
+    let ex = || format!("{path}: CPU {cpu} sub-buffer at {span:#x}, {page_ts} ns");
+    match count {
+        Some(n) => dq.add(
+            "lost_events",
+            Severity::Error,
+            "events lost (ring buffer overrun or dropped): results near them are incomplete",
+            n,
+            ex,
+        ),
+        None => dq.add(
+            "lost_events_unknown_count",
+            Severity::Error,
+            "lost-events markers that do not say how many events were lost",
+            1,
+            ex,
+        ),
+    }
+}
+
+/// The data-quality note of a sub-buffer holding `n` discarded items. Shared with the
+/// lean reader.
+pub fn note_discarded(dq: &mut DataQuality, path: &str, cpu: u32, span: u64, n: u64) {
+    dq.add(
+        "tracedat_discarded_records",
+        Severity::Info,
+        "ring-buffer items the kernel discarded after writing them (event filters); not events",
+        n,
+        || format!("{path}: CPU {cpu} sub-buffer at {span:#x}: {n}"),
+    );
 }

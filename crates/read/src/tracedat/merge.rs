@@ -121,7 +121,9 @@ impl Drop for Pool {
 
 struct Slot {
     current: VecDeque<Event>,
-    ready: VecDeque<VecDeque<Event>>,
+    /// Decoded batches waiting to be merged, with their data-quality notes and newly seen
+    /// event names (handed to the sink only when the merge reaches the batch).
+    ready: VecDeque<Batch>,
     /// The last emptied batch buffer, given back to the stream with its next job.
     spare: Option<VecDeque<Event>>,
     stream: Option<Box<CpuStream>>,
@@ -325,15 +327,33 @@ impl Merger {
         let r = self.fill_current(s, sink);
         if r.is_err() {
             self.failed = true;
+            sink.flush_cpu_notes();
         }
         r
     }
 
     /// Makes slot `s`'s current batch non-empty, unless the CPU has no more events.
+    ///
+    /// A batch's data-quality notes and declared names go to `sink` here, when the merge
+    /// takes the batch, never when a worker thread finishes it: declared names come in
+    /// merge order, and the notes are kept per CPU (see `Sink`), so neither depends on
+    /// thread timing.
     fn fill_current(&mut self, s: usize, sink: &mut Sink) -> Result<(), ReadError> {
         loop {
-            if let Some(events) = self.slots[s].ready.pop_front() {
-                let empty = std::mem::replace(&mut self.slots[s].current, events);
+            if let Some(batch) = self.slots[s].ready.pop_front() {
+                if !batch.dq.is_empty() {
+                    sink.note_cpu(s, &batch.dq);
+                }
+                for name in batch.declared {
+                    sink.declare(name);
+                }
+                if batch.events.is_empty() {
+                    // Nothing to merge (e.g. pages of discarded records only): its notes
+                    // are in; look at the next batch.
+                    self.resubmit(s);
+                    continue;
+                }
+                let empty = std::mem::replace(&mut self.slots[s].current, batch.events);
                 if empty.capacity() > 0 {
                     self.slots[s].spare = Some(empty);
                 }
@@ -361,14 +381,8 @@ impl Merger {
             if batch.done {
                 target.exhausted = true;
             }
-            if !batch.events.is_empty() {
-                target.ready.push_back(batch.events);
-            }
-            if !batch.dq.is_empty() {
-                sink.dq.merge(&batch.dq);
-            }
-            for name in batch.declared {
-                sink.declare(name);
+            if !batch.events.is_empty() || !batch.dq.is_empty() || !batch.declared.is_empty() {
+                target.ready.push_back(batch);
             }
             self.resubmit(slot);
         }

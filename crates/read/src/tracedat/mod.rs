@@ -64,81 +64,129 @@ pub struct TraceDatReader {
     sink: Sink,
 }
 
+/// What opening a trace.dat establishes before any CPU data is read: shared by the
+/// general reader and the lean one ([`lean`]), so both see the same metadata, decoders and
+/// data-quality notes.
+pub(crate) struct Prepared {
+    /// Metadata (no declared events yet).
+    pub meta: TraceMeta,
+    /// Data-quality notes from the metadata.
+    pub dq: DataQuality,
+    /// Decoding tables shared by the CPU streams.
+    pub tables: Tables,
+    /// CPUs with data, sorted by CPU number (the merge's slot order).
+    pub areas: Vec<options::CpuArea>,
+    /// Bytes of CPU data.
+    pub total: u64,
+    /// The event formats, in the file's order.
+    pub formats: Vec<crate::tracefs_format::EventFormat>,
+    /// The CPU data is chunk-compressed (v7).
+    pub cpu_data_compressed: bool,
+}
+
+/// Reads the metadata of `input` (already decompressed) and builds the decoding tables.
+pub(crate) fn prepare(input: Input, index: u16) -> Result<Prepared, ReadError> {
+    let path = input.path.clone();
+    let wrapper = input.compression;
+    let src = Source::from_input(input)?;
+    let info = header::read_file_info(&src, &path)?;
+    let mut dq = DataQuality::default();
+    let meta = build_meta(&path, wrapper, &info, &mut dq);
+    check_cpu_areas(&path, &src, &info)?;
+
+    let endian = info.tracing.endian;
+    let Some(hp) = info.tracing.header_page else {
+        return Err(ReadError::at_byte(
+            &path,
+            0,
+            "a header_page in the metadata",
+            "none",
+        ));
+    };
+    let layout = PageLayout {
+        subbuf_size: info.subbuf_size as usize,
+        ..PageLayout::from_header_page(&hp, endian).ok_or_else(|| {
+            ReadError::at_byte(
+                &path,
+                0,
+                "a header_page whose commit field is 4 or 8 bytes",
+                format!("{} bytes", hp.commit_size),
+            )
+        })?
+    };
+    if layout.subbuf_size <= layout.data_offset {
+        return Err(ReadError::at_byte(
+            &path,
+            0,
+            "a sub-buffer size larger than its header",
+            format!("{} bytes", layout.subbuf_size),
+        ));
+    }
+    let (decoders, type_field) = build_decoders(&info, &meta, &mut dq);
+    let adjust = TsAdjust {
+        tsc: info.options.tsc2nsec.map(|(m, s, _)| (m, s)),
+        offset: info.options.ts_offset,
+    };
+    let total: u64 = info.cpus.iter().map(|c| c.size).sum();
+    let mut areas = info.cpus.clone();
+    areas.sort_by_key(|a| a.cpu);
+    areas.retain(|a| a.size > 0);
+    let tables = Tables {
+        path: path.clone(),
+        index,
+        src,
+        layout,
+        decoders,
+        type_field,
+        adjust,
+        codec: if info.cpu_data_compressed {
+            info.codec
+        } else {
+            None
+        },
+    };
+    Ok(Prepared {
+        meta,
+        dq,
+        tables,
+        areas,
+        total,
+        formats: info.tracing.events,
+        cpu_data_compressed: info.cpu_data_compressed,
+    })
+}
+
 impl TraceDatReader {
     /// Opens `input` (already decompressed) as input number `index`.
     pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
-        let path = input.path.clone();
-        let wrapper = input.compression;
-        let src = Source::from_input(input)?;
-        let info = header::read_file_info(&src, &path)?;
-        let mut dq = DataQuality::default();
-        let meta = build_meta(&path, wrapper, &info, &mut dq);
-        check_cpu_areas(&path, &src, &info)?;
+        Self::open_with_threads(input, index, None)
+    }
 
-        let endian = info.tracing.endian;
-        let Some(hp) = info.tracing.header_page else {
-            return Err(ReadError::at_byte(
-                &path,
-                0,
-                "a header_page in the metadata",
-                "none",
-            ));
-        };
-        let layout = PageLayout {
-            subbuf_size: info.subbuf_size as usize,
-            ..PageLayout::from_header_page(&hp, endian).ok_or_else(|| {
-                ReadError::at_byte(
-                    &path,
-                    0,
-                    "a header_page whose commit field is 4 or 8 bytes",
-                    format!("{} bytes", hp.commit_size),
-                )
-            })?
-        };
-        if layout.subbuf_size <= layout.data_offset {
-            return Err(ReadError::at_byte(
-                &path,
-                0,
-                "a sub-buffer size larger than its header",
-                format!("{} bytes", layout.subbuf_size),
-            ));
-        }
-        let (decoders, type_field) = build_decoders(&info, &meta, &mut dq);
-        let adjust = TsAdjust {
-            tsc: info.options.tsc2nsec.map(|(m, s, _)| (m, s)),
-            offset: info.options.ts_offset,
-        };
-        let total: u64 = info.cpus.iter().map(|c| c.size).sum();
-        let mut areas = info.cpus.clone();
-        areas.sort_by_key(|a| a.cpu);
-        let tables = Arc::new(Tables {
-            path: path.clone(),
-            index,
-            src,
-            layout,
-            decoders,
-            type_field,
-            adjust,
-            codec: if info.cpu_data_compressed {
-                info.codec
-            } else {
-                None
-            },
-        });
-        let with_data: Vec<_> = areas.into_iter().filter(|a| a.size > 0).collect();
+    /// [`TraceDatReader::open`] decoding on `threads` worker threads (0: in the caller's
+    /// thread); `None` picks by input size and cores. The events and data quality are the
+    /// same whatever the choice (tests compare them).
+    pub fn open_with_threads(
+        input: Input,
+        index: u16,
+        threads: Option<usize>,
+    ) -> Result<Self, ReadError> {
+        let p = prepare(input, index)?;
+        let path = p.tables.path.clone();
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let threads = if total < THREADED_MIN_BYTES || cores < 2 {
-            0
-        } else {
-            cores.min(with_data.len())
+        let threads = match threads {
+            Some(t) => t.min(p.areas.len()),
+            None if p.total < THREADED_MIN_BYTES || cores < 2 => 0,
+            None => cores.min(p.areas.len()),
         };
-        let streams = with_data
+        let tables = Arc::new(p.tables);
+        let streams = p
+            .areas
             .into_iter()
             .map(|a| CpuStream::new(Arc::clone(&tables), a))
             .collect();
         Ok(TraceDatReader {
             merger: Merger::new(&path, streams, threads),
-            sink: Sink::new(meta, dq),
+            sink: Sink::new(p.meta, p.dq),
         })
     }
 }

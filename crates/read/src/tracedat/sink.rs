@@ -2,6 +2,11 @@
 //! counters from the decoding threads, event names seen (`meta.declared_events`), losses
 //! reported by missed-events markers, and, at the end, the CPUSTAT losses those markers
 //! did not already report.
+//!
+//! Order of data-quality examples (deterministic, whatever the threads do): the metadata's
+//! notes, then each CPU's notes in CPU order (within a CPU, in file order), then the
+//! CPUSTAT losses. The CPUs' notes are kept apart while reading and join `dq` at the end
+//! of the data (or when reading stops on an error).
 
 use std::collections::HashSet;
 
@@ -16,6 +21,8 @@ pub struct Sink {
     declared: HashSet<String>,
     /// Events lost per CPU according to the missed-events markers seen so far.
     inline_lost: Vec<(u32, u64)>,
+    /// Notes of each CPU slot, joined to `dq` at the end.
+    cpu_dq: Vec<DataQuality>,
     finished: bool,
 }
 
@@ -27,6 +34,7 @@ impl Sink {
             dq,
             declared: HashSet::new(),
             inline_lost: Vec::new(),
+            cpu_dq: Vec::new(),
             finished: false,
         }
     }
@@ -46,12 +54,29 @@ impl Sink {
         }
     }
 
-    /// End of the data: CPUSTAT losses beyond what the markers said go to `lost_events`.
+    /// Notes met while decoding CPU slot `slot`'s data.
+    pub fn note_cpu(&mut self, slot: usize, dq: &DataQuality) {
+        if self.cpu_dq.len() <= slot {
+            self.cpu_dq.resize_with(slot + 1, DataQuality::default);
+        }
+        self.cpu_dq[slot].merge(dq);
+    }
+
+    /// Joins the CPUs' notes to `dq`, in CPU order (at the end, or when reading stops).
+    pub fn flush_cpu_notes(&mut self) {
+        for d in std::mem::take(&mut self.cpu_dq) {
+            self.dq.merge(&d);
+        }
+    }
+
+    /// End of the data: the CPUs' notes join `dq`, and CPUSTAT losses beyond what the
+    /// markers said go to `lost_events`.
     pub fn finish(&mut self) {
         if self.finished {
             return;
         }
         self.finished = true;
+        self.flush_cpu_notes();
         let path = &self.meta.path;
         for &(cpu, stat) in &self.meta.lost_per_cpu {
             let inline = self

@@ -1,0 +1,274 @@
+//! [`Merge`]: the CPUs' [`CpuRec`] runs merged into one [`SchedBatch`] stream in the
+//! general reader's order, with the stream's `PayloadComm` records.
+//!
+//! Order: the general reader's merge (`super::super::merge`) always emits the head of the
+//! slot (CPU with data, by CPU number) whose `(timestamp, slot)` is smallest; a slot's own
+//! records keep their order. This merge applies the same rule: it picks the smallest head,
+//! then drains that slot while its head stays below every other slot's head (no per-record
+//! comparison against more than one bound).
+//!
+//! Names: each slot's per-CPU name ids map to global ids (one per distinct [`Comm`]), and
+//! the stream keeps the current global id per tid, so the `PayloadComm` rule of
+//! [`stallscope_model::sched_record`] is one integer compare per named task.
+//!
+//! A record earlier than the previous one (the general path counts `out_of_order_events`)
+//! is a [`LeanBail`].
+
+use std::collections::HashMap;
+
+use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
+
+use crate::lean::LeanBail;
+
+use super::super::sink::Sink;
+use super::decode::{CpuDecoder, CpuRec, Run, NO_NAME};
+
+/// Records decoded per CPU at a time.
+const RUN_MIN: usize = 2048;
+
+/// Tids below this have their current name in a table indexed by tid.
+const DIRECT_TIDS: usize = 1 << 22;
+
+struct Slot {
+    decoder: CpuDecoder,
+    run: Run,
+    /// Next record of `run`.
+    next: usize,
+    /// Per-CPU name id → global id.
+    global: Vec<u32>,
+    /// The CPU's data is over.
+    ended: bool,
+}
+
+/// The stream's current name of each tid (global ids; [`NO_NAME`] = never named).
+#[derive(Default)]
+struct StreamNames {
+    direct: Vec<u32>,
+    other: HashMap<Tid, u32>,
+}
+
+impl StreamNames {
+    /// Sets `tid`'s name to `id`; true when it changed (or the tid was new).
+    #[inline]
+    fn set(&mut self, tid: Tid, id: u32) -> bool {
+        match usize::try_from(tid).ok().filter(|&t| t < DIRECT_TIDS) {
+            Some(t) => {
+                if t >= self.direct.len() {
+                    let n = (t + 1).next_power_of_two().min(DIRECT_TIDS);
+                    self.direct.resize(n, NO_NAME);
+                }
+                let cur = &mut self.direct[t];
+                if *cur == id {
+                    return false;
+                }
+                *cur = id;
+                true
+            }
+            None => self.other.insert(tid, id) != Some(id),
+        }
+    }
+}
+
+/// The k-way merge (see the module docs).
+pub struct Merge {
+    slots: Vec<Slot>,
+    comms: Vec<Comm>,
+    comm_ids: HashMap<Comm, u32>,
+    names: StreamNames,
+    last_ts: Ts,
+    started: bool,
+    /// The general reader's bookkeeping: metadata notes, then (at the end) the CPUs'.
+    sink: Sink,
+    /// Bytes of CPU data read so far.
+    pub read: u64,
+}
+
+impl Merge {
+    /// A merge of `decoders` (sorted by CPU number); `sink` holds the metadata's notes.
+    pub fn new(decoders: Vec<CpuDecoder>, sink: Sink) -> Merge {
+        Merge {
+            slots: decoders
+                .into_iter()
+                .map(|decoder| Slot {
+                    decoder,
+                    run: Run::default(),
+                    next: 0,
+                    global: Vec::new(),
+                    ended: false,
+                })
+                .collect(),
+            comms: Vec::new(),
+            comm_ids: HashMap::new(),
+            names: StreamNames::default(),
+            last_ts: 0,
+            started: false,
+            sink,
+            read: 0,
+        }
+    }
+
+    /// The end of the data: the CPUs' notes and the CPUSTAT losses, as the general
+    /// reader's sink records them.
+    fn finish(&mut self) {
+        for (s, slot) in self.slots.iter().enumerate() {
+            if !slot.decoder.dq.is_empty() {
+                self.sink.note_cpu(s, &slot.decoder.dq);
+            }
+            self.sink
+                .note_inline_lost(slot.decoder.cpu, slot.decoder.inline_lost);
+        }
+        self.sink.finish();
+    }
+
+    /// Data-quality notes (complete once [`Merge::next_batch`] returned `Ok(false)`).
+    pub fn quality(&self) -> &DataQuality {
+        &self.sink.dq
+    }
+
+    /// Makes slot `s`'s run non-empty unless its CPU has no more records.
+    fn refill(&mut self, s: usize) -> Result<(), LeanBail> {
+        let slot = &mut self.slots[s];
+        while slot.next >= slot.run.recs.len() && !slot.ended {
+            slot.run.recs.clear();
+            slot.next = 0;
+            let more = slot.decoder.fill(&mut slot.run, RUN_MIN, &mut self.read)?;
+            slot.ended = !more;
+            for comm in slot.run.new_names.drain(..) {
+                let next = self.comms.len() as u32;
+                let id = *self.comm_ids.entry(comm).or_insert(next);
+                if id == next {
+                    self.comms.push(comm);
+                }
+                slot.global.push(id);
+            }
+        }
+        Ok(())
+    }
+
+    /// The head key `(ts, slot)` of slot `s`, if it has records left.
+    #[inline]
+    fn head(&self, s: usize) -> Option<(Ts, usize)> {
+        let slot = &self.slots[s];
+        slot.run.recs.get(slot.next).map(|r| (r.rec.ts, s))
+    }
+
+    /// Fills `batch` (cleared first) with about `max` records; `Ok(false)` at the end.
+    pub fn next_batch(&mut self, batch: &mut SchedBatch, max: usize) -> Result<bool, LeanBail> {
+        batch.clear();
+        if !self.started {
+            self.started = true;
+            for s in 0..self.slots.len() {
+                self.refill(s)?;
+            }
+        }
+        while batch.records.len() < max {
+            // The smallest head, and the smallest among the others (the bound of the run).
+            let mut best: Option<(Ts, usize)> = None;
+            let mut second: Option<(Ts, usize)> = None;
+            for s in 0..self.slots.len() {
+                let Some(h) = self.head(s) else { continue };
+                if best.is_none_or(|b| h < b) {
+                    second = best;
+                    best = Some(h);
+                } else if second.is_none_or(|b| h < b) {
+                    second = Some(h);
+                }
+            }
+            let Some((_, s)) = best else {
+                self.finish();
+                break;
+            };
+            let limit = second.unwrap_or((Ts::MAX, usize::MAX));
+            self.drain(s, limit, batch, max)?;
+        }
+        Ok(!batch.records.is_empty())
+    }
+
+    /// Emits slot `s`'s records while they sort before `limit` (and the batch has room).
+    fn drain(
+        &mut self,
+        s: usize,
+        limit: (Ts, usize),
+        batch: &mut SchedBatch,
+        max: usize,
+    ) -> Result<(), LeanBail> {
+        loop {
+            let slot = &self.slots[s];
+            let recs = &slot.run.recs[slot.next..];
+            let room = max.saturating_sub(batch.records.len());
+            let n = recs
+                .iter()
+                .take(room)
+                .take_while(|r| (r.rec.ts, s) < limit)
+                .count();
+            for i in 0..n {
+                let c = self.slots[s].run.recs[self.slots[s].next + i];
+                self.emit(s, &c, batch)?;
+            }
+            let slot = &mut self.slots[s];
+            slot.next += n;
+            if slot.next < slot.run.recs.len() || n == 0 || batch.records.len() >= max {
+                return Ok(());
+            }
+            self.refill(s)?;
+        }
+    }
+
+    /// Appends `c` (and the `PayloadComm` records due before it) to `batch`.
+    #[inline]
+    fn emit(&mut self, s: usize, c: &CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        let mut r = c.rec;
+        if r.ts < self.last_ts {
+            return Err(LeanBail::new(format!(
+                "offset {:#x}: timestamp earlier than the previous event",
+                r.pos
+            )));
+        }
+        self.last_ts = r.ts;
+        let global = &self.slots[s].global;
+        let gid = |n: u32| -> Result<u32, LeanBail> {
+            global
+                .get(n as usize)
+                .copied()
+                .ok_or_else(|| LeanBail::new("internal: name id without a name"))
+        };
+        match r.kind {
+            SchedRecordKind::Switch => {
+                let (ga, gb) = (gid(c.names[0])?, gid(c.names[1])?);
+                self.note(r.a, ga, &r, batch);
+                self.note(r.b, gb, &r, batch);
+            }
+            SchedRecordKind::Waking
+            | SchedRecordKind::Wakeup
+            | SchedRecordKind::WakeupNew
+            | SchedRecordKind::Migrate
+            | SchedRecordKind::StatRuntime => {
+                let g = gid(c.names[0])?;
+                self.note(r.a, g, &r, batch);
+            }
+            SchedRecordKind::Fork => {
+                let g = gid(c.names[0])?;
+                self.names.set(r.a, g);
+                r.value = batch.push_comm(self.comms[g as usize]);
+            }
+            SchedRecordKind::TaskComm
+            | SchedRecordKind::PayloadComm
+            | SchedRecordKind::Lost
+            | SchedRecordKind::Other => {}
+        }
+        batch.records.push(r);
+        Ok(())
+    }
+
+    /// The `PayloadComm` record for `tid` named `id` by the event `ev`, when due.
+    #[inline]
+    fn note(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
+        if self.names.set(tid, id) {
+            let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ev.ts, ev.cpu, ev.pos);
+            p.a = tid;
+            // INVARIANT: global ids index `comms` (both grow together in `refill`).
+            p.value = batch.push_comm(self.comms[id as usize]);
+            batch.records.push(p);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! The lean trace.dat source against its definition: on every trace.dat fixture it takes,
+//! its batches concatenated equal `SchedRecordEncoder` applied to the general reader's
+//! events of the same file (records field by field, names resolved), threaded and inline.
+//! Fixtures it must refuse (data-quality notes it cannot carry) are refused; truncated and
+//! corrupted copies bail out or are refused without panicking. Also: the general reader's
+//! data-quality examples do not depend on thread timing.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use stallscope_model::sched_record::SchedRecordEncoder;
+use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind};
+use stallscope_read::lean::SchedSource;
+use stallscope_read::tracedat::{lean, TraceDatReader};
+use stallscope_read::{EventReader, Input};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The fixture's bytes (decompressed).
+fn bytes(fixture: &str) -> Vec<u8> {
+    let raw = std::fs::read(root().join(fixture)).expect("fixture");
+    let mut out = Vec::new();
+    if fixture.ends_with(".xz") {
+        xz2::read::XzDecoder::new(&raw[..])
+            .read_to_end(&mut out)
+            .unwrap();
+    } else if fixture.ends_with(".zst") {
+        zstd::stream::read::Decoder::new(&raw[..])
+            .unwrap()
+            .read_to_end(&mut out)
+            .unwrap();
+    } else {
+        return raw;
+    }
+    out
+}
+
+/// A private temporary copy of `data`.
+fn temp_file(name: &str, data: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stallscope-tdlean-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, data).unwrap();
+    p
+}
+
+/// A record with its name (for the kinds that carry one) instead of a comm index.
+type Resolved = (SchedRecord, Option<Comm>);
+
+fn resolve(batch: &SchedBatch, out: &mut Vec<Resolved>) {
+    for r in &batch.records {
+        let name = match r.kind {
+            SchedRecordKind::PayloadComm | SchedRecordKind::Fork | SchedRecordKind::TaskComm => {
+                Some(batch.comm(r.value))
+            }
+            _ => None,
+        };
+        let mut r = *r;
+        if name.is_some() {
+            r.value = 0;
+        }
+        out.push((r, name));
+    }
+}
+
+/// The definition: the encoder over the general reader's events (and its data quality).
+fn general(path: &Path) -> (Vec<Resolved>, String) {
+    let input = Input::open(path.to_str().unwrap()).unwrap();
+    let mut reader = TraceDatReader::open(input, 0).unwrap();
+    let mut enc = SchedRecordEncoder::default();
+    let mut batch = SchedBatch::default();
+    let mut out = Vec::new();
+    while let Some(ev) = reader.next_event().unwrap() {
+        batch.clear();
+        enc.push(&ev, &mut batch);
+        resolve(&batch, &mut out);
+    }
+    (out, serde_json::to_string(reader.quality()).unwrap())
+}
+
+/// The lean source's output and data quality, or why it refused / bailed out.
+fn lean_records(path: &Path, threaded: bool) -> Result<(Vec<Resolved>, String), String> {
+    let mut src = lean::open_with(path.to_str().unwrap(), Some(threaded))
+        .ok_or_else(|| "refused at open".to_string())?;
+    assert!(
+        !src.waking_declared(),
+        "the general reader declares none at open"
+    );
+    let mut batch = SchedBatch::default();
+    let mut out = Vec::new();
+    let mut last_progress = 0;
+    while src.next_batch(&mut batch).map_err(|b| b.reason)? {
+        assert!(!batch.records.is_empty());
+        resolve(&batch, &mut out);
+        let (done, total) = src.progress();
+        assert!(done >= last_progress && done <= total);
+        last_progress = done;
+    }
+    assert!(batch.records.is_empty());
+    Ok((out, serde_json::to_string(&src.quality()).unwrap()))
+}
+
+fn assert_same(fixture: &str, lean: &(Vec<Resolved>, String), general: &(Vec<Resolved>, String)) {
+    for (i, (l, g)) in lean.0.iter().zip(&general.0).enumerate() {
+        assert_eq!(l, g, "{fixture}: record {i} differs");
+    }
+    assert_eq!(lean.0.len(), general.0.len(), "{fixture}: record counts");
+    assert_eq!(lean.1, general.1, "{fixture}: data quality");
+}
+
+/// trace.dat fixtures the lean path must take (lost-events markers, CPUSTAT losses, an
+/// instance read, discarded items, block and other non-scheduler events among them).
+const TAKEN: &[&str] = &[
+    "fixtures/tracedat/sched_v6.dat.xz",
+    "fixtures/tracedat/sched_v7_none.dat.xz",
+    "fixtures/block/tracepoints/block.dat",
+    "fixtures/detectors/worker-flood/sparse.dat.xz",
+    "fixtures/detectors/worker-flood/prewritten.dat.xz",
+    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
+    "fixtures/detectors/dispatch-starvation/bfq.trace.dat.zst",
+    "fixtures/detectors/dispatch-starvation/bfq-nosync.trace.dat.zst",
+];
+
+/// trace.dat fixtures the lean path must refuse, and why.
+const REFUSED: &[(&str, &str)] = &[
+    // chunk-compressed CPU data
+    ("fixtures/tracedat/sched_v7_zstd.dat", "refused at open"),
+];
+
+#[test]
+fn lean_equals_the_encoder_over_general_events() {
+    for fixture in TAKEN {
+        let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
+        let path = temp_file(name, &bytes(fixture));
+        let want = general(&path);
+        assert!(
+            want.0
+                .iter()
+                .any(|(r, _)| r.kind == SchedRecordKind::Switch)
+                || fixture.contains("block"),
+            "{fixture}: no switches"
+        );
+        for threaded in [false, true] {
+            let got = lean_records(&path, threaded)
+                .unwrap_or_else(|why| panic!("{fixture}: lean path not taken: {why}"));
+            assert_same(fixture, &got, &want);
+        }
+    }
+}
+
+#[test]
+fn lean_refuses_what_it_cannot_report() {
+    for (fixture, why) in REFUSED {
+        let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
+        let path = temp_file(name, &bytes(fixture));
+        for threaded in [false, true] {
+            let Err(err) = lean_records(&path, threaded) else {
+                panic!("{fixture}: taken")
+            };
+            assert!(err.contains(why), "{fixture}: {err}");
+        }
+    }
+}
+
+/// File offset of the first event record (not a lost-events marker), from the general
+/// reader's spans.
+fn first_record_offset(path: &Path) -> u64 {
+    let input = Input::open(path.to_str().unwrap()).unwrap();
+    let mut r = TraceDatReader::open(input, 0).unwrap();
+    let mut ev = r.next_event().unwrap().unwrap();
+    while matches!(ev.kind, stallscope_model::EventKind::Lost { .. }) {
+        ev = r.next_event().unwrap().unwrap();
+    }
+    match ev.span.pos() {
+        stallscope_model::SpanPos::Byte(b) => b,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn damaged_copies_bail_out_without_panicking() {
+    let data = bytes("fixtures/tracedat/sched_v6.dat.xz");
+    let path = temp_file("intact.dat", &data);
+    let first = first_record_offset(&path) as usize;
+    // Truncated: refused at open (the CPU areas end past the file), never a panic.
+    for cut in [data.len() / 2, first + 100, data.len() - 1] {
+        let p = temp_file("cut.dat", &data[..cut]);
+        assert!(
+            lean_records(&p, false).is_err(),
+            "truncated at {cut}: taken"
+        );
+    }
+    // A corrupted event header (type_len 0 with a length word of 1): the general reader
+    // counts a bad sub-buffer, so the lean source bails out.
+    let mut bad = data.clone();
+    bad[first..first + 8].copy_from_slice(&[0, 0, 0, 0, 1, 0, 0, 0]);
+    let p = temp_file("bad_item.dat", &bad);
+    let Err(err) = lean_records(&p, true) else {
+        panic!("a corrupted item was taken")
+    };
+    assert!(err.contains("sub-buffer"), "{err}");
+    // Garbage over many places: whatever happens, no panic, and when the lean path does
+    // finish, it agrees with the general reader.
+    for step in [997usize, 4093, 65_537] {
+        let mut g = data.clone();
+        let mut i = first;
+        while i < g.len() {
+            g[i] ^= 0x5a;
+            i += step;
+        }
+        let p = temp_file("garbage.dat", &g);
+        if let Ok(got) = lean_records(&p, false) {
+            assert_same("garbage", &got, &general(&p));
+        }
+        let _ = lean_records(&p, true);
+    }
+}
+
+/// Data-quality examples of the general reader come in the same order whatever the
+/// threads do (they used to follow the worker threads' timing).
+#[test]
+fn general_reader_quality_examples_are_deterministic() {
+    let fixture = "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst";
+    let path = temp_file("deadline.dat", &bytes(fixture));
+    let quality = |threads: Option<usize>| {
+        let input = Input::open(path.to_str().unwrap()).unwrap();
+        let mut r = TraceDatReader::open_with_threads(input, 0, threads).unwrap();
+        while r.next_event().unwrap().is_some() {}
+        let dq = r.quality();
+        assert!(dq.count("tracedat_discarded_records") > 0, "{fixture}");
+        (
+            serde_json::to_string(dq).unwrap(),
+            r.meta().declared_events.clone(),
+        )
+    };
+    let inline = quality(Some(0));
+    for threads in [Some(1), Some(2), Some(4), None, Some(2), Some(3), Some(2)] {
+        assert_eq!(quality(threads), inline, "{threads:?} threads vs inline");
+    }
+}
+
+/// The benchmark file, when present (`STALLSCOPE_LEAN_BIG=path`): too big for every run.
+#[test]
+fn big_file_when_given() {
+    let Ok(p) = std::env::var("STALLSCOPE_LEAN_BIG") else {
+        return;
+    };
+    let path = PathBuf::from(p);
+    let got = lean_records(&path, true).expect("lean path taken");
+    assert_same("big", &got, &general(&path));
+}
