@@ -268,7 +268,12 @@ fn lean_latency(
         progress.show(source.progress(), &mut latency);
     }
     clear_progress();
-    Ok(latency.finish())
+    // The reader's notes first, then the analysis's (as the general path merges them).
+    let mut report = latency.finish();
+    let mut dq = source.quality();
+    dq.merge(&report.quality);
+    report.quality = dq;
+    Ok(report)
 }
 
 /// A progress line on a terminal for the lean path (the general path has its own).

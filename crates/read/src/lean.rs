@@ -43,6 +43,11 @@ pub trait SchedSource {
     fn next_batch(&mut self, batch: &mut SchedBatch) -> Result<bool, LeanBail>;
     /// `(bytes consumed, total bytes)`, for progress display.
     fn progress(&self) -> (u64, u64);
+    /// The general reader's data-quality notes for the same file, once `next_batch`
+    /// returned `Ok(false)` (sources that bail out on any note keep the default: none).
+    fn quality(&self) -> stallscope_model::DataQuality {
+        stallscope_model::DataQuality::default()
+    }
 }
 
 /// perf.data's magic (`PERFILE2`, little-endian file).
