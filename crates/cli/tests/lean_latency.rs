@@ -13,7 +13,24 @@ use std::process::Command;
 use common::{root, run};
 
 /// Fixtures the lean path must take (a bail-out on one of them fails the test).
-const LEAN_FIXTURES: &[&str] = &[];
+const LEAN_FIXTURES: &[&str] = &[
+    // perf.data (file mode, no compressed records): perf_data::lean.
+    "fixtures/sched/starve_wakeup.perf.data",
+    "fixtures/sched/equal.perf.data",
+    "fixtures/sched/sched_callchain.perf.data",
+    "fixtures/sched/sched_all.perf.data",
+    "fixtures/sched/starve.perf.data",
+    "fixtures/block/tracepoints/block.perf.data",
+    "fixtures/compare/sched/starve-1.perf.data.xz",
+    "fixtures/compare/sched/equal-1.perf.data.xz",
+    "fixtures/detectors/runqueue-starvation/healthy.perf.data",
+    "fixtures/detectors/runqueue-starvation/cgroup.perf.data",
+    "fixtures/detectors/runqueue-starvation/nice.perf.data",
+    "fixtures/detectors/idle-while-runnable/pinned3.perf.data",
+    "fixtures/detectors/idle-while-runnable/healthy.perf.data",
+    "fixtures/detectors/idle-while-runnable/pinned.perf.data",
+    "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
+];
 
 /// Every perf.data / trace.dat fixture with scheduler events.
 const FIXTURES: &[&str] = &[

@@ -4,6 +4,7 @@
 //! record   u32 type, u16 misc, u16 size │ body          (walked by size, bounds-checked)
 //! SAMPLE   decoded at once into an [`Entry`] (a SchedRecord + the name ids it carries)
 //! COMM     an Entry (TaskComm); FORK / EXIT: a placeholder Entry (ordered, emits nothing)
+//! other    skipped when the general reader ignores them (and EVENT_UPDATE), else a bail-out
 //! ROUND    FINISHED_ROUND: the queue is sorted by time (stable: file order on ties) and
 //!          every entry with time ≤ the newest time seen before the previous round end is
 //!          released, exactly as `super::super::order` does for the general reader
@@ -156,7 +157,9 @@ impl Walker {
                     self.limit = self.max_ts;
                     return Ok(Step::More);
                 }
-                t if rt::is_ignored(t) => {}
+                // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
+                // come from their formats; other attrs become `Other` records).
+                t if rt::is_ignored(t) || t == rt::EVENT_UPDATE => {}
                 t => return bail(&format!("record type {t}"), pos),
             }
             pos += u64::from(size);
