@@ -26,6 +26,7 @@ use super::fmt::{dur, i};
 use super::sched::cpu_list_contains;
 use crate::evidence::{keep, render, Kept};
 use crate::params::{ParamInfo, ParamUnit, Params};
+use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
 
 /// Thresholds.
@@ -112,12 +113,59 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
 }
 
 struct Waiter {
+    tid: Tid,
     since: Ts,
     cpu: Cpu,
     start: Kept,
     /// Its own CPU went idle during the wait: a queued task would have run, so the trace
     /// is missing events (or the task is throttled); no incident is taken from this wait.
     own_cpu_idled: bool,
+}
+
+/// The waiting tasks: a dense list (iterated on every switch to or from idle) indexed by
+/// tid through a [`PerTask`] slot (`0` = not waiting, else list index + 1). The list's order
+/// does not matter: every use either looks at one task or at each task once.
+#[derive(Default)]
+struct Waiting {
+    list: Vec<Waiter>,
+    slot: PerTask<u32>,
+}
+
+impl Waiting {
+    fn index(&self, tid: Tid) -> Option<usize> {
+        match self.slot.get(tid) {
+            Some(&i) if i > 0 => Some(i as usize - 1),
+            _ => None,
+        }
+    }
+
+    fn get(&self, tid: Tid) -> Option<&Waiter> {
+        self.index(tid).map(|i| &self.list[i])
+    }
+
+    fn get_mut(&mut self, tid: Tid) -> Option<&mut Waiter> {
+        self.index(tid).map(|i| &mut self.list[i])
+    }
+
+    /// Adds or replaces the wait of `w.tid`.
+    fn insert(&mut self, w: Waiter) {
+        match self.index(w.tid) {
+            Some(i) => self.list[i] = w,
+            None => {
+                *self.slot.entry(w.tid) = self.list.len() as u32 + 1;
+                self.list.push(w);
+            }
+        }
+    }
+
+    fn remove(&mut self, tid: Tid) {
+        let Some(i) = self.index(tid) else { return };
+        self.list.swap_remove(i);
+        *self.slot.entry(tid) = 0;
+        if let Some(moved) = self.list.get(i) {
+            *self.slot.entry(moved.tid) = i as u32 + 1;
+        }
+    }
 }
 
 #[derive(Default)]
@@ -147,7 +195,7 @@ pub struct IdleWhileRunnable {
     high: u64,
     repeats: u64,
     cpus: Vec<CpuIdle>,
-    waiting: FxHashMap<Tid, Waiter>,
+    waiting: Waiting,
     groups: FxHashMap<(Tid, Cpu, Cpu), Group>,
 }
 
@@ -159,7 +207,7 @@ impl IdleWhileRunnable {
             high: p.get("high_ns"),
             repeats: p.get("repeats"),
             cpus: Vec::new(),
-            waiting: FxHashMap::default(),
+            waiting: Waiting::default(),
             groups: FxHashMap::default(),
         }
     }
@@ -169,7 +217,7 @@ impl IdleWhileRunnable {
     }
 
     fn incident(&mut self, tid: Tid, idle_cpu: Cpu, idle: (Ts, &Kept), now: Ts, end: &Event) {
-        let Some(w) = self.waiting.get(&tid) else {
+        let Some(w) = self.waiting.get(tid) else {
             return;
         };
         if w.cpu == idle_cpu || w.own_cpu_idled {
@@ -299,11 +347,12 @@ impl Detector for IdleWhileRunnable {
                         let min = self.min_overlap;
                         let hits: Vec<Tid> = self
                             .waiting
+                            .list
                             .iter()
-                            .filter(|(_, w)| {
+                            .filter(|w| {
                                 w.cpu != c && ev.ts.saturating_sub(since.max(w.since)) >= min
                             })
-                            .map(|(t, _)| *t)
+                            .map(|w| w.tid)
                             .collect();
                         for t in hits {
                             self.incident(t, c, (since, &k), ev.ts, ev);
@@ -314,7 +363,7 @@ impl Detector for IdleWhileRunnable {
                 }
                 if s.next.pid == 0 {
                     self.cpu(c).idle_since = Some((ev.ts, keep(ev)));
-                    for w in self.waiting.values_mut() {
+                    for w in &mut self.waiting.list {
                         w.own_cpu_idled |= w.cpu == c;
                     }
                 }
@@ -330,7 +379,7 @@ impl Detector for IdleWhileRunnable {
                     if let Some(c) = self.cpus.get_mut(ev.cpu as usize) {
                         c.idle_since = None;
                     }
-                    self.waiting.remove(&ev.pid);
+                    self.waiting.remove(ev.pid);
                 }
             }
         }
@@ -339,9 +388,12 @@ impl Detector for IdleWhileRunnable {
     fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
         match *t {
             Transition::State { ts, tid, from, to } => {
-                if matches!(from, TaskState::Runnable { .. }) && self.waiting.contains_key(&tid) {
-                    // INVARIANT: contains_key(&tid) was checked just above.
-                    let (min, since) = (self.min_overlap, self.waiting[&tid].since);
+                let waiting_since = match from {
+                    TaskState::Runnable { .. } => self.waiting.get(tid).map(|w| w.since),
+                    _ => None,
+                };
+                if let Some(since) = waiting_since {
+                    let min = self.min_overlap;
                     let idle: Vec<(Cpu, Ts, Kept)> = self
                         .cpus
                         .iter()
@@ -355,7 +407,7 @@ impl Detector for IdleWhileRunnable {
                     for (c, t0, k) in idle {
                         self.incident(tid, c, (t0, &k), ts, ev);
                     }
-                    self.waiting.remove(&tid);
+                    self.waiting.remove(tid);
                 }
                 if let TaskState::Runnable { since, .. } = to {
                     let cpu = match &ev.kind {
@@ -364,19 +416,17 @@ impl Detector for IdleWhileRunnable {
                         }
                         _ => ev.cpu,
                     };
-                    self.waiting.insert(
+                    self.waiting.insert(Waiter {
                         tid,
-                        Waiter {
-                            since,
-                            cpu,
-                            start: keep(ev),
-                            own_cpu_idled: false,
-                        },
-                    );
+                        since,
+                        cpu,
+                        start: keep(ev),
+                        own_cpu_idled: false,
+                    });
                 }
             }
             Transition::Migrated { tid, to_cpu, .. } => {
-                if let Some(w) = self.waiting.get_mut(&tid) {
+                if let Some(w) = self.waiting.get_mut(tid) {
                     w.cpu = to_cpu;
                 }
             }

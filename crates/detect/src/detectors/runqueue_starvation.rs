@@ -301,7 +301,15 @@ pub struct RunqueueStarvation {
     tasks: PerTask<TaskStat>,
     cpus: Vec<CpuRun>,
     groups: FxHashMap<(Tid, Tid), Group>,
+    /// Finished waits kept for reuse (their allocation and vector capacities): a wait
+    /// starts and ends on almost every wakeup. Boxed: the boxes move in and out of
+    /// [`TaskStat::wait`] without copying.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Wait>>,
 }
+
+/// Finished waits kept for reuse at most.
+const SPARE_WAITS: usize = 64;
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
 fn refresh_due(n: u64) -> bool {
@@ -321,6 +329,14 @@ impl RunqueueStarvation {
             tasks: PerTask::default(),
             cpus: Vec::new(),
             groups: FxHashMap::default(),
+            spare: Vec::new(),
+        }
+    }
+
+    /// Keeps a finished wait's allocation for the next one.
+    fn recycle(&mut self, wait: Box<Wait>) {
+        if self.spare.len() < SPARE_WAITS {
+            self.spare.push(wait);
         }
     }
 
@@ -402,6 +418,34 @@ impl RunqueueStarvation {
             }
             _ => ev.cpu,
         };
+        let start = keep(ev);
+        let wait = match self.spare.pop() {
+            Some(mut w) => {
+                w.since = since;
+                w.cause = cause;
+                w.start_cpu = cpu;
+                w.cpu = cpu;
+                w.start = start;
+                w.culprits.clear();
+                w.victim_moves.clear();
+                w.culprit_moves.clear();
+                w.idle_ns = 0;
+                w.uncertain_start = uncertain_start;
+                w
+            }
+            None => Box::new(Wait {
+                since,
+                cause,
+                start_cpu: cpu,
+                cpu,
+                start,
+                culprits: Vec::new(),
+                victim_moves: Vec::new(),
+                culprit_moves: Vec::new(),
+                idle_ns: 0,
+                uncertain_start,
+            }),
+        };
         let (min_samples, min_period) = (self.min_samples, self.min_period);
         let t = self.tasks.entry(tid);
         if cause == RunnableCause::Wakeup && !matches!(ev.kind, EventKind::WakeupNew(_)) {
@@ -422,18 +466,9 @@ impl RunqueueStarvation {
             t.last_wakeup = Some(since);
             t.wakeups += 1;
         }
-        t.wait = Some(Box::new(Wait {
-            since,
-            cause,
-            start_cpu: cpu,
-            cpu,
-            start: keep(ev),
-            culprits: Vec::new(),
-            victim_moves: Vec::new(),
-            culprit_moves: Vec::new(),
-            idle_ns: 0,
-            uncertain_start,
-        }));
+        if let Some(old) = t.wait.replace(wait) {
+            self.recycle(old);
+        }
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
             run.waiters.push(tid);
@@ -538,6 +573,7 @@ impl RunqueueStarvation {
             self.remove_waiter(wait.start_cpu, tid);
         }
         if !(abs || rel || over_period) {
+            self.recycle(wait);
             return;
         }
         let mut culprits = wait.culprits.clone();
@@ -628,6 +664,7 @@ impl RunqueueStarvation {
                 evidence,
             };
         }
+        self.recycle(wait);
     }
 
     fn finding(&self, (victim, main): (Tid, Tid), g: &Group, cx: &Context<'_>) -> Option<Finding> {
@@ -956,6 +993,7 @@ impl Detector for RunqueueStarvation {
             if let Some(w) = self.tasks.get_mut(ev.pid).and_then(|t| t.wait.take()) {
                 self.remove_waiter(w.cpu, ev.pid);
                 self.remove_waiter(w.start_cpu, ev.pid);
+                self.recycle(w);
             }
         }
     }
@@ -970,6 +1008,7 @@ impl Detector for RunqueueStarvation {
                             // the timeline reset the task (counted there as data quality)
                             if let Some(w) = self.tasks.get_mut(tid).and_then(|s| s.wait.take()) {
                                 self.remove_waiter(w.cpu, tid);
+                                self.recycle(w);
                             }
                         }
                     }

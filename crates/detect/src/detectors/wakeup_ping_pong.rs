@@ -243,7 +243,6 @@ impl WakeupPingPong {
                     let side = usize::from(a != key.0);
                     let completions = cpu.completions;
                     let woke = matches!(&cpu.last_wake, Some((w, e, _)) if *w == a && *e == next);
-                    let wake_ev = cpu.last_wake.as_ref().map(|(_, _, k)| k.clone());
                     let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
@@ -268,8 +267,8 @@ impl WakeupPingPong {
                     }
                     if p.evidence.len() < 6 {
                         if woke {
-                            if let Some(k) = wake_ev {
-                                p.evidence.push(k);
+                            if let Some((_, _, k)) = &cpu.last_wake {
+                                p.evidence.push(k.clone());
                             }
                         }
                         p.evidence.push(keep(ev));

@@ -69,6 +69,9 @@ impl BlockedLog {
     }
 
     fn close(&mut self, pid: Tid, ts: Ts) {
+        if self.open.is_empty() {
+            return; // the common case: nobody is blocked (no hashing)
+        }
         if let Some((start, comm, event)) = self.open.remove(&pid) {
             if ts.saturating_sub(start) >= self.min {
                 self.done.push(Blocked {
