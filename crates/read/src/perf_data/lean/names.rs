@@ -70,8 +70,14 @@ impl NameIds {
         id
     }
 
+    /// Appends the names interned since `*sent` to `out` and moves `*sent` on.
+    pub fn new_since(&self, sent: &mut usize, out: &mut Vec<Comm>) {
+        out.extend_from_slice(self.comms.get(*sent..).unwrap_or(&[]));
+        *sent = self.comms.len();
+    }
+
     /// The name of an id (empty for an unknown one).
-    #[inline]
+    #[cfg(test)]
     pub fn comm(&self, id: u32) -> Comm {
         self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY)
     }

@@ -23,18 +23,74 @@ use super::super::decode::AttrDecoder;
 use super::super::pipeline::Pipeline;
 use crate::lean::LeanBail;
 use crate::tracefs_format::{
-    Endian, EventFormat, IntAccessor, PrevStateTable, StrAccessor, TracepointDecoder,
+    Endian, EventFormat, Field, FieldKind, LocKind, PrevStateTable, StrAccessor, TracepointDecoder,
 };
 
-/// `comm`, `pid`, optional `prio` of one task in a record.
+/// A scalar field (1, 2, 4 or 8 bytes, little endian), read like the general decoder's
+/// `IntAccessor`.
+#[derive(Clone, Copy, Debug)]
+pub struct Int {
+    off: usize,
+    size: u8,
+    signed: bool,
+}
+
+impl Int {
+    /// For a scalar field of 1, 2, 4 or 8 bytes (the general decoder's rule).
+    fn of(f: &Field) -> Option<Int> {
+        let size = u8::try_from(f.size).ok()?;
+        (f.kind == FieldKind::Scalar && matches!(size, 1 | 2 | 4 | 8)).then_some(Int {
+            off: f.offset as usize,
+            size,
+            signed: f.signed,
+        })
+    }
+
+    /// Bytes of the record it needs.
+    fn end(&self) -> usize {
+        self.off + usize::from(self.size)
+    }
+
+    /// Sign-extended when signed.
+    #[inline]
+    pub fn i64(&self, rec: &[u8]) -> Option<i64> {
+        if self.signed {
+            Endian::Little.int(rec, self.off, self.size)
+        } else {
+            Endian::Little
+                .uint(rec, self.off, self.size)
+                .map(|v| v as i64)
+        }
+    }
+
+    /// As `i32`, truncating wider fields (pids).
+    #[inline]
+    pub fn i32(&self, rec: &[u8]) -> Option<i32> {
+        if self.size == 4 {
+            let b: [u8; 4] = rec.get(self.off..self.off + 4)?.try_into().ok()?;
+            return Some(i32::from_le_bytes(b));
+        }
+        self.i64(rec).map(|v| v as i32)
+    }
+
+    /// Zero-extended raw value.
+    #[inline]
+    pub fn u64(&self, rec: &[u8]) -> Option<u64> {
+        if self.size == 8 {
+            let b: [u8; 8] = rec.get(self.off..self.off + 8)?.try_into().ok()?;
+            return Some(u64::from_le_bytes(b));
+        }
+        Endian::Little.uint(rec, self.off, self.size)
+    }
+}
+
+/// `comm` and `pid` of one task in a record.
 #[derive(Clone, Copy, Debug)]
 pub struct TaskAccess {
     /// Name.
     pub comm: StrAccessor,
     /// Task id.
-    pub pid: IntAccessor,
-    /// Priority (read for the bounds check only).
-    pub prio: Option<IntAccessor>,
+    pub pid: Int,
 }
 
 /// How the payload of one attr's samples is decoded.
@@ -42,10 +98,13 @@ pub struct TaskAccess {
 pub enum Payload {
     /// `sched_switch`.
     Switch {
+        /// Bytes of payload every field read needs (`prio`s included: the general decoder
+        /// reads them).
+        need: usize,
         /// Previous task.
         prev: TaskAccess,
         /// Raw `prev_state`.
-        prev_state: IntAccessor,
+        prev_state: Int,
         /// Its letters (the general decoder's table).
         table: Box<PrevStateTable>,
         /// Next task.
@@ -53,26 +112,61 @@ pub enum Payload {
     },
     /// `sched_waking` / `sched_wakeup` / `sched_wakeup_new`.
     Wakeup {
+        /// Bytes of payload needed.
+        need: usize,
         /// Which of the three.
         kind: SchedRecordKind,
         /// The woken task.
         task: TaskAccess,
         /// Target CPU.
-        target_cpu: Option<IntAccessor>,
+        target_cpu: Option<Int>,
     },
     /// `sched_stat_runtime`.
     StatRuntime {
+        /// Bytes of payload needed (`vruntime` included).
+        need: usize,
         /// The task.
         task: TaskAccess,
         /// Runtime.
-        runtime: IntAccessor,
-        /// vruntime (read for the bounds check only).
-        vruntime: Option<IntAccessor>,
+        runtime: Int,
     },
     /// Any other tracepoint: decoded by the general decoder.
     General(Box<TracepointDecoder>),
     /// Not a tracepoint: an `Other` record.
     NotTracepoint,
+}
+
+/// Where a SAMPLE record's fields are when every field before RAW has a fixed size.
+#[derive(Clone, Copy, Debug)]
+pub struct SampleAt {
+    /// TIME.
+    pub time: usize,
+    /// CPU (u32).
+    pub cpu: Option<usize>,
+    /// The u32 size in front of the RAW data.
+    pub raw: Option<usize>,
+    /// Bytes the record needs for every field the general parser reads before RAW's data.
+    pub min_len: usize,
+}
+
+impl SampleAt {
+    fn of(l: &Layout) -> Option<SampleAt> {
+        let f = l.fixed?;
+        let ends = [
+            f.ip.map(|o| o + 8),
+            f.tid.map(|o| o + 8),
+            f.time.map(|o| o + 8),
+            f.cpu.map(|o| o + 4),
+            f.period.map(|o| o + 8),
+            f.raw.map(|o| o + 4),
+        ];
+        Some(SampleAt {
+            time: f.time?,
+            cpu: f.cpu,
+            raw: f.raw,
+            min_len: ends.iter().flatten().copied().max().unwrap_or(8),
+        })
+    }
 }
 
 /// Per-attr layout and payload decoding, and the sample-id lookup.
@@ -82,6 +176,8 @@ pub struct Plan {
     pub layouts: Vec<Layout>,
     /// Payload decoding (index = attr).
     pub payloads: Vec<Payload>,
+    /// Fixed sample offsets, when the layout has them (index = attr).
+    pub samples: Vec<Option<SampleAt>>,
     /// Where the sample id is.
     pub id_pos: IdPos,
     /// `id_dense[id - id_base]` = attr (u16::MAX: none).
@@ -141,6 +237,7 @@ impl Plan {
             return Err(LeanBail::new("decode tables out of step with the attrs"));
         }
         Ok(Plan {
+            samples: tables.layouts.iter().map(SampleAt::of).collect(),
             layouts: tables.layouts.clone(),
             payloads,
             id_pos: p.id_pos,
@@ -185,46 +282,114 @@ impl Plan {
     }
 }
 
-/// The lean decoding of a tracepoint whose general decoder is `t` and format `f`; `None`
-/// when a field the general decoder resolved cannot be resolved here (never expected).
+/// Bytes of a record a string field needs before its data (the locator, or the array).
+fn str_end(f: &Field) -> usize {
+    let off = f.offset as usize;
+    match f.kind {
+        FieldKind::FixedArray { .. } => off + f.size as usize,
+        FieldKind::Dynamic { loc, .. } => match loc {
+            LocKind::DataLoc4 | LocKind::RelLoc4 => off + 4,
+            LocKind::DataLoc2 | LocKind::RelLoc2 => off + 2,
+        },
+        FieldKind::RestOfRecord { .. } | FieldKind::Scalar => off,
+    }
+}
+
+/// The lean decoding of a tracepoint whose general decoder is `t` and format `f` (fields
+/// resolved by the names the general decoder uses); `None` when a field it resolved cannot
+/// be resolved here (never expected).
 fn payload_of(t: &TracepointDecoder, f: &EventFormat) -> Option<Payload> {
     let e = Endian::Little;
-    let int = |n: &str| f.field(n).and_then(|x| IntAccessor::new(x, e));
-    let string = |n: &str| f.field(n).and_then(|x| StrAccessor::new(x, e));
-    let task = |c: &str, p: &str, pr: Option<&str>| {
-        Some(TaskAccess {
-            comm: string(c)?,
-            pid: int(p)?,
-            prio: pr.and_then(int),
-        })
+    let mut need = 0usize;
+    let mut int = |n: &str| {
+        let i = f.field(n).and_then(Int::of)?;
+        need = need.max(i.end());
+        Some(i)
     };
-    Some(match t {
-        TracepointDecoder::Switch {
-            prev_state, table, ..
+    let task = |c: &str, p: &str, pr: Option<&str>, int: &mut dyn FnMut(&str) -> Option<Int>| {
+        let cf = f.field(c)?;
+        let comm = StrAccessor::new(cf, e)?;
+        let pid = int(p)?;
+        if let Some(pr) = pr {
+            // Optional: read (bounds) only when the format has it.
+            let _ = int(pr);
+        }
+        Some((TaskAccess { comm, pid }, str_end(cf)))
+    };
+    let payload = match t {
+        TracepointDecoder::Switch { table, .. } => {
+            let (prev, a) = task("prev_comm", "prev_pid", Some("prev_prio"), &mut int)?;
+            let prev_state = int("prev_state")?;
+            let (next, b) = task("next_comm", "next_pid", Some("next_prio"), &mut int)?;
+            Payload::Switch {
+                need: a.max(b),
+                prev,
+                prev_state,
+                table: table.clone(),
+                next,
+            }
+        }
+        TracepointDecoder::Wakeup { which, .. } => {
+            let (task, a) = task("comm", "pid", Some("prio"), &mut int)?;
+            let target_cpu = int("target_cpu");
+            Payload::Wakeup {
+                need: a,
+                kind: match which {
+                    0 => SchedRecordKind::Waking,
+                    1 => SchedRecordKind::Wakeup,
+                    _ => SchedRecordKind::WakeupNew,
+                },
+                task,
+                target_cpu,
+            }
+        }
+        TracepointDecoder::StatRuntime { .. } => {
+            let (task, a) = task("comm", "pid", None, &mut int)?;
+            let runtime = int("runtime")?;
+            let _ = int("vruntime");
+            Payload::StatRuntime {
+                need: a,
+                task,
+                runtime,
+            }
+        }
+        other => return Some(Payload::General(Box::new(other.clone()))),
+    };
+    // The int fields' ends were collected in `need`.
+    Some(match payload {
+        Payload::Switch {
+            need: n,
+            prev,
+            prev_state,
+            table,
+            next,
         } => Payload::Switch {
-            prev: task("prev_comm", "prev_pid", Some("prev_prio"))?,
-            prev_state: *prev_state,
-            table: table.clone(),
-            next: task("next_comm", "next_pid", Some("next_prio"))?,
+            need: n.max(need),
+            prev,
+            prev_state,
+            table,
+            next,
         },
-        TracepointDecoder::Wakeup {
-            which, target_cpu, ..
+        Payload::Wakeup {
+            need: n,
+            kind,
+            task,
+            target_cpu,
         } => Payload::Wakeup {
-            kind: match which {
-                0 => SchedRecordKind::Waking,
-                1 => SchedRecordKind::Wakeup,
-                _ => SchedRecordKind::WakeupNew,
-            },
-            task: task("comm", "pid", Some("prio"))?,
-            target_cpu: *target_cpu,
+            need: n.max(need),
+            kind,
+            task,
+            target_cpu,
         },
-        TracepointDecoder::StatRuntime {
-            runtime, vruntime, ..
+        Payload::StatRuntime {
+            need: n,
+            task,
+            runtime,
         } => Payload::StatRuntime {
-            task: task("comm", "pid", None)?,
-            runtime: *runtime,
-            vruntime: *vruntime,
+            need: n.max(need),
+            task,
+            runtime,
         },
-        other => Payload::General(Box::new(other.clone())),
+        other => other,
     })
 }

@@ -10,9 +10,8 @@
 //!          released, exactly as `super::super::order` does for the general reader
 //! ```
 //!
-//! Released entries pass the name rule ([`StreamNames`]: a `PayloadComm` record before an
-//! event whose task name changed) into [`SchedBatch`]es. Since every record is decoded when
-//! walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
+//! Released entries go to [`super::emit::Emitter`] (name rule, out-of-order check,
+//! batches), on another thread. Since every record is decoded when walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
 //! memory stays at a few MiB plus about two rounds of entries.
 //!
 //! Anything the general reader would report (a data-quality note or an error: LOST records,
@@ -23,20 +22,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use stallscope_model::{
-    sched_record::LOST_UNKNOWN, Comm, EventKind, SchedBatch, SchedRecord, SchedRecordKind, Tid,
+    sched_record::LOST_UNKNOWN, Comm, EventKind, SchedRecord, SchedRecordKind, Tid,
 };
 
 use super::super::attr::{parse_sample, parse_trailer};
 use super::super::order::MAX_PENDING;
 use super::super::pipeline::rt;
 use super::super::stream::{prefetch, DataMap};
-use super::names::{NameIds, StreamNames, NO_NAME};
+use super::names::{NameIds, NO_NAME};
 use super::plan::{Payload, Plan, TaskAccess};
 use crate::lean::LeanBail;
 use crate::tracefs_format::{CommCache, Endian};
 
 /// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
-const SKIP: u32 = u32::MAX - 1;
+pub const SKIP: u32 = u32::MAX - 1;
 /// Bytes between two page drops / progress updates.
 const STEP: u64 = 1 << 20;
 /// How far ahead of the walk the CPU is asked to load record headers.
@@ -46,9 +45,12 @@ const PREFETCH_AHEAD: usize = 2048;
 /// (`n1` for `a`, `n2` for `b` of a switch; `n1` the name of a fork / TaskComm).
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
-    rec: SchedRecord,
-    n1: u32,
-    n2: u32,
+    /// The record (`value` of a Fork / TaskComm not yet a comm index).
+    pub rec: SchedRecord,
+    /// Name id of `a` (of the fork child, of a TaskComm), [`NO_NAME`] or [`SKIP`].
+    pub n1: u32,
+    /// Name id of `b` (switch: next task).
+    pub n2: u32,
 }
 
 /// Result of walking: more to come, or the end of the data.
@@ -67,14 +69,31 @@ pub struct Walker {
     end: u64,
     names: NameIds,
     cache: CommCache,
-    stream: StreamNames,
     pending: Vec<Entry>,
     limit: u64,
     max_ts: u64,
-    last_emitted: u64,
     dropped_to: u64,
     next_step: u64,
     progress: Arc<AtomicU64>,
+    /// Names already handed over with released entries.
+    names_sent: usize,
+}
+
+/// What one or more [`Walker::step`]s released, in order, for [`super::emit::Emitter`].
+#[derive(Default)]
+pub struct Released {
+    /// Entries in release order.
+    pub entries: Vec<Entry>,
+    /// Names first seen since the previous hand-over (their ids follow on).
+    pub comms: Vec<Comm>,
+}
+
+impl Released {
+    /// Empties it, keeping the allocations.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.comms.clear();
+    }
 }
 
 fn bail<T>(why: &str, off: u64) -> Result<T, LeanBail> {
@@ -93,20 +112,19 @@ impl Walker {
             end,
             names: NameIds::default(),
             cache: CommCache::default(),
-            stream: StreamNames::default(),
             pending: Vec::new(),
             limit: 0,
             max_ts: 0,
-            last_emitted: 0,
             dropped_to: pos,
             next_step: pos,
             progress,
+            names_sent: 0,
         }
     }
 
-    /// Walks to the next round end (or the end of the data) and emits what it releases into
-    /// `batch` (appending).
-    pub fn step(&mut self, batch: &mut SchedBatch) -> Result<Step, LeanBail> {
+    /// Walks to the next round end (or the end of the data) and appends what it releases
+    /// (and the names first seen since the last call) to `out`.
+    pub fn step(&mut self, out: &mut Released) -> Result<Step, LeanBail> {
         let map = self.map.clone();
         let data = &map.map[..];
         let base = map.base;
@@ -122,7 +140,7 @@ impl Walker {
                 self.pos = pos;
                 self.pending.sort_by_key(|e| e.rec.ts);
                 let all = self.pending.len();
-                self.emit(all, batch)?;
+                self.release(all, out);
                 self.progress.store(end, Ordering::Relaxed);
                 return Ok(Step::Done);
             }
@@ -153,7 +171,7 @@ impl Walker {
                     self.pending.sort_by_key(|e| e.rec.ts);
                     let limit = self.limit;
                     let n = self.pending.partition_point(|e| e.rec.ts <= limit);
-                    self.emit(n, batch)?;
+                    self.release(n, out);
                     self.limit = self.max_ts;
                     return Ok(Step::More);
                 }
@@ -184,54 +202,20 @@ impl Walker {
         Ok(())
     }
 
-    /// Emits the first `n` (sorted) pending entries into `batch` and drops them.
-    fn emit(&mut self, n: usize, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        let Walker {
-            pending,
-            stream,
-            names,
-            last_emitted,
-            ..
-        } = self;
-        let names = &*names;
-        let released = pending.get(..n).unwrap_or(&[]);
-        for e in released {
-            let r = e.rec;
-            if r.ts < *last_emitted {
-                return bail("a record older than one already emitted", r.pos);
-            }
-            *last_emitted = r.ts;
-            match r.kind {
-                SchedRecordKind::Switch => {
-                    note(stream, names, r.a, e.n1, &r, batch);
-                    note(stream, names, r.b, e.n2, &r, batch);
-                    batch.records.push(r);
-                }
-                SchedRecordKind::Waking
-                | SchedRecordKind::Wakeup
-                | SchedRecordKind::WakeupNew
-                | SchedRecordKind::Migrate
-                | SchedRecordKind::StatRuntime => {
-                    note(stream, names, r.a, e.n1, &r, batch);
-                    batch.records.push(r);
-                }
-                SchedRecordKind::Fork => {
-                    stream.set(r.a, e.n1);
-                    let mut r = r;
-                    r.value = batch.push_comm(names.comm(e.n1));
-                    batch.records.push(r);
-                }
-                SchedRecordKind::TaskComm => {
-                    let mut r = r;
-                    r.value = batch.push_comm(names.comm(e.n1));
-                    batch.records.push(r);
-                }
-                _ if e.n1 == SKIP => {}
-                _ => batch.records.push(r),
-            }
+    /// Moves the first `n` (sorted) pending entries and the new names to `out`.
+    fn release(&mut self, n: usize, out: &mut Released) {
+        let n = n.min(self.pending.len());
+        if out.entries.is_empty() && n > self.pending.len() / 2 {
+            // Most of the queue goes: hand the queue itself over, keep a copy of the rest.
+            std::mem::swap(&mut out.entries, &mut self.pending);
+            self.pending.clear();
+            self.pending.extend_from_slice(&out.entries[n..]);
+            out.entries.truncate(n);
+        } else {
+            out.entries.extend_from_slice(&self.pending[..n]);
+            self.pending.drain(..n);
         }
-        pending.drain(..n.min(pending.len()));
-        Ok(())
+        self.names.new_since(&mut self.names_sent, &mut out.comms);
     }
 
     /// A SAMPLE record decoded.
@@ -241,44 +225,68 @@ impl Walker {
             return bail("a sample of unknown id", pos);
         };
         let ai = usize::from(attr);
-        let (Some(layout), Some(payload)) = (self.plan.layouts.get(ai), self.plan.payloads.get(ai))
-        else {
+        let (Some(layout), Some(payload), Some(fixed)) = (
+            self.plan.layouts.get(ai),
+            self.plan.payloads.get(ai),
+            self.plan.samples.get(ai),
+        ) else {
             return bail("attr out of range", pos);
         };
-        let Some(ts) = layout
-            .sample_time_off
-            .and_then(|o| Endian::Little.u64(rec, o))
-        else {
-            return bail("a sample without time", pos);
+        let le = Endian::Little;
+        // (time, cpu, raw) as the general parser finds them.
+        let parsed = match fixed {
+            Some(f) if rec.len() >= f.min_len => (|| {
+                let ts = le.u64(rec, f.time)?;
+                let cpu = match f.cpu {
+                    Some(o) => le.u32(rec, o)?,
+                    None => 0,
+                };
+                let raw = match f.raw {
+                    Some(o) => {
+                        let size = le.u32(rec, o)? as usize;
+                        Some(rec.get(o + 4..(o + 4).checked_add(size)?)?)
+                    }
+                    None => None,
+                };
+                Some((ts, cpu, raw))
+            })(),
+            Some(_) => None,
+            None => (|| {
+                let ts = layout.sample_time_off.and_then(|o| le.u64(rec, o))?;
+                let s = parse_sample(rec, layout, le)?;
+                Some((ts, s.cpu.unwrap_or(0), s.raw))
+            })(),
         };
-        let Some(s) = parse_sample(rec, layout, Endian::Little) else {
-            return bail("a sample too short for its sample_type", pos);
+        let Some((ts, cpu, raw)) = parsed else {
+            return bail(
+                "a sample too short for its sample_type, or without time",
+                pos,
+            );
         };
-        let mut r = SchedRecord::new(SchedRecordKind::Other, ts, s.cpu.unwrap_or(0), pos);
+        let mut r = SchedRecord::new(SchedRecordKind::Other, ts, cpu, pos);
         let (mut n1, mut n2) = (NO_NAME, NO_NAME);
-        let raw = match (payload, s.raw) {
+        let raw = match (payload, raw) {
             (Payload::NotTracepoint, _) => return Ok(Entry { rec: r, n1, n2 }),
             (_, Some(raw)) => raw,
             (_, None) => return bail("a tracepoint sample without payload", pos),
         };
         let names = &mut self.names;
+        // Every fixed field is inside `raw` once its length is checked against `need`;
+        // strings behind a locator are still checked one by one.
         let task = |t: &TaskAccess, names: &mut NameIds| -> Option<(Tid, u32)> {
             let comm = t.comm.bytes(raw)?;
-            let pid = t.pid.get_i32(raw)?;
-            if let Some(p) = t.prio {
-                p.get_i32(raw)?;
-            }
-            Some((pid, names.id(comm)))
+            Some((t.pid.i32(raw)?, names.id(comm)))
         };
         let ok = match payload {
             Payload::Switch {
+                need,
                 prev,
                 prev_state,
                 table,
                 next,
-            } => (|| {
+            } if raw.len() >= *need => (|| {
                 let (pa, pn) = task(prev, names)?;
-                let st = prev_state.get_u64(raw)?;
+                let st = prev_state.u64(raw)?;
                 let (na, nn) = task(next, names)?;
                 r.kind = SchedRecordKind::Switch;
                 (r.a, r.b, r.prev_state) = (pa, na, table.decode(st));
@@ -286,13 +294,14 @@ impl Walker {
                 Some(())
             })(),
             Payload::Wakeup {
+                need,
                 kind,
                 task: t,
                 target_cpu,
-            } => (|| {
+            } if raw.len() >= *need => (|| {
                 let (a, n) = task(t, names)?;
                 let b = match target_cpu {
-                    Some(c) => u32::try_from(c.get_i64(raw)?).map_or(-1, |c| c as Tid),
+                    Some(c) => u32::try_from(c.i64(raw)?).map_or(-1, |c| c as Tid),
                     None => -1,
                 };
                 r.kind = *kind;
@@ -300,17 +309,13 @@ impl Walker {
                 Some(())
             })(),
             Payload::StatRuntime {
+                need,
                 task: t,
                 runtime,
-                vruntime,
-            } => (|| {
+            } if raw.len() >= *need => (|| {
                 let (a, n) = task(t, names)?;
-                let v = runtime.get_u64(raw)?;
-                if let Some(vr) = vruntime {
-                    vr.get_u64(raw)?;
-                }
                 r.kind = SchedRecordKind::StatRuntime;
-                (r.a, r.value, n1) = (a, v, n);
+                (r.a, r.value, n1) = (a, runtime.u64(raw)?, n);
                 Some(())
             })(),
             Payload::General(d) => match d.decode_cached(raw, &mut self.cache) {
@@ -321,6 +326,7 @@ impl Walker {
                 Err(_) => None,
             },
             Payload::NotTracepoint => Some(()),
+            _ => None,
         };
         match ok {
             Some(()) => Ok(Entry { rec: r, n1, n2 }),
@@ -367,24 +373,6 @@ impl Walker {
     /// `(bytes walked, total)`.
     pub fn range(&self) -> (u64, u64) {
         (self.map.base, self.end)
-    }
-}
-
-/// The name rule: a `PayloadComm` record before `r` when `tid`'s name changed.
-#[inline]
-fn note(
-    stream: &mut StreamNames,
-    names: &NameIds,
-    tid: Tid,
-    id: u32,
-    r: &SchedRecord,
-    batch: &mut SchedBatch,
-) {
-    if stream.set(tid, id) {
-        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, r.ts, r.cpu, r.pos);
-        p.a = tid;
-        p.value = batch.push_comm(names.comm(id));
-        batch.records.push(p);
     }
 }
 
