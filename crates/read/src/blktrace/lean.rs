@@ -163,7 +163,7 @@ pub const WINDOW: usize = 4 << 20;
 
 /// How far ahead of the record being parsed the CPU is asked to load the file's bytes (a few
 /// records: the mapped pages are not in the cache yet).
-const PREFETCH_AHEAD: usize = 512;
+const PREFETCH_AHEAD: usize = 2048;
 
 /// Maps a regular file read-only; `None` when mapping fails (then it is read instead).
 fn map_file(file: &std::fs::File) -> Option<Mmap> {
@@ -234,11 +234,18 @@ impl Stream {
     }
 
     /// Makes at least `n` bytes available from `start`; false at a clean end of file.
-    #[inline]
+    #[inline(always)]
     fn ensure(&mut self, n: usize) -> Result<bool, Unusual> {
         if self.end - self.start >= n {
             return Ok(true);
         }
+        self.refill(n)
+    }
+
+    /// [`Self::ensure`] when the bytes in view are too few: reads more, or tells the end of
+    /// the file (clean or truncated) apart.
+    #[inline(never)]
+    fn refill(&mut self, n: usize) -> Result<bool, Unusual> {
         let reader = match &mut self.source {
             // The whole file is in view: what is not there is not in the file.
             Source::Mapped(_) => {
@@ -351,6 +358,22 @@ impl Stream {
 /// `BLK_TC_SHIFT` (16), as in the kernel's blktrace_api.h.
 const TC_PC: u32 = 1 << 25;
 
+/// The request action of each blktrace action code (`__BLK_TA_*`, the low byte of the
+/// action word). A table rather than a `match`: the match compiled to an indirect jump per
+/// record, often mispredicted.
+const REQUEST_ACTIONS: [Option<BlockAction>; 16] = {
+    let mut t = [None; 16];
+    t[1] = Some(BlockAction::Queue);
+    t[2] = Some(BlockAction::BackMerge);
+    t[3] = Some(BlockAction::FrontMerge);
+    t[4] = Some(BlockAction::GetRq);
+    t[6] = Some(BlockAction::Requeue);
+    t[7] = Some(BlockAction::Issue);
+    t[8] = Some(BlockAction::Complete);
+    t[12] = Some(BlockAction::Insert);
+    t
+};
+
 /// The action of a plain request record (Q M F G R D C I, not PC, not a notify), whose event
 /// carries no payload-derived field.
 #[inline]
@@ -358,17 +381,7 @@ fn request_action(h: &Header) -> Option<BlockAction> {
     if h.is_notify() || h.action & TC_PC != 0 {
         return None;
     }
-    Some(match h.code() {
-        1 => BlockAction::Queue,
-        2 => BlockAction::BackMerge,
-        3 => BlockAction::FrontMerge,
-        4 => BlockAction::GetRq,
-        6 => BlockAction::Requeue,
-        7 => BlockAction::Issue,
-        8 => BlockAction::Complete,
-        12 => BlockAction::Insert,
-        _ => return None,
-    })
+    REQUEST_ACTIONS.get(h.code() as usize).copied().flatten()
 }
 
 /// Task names from process notes, keyed by (input, pid), with the last lookup cached:
@@ -382,35 +395,35 @@ struct Names {
     ids: HashMap<(u16, u32), u32>,
     /// Name of id `k` at `comms[k - 1]`.
     comms: Vec<Comm>,
-    last_key: Option<(u16, u32)>,
-    last_id: u32,
+    /// Last key asked for by [`Names::fill`], and its name.
+    comm_key: Option<(u16, u32)>,
     last_comm: Option<Comm>,
+    /// Last key asked for by [`Names::id`], and its id.
+    id_key: Option<(u16, u32)>,
+    last_id: u32,
 }
 
 impl Names {
-    #[inline]
-    fn look_up(&mut self, key: (u16, u32)) {
-        if self.last_key != Some(key) {
-            self.last_id = self.ids.get(&key).copied().unwrap_or(0);
-            self.last_comm = match self.last_id {
-                0 => None,
-                id => self.comms.get(id as usize - 1).copied(),
-            };
-            self.last_key = Some(key);
-        }
-    }
-
     /// Sets `out` to the name of `key` (`None` when no note named it).
     #[inline]
     fn fill(&mut self, key: (u16, u32), out: &mut Option<Comm>) {
-        self.look_up(key);
+        if self.comm_key != Some(key) {
+            self.last_comm = match self.ids.get(&key) {
+                Some(&id) => self.comms.get(id as usize - 1).copied(),
+                None => None,
+            };
+            self.comm_key = Some(key);
+        }
         *out = self.last_comm;
     }
 
     /// The id of `key`'s name (0 when no note named it).
     #[inline]
     fn id(&mut self, key: (u16, u32)) -> u32 {
-        self.look_up(key);
+        if self.id_key != Some(key) {
+            self.last_id = self.ids.get(&key).copied().unwrap_or(0);
+            self.id_key = Some(key);
+        }
         self.last_id
     }
 
@@ -423,7 +436,8 @@ impl Names {
         }
         self.comms.push(comm);
         self.ids.insert(key, self.comms.len() as u32);
-        self.last_key = None;
+        self.comm_key = None;
+        self.id_key = None;
         Some(comm)
     }
 }

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use stallscope_model::{Rwbs, Span, Ts};
+use stallscope_model::{Comm, Rwbs, Span, Tid, Ts};
 
 use super::record::BlockTask;
 
@@ -71,6 +71,34 @@ impl Bio {
             request: NO_REQUEST,
             tag: 0,
         }
+    }
+
+    /// Makes the slot a bio queued at `queue_ts` by task `pid`/`comm` (tag 0), written
+    /// field by field: building the bio on the stack and copying it into its slot stalled
+    /// on store forwarding.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn set_queued(
+        &mut self,
+        end: u64,
+        rwbs: Rwbs,
+        queue_ts: Ts,
+        queue_span: Span,
+        pid: Tid,
+        comm: &Option<Comm>,
+    ) {
+        self.end = end;
+        self.rwbs = rwbs;
+        self.queue_ts = queue_ts;
+        self.queue_span = queue_span;
+        self.queuer.pid = pid;
+        match comm {
+            Some(c) => self.queuer.comm = *c,
+            None => self.queuer.comm = Comm::default(),
+        }
+        self.stamped = 0;
+        self.request = NO_REQUEST;
+        self.tag = 0;
     }
 
     /// When `what` happened to the bio, if it did.
@@ -195,30 +223,40 @@ pub(crate) struct BioMap {
 }
 
 impl BioMap {
-    /// Adds a bio starting at `start`, returning the one it replaces.
-    pub fn insert(&mut self, start: u64, bio: Bio) -> Option<Bio> {
+    /// The slot of a bio starting at `start`, to fill with [`Bio::set_queued`], and whether
+    /// it replaces a bio that started there.
+    pub fn insert_slot(&mut self, start: u64) -> (&mut Bio, bool) {
         if let Some(i) = self.by_start.get(start) {
-            return Some(std::mem::replace(&mut self.slab[i as usize], bio));
+            return (&mut self.slab[i as usize], true);
         }
         let i = match self.free.pop() {
-            Some(i) => {
-                self.slab[i as usize] = bio;
-                i
-            }
+            Some(i) => i,
             None => {
-                self.slab.push(bio);
+                self.slab.push(Bio::new(
+                    0,
+                    Rwbs::default(),
+                    0,
+                    Span::default(),
+                    BlockTask::default(),
+                ));
                 (self.slab.len() - 1) as u32
             }
         };
         self.by_start.insert_new(start, i);
-        None
+        (&mut self.slab[i as usize], false)
     }
 
     /// The bio whose range contains `sector`.
     pub fn containing(&mut self, sector: u64) -> Option<(u64, &mut Bio)> {
+        let (start, i) = self.containing_slot(sector)?;
+        Some((start, &mut self.slab[i as usize]))
+    }
+
+    /// Start and slot of the bio whose range contains `sector`.
+    #[inline]
+    pub fn containing_slot(&self, sector: u64) -> Option<(u64, u32)> {
         let (start, i) = self.by_start.last_before(sector, true)?;
-        let bio = &mut self.slab[i as usize];
-        (sector < bio.end).then_some((start, bio))
+        (sector < self.slab[i as usize].end).then_some((start, i))
     }
 
     /// The bio that ends exactly at `sector` (a back merge's neighbour).
@@ -283,14 +321,11 @@ impl BioMap {
 mod tests {
     use super::*;
 
-    fn bio(end: u64) -> Bio {
-        Bio::new(
-            end,
-            Rwbs::default(),
-            0,
-            Span::default(),
-            BlockTask::default(),
-        )
+    /// Adds a bio `[start, end)`; true when it replaced one.
+    fn insert(map: &mut BioMap, start: u64, end: u64) -> bool {
+        let (bio, replaced) = map.insert_slot(start);
+        bio.set_queued(end, Rwbs::default(), 0, Span::default(), 0, &None);
+        replaced
     }
 
     /// The vector and the tree answer alike: the same operations on more bios than
@@ -303,7 +338,7 @@ mod tests {
             // Bios of 8 sectors at every 16th sector, inserted out of order.
             for k in 0..n {
                 let start = ((k * 7919) % n) * 16;
-                assert!(map.insert(start, bio(start + 8)).is_none());
+                assert!(!insert(&mut map, start, start + 8));
                 model.insert(start, start + 8);
             }
             assert_eq!(map.len(), model.len());

@@ -40,6 +40,7 @@
 mod bios;
 mod flush;
 pub mod record;
+mod requests;
 pub mod tracker;
 
 pub use record::{

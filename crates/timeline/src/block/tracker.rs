@@ -41,6 +41,7 @@ use super::flush::{FlushQueue, FlushSeq};
 use super::record::{
     BlockSink, BlockTask, BttPhase, CompletedRequest, PhaseSample, QueuedBio, RequestKind,
 };
+use super::requests::RequestIndex;
 
 /// Where and when a block event happened: the parts of an [`Event`] the tracker uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,8 +113,36 @@ impl Request {
         }
     }
 
+    /// [`Request::new`] written field by field into a slab slot (building the request on
+    /// the stack and copying it in cost a 280-byte copy and a store-forwarding stall per
+    /// request).
+    fn init(&mut self, key: u64, nr_sector: u32, rwbs: stallscope_model::Rwbs, span: Span) {
+        self.key = key;
+        self.dir = direction(rwbs);
+        self.sector = key;
+        self.nr_sector = nr_sector;
+        self.completed_sectors = 0;
+        self.rwbs = rwbs;
+        self.queue_ts = None;
+        self.getrq_ts = None;
+        self.insert_ts = None;
+        self.first_issue_ts = None;
+        self.issue_ts = None;
+        self.first_complete_ts = None;
+        self.queuer = None;
+        self.inserter = None;
+        self.dispatcher = None;
+        self.bios = 0;
+        self.merges = 0;
+        self.requeues = 0;
+        self.partial_completions = 0;
+        self.queue_span = span;
+        self.issue_span = None;
+        self.flush_flags = rwbs.preflush || rwbs.fua;
+    }
+
     /// Takes queue time, queuer and source from the bio that starts the request.
-    fn adopt_bio(&mut self, bio: &BioOrigin) {
+    fn adopt_bio(&mut self, bio: &Bio) {
         self.queue_ts = Some(self.queue_ts.map_or(bio.queue_ts, |t| t.min(bio.queue_ts)));
         if self.queuer.is_none() {
             self.queuer = Some(bio.queuer);
@@ -124,26 +153,6 @@ impl Request {
     }
 }
 
-/// What a request takes over from the bio that starts it (a small copy of a [`Bio`]).
-#[derive(Clone, Copy, Debug)]
-struct BioOrigin {
-    queue_ts: Ts,
-    queuer: BlockTask,
-    queue_span: Span,
-    rwbs: stallscope_model::Rwbs,
-}
-
-impl BioOrigin {
-    fn of(bio: &Bio) -> BioOrigin {
-        BioOrigin {
-            queue_ts: bio.queue_ts,
-            queuer: bio.queuer,
-            queue_span: bio.queue_span,
-            rwbs: bio.rwbs,
-        }
-    }
-}
-
 /// State of one device.
 #[derive(Debug)]
 struct DeviceState {
@@ -151,7 +160,7 @@ struct DeviceState {
     bios: BioMap,
     /// (key sector, direction) → request slot. Direction keeps a read and a write of the
     /// same block apart when both are in flight.
-    requests: FxHashMap<(u64, u8), u32>,
+    requests: RequestIndex,
     flushes: FlushQueue,
     /// Start sectors of recently completed preflush/FUA data requests, whose flush-machinery
     /// sequence ends with a zero-length `C` at that sector (see [`RECENT_FUA`]).
@@ -385,7 +394,7 @@ impl BlockTracker {
         self.devices.push(DeviceState {
             dev,
             bios: BioMap::default(),
-            requests: FxHashMap::default(),
+            requests: RequestIndex::default(),
             flushes: FlushQueue::default(),
             recent_fua: std::collections::VecDeque::new(),
         });
@@ -393,13 +402,18 @@ impl BlockTracker {
         i
     }
 
-    fn alloc(&mut self, r: Request) -> u32 {
+    /// A free request slot (its contents are stale: [`Request::init`] them).
+    fn alloc(&mut self) -> u32 {
         self.live_requests += 1;
         if let Some(i) = self.free.pop() {
-            self.slab[i as usize] = r;
             i
         } else {
-            self.slab.push(r);
+            self.slab.push(Request::new(
+                0,
+                0,
+                stallscope_model::Rwbs::default(),
+                Span::default(),
+            ));
             (self.slab.len() - 1) as u32
         }
     }
@@ -409,10 +423,17 @@ impl BlockTracker {
         self.free.push(slot);
     }
 
-    /// Registers a new request at `key`; an older one still at that key is dropped (counted).
-    fn open_request(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, r: Request) -> u32 {
-        let key = (r.key, r.dir);
-        let slot = self.alloc(r);
+    /// Registers a new request at `b`'s sector and direction, taking over the bio in slot
+    /// `bio` of the device's bios when given; an older request still at that key is dropped
+    /// (counted).
+    fn open_request(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, bio: Option<u32>) -> u32 {
+        let key = (b.sector, direction(b.rwbs));
+        let slot = self.alloc();
+        let r = &mut self.slab[slot as usize];
+        r.init(b.sector, b.nr_sector, b.rwbs, ev.span);
+        if let Some(bio) = bio {
+            r.adopt_bio(self.devices[di].bios.slot_mut(bio));
+        }
         if let Some(old) = self.devices[di].requests.insert(key, slot) {
             self.release(old);
             self.quality.add(
@@ -427,19 +448,19 @@ impl BlockTracker {
     }
 
     fn on_queue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
-        let queuer = task_of(ev, b);
         let d = &mut self.devices[di];
         let tag = sink.queued(&QueuedBio {
             dev: d.dev,
             ts: ev.ts,
-            queuer,
+            queuer: task_of(ev, b),
             rwbs: b.rwbs,
             sector: b.sector,
             nr_sector: b.nr_sector,
         });
-        let mut bio = Bio::new(b.end_sector(), b.rwbs, ev.ts, ev.span, queuer);
+        let (bio, replaced) = d.bios.insert_slot(b.sector);
+        bio.set_queued(b.end_sector(), b.rwbs, ev.ts, ev.span, ev.pid, &b.comm);
         bio.tag = tag;
-        if d.bios.insert(b.sector, bio).is_some() {
+        if replaced {
             self.quality.add(
                 "block_bio_sector_in_flight",
                 Severity::Info,
@@ -452,10 +473,10 @@ impl BlockTracker {
     }
 
     fn on_getrq(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
-        let mut r = Request::new(b.sector, b.nr_sector, b.rwbs, ev.span);
-        r.getrq_ts = Some(ev.ts);
         let dev = self.devices[di].dev;
-        let bio = self.devices[di].bios.containing(b.sector).map(|(_, bio)| {
+        let bios = &mut self.devices[di].bios;
+        let bio = bios.containing_slot(b.sector).map(|(_, k)| {
+            let bio = bios.slot_mut(k);
             bio.stamp(Stamp::GetRq, ev.ts);
             sink.phase(&PhaseSample {
                 phase: BttPhase::Q2G,
@@ -466,21 +487,22 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            BioOrigin::of(bio)
+            k
         });
+        let slot = self.open_request(di, ev, b, bio);
+        let r = &mut self.slab[slot as usize];
+        r.getrq_ts = Some(ev.ts);
         match bio {
-            Some(bio) => r.adopt_bio(&bio),
+            Some(k) => self.devices[di].bios.slot_mut(k).request = slot,
             None => r.queuer = Some(task_of(ev, b)),
-        }
-        let slot = self.open_request(di, ev, b, r);
-        if let Some((_, bio)) = self.devices[di].bios.containing(b.sector) {
-            bio.request = slot;
         }
     }
 
     fn on_insert(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {
         let dev = self.devices[di].dev;
-        let bio = self.devices[di].bios.containing(b.sector).map(|(_, bio)| {
+        let bios = &mut self.devices[di].bios;
+        let bio = bios.containing_slot(b.sector).map(|(_, k)| {
+            let bio = bios.slot_mut(k);
             bio.stamp(Stamp::Insert, ev.ts);
             if let Some(g) = bio.at(Stamp::GetRq) {
                 sink.phase(&PhaseSample {
@@ -493,21 +515,15 @@ impl BlockTracker {
                     tag: bio.tag,
                 });
             }
-            BioOrigin::of(bio)
+            k
         });
         let slot = match self.devices[di]
             .requests
             .get(&(b.sector, direction(b.rwbs)))
         {
             Some(&slot) => slot,
-            None => {
-                // Requests allocated before the trace, or inserted by the flush machinery.
-                let mut r = Request::new(b.sector, b.nr_sector, b.rwbs, ev.span);
-                if let Some(bio) = &bio {
-                    r.adopt_bio(bio);
-                }
-                self.open_request(di, ev, b, r)
-            }
+            // Requests allocated before the trace, or inserted by the flush machinery.
+            None => self.open_request(di, ev, b, bio),
         };
         let r = &mut self.slab[slot as usize];
         r.insert_ts = Some(ev.ts);
@@ -530,7 +546,7 @@ impl BlockTracker {
                 end_ts: ev.ts,
                 tag: bio.tag,
             });
-            (start, BioOrigin::of(bio))
+            (start, bio.queue_ts)
         });
         // The request it joins: the one ending at the bio (back) or starting after it (front).
         let neighbour = if b.action == BlockAction::BackMerge {
@@ -560,8 +576,8 @@ impl BlockTracker {
         r.nr_sector = r.nr_sector.saturating_add(b.nr_sector);
         r.merges += 1;
         r.bios += 1;
-        if let Some((_, bio)) = merged {
-            r.queue_ts = Some(r.queue_ts.map_or(bio.queue_ts, |t| t.min(bio.queue_ts)));
+        if let Some((_, queue_ts)) = merged {
+            r.queue_ts = Some(r.queue_ts.map_or(queue_ts, |t| t.min(queue_ts)));
         }
         if b.action == BlockAction::FrontMerge && r.key == b.end_sector() {
             d.requests.remove(&(r.key, r.dir));
@@ -580,7 +596,7 @@ impl BlockTracker {
         let dev = self.devices[di].dev;
         let d = &mut self.devices[di];
         let mut n_bios = 0u32;
-        let mut first_bio: Option<BioOrigin> = None;
+        let mut first_bio: Option<u32> = None;
         self.scratch.clear();
         let n = d.bios.collect_covered(b.sector, b.end_sector());
         for k in 0..n {
@@ -620,7 +636,7 @@ impl BlockTracker {
             });
             bio.stamp(Stamp::Issue, ev.ts);
             if start == b.sector {
-                first_bio = Some(BioOrigin::of(bio));
+                first_bio = Some(slot);
             }
             if bio.request != NO_REQUEST {
                 self.scratch.push(u64::from(bio.request));
@@ -629,18 +645,16 @@ impl BlockTracker {
         let slot = match d.requests.get(&(b.sector, direction(b.rwbs))) {
             Some(&slot) => slot,
             None => {
-                let mut r = Request::new(b.sector, b.nr_sector, b.rwbs, ev.span);
-                match &first_bio {
-                    Some(bio) => r.adopt_bio(bio),
-                    None => self.quality.add(
+                if first_bio.is_none() {
+                    self.quality.add(
                         "block_issue_without_request",
                         Severity::Info,
                         "a request dispatched that was never seen queued, allocated or inserted (allocated before the trace began)",
                         1,
                         || describe(ev, b),
-                    ),
+                    );
                 }
-                self.open_request(di, ev, b, r)
+                self.open_request(di, ev, b, first_bio)
             }
         };
         self.absorb_merged_requests(di, slot, b);
