@@ -6,16 +6,20 @@
 //!           data, decoders) → a [`plan::Plan`] per attr; bail-out unless it is the common
 //!           case (file mode, little endian, no data-quality note, every tracepoint with
 //!           its format)
-//! thread    [`walk::Walker`]: walks the mmapped data section, decodes each sched sample
-//!           into an entry, sorts each round like perf (FINISHED_ROUND), applies the name
-//!           rule, fills SchedBatches; drops the walked pages (MADV_DONTNEED)
-//! caller    receives the batches through a bounded channel (buffers go back for reuse)
+//! thread    [`walk::Walker`]: walks the mmapped data section and decodes each record
+//!           into an entry (a SchedRecord + name ids) in file order, noting where rounds
+//!           end (FINISHED_ROUND); hands them over in runs of 16 Ki entries through a
+//!           bounded channel (buffers go back for reuse); drops the walked pages
+//!           (MADV_DONTNEED), so memory does not grow with the file
+//! caller    [`emit::Orderer`]: perf's round ordering, the name rule and the out-of-order
+//!           check → SchedBatches (the analysis then runs on the same thread)
 //! ```
 //!
 //! The output equals `SchedRecordEncoder` over the general reader's events of the same file
 //! (tested on every fixture), and anything the general reader would report (an error or a
 //! data-quality note) is a [`LeanBail`]: the caller then runs the general reader.
 
+mod emit;
 mod names;
 mod plan;
 mod walk;
@@ -30,11 +34,12 @@ use stallscope_model::SchedBatch;
 use super::pipeline::Pipeline;
 use crate::lean::{LeanBail, SchedSource};
 use crate::Input;
+use emit::Orderer;
 use plan::Plan;
-use walk::{Step, Walker};
+use walk::{Step, Walked, Walker};
 
-/// Records per batch handed to the caller.
-const BATCH_RECORDS: usize = 16 * 1024;
+/// Entries per hand-over from the walker to the caller.
+const BATCH_ENTRIES: usize = 16 * 1024;
 /// Batches in flight between the walker and the caller.
 const IN_FLIGHT: usize = 4;
 
@@ -65,8 +70,9 @@ pub fn open_lean(path: &str) -> Result<PerfLeanSource, LeanBail> {
 /// A running lean reader: the walker thread and the batch channels.
 pub struct PerfLeanSource {
     waking_declared: bool,
-    full: Option<Receiver<Result<SchedBatch, LeanBail>>>,
-    empty: Option<SyncSender<SchedBatch>>,
+    full: Option<Receiver<Result<Walked, LeanBail>>>,
+    empty: Option<SyncSender<Walked>>,
+    orderer: Orderer,
     thread: Option<JoinHandle<()>>,
     progress: Arc<AtomicU64>,
     range: (u64, u64),
@@ -79,29 +85,24 @@ impl PerfLeanSource {
         let waking_declared = plan.waking_declared;
         let mut walker = Walker::new(map, plan, progress.clone());
         let range = walker.range();
-        let (full_tx, full_rx) = sync_channel::<Result<SchedBatch, LeanBail>>(IN_FLIGHT);
-        let (empty_tx, empty_rx) = sync_channel::<SchedBatch>(IN_FLIGHT + 2);
+        let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(IN_FLIGHT);
+        let (empty_tx, empty_rx) = sync_channel::<Walked>(IN_FLIGHT + 2);
         let thread = std::thread::Builder::new()
             .name("stallscope-lean-perf".into())
             .spawn(move || {
-                let mut batch = SchedBatch::default();
+                let mut out = Walked::default();
                 loop {
-                    match walker.step(&mut batch) {
+                    match walker.step(&mut out, BATCH_ENTRIES) {
                         Ok(step) => {
-                            let done = matches!(step, Step::Done);
-                            if batch.records.len() >= BATCH_RECORDS
-                                || (done && !batch.records.is_empty())
-                            {
-                                let next = empty_rx.try_recv().unwrap_or_default();
-                                let full = std::mem::replace(&mut batch, next);
-                                if full_tx.send(Ok(full)).is_err() {
-                                    return;
-                                }
-                                batch.clear();
-                            }
-                            if done {
+                            // The last hand-over (maybe empty) flushes the ordering queue.
+                            out.done = matches!(step, Step::Done);
+                            let done = out.done;
+                            let next = empty_rx.try_recv().unwrap_or_default();
+                            let full = std::mem::replace(&mut out, next);
+                            if full_tx.send(Ok(full)).is_err() || done {
                                 return;
                             }
+                            out.clear();
                         }
                         Err(bail) => {
                             let _ = full_tx.send(Err(bail));
@@ -115,6 +116,7 @@ impl PerfLeanSource {
             waking_declared,
             full: thread.as_ref().map(|_| full_rx),
             empty: Some(empty_tx),
+            orderer: Orderer::default(),
             thread,
             progress,
             range,
@@ -136,26 +138,37 @@ impl SchedSource for PerfLeanSource {
             batch.clear();
             return Ok(false);
         }
-        match rx.recv() {
-            Ok(Ok(mut b)) => {
-                std::mem::swap(batch, &mut b);
-                b.clear();
-                if let Some(tx) = &self.empty {
-                    let _ = tx.try_send(b);
+        batch.clear();
+        loop {
+            let msg = rx.recv();
+            match msg {
+                Ok(Ok(rel)) => {
+                    let res = self.orderer.take(&rel, batch);
+                    if let Some(tx) = &self.empty {
+                        let _ = tx.try_send(rel);
+                    }
+                    if let Err(bail) = res {
+                        self.done = true;
+                        return Err(bail);
+                    }
+                    if !batch.records.is_empty() {
+                        return Ok(true);
+                    }
+                    // Only FORK / EXIT side-band records: nothing to hand over yet.
+                    continue;
                 }
-                Ok(true)
-            }
-            Ok(Err(bail)) => {
-                self.done = true;
-                Err(bail)
-            }
-            Err(_) => {
-                // The walker ended: cleanly (Done) or by a panic, which join tells apart.
-                self.done = true;
-                batch.clear();
-                match self.thread.take().map(JoinHandle::join) {
-                    Some(Err(_)) => Err(LeanBail::new("the lean reader thread failed")),
-                    _ => Ok(false),
+                Ok(Err(bail)) => {
+                    self.done = true;
+                    return Err(bail);
+                }
+                Err(_) => {
+                    // The walker ended: cleanly (Done) or by a panic, which join tells apart.
+                    self.done = true;
+                    batch.clear();
+                    return match self.thread.take().map(JoinHandle::join) {
+                        Some(Err(_)) => Err(LeanBail::new("the lean reader thread failed")),
+                        _ => Ok(false),
+                    };
                 }
             }
         }

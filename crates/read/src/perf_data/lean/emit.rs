@@ -1,6 +1,11 @@
-//! [`Emitter`]: released entries (in perf's order) → [`SchedBatch`] records, on the
-//! caller's thread.
+//! [`Orderer`]: walked entries (file order, with the FINISHED_ROUND positions) → perf's
+//! order → [`SchedBatch`] records, on the caller's thread.
 //!
+//! * Ordering, exactly as `super::super::order` does for the general reader: at a round
+//!   end the queue is sorted by time (stable: file order on ties) and every entry with time
+//!   ≤ the newest time seen up to the previous round end is released; at the end of the
+//!   data everything is. A queue reaching `MAX_PENDING` (the general reader's forced
+//!   flush, a data-quality note there) is a bail-out.
 //! * The name rule of [`stallscope_model::sched_record`]: before an event naming a task, a
 //!   `PayloadComm` record when the name differs from the stream's current one for that tid
 //!   ([`StreamNames`] on interned ids); a fork sets the child's name; Fork / TaskComm
@@ -10,29 +15,71 @@
 
 use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind, Tid};
 
+use super::super::order::MAX_PENDING;
 use super::names::StreamNames;
-use super::walk::{Released, SKIP};
+use super::walk::{Entry, Walked, SKIP};
 use crate::lean::LeanBail;
 
-/// The emitting state: names by id (a mirror of the walker's interner) and per tid.
+/// The ordering queue and the emitting state: names by id (a mirror of the walker's
+/// interner) and per tid.
 #[derive(Default)]
-pub struct Emitter {
+pub struct Orderer {
+    pending: Vec<Entry>,
+    limit: u64,
+    max_ts: u64,
     comms: Vec<Comm>,
     stream: StreamNames,
     last_emitted: u64,
 }
 
-impl Emitter {
-    /// Appends the records of `rel` to `batch`.
-    pub fn emit(&mut self, rel: &Released, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        self.comms.extend_from_slice(&rel.comms);
-        let Emitter {
+impl Orderer {
+    /// Queues the entries of `w`, applies its round ends (and its end of data), and appends
+    /// the records released to `batch`.
+    pub fn take(&mut self, w: &Walked, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        self.comms.extend_from_slice(&w.comms);
+        let mut start = 0;
+        for &end in &w.round_ends {
+            self.queue(w.entries.get(start..end).unwrap_or(&[]))?;
+            self.pending.sort_by_key(|e| e.rec.ts);
+            let limit = self.limit;
+            let n = self.pending.partition_point(|e| e.rec.ts <= limit);
+            self.emit(n, batch)?;
+            self.limit = self.max_ts;
+            start = end;
+        }
+        self.queue(w.entries.get(start..).unwrap_or(&[]))?;
+        if w.done {
+            self.pending.sort_by_key(|e| e.rec.ts);
+            self.emit(self.pending.len(), batch)?;
+        }
+        Ok(())
+    }
+
+    /// Appends entries to the queue (the general reader checks its size after each push;
+    /// the queue only grows between round ends, so checking after the run is the same).
+    fn queue(&mut self, entries: &[Entry]) -> Result<(), LeanBail> {
+        for e in entries {
+            self.max_ts = self.max_ts.max(e.rec.ts);
+        }
+        self.pending.extend_from_slice(entries);
+        if self.pending.len() >= MAX_PENDING {
+            return Err(LeanBail::new("too many records queued without a round end"));
+        }
+        Ok(())
+    }
+
+    /// Emits the first `n` queued (sorted) entries into `batch` and drops them.
+    fn emit(&mut self, n: usize, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        let Orderer {
+            pending,
             comms,
             stream,
             last_emitted,
+            ..
         } = self;
         let comm = |id: u32| comms.get(id as usize).copied().unwrap_or(Comm::EMPTY);
-        for e in &rel.entries {
+        let n = n.min(pending.len());
+        for e in &pending[..n] {
             let r = e.rec;
             if r.ts < *last_emitted {
                 return Err(LeanBail::new(format!(
@@ -71,6 +118,7 @@ impl Emitter {
                 _ => batch.records.push(r),
             }
         }
+        pending.drain(..n);
         Ok(())
     }
 }

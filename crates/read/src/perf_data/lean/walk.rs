@@ -5,18 +5,16 @@
 //! SAMPLE   decoded at once into an [`Entry`] (a SchedRecord + the name ids it carries)
 //! COMM     an Entry (TaskComm); FORK / EXIT: a placeholder Entry (ordered, emits nothing)
 //! other    skipped when the general reader ignores them (and EVENT_UPDATE), else a bail-out
-//! ROUND    FINISHED_ROUND: the queue is sorted by time (stable: file order on ties) and
-//!          every entry with time ≤ the newest time seen before the previous round end is
-//!          released, exactly as `super::super::order` does for the general reader
+//! ROUND    FINISHED_ROUND: its position among the entries (the ordering is done by
+//!          [`super::emit::Orderer`] on the receiving thread)
 //! ```
 //!
-//! Released entries go to [`super::emit::Emitter`] (name rule, out-of-order check,
-//! batches), on another thread. Since every record is decoded when walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
-//! memory stays at a few MiB plus about two rounds of entries.
+//! Since every record is decoded when walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
+//! memory stays at a few MiB plus the entries in flight.
 //!
 //! Anything the general reader would report (a data-quality note or an error: LOST records,
 //! unknown types or sample ids, short records, impossible sizes, truncation, compressed
-//! records, out-of-order records, an overfull queue) ends the walk with a [`LeanBail`].
+//! records) ends the walk with a [`LeanBail`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +24,6 @@ use stallscope_model::{
 };
 
 use super::super::attr::{parse_sample, parse_trailer};
-use super::super::order::MAX_PENDING;
 use super::super::pipeline::rt;
 use super::super::stream::{prefetch, DataMap};
 use super::names::{NameIds, NO_NAME};
@@ -55,9 +52,9 @@ pub struct Entry {
 
 /// Result of walking: more to come, or the end of the data.
 pub enum Step {
-    /// Entries were released (or nothing yet); call again.
+    /// Call again.
     More,
-    /// The input is exhausted and everything released.
+    /// The data section is walked.
     Done,
 }
 
@@ -69,9 +66,6 @@ pub struct Walker {
     end: u64,
     names: NameIds,
     cache: CommCache,
-    pending: Vec<Entry>,
-    limit: u64,
-    max_ts: u64,
     dropped_to: u64,
     next_step: u64,
     progress: Arc<AtomicU64>,
@@ -79,20 +73,26 @@ pub struct Walker {
     names_sent: usize,
 }
 
-/// What one or more [`Walker::step`]s released, in order, for [`super::emit::Emitter`].
+/// What [`Walker::step`] decoded, in file order, for [`super::emit::Orderer`].
 #[derive(Default)]
-pub struct Released {
-    /// Entries in release order.
+pub struct Walked {
+    /// Entries in file order.
     pub entries: Vec<Entry>,
+    /// `entries.len()` at each FINISHED_ROUND.
+    pub round_ends: Vec<usize>,
     /// Names first seen since the previous hand-over (their ids follow on).
     pub comms: Vec<Comm>,
+    /// True when the data section ends after these entries.
+    pub done: bool,
 }
 
-impl Released {
+impl Walked {
     /// Empties it, keeping the allocations.
     pub fn clear(&mut self) {
         self.entries.clear();
+        self.round_ends.clear();
         self.comms.clear();
+        self.done = false;
     }
 }
 
@@ -112,9 +112,6 @@ impl Walker {
             end,
             names: NameIds::default(),
             cache: CommCache::default(),
-            pending: Vec::new(),
-            limit: 0,
-            max_ts: 0,
             dropped_to: pos,
             next_step: pos,
             progress,
@@ -122,27 +119,26 @@ impl Walker {
         }
     }
 
-    /// Walks to the next round end (or the end of the data) and appends what it releases
-    /// (and the names first seen since the last call) to `out`.
-    pub fn step(&mut self, out: &mut Released) -> Result<Step, LeanBail> {
+    /// Walks until `out` holds at least `want` entries or the data ends, appending the
+    /// decoded entries in file order, the round ends, and the names first seen.
+    pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
         let map = self.map.clone();
         let data = &map.map[..];
         let base = map.base;
         let mut pos = self.pos;
         let end = self.end;
-        loop {
+        let step = loop {
             if pos >= self.next_step {
                 self.pos = pos;
                 self.page_step();
+                if out.entries.len() >= want {
+                    break Step::More;
+                }
             }
             let left = end - pos;
             if left == 0 {
-                self.pos = pos;
-                self.pending.sort_by_key(|e| e.rec.ts);
-                let all = self.pending.len();
-                self.release(all, out);
                 self.progress.store(end, Ordering::Relaxed);
-                return Ok(Step::Done);
+                break Step::Done;
             }
             let at = (pos - base) as usize;
             prefetch(data, at + PREFETCH_AHEAD);
@@ -159,29 +155,23 @@ impl Walker {
             match rtype {
                 rt::SAMPLE => {
                     let e = self.sample(rec, pos)?;
-                    self.push(e, pos)?;
+                    out.entries.push(e);
                 }
                 rt::COMM | rt::FORK | rt::EXIT => {
                     let e = self.side_band(rec, rtype, pos)?;
-                    self.push(e, pos)?;
+                    out.entries.push(e);
                 }
-                rt::FINISHED_ROUND => {
-                    pos += u64::from(size);
-                    self.pos = pos;
-                    self.pending.sort_by_key(|e| e.rec.ts);
-                    let limit = self.limit;
-                    let n = self.pending.partition_point(|e| e.rec.ts <= limit);
-                    self.release(n, out);
-                    self.limit = self.max_ts;
-                    return Ok(Step::More);
-                }
+                rt::FINISHED_ROUND => out.round_ends.push(out.entries.len()),
                 // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
                 // come from their formats; other attrs become `Other` records).
                 t if rt::is_ignored(t) || t == rt::EVENT_UPDATE => {}
                 t => return bail(&format!("record type {t}"), pos),
             }
             pos += u64::from(size);
-        }
+        };
+        self.pos = pos;
+        self.names.new_since(&mut self.names_sent, &mut out.comms);
+        Ok(step)
     }
 
     /// Every [`STEP`] bytes: progress, dropping the walked pages, mapping the next ones.
@@ -190,32 +180,6 @@ impl Walker {
         self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
         self.map.populate(self.pos + STEP, self.pos + 2 * STEP);
         self.next_step = self.pos + STEP;
-    }
-
-    #[inline]
-    fn push(&mut self, e: Entry, pos: u64) -> Result<(), LeanBail> {
-        self.max_ts = self.max_ts.max(e.rec.ts);
-        self.pending.push(e);
-        if self.pending.len() >= MAX_PENDING {
-            return bail("too many records queued without a round end", pos);
-        }
-        Ok(())
-    }
-
-    /// Moves the first `n` (sorted) pending entries and the new names to `out`.
-    fn release(&mut self, n: usize, out: &mut Released) {
-        let n = n.min(self.pending.len());
-        if out.entries.is_empty() && n > self.pending.len() / 2 {
-            // Most of the queue goes: hand the queue itself over, keep a copy of the rest.
-            std::mem::swap(&mut out.entries, &mut self.pending);
-            self.pending.clear();
-            self.pending.extend_from_slice(&out.entries[n..]);
-            out.entries.truncate(n);
-        } else {
-            out.entries.extend_from_slice(&self.pending[..n]);
-            self.pending.drain(..n);
-        }
-        self.names.new_since(&mut self.names_sent, &mut out.comms);
     }
 
     /// A SAMPLE record decoded.
