@@ -4,7 +4,7 @@
 //! * Ordering, exactly as `super::super::order` does for the general reader: at a round
 //!   end the queue is sorted by time (stable: file order on ties) and every entry with time
 //!   ≤ the newest time seen up to the previous round end is released; at the end of the
-//!   data everything is. A queue reaching `MAX_PENDING` (the general reader's forced
+//!   data everything is (see [`Orderer`] for how the sort is kept to one round). A queue reaching `MAX_PENDING` (the general reader's forced
 //!   flush, a data-quality note there) is a bail-out.
 //! * The name rule of [`stallscope_model::sched_record`]: before an event naming a task, a
 //!   `PayloadComm` record when the name differs from the stream's current one for that tid
@@ -20,37 +20,38 @@ use super::names::StreamNames;
 use super::walk::{Entry, Walked, SKIP};
 use crate::lean::LeanBail;
 
-/// The ordering queue and the emitting state: names by id (a mirror of the walker's
-/// interner) and per tid.
+/// The ordering queue, kept as two sorted parts: `tail` (entries of earlier rounds not yet
+/// released) and `cur` (the current round, in file order until its end, then sorted).
+/// Sorting only `cur` and merging it with `tail` (tail first on equal times: its records
+/// come first in the file) gives exactly the stable sort of the whole queue. At a round
+/// end all of `tail` is normally released (its times are all ≤ the limit), so the unreleased
+/// part of `cur` simply becomes the new tail.
 #[derive(Default)]
 pub struct Orderer {
-    pending: Vec<Entry>,
+    tail: Vec<Entry>,
+    tail_start: usize,
+    cur: Vec<Entry>,
     limit: u64,
     max_ts: u64,
-    comms: Vec<Comm>,
-    stream: StreamNames,
-    last_emitted: u64,
+    out: Emit,
 }
 
 impl Orderer {
     /// Queues the entries of `w`, applies its round ends (and its end of data), and appends
     /// the records released to `batch`.
     pub fn take(&mut self, w: &Walked, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        self.comms.extend_from_slice(&w.comms);
+        self.out.comms.extend_from_slice(&w.comms);
         let mut start = 0;
         for &end in &w.round_ends {
             self.queue(w.entries.get(start..end).unwrap_or(&[]))?;
-            self.pending.sort_by_key(|e| e.rec.ts);
             let limit = self.limit;
-            let n = self.pending.partition_point(|e| e.rec.ts <= limit);
-            self.emit(n, batch)?;
+            self.release(limit, batch)?;
             self.limit = self.max_ts;
             start = end;
         }
         self.queue(w.entries.get(start..).unwrap_or(&[]))?;
         if w.done {
-            self.pending.sort_by_key(|e| e.rec.ts);
-            self.emit(self.pending.len(), batch)?;
+            self.release(u64::MAX, batch)?;
         }
         Ok(())
     }
@@ -61,64 +62,117 @@ impl Orderer {
         for e in entries {
             self.max_ts = self.max_ts.max(e.rec.ts);
         }
-        self.pending.extend_from_slice(entries);
-        if self.pending.len() >= MAX_PENDING {
+        self.cur.extend_from_slice(entries);
+        if self.tail.len() - self.tail_start + self.cur.len() >= MAX_PENDING {
             return Err(LeanBail::new("too many records queued without a round end"));
         }
         Ok(())
     }
 
-    /// Emits the first `n` queued (sorted) entries into `batch` and drops them.
-    fn emit(&mut self, n: usize, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        let Orderer {
-            pending,
+    /// Emits, in time order, every queued entry with time ≤ `limit` into `batch`.
+    fn release(&mut self, limit: u64, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        self.cur.sort_by_key(|e| e.rec.ts);
+        let tail = self.tail.get(self.tail_start..).unwrap_or(&[]);
+        let kt = tail.partition_point(|e| e.rec.ts <= limit);
+        let kc = self.cur.partition_point(|e| e.rec.ts <= limit);
+        let (mut t, mut c) = (
+            tail[..kt].iter().peekable(),
+            self.cur[..kc].iter().peekable(),
+        );
+        loop {
+            let e = match (t.peek(), c.peek()) {
+                (Some(a), Some(b)) if a.rec.ts <= b.rec.ts => t.next(),
+                (Some(_), Some(_)) => c.next(),
+                (Some(_), None) => t.next(),
+                (None, _) => c.next(),
+            };
+            let Some(e) = e else { break };
+            self.out.one(e, batch)?;
+        }
+        if kt == tail.len() {
+            // The usual case: what is left of the round is the new tail.
+            std::mem::swap(&mut self.tail, &mut self.cur);
+            self.tail_start = kc;
+        } else {
+            let mut rest = Vec::with_capacity(tail.len() - kt + self.cur.len() - kc);
+            let (mut t, mut c) = (
+                tail[kt..].iter().peekable(),
+                self.cur[kc..].iter().peekable(),
+            );
+            loop {
+                let e = match (t.peek(), c.peek()) {
+                    (Some(a), Some(b)) if a.rec.ts <= b.rec.ts => t.next(),
+                    (Some(_), Some(_)) => c.next(),
+                    (Some(_), None) => t.next(),
+                    (None, _) => c.next(),
+                };
+                let Some(e) = e else { break };
+                rest.push(*e);
+            }
+            self.tail = rest;
+            self.tail_start = 0;
+        }
+        self.cur.clear();
+        Ok(())
+    }
+}
+
+/// The emitting state: names by id (a mirror of the walker's interner) and per tid, and
+/// the time of the last record emitted.
+#[derive(Default)]
+struct Emit {
+    comms: Vec<Comm>,
+    stream: StreamNames,
+    last_emitted: u64,
+}
+
+impl Emit {
+    /// Appends the records of one released entry to `batch`.
+    #[inline]
+    fn one(&mut self, e: &Entry, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        let Emit {
             comms,
             stream,
             last_emitted,
-            ..
         } = self;
         let comm = |id: u32| comms.get(id as usize).copied().unwrap_or(Comm::EMPTY);
-        let n = n.min(pending.len());
-        for e in &pending[..n] {
-            let r = e.rec;
-            if r.ts < *last_emitted {
-                return Err(LeanBail::new(format!(
-                    "a record older than one already emitted at offset {:#x}",
-                    r.pos
-                )));
-            }
-            *last_emitted = r.ts;
-            match r.kind {
-                SchedRecordKind::Switch => {
-                    note(stream, comm, r.a, e.n1, &r, batch);
-                    note(stream, comm, r.b, e.n2, &r, batch);
-                    batch.records.push(r);
-                }
-                SchedRecordKind::Waking
-                | SchedRecordKind::Wakeup
-                | SchedRecordKind::WakeupNew
-                | SchedRecordKind::Migrate
-                | SchedRecordKind::StatRuntime => {
-                    note(stream, comm, r.a, e.n1, &r, batch);
-                    batch.records.push(r);
-                }
-                SchedRecordKind::Fork => {
-                    stream.set(r.a, e.n1);
-                    let mut r = r;
-                    r.value = batch.push_comm(comm(e.n1));
-                    batch.records.push(r);
-                }
-                SchedRecordKind::TaskComm => {
-                    let mut r = r;
-                    r.value = batch.push_comm(comm(e.n1));
-                    batch.records.push(r);
-                }
-                // FORK / EXIT side-band records: ordered, no event.
-                _ if e.n1 == SKIP => {}
-                _ => batch.records.push(r),
-            }
+        let r = e.rec;
+        if r.ts < *last_emitted {
+            return Err(LeanBail::new(format!(
+                "a record older than one already emitted at offset {:#x}",
+                r.pos
+            )));
         }
-        pending.drain(..n);
+        *last_emitted = r.ts;
+        match r.kind {
+            SchedRecordKind::Switch => {
+                note(stream, comm, r.a, e.n1, &r, batch);
+                note(stream, comm, r.b, e.n2, &r, batch);
+                batch.records.push(r);
+            }
+            SchedRecordKind::Waking
+            | SchedRecordKind::Wakeup
+            | SchedRecordKind::WakeupNew
+            | SchedRecordKind::Migrate
+            | SchedRecordKind::StatRuntime => {
+                note(stream, comm, r.a, e.n1, &r, batch);
+                batch.records.push(r);
+            }
+            SchedRecordKind::Fork => {
+                stream.set(r.a, e.n1);
+                let mut r = r;
+                r.value = batch.push_comm(comm(e.n1));
+                batch.records.push(r);
+            }
+            SchedRecordKind::TaskComm => {
+                let mut r = r;
+                r.value = batch.push_comm(comm(e.n1));
+                batch.records.push(r);
+            }
+            // FORK / EXIT side-band records: ordered, no event.
+            _ if e.n1 == SKIP => {}
+            _ => batch.records.push(r),
+        }
         Ok(())
     }
 }
@@ -138,5 +192,95 @@ fn note(
         p.a = tid;
         p.value = batch.push_comm(comm(id));
         batch.records.push(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::order::{OrderQueue, Pending};
+    use super::super::super::stream::RecordRef;
+    use super::super::names::NO_NAME;
+    use super::*;
+
+    /// Random rounds through the general reader's queue and through the Orderer: same
+    /// order, and a bail-out exactly when the queue reports a late record.
+    #[test]
+    fn orderer_equals_the_general_ordering_queue() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let (mut late_runs, mut carried) = (0, 0);
+        for run in 0..300 {
+            let mut q = OrderQueue::default();
+            let mut walked = Walked::default();
+            let mut want = Vec::new();
+            let mut late = false;
+            let mut base = 0u64;
+            let rounds = 1 + rnd(6);
+            let mut pos = 0u64;
+            for round in 0..rounds {
+                // Two "CPUs", each in time order, overlapping the previous round a little;
+                // some runs also jump back in time.
+                for _cpu in 0..2 {
+                    let mut ts = base.saturating_sub(rnd(30)) + rnd(5);
+                    if run % 7 == 0 && rnd(4) == 0 {
+                        ts = ts.saturating_sub(200);
+                    }
+                    for _ in 0..rnd(20) {
+                        ts += rnd(10);
+                        q.push(Pending::new(
+                            ts,
+                            true,
+                            0,
+                            RecordRef {
+                                chunk: 0,
+                                off: pos as u32,
+                                len: 8,
+                                file_off: pos,
+                            },
+                        ));
+                        let mut rec = SchedRecord::new(SchedRecordKind::Other, ts, 0, pos);
+                        rec.a = 1;
+                        walked.entries.push(Entry {
+                            rec,
+                            n1: NO_NAME,
+                            n2: NO_NAME,
+                        });
+                        pos += 1;
+                    }
+                }
+                base += 100;
+                if round + 1 < rounds {
+                    q.finished_round();
+                    walked.round_ends.push(walked.entries.len());
+                } else {
+                    q.finish();
+                }
+                while let Some((p, ooo)) = q.pop() {
+                    late |= ooo;
+                    want.push(p.rec().file_off);
+                }
+                carried += usize::from(q.pending_len() > 0);
+            }
+            walked.done = true;
+            let mut o = Orderer::default();
+            let mut batch = SchedBatch::default();
+            match o.take(&walked, &mut batch) {
+                Ok(()) => {
+                    assert!(!late, "run {run}: the general queue saw a late record");
+                    let got: Vec<u64> = batch.records.iter().map(|r| r.pos).collect();
+                    assert_eq!(got, want, "run {run}");
+                }
+                Err(_) => {
+                    assert!(late, "run {run}: bail-out without a late record");
+                    late_runs += 1;
+                }
+            }
+        }
+        assert!(late_runs > 0 && carried > 0, "{late_runs} {carried}");
     }
 }
