@@ -28,7 +28,7 @@
 
 pub mod batch;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io::Read;
 
 use memmap2::Mmap;
@@ -179,13 +179,19 @@ fn map_file(file: &std::fs::File) -> Option<Mmap> {
 /// Asks the CPU to start loading `data[at]`'s cache line (a hint; nothing past the end).
 #[inline(always)]
 fn prefetch(data: &[u8], at: usize) {
+    prefetch_slice(data, at);
+}
+
+/// [`prefetch`] for any slice.
+#[inline(always)]
+fn prefetch_slice<T>(data: &[T], at: usize) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(b) = data.get(at) {
+    if let Some(x) = data.get(at) {
         // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
         // address is inside `data`, and SSE is part of the x86_64 baseline.
         unsafe {
             std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (b as *const u8).cast::<i8>(),
+                (x as *const T).cast::<i8>(),
             );
         }
     }
@@ -392,16 +398,20 @@ fn request_action(h: &Header) -> Option<BlockAction> {
 /// overlapping stores stalled the reload (~5% of the lean path).
 #[derive(Default)]
 struct Names {
-    ids: HashMap<(u16, u32), u32>,
+    ids: FxHashMap<(u16, u32), u32>,
     /// Name of id `k` at `comms[k - 1]`.
     comms: Vec<Comm>,
     /// Last key asked for by [`Names::fill`], and its name.
     comm_key: Option<(u16, u32)>,
     last_comm: Option<Comm>,
-    /// Last key asked for by [`Names::id`], and its id.
-    id_key: Option<(u16, u32)>,
-    last_id: u32,
+    /// Ids of recently asked keys, direct-mapped by pid ([`Names::id`]): the tasks of a
+    /// trace take turns (the application queues, a kworker dispatches), so one cached key
+    /// missed often and each miss hashed.
+    recent_ids: Vec<Option<((u16, u32), u32)>>,
 }
+
+/// Entries of [`Names::recent_ids`] (a power of two).
+const RECENT_IDS: usize = 256;
 
 impl Names {
     /// Sets `out` to the name of `key` (`None` when no note named it).
@@ -420,11 +430,20 @@ impl Names {
     /// The id of `key`'s name (0 when no note named it).
     #[inline]
     fn id(&mut self, key: (u16, u32)) -> u32 {
-        if self.id_key != Some(key) {
-            self.last_id = self.ids.get(&key).copied().unwrap_or(0);
-            self.id_key = Some(key);
+        if self.recent_ids.is_empty() {
+            self.recent_ids = vec![None; RECENT_IDS];
         }
-        self.last_id
+        let at = (key.1 as usize ^ (usize::from(key.0) << 4)) & (RECENT_IDS - 1);
+        match self.recent_ids.get(at) {
+            Some(&Some((k, id))) if k == key => id,
+            _ => {
+                let id = self.ids.get(&key).copied().unwrap_or(0);
+                if let Some(e) = self.recent_ids.get_mut(at) {
+                    *e = Some((key, id));
+                }
+                id
+            }
+        }
     }
 
     /// Names `key`; returns the name when it is new (given the next id), `None` when `key`
@@ -437,7 +456,7 @@ impl Names {
         self.comms.push(comm);
         self.ids.insert(key, self.comms.len() as u32);
         self.comm_key = None;
-        self.id_key = None;
+        self.recent_ids.fill(None);
         Some(comm)
     }
 }

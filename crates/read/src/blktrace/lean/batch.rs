@@ -30,7 +30,10 @@ use crate::blktrace::record::{carries_comm, Header};
 pub const BATCH_RECORDS: usize = 8192;
 
 /// Batches in circulation (one filling, one being visited, the rest queued).
-const BATCHES: usize = 4;
+const BATCHES: usize = 8;
+
+/// How many records ahead of the one visited the visiting side asks for the batch's bytes.
+const PREFETCH_RECORDS: usize = 8;
 
 /// A request record, or the marker of the next decoded event (`decoded`).
 #[derive(Clone, Copy, Debug)]
@@ -235,7 +238,9 @@ fn visit_batch(
 ) {
     names.0.extend(batch.names.iter().map(|&c| Some(c)));
     let mut decoded = batch.decoded.iter();
-    for r in &batch.records {
+    for (k, r) in batch.records.iter().enumerate() {
+        // The batch was written on the other CPU: ask for its lines a few records ahead.
+        super::prefetch_slice(&batch.records, k + PREFETCH_RECORDS);
         let at = RecordAt {
             ts: r.ts,
             pid: r.pid,
