@@ -332,7 +332,9 @@ pub struct Sample<'a> {
 }
 
 /// Parses a SAMPLE record (header included) with `layout`; `None` when it is too short.
-#[inline]
+/// Always inlined (also [`parse_fixed_sample`]): a returned `Sample` read back from the
+/// stack with wider loads than it was stored with stalls on store forwarding.
+#[inline(always)]
 pub fn parse_sample<'a>(rec: &'a [u8], l: &Layout, e: Endian) -> Option<Sample<'a>> {
     match &l.fixed {
         Some(f) => parse_fixed_sample(rec, f, e),
@@ -341,7 +343,7 @@ pub fn parse_sample<'a>(rec: &'a [u8], l: &Layout, e: Endian) -> Option<Sample<'
 }
 
 /// [`parse_sample`] with precomputed offsets.
-#[inline]
+#[inline(always)]
 fn parse_fixed_sample<'a>(rec: &'a [u8], f: &FixedSample, e: Endian) -> Option<Sample<'a>> {
     let u64_at = |o: Option<usize>| match o {
         Some(o) => e.u64(rec, o).map(Some),

@@ -80,18 +80,51 @@ impl Decoder {
 
     /// The event of record `rec` released as `p`, or `None` (side-band-only record, or a
     /// skip counted in `dq`).
-    #[inline(always)]
     pub fn decode(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
+        let mut ev = Event {
+            ts: 0,
+            cpu: 0,
+            pid: -1,
+            span: Span::new(0, SpanPos::Byte(0)),
+            kind: EventKind::Lost { count: None },
+            callchain: None,
+        };
+        self.decode_into(rec, p, dq, &mut ev).then_some(ev)
+    }
+
+    /// [`Decoder::decode`] into `out` in place (a slot of the event batch: the event is
+    /// not built in a temporary and copied, see [`TracepointDecoder::decode_into`]).
+    /// `false` when the record gives no event; `out` is then partly written, to be dropped.
+    #[inline(always)]
+    pub fn decode_into(
+        &mut self,
+        rec: &[u8],
+        p: &Pending,
+        dq: &mut DataQuality,
+        out: &mut Event,
+    ) -> bool {
         let rtype = self.tables.endian.u32(rec, 0).unwrap_or(0);
         if rtype == rt::SAMPLE {
-            self.sample_event(rec, p, dq)
+            self.sample_event_into(rec, p, dq, out)
         } else {
-            self.side_band_event(rec, p, rtype, dq)
+            match self.side_band_event(rec, p, rtype, dq) {
+                Some(ev) => {
+                    *out = ev;
+                    true
+                }
+                None => false,
+            }
         }
     }
 
     #[inline(always)]
-    fn sample_event(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
+    fn sample_event_into(
+        &mut self,
+        rec: &[u8],
+        p: &Pending,
+        dq: &mut DataQuality,
+        out: &mut Event,
+    ) -> bool {
         let e = self.tables.endian;
         let Some(s) = parse_sample(rec, &self.tables.layouts[p.attr as usize], e) else {
             dq.add(
@@ -101,30 +134,32 @@ impl Decoder {
                 1,
                 || format!("offset {:#x}", p.rec().file_off),
             );
-            return None;
+            return false;
         };
         let kind = match &self.tables.decoders[p.attr as usize] {
             AttrDecoder::Tracepoint(d) => {
-                match s.raw.map(|raw| d.decode_cached(raw, &mut self.names)) {
-                    Some(Ok(kind)) => kind,
-                    _ => {
-                        dq.add(
+                let decoded = match s.raw {
+                    Some(raw) => d.decode_into(raw, &mut self.names, &mut out.kind),
+                    None => false,
+                };
+                if !decoded {
+                    dq.add(
                         "perf_bad_tracepoint_record",
                         Severity::Warning,
                         "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
                         1,
                         || format!("offset {:#x}", p.rec().file_off),
                     );
-                        return None;
-                    }
+                    return false;
                 }
+                None
             }
             AttrDecoder::MissingFormat { system, name } => {
-                EventKind::Generic(Box::new(GenericEvent {
+                Some(EventKind::Generic(Box::new(GenericEvent {
                     system: system.clone(),
                     name: name.clone(),
                     fields: Vec::new(),
-                }))
+                })))
             }
             AttrDecoder::Other { name } => {
                 let mut fields = Vec::new();
@@ -134,23 +169,24 @@ impl Decoder {
                 if let Some(period) = s.period {
                     fields.push(("period".to_string(), FieldValue::UInt(period)));
                 }
-                EventKind::Generic(Box::new(GenericEvent {
+                Some(EventKind::Generic(Box::new(GenericEvent {
                     system: None,
                     name: name.clone(),
                     fields,
-                }))
+                })))
             }
         };
-        Some(Event {
-            ts: p.ts,
-            cpu: s.cpu.unwrap_or(0),
-            pid: s.tid.unwrap_or(-1),
-            span: Span::new(self.tables.index, SpanPos::Byte(p.rec().file_off)),
-            kind,
-            callchain: s
-                .callchain
-                .map(|cc| cc.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect()),
-        })
+        if let Some(kind) = kind {
+            out.kind = kind;
+        }
+        out.ts = p.ts;
+        out.cpu = s.cpu.unwrap_or(0);
+        out.pid = s.tid.unwrap_or(-1);
+        out.span = Span::new(self.tables.index, SpanPos::Byte(p.rec().file_off));
+        out.callchain = s
+            .callchain
+            .map(|cc| cc.chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect());
+        true
     }
 
     fn side_band_event(

@@ -19,7 +19,7 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
 
-use stallscope_model::{DataQuality, Event, TraceMeta};
+use stallscope_model::{DataQuality, Event, EventKind, Span, SpanPos, TraceMeta};
 
 use super::decode::{DecodeTables, Decoder};
 use super::order::Pending;
@@ -35,6 +35,16 @@ pub const IN_FLIGHT: usize = 4;
 pub const DECODERS: usize = 2;
 /// How many records ahead a decoding thread prefetches.
 const PREFETCH_RECORDS: usize = 4;
+
+/// The slot an event is decoded into.
+const BLANK: Event = Event {
+    ts: 0,
+    cpu: 0,
+    pid: -1,
+    span: Span::new(0, SpanPos::Byte(0)),
+    kind: EventKind::Lost { count: None },
+    callchain: None,
+};
 
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
@@ -307,9 +317,13 @@ impl DecodeSide {
                         &recs.bytes[start..start + p.rec().len as usize]
                     }
                 };
-                // `None`: a side-band-only record, or a skip counted in `dq`.
-                if let Some(ev) = self.decoder.decode(rec, p, &mut self.dq) {
-                    b.events.push(ev);
+                // Decoded in place into a blank slot, dropped again for a side-band-only
+                // record or a skip counted in `dq`.
+                b.events.push(BLANK);
+                if let Some(slot) = b.events.last_mut() {
+                    if !self.decoder.decode_into(rec, p, &mut self.dq, slot) {
+                        b.events.pop();
+                    }
                 }
             }
             if let Some(m) = &recs.map {

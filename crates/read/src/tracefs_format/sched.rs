@@ -51,7 +51,9 @@ impl TaskFields {
         })
     }
 
-    #[inline]
+    // Always inlined, like the decoders below: a returned `TaskRef` read back from the stack
+    // with wider loads than it was stored with stalls on store forwarding.
+    #[inline(always)]
     fn read(&self, rec: &[u8], names: &mut CommCache) -> Option<TaskRef> {
         Some(TaskRef {
             comm: names.get(self.comm.bytes(rec)?),
@@ -61,6 +63,19 @@ impl TaskFields {
                 None => -1,
             },
         })
+    }
+
+    /// [`TaskFields::read`] into `out` in place (`None`, `out` partly written, when the
+    /// record is too short).
+    #[inline(always)]
+    fn read_into(&self, rec: &[u8], names: &mut CommCache, out: &mut TaskRef) -> Option<()> {
+        out.comm = names.get(self.comm.bytes(rec)?);
+        out.pid = self.pid.get_i32(rec)?;
+        out.prio = match self.prio {
+            Some(p) => p.get_i32(rec)?,
+            None => -1,
+        };
+        Some(())
     }
 }
 
@@ -288,7 +303,78 @@ impl TracepointDecoder {
 
     /// Like [`TracepointDecoder::decode`], with task names looked up in `names` (keep one
     /// cache per reader).
-    #[inline]
+    /// Like [`TracepointDecoder::decode_cached`], writing the kind into `out`: the
+    /// scheduler switch and wakeups field by field in place (built in a temporary and copied,
+    /// they are read back with wider loads than they were stored with: a store-forwarding
+    /// stall per event), the rest by assignment. `false` (and `out` partly written) when the
+    /// record is too short; the same records fail as in `decode_cached`.
+    #[inline(always)]
+    pub fn decode_into(&self, rec: &[u8], names: &mut CommCache, out: &mut EventKind) -> bool {
+        const BLANK: TaskRef = TaskRef {
+            comm: stallscope_model::Comm::EMPTY,
+            pid: 0,
+            prio: -1,
+        };
+        match self {
+            TracepointDecoder::Switch {
+                prev,
+                prev_state,
+                table,
+                next,
+            } => {
+                *out = EventKind::Switch(Switch {
+                    prev: BLANK,
+                    prev_state: Default::default(),
+                    next: BLANK,
+                });
+                let EventKind::Switch(sw) = out else {
+                    return false; // not reached: assigned just above
+                };
+                (|| {
+                    prev.read_into(rec, names, &mut sw.prev)?;
+                    sw.prev_state = table.decode(prev_state.get_u64(rec)?);
+                    next.read_into(rec, names, &mut sw.next)
+                })()
+                .is_some()
+            }
+            TracepointDecoder::Wakeup {
+                which,
+                task,
+                target_cpu,
+            } => {
+                let blank = Wakeup {
+                    task: BLANK,
+                    target_cpu: None,
+                };
+                *out = match which {
+                    0 => EventKind::Waking(blank),
+                    1 => EventKind::Wakeup(blank),
+                    _ => EventKind::WakeupNew(blank),
+                };
+                let (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w)) = out
+                else {
+                    return false; // not reached: assigned just above
+                };
+                (|| {
+                    task.read_into(rec, names, &mut w.task)?;
+                    if let Some(t) = target_cpu {
+                        w.target_cpu = u32::try_from(t.get_i64(rec)?).ok();
+                    }
+                    Some(())
+                })()
+                .is_some()
+            }
+            _ => match self.try_decode(rec, names) {
+                Some(kind) => {
+                    *out = kind;
+                    true
+                }
+                None => false,
+            },
+        }
+    }
+
+    #[inline(always)]
     pub fn decode_cached(
         &self,
         rec: &[u8],
@@ -297,7 +383,7 @@ impl TracepointDecoder {
         self.try_decode(rec, names).ok_or(DecodeFailure::Truncated)
     }
 
-    #[inline]
+    #[inline(always)]
     fn try_decode(&self, rec: &[u8], names: &mut CommCache) -> Option<EventKind> {
         Some(match self {
             TracepointDecoder::Switch {
@@ -376,19 +462,30 @@ impl TracepointDecoder {
                 name,
                 fields,
                 endian,
-            } => {
-                let mut out = Vec::with_capacity(fields.len());
-                for f in fields {
-                    out.push((f.name.clone(), decode_field(f, rec, *endian)?));
-                }
-                EventKind::Generic(Box::new(GenericEvent {
-                    system: Some(system.clone()).filter(|s| !s.is_empty()),
-                    name: name.clone(),
-                    fields: out,
-                }))
-            }
+            } => generic_kind(system, name, fields, *endian, rec)?,
         })
     }
+}
+
+/// A generic event with every field of `rec` decoded (kept out of line: the inlined
+/// scheduler decoders stay small).
+#[inline(never)]
+fn generic_kind(
+    system: &str,
+    name: &str,
+    fields: &[Field],
+    endian: Endian,
+    rec: &[u8],
+) -> Option<EventKind> {
+    let mut out = Vec::with_capacity(fields.len());
+    for f in fields {
+        out.push((f.name.clone(), decode_field(f, rec, endian)?));
+    }
+    Some(EventKind::Generic(Box::new(GenericEvent {
+        system: Some(system.to_string()).filter(|s| !s.is_empty()),
+        name: name.to_string(),
+        fields: out,
+    })))
 }
 
 #[cfg(test)]
