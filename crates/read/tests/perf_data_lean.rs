@@ -114,7 +114,22 @@ fn general(path: &str) -> Option<Vec<Resolved>> {
 
 /// The lean records, or the bail-out reason.
 fn lean_records(path: &str) -> Result<Vec<Resolved>, String> {
-    let mut src = lean::open_lean(path).map_err(|b| b.reason)?;
+    lean_records_cut(path, None)
+}
+
+/// [`lean_records`] with the data section cut into segments of about `segment` bytes.
+fn lean_records_cut(path: &str, segment: Option<u64>) -> Result<Vec<Resolved>, String> {
+    lean_records_segs(path, segment).map(|(r, _)| r)
+}
+
+/// [`lean_records_cut`] and the number of segments.
+fn lean_records_segs(path: &str, segment: Option<u64>) -> Result<(Vec<Resolved>, usize), String> {
+    let mut src = match segment {
+        Some(s) => lean::open_lean_segmented(path, s),
+        None => lean::open_lean(path),
+    }
+    .map_err(|b| b.reason)?;
+    let segs = src.segment_count();
     let mut batch = SchedBatch::default();
     let mut out = Vec::new();
     while src.next_batch(&mut batch).map_err(|b| b.reason)? {
@@ -123,7 +138,7 @@ fn lean_records(path: &str) -> Result<Vec<Resolved>, String> {
     }
     let (done, total) = src.progress();
     assert_eq!(done, total, "{path}: progress at the end");
-    Ok(out)
+    Ok((out, segs))
 }
 
 fn temp_dir(tag: &str) -> PathBuf {
@@ -136,7 +151,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 #[test]
 fn lean_records_equal_the_encoder_over_general_events() {
     let dir = temp_dir("eq");
-    let (mut switches, mut taken) = (0, 0);
+    let (mut switches, mut taken, mut cuts) = (0, 0, 0);
     for fixture in LEAN.iter().chain(MAY_BAIL) {
         let path = plain(fixture, &dir);
         let path = path.to_str().unwrap();
@@ -147,6 +162,16 @@ fn lean_records_equal_the_encoder_over_general_events() {
             }
             Ok(got) => {
                 let want = want.unwrap_or_default();
+                // The same with the data cut into small segments read by two threads.
+                for seg in [64 << 10, 300 << 10] {
+                    let (cut, n) = lean_records_segs(path, Some(seg))
+                        .unwrap_or_else(|why| panic!("{fixture} cut {seg}: {why}"));
+                    cuts += n - 1;
+                    assert!(
+                        cut == want,
+                        "{fixture}: cut into {seg}-byte segments differs"
+                    );
+                }
                 assert_eq!(got.len(), want.len(), "{fixture}: record count");
                 for (i, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(g, w, "{fixture}: record {i}");
@@ -164,6 +189,10 @@ fn lean_records_equal_the_encoder_over_general_events() {
     assert!(
         taken >= LEAN.len() && switches > 10_000,
         "{taken} files, {switches} switches"
+    );
+    assert!(
+        cuts > 20,
+        "only {cuts} segment cuts: the two-thread path is barely tested"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -22,6 +22,7 @@
 mod emit;
 mod names;
 mod plan;
+mod split;
 mod walk;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +53,13 @@ pub fn open(path: &str) -> Option<Box<dyn SchedSource + Send>> {
 
 /// [`open`] with the reason when the file is not taken.
 pub fn open_lean(path: &str) -> Result<PerfLeanSource, LeanBail> {
+    open_lean_segmented(path, split::SEGMENT)
+}
+
+/// [`open_lean`] with data-section segments of about `segment` bytes read by two threads
+/// (tests use small ones to exercise the cuts on small files).
+#[doc(hidden)]
+pub fn open_lean_segmented(path: &str, segment: u64) -> Result<PerfLeanSource, LeanBail> {
     let input = Input::open(path).map_err(|e| LeanBail::new(e.to_string()))?;
     if input.compression.is_some() {
         return Err(LeanBail::new("compressed input"));
@@ -64,64 +72,109 @@ pub fn open_lean(path: &str) -> Result<PerfLeanSource, LeanBail> {
         .clone()
         .ok_or_else(|| LeanBail::new("data section not mapped"))?;
     drop(pipeline);
-    Ok(PerfLeanSource::spawn(map, plan))
+    Ok(PerfLeanSource::spawn(map, plan, segment))
 }
 
-/// A running lean reader: the walker thread and the batch channels.
+/// One walker thread and its channels.
+struct Lane {
+    full: Receiver<Result<Walked, LeanBail>>,
+    empty: SyncSender<Walked>,
+}
+
+/// A running lean reader: the walker threads and their channels.
 pub struct PerfLeanSource {
     waking_declared: bool,
-    full: Option<Receiver<Result<Walked, LeanBail>>>,
-    empty: Option<SyncSender<Walked>>,
+    lanes: Vec<Lane>,
+    threads: Vec<JoinHandle<()>>,
     orderer: Orderer,
-    thread: Option<JoinHandle<()>>,
+    /// Segment being received (walker `seg % lanes`), and how many there are.
+    seg: usize,
+    segs: usize,
     progress: Arc<AtomicU64>,
-    range: (u64, u64),
+    total: u64,
     done: bool,
 }
 
 impl PerfLeanSource {
-    fn spawn(map: Arc<super::stream::DataMap>, plan: Plan) -> PerfLeanSource {
-        let progress = Arc::new(AtomicU64::new(map.base));
+    fn spawn(map: Arc<super::stream::DataMap>, plan: Plan, segment: u64) -> PerfLeanSource {
+        let progress = Arc::new(AtomicU64::new(0));
         let waking_declared = plan.waking_declared;
-        let mut walker = Walker::new(map, plan, progress.clone());
-        let range = walker.range();
-        let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(IN_FLIGHT);
-        let (empty_tx, empty_rx) = sync_channel::<Walked>(IN_FLIGHT + 2);
-        let thread = std::thread::Builder::new()
-            .name("stallscope-lean-perf".into())
-            .spawn(move || {
-                let mut out = Walked::default();
-                loop {
-                    match walker.step(&mut out, BATCH_ENTRIES) {
-                        Ok(step) => {
-                            // The last hand-over (maybe empty) flushes the ordering queue.
-                            out.done = matches!(step, Step::Done);
-                            let done = out.done;
-                            let next = empty_rx.try_recv().unwrap_or_default();
-                            let full = std::mem::replace(&mut out, next);
-                            if full_tx.send(Ok(full)).is_err() || done {
+        let total = map.map.len() as u64;
+        let segs = split::segments(&map.map, map.base, segment);
+        let n_lanes = segs.len().min(2);
+        // A lane may run a whole segment ahead of the one being received.
+        let in_flight = if n_lanes > 1 {
+            (usize::try_from(segment).unwrap_or(usize::MAX) / 64 / BATCH_ENTRIES)
+                .clamp(IN_FLIGHT, 64)
+        } else {
+            IN_FLIGHT
+        };
+        let mut lanes = Vec::new();
+        let mut threads = Vec::new();
+        for lane in 0..n_lanes {
+            let mine: Vec<(u64, u64)> = segs.iter().copied().skip(lane).step_by(n_lanes).collect();
+            let mut walker = Walker::new(map.clone(), plan.clone(), progress.clone());
+            let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(in_flight);
+            let (empty_tx, empty_rx) = sync_channel::<Walked>(in_flight + 2);
+            let spawned = std::thread::Builder::new()
+                .name(format!("stallscope-lean-perf-{lane}"))
+                .spawn(move || {
+                    for (start, end) in mine {
+                        walker.set_range(start, end);
+                        loop {
+                            let mut out = empty_rx.try_recv().unwrap_or_default();
+                            out.clear();
+                            let msg = walker.step(&mut out, BATCH_ENTRIES).map(|step| {
+                                out.seg_end = matches!(step, Step::Done);
+                                out
+                            });
+                            let stop = match &msg {
+                                Ok(out) => out.seg_end,
+                                Err(_) => true,
+                            };
+                            let failed = msg.is_err();
+                            if full_tx.send(msg).is_err() || failed {
                                 return;
                             }
-                            out.clear();
-                        }
-                        Err(bail) => {
-                            let _ = full_tx.send(Err(bail));
-                            return;
+                            if stop {
+                                break;
+                            }
                         }
                     }
+                });
+            match spawned {
+                Ok(t) => {
+                    threads.push(t);
+                    lanes.push(Lane {
+                        full: full_rx,
+                        empty: empty_tx,
+                    });
                 }
-            })
-            .ok();
+                Err(_) => {
+                    lanes.clear();
+                    break;
+                }
+            }
+        }
         PerfLeanSource {
             waking_declared,
-            full: thread.as_ref().map(|_| full_rx),
-            empty: Some(empty_tx),
+            lanes,
+            threads,
             orderer: Orderer::default(),
-            thread,
+            seg: 0,
+            segs: segs.len(),
             progress,
-            range,
+            total,
             done: false,
         }
+    }
+}
+
+impl PerfLeanSource {
+    /// Segments the data section was cut into (1: read by one thread).
+    #[doc(hidden)]
+    pub fn segment_count(&self) -> usize {
+        self.segs
     }
 }
 
@@ -131,64 +184,59 @@ impl SchedSource for PerfLeanSource {
     }
 
     fn next_batch(&mut self, batch: &mut SchedBatch) -> Result<bool, LeanBail> {
-        let Some(rx) = &self.full else {
-            return Err(LeanBail::new("could not start the lean reader thread"));
-        };
-        if self.done {
-            batch.clear();
-            return Ok(false);
-        }
         batch.clear();
-        loop {
-            let msg = rx.recv();
-            match msg {
-                Ok(Ok(rel)) => {
-                    let res = self.orderer.take(&rel, batch);
-                    if let Some(tx) = &self.empty {
-                        let _ = tx.try_send(rel);
-                    }
-                    if let Err(bail) = res {
-                        self.done = true;
-                        return Err(bail);
-                    }
-                    if !batch.records.is_empty() {
-                        return Ok(true);
-                    }
-                    // Only FORK / EXIT side-band records: nothing to hand over yet.
-                    continue;
-                }
+        if self.lanes.is_empty() {
+            return Err(LeanBail::new("could not start the lean reader threads"));
+        }
+        while !self.done {
+            let lane = self.seg % self.lanes.len();
+            let Some(l) = self.lanes.get(lane) else {
+                return Err(LeanBail::new("no lane"));
+            };
+            let w = match l.full.recv() {
+                Ok(Ok(w)) => w,
                 Ok(Err(bail)) => {
                     self.done = true;
                     return Err(bail);
                 }
                 Err(_) => {
-                    // The walker ended: cleanly (Done) or by a panic, which join tells apart.
+                    // A walker stopped without finishing its segments: it panicked.
                     self.done = true;
-                    batch.clear();
-                    return match self.thread.take().map(JoinHandle::join) {
-                        Some(Err(_)) => Err(LeanBail::new("the lean reader thread failed")),
-                        _ => Ok(false),
-                    };
+                    return Err(LeanBail::new("a lean reader thread failed"));
                 }
+            };
+            let last = w.seg_end && self.seg + 1 >= self.segs;
+            let res = self.orderer.take(&w, lane, last, batch);
+            if w.seg_end {
+                self.seg += 1;
             }
+            self.done = last;
+            let _ = l.empty.try_send(w);
+            if let Err(bail) = res {
+                self.done = true;
+                return Err(bail);
+            }
+            if !batch.records.is_empty() {
+                return Ok(true);
+            }
+            // Only FORK / EXIT side-band records, or a segment end: nothing to hand over yet.
         }
+        Ok(false)
     }
 
     fn progress(&self) -> (u64, u64) {
-        let (start, end) = self.range;
         (
-            self.progress.load(Ordering::Relaxed).saturating_sub(start),
-            end - start,
+            self.progress.load(Ordering::Relaxed).min(self.total),
+            self.total,
         )
     }
 }
 
 impl Drop for PerfLeanSource {
     fn drop(&mut self) {
-        // Closing the channels stops the walker at its next send.
-        self.full = None;
-        self.empty = None;
-        if let Some(t) = self.thread.take() {
+        // Closing the channels stops the walkers at their next send.
+        self.lanes.clear();
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }

@@ -28,6 +28,9 @@ use crate::lean::LeanBail;
 /// part of `cur` simply becomes the new tail.
 #[derive(Default)]
 pub struct Orderer {
+    /// Per walker: its name ids → global ones.
+    lanes: Vec<Vec<u32>>,
+    global: rustc_hash::FxHashMap<Comm, u32>,
     tail: Vec<Entry>,
     tail_start: usize,
     cur: Vec<Entry>,
@@ -37,20 +40,36 @@ pub struct Orderer {
 }
 
 impl Orderer {
-    /// Queues the entries of `w`, applies its round ends (and its end of data), and appends
-    /// the records released to `batch`.
-    pub fn take(&mut self, w: &Walked, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        self.out.comms.extend_from_slice(&w.comms);
+    /// Queues the entries of `w` (from walker `lane`), applies its round ends (and, when
+    /// `last`, the end of the data), and appends the records released to `batch`.
+    pub fn take(
+        &mut self,
+        w: &Walked,
+        lane: usize,
+        last: bool,
+        batch: &mut SchedBatch,
+    ) -> Result<(), LeanBail> {
+        if self.lanes.len() <= lane {
+            self.lanes.resize_with(lane + 1, Vec::new);
+        }
+        for c in &w.comms {
+            let next = self.out.comms.len() as u32;
+            let id = *self.global.entry(*c).or_insert(next);
+            if id == next {
+                self.out.comms.push(*c);
+            }
+            self.lanes[lane].push(id);
+        }
         let mut start = 0;
         for &end in &w.round_ends {
-            self.queue(w.entries.get(start..end).unwrap_or(&[]))?;
+            self.queue(w.entries.get(start..end).unwrap_or(&[]), lane)?;
             let limit = self.limit;
             self.release(limit, batch)?;
             self.limit = self.max_ts;
             start = end;
         }
-        self.queue(w.entries.get(start..).unwrap_or(&[]))?;
-        if w.done {
+        self.queue(w.entries.get(start..).unwrap_or(&[]), lane)?;
+        if last {
             self.release(u64::MAX, batch)?;
         }
         Ok(())
@@ -58,11 +77,23 @@ impl Orderer {
 
     /// Appends entries to the queue (the general reader checks its size after each push;
     /// the queue only grows between round ends, so checking after the run is the same).
-    fn queue(&mut self, entries: &[Entry]) -> Result<(), LeanBail> {
-        for e in entries {
-            self.max_ts = self.max_ts.max(e.rec.ts);
+    /// Name ids become global ones on the way.
+    fn queue(&mut self, entries: &[Entry], lane: usize) -> Result<(), LeanBail> {
+        let ids = self.lanes.get(lane).map_or(&[][..], |v| &v[..]);
+        let global = |n: u32| ids.get(n as usize).copied().unwrap_or(n);
+        self.cur.reserve(entries.len());
+        // A piece arrives sorted: its last entry is its newest.
+        if let Some(last) = entries.last() {
+            self.max_ts = self.max_ts.max(last.rec.ts);
         }
-        self.cur.extend_from_slice(entries);
+        for e in entries {
+            let mut e = *e;
+            if e.n1 != SKIP {
+                e.n1 = global(e.n1);
+            }
+            e.n2 = global(e.n2);
+            self.cur.push(e);
+        }
         if self.tail.len() - self.tail_start + self.cur.len() >= MAX_PENDING {
             return Err(LeanBail::new("too many records queued without a round end"));
         }
@@ -254,6 +285,8 @@ mod tests {
                     }
                 }
                 base += 100;
+                // As the walker hands them over: each piece of a round sorted.
+                super::super::walk::sort_piece(&mut walked);
                 if round + 1 < rounds {
                     q.finished_round();
                     walked.round_ends.push(walked.entries.len());
@@ -266,10 +299,10 @@ mod tests {
                 }
                 carried += usize::from(q.pending_len() > 0);
             }
-            walked.done = true;
+            walked.seg_end = true;
             let mut o = Orderer::default();
             let mut batch = SchedBatch::default();
-            match o.take(&walked, &mut batch) {
+            match o.take(&walked, 0, true, &mut batch) {
                 Ok(()) => {
                     assert!(!late, "run {run}: the general queue saw a late record");
                     let got: Vec<u64> = batch.records.iter().map(|r| r.pos).collect();

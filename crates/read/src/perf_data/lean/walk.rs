@@ -5,7 +5,8 @@
 //! SAMPLE   decoded at once into an [`Entry`] (a SchedRecord + the name ids it carries)
 //! COMM     an Entry (TaskComm); FORK / EXIT: a placeholder Entry (ordered, emits nothing)
 //! other    skipped when the general reader ignores them (and EVENT_UPDATE), else a bail-out
-//! ROUND    FINISHED_ROUND: its position among the entries (the ordering is done by
+//! ROUND    FINISHED_ROUND: the entries since the previous one are sorted by time
+//!          (stable) and the position is noted (the ordering across rounds is done by
 //!          [`super::emit::Orderer`] on the receiving thread)
 //! ```
 //!
@@ -71,19 +72,23 @@ pub struct Walker {
     progress: Arc<AtomicU64>,
     /// Names already handed over with released entries.
     names_sent: usize,
+    /// Position up to which the walked bytes were added to `progress`.
+    reported: u64,
 }
 
 /// What [`Walker::step`] decoded, in file order, for [`super::emit::Orderer`].
 #[derive(Default)]
 pub struct Walked {
-    /// Entries in file order.
+    /// Entries in file order, except that each piece between round ends is sorted by
+    /// time (stably).
     pub entries: Vec<Entry>,
     /// `entries.len()` at each FINISHED_ROUND.
     pub round_ends: Vec<usize>,
     /// Names first seen since the previous hand-over (their ids follow on).
     pub comms: Vec<Comm>,
-    /// True when the data section ends after these entries.
-    pub done: bool,
+    /// True when the walker's segment (the data section, when it is not cut) ends after
+    /// these entries.
+    pub seg_end: bool,
 }
 
 impl Walked {
@@ -92,7 +97,7 @@ impl Walked {
         self.entries.clear();
         self.round_ends.clear();
         self.comms.clear();
-        self.done = false;
+        self.seg_end = false;
     }
 }
 
@@ -101,7 +106,7 @@ fn bail<T>(why: &str, off: u64) -> Result<T, LeanBail> {
 }
 
 impl Walker {
-    /// A walker over the whole of `map`, reporting its position in `progress`.
+    /// A walker over the whole of `map`, adding the bytes it walks to `progress`.
     pub fn new(map: Arc<DataMap>, plan: Plan, progress: Arc<AtomicU64>) -> Walker {
         let pos = map.base;
         let end = map.base + map.map.len() as u64;
@@ -116,7 +121,20 @@ impl Walker {
             next_step: pos,
             progress,
             names_sent: 0,
+            reported: pos,
         }
+    }
+
+    /// Walks `start..end` next (a segment of the data section: `start` must be a record
+    /// boundary, and a record crossing `end` is a bail-out).
+    pub fn set_range(&mut self, start: u64, end: u64) {
+        let lo = self.map.base;
+        let hi = lo + self.map.map.len() as u64;
+        self.end = end.clamp(lo, hi);
+        self.pos = start.clamp(lo, self.end);
+        self.dropped_to = self.pos;
+        self.next_step = self.pos;
+        self.reported = self.pos;
     }
 
     /// Walks until `out` holds at least `want` entries or the data ends, appending the
@@ -137,7 +155,8 @@ impl Walker {
             }
             let left = end - pos;
             if left == 0 {
-                self.progress.store(end, Ordering::Relaxed);
+                self.pos = pos;
+                self.report();
                 break Step::Done;
             }
             let at = (pos - base) as usize;
@@ -161,7 +180,10 @@ impl Walker {
                     let e = self.side_band(rec, rtype, pos)?;
                     out.entries.push(e);
                 }
-                rt::FINISHED_ROUND => out.round_ends.push(out.entries.len()),
+                rt::FINISHED_ROUND => {
+                    sort_piece(out);
+                    out.round_ends.push(out.entries.len());
+                }
                 // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
                 // come from their formats; other attrs become `Other` records).
                 t if rt::is_ignored(t) || t == rt::EVENT_UPDATE => {}
@@ -170,16 +192,24 @@ impl Walker {
             pos += u64::from(size);
         };
         self.pos = pos;
+        sort_piece(out);
         self.names.new_since(&mut self.names_sent, &mut out.comms);
         Ok(step)
     }
 
     /// Every [`STEP`] bytes: progress, dropping the walked pages, mapping the next ones.
     fn page_step(&mut self) {
-        self.progress.store(self.pos, Ordering::Relaxed);
+        self.report();
         self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
         self.map.populate(self.pos + STEP, self.pos + 2 * STEP);
         self.next_step = self.pos + STEP;
+    }
+
+    /// Adds the bytes walked since the last report to `progress`.
+    fn report(&mut self) {
+        let walked = self.pos.saturating_sub(self.reported);
+        self.progress.fetch_add(walked, Ordering::Relaxed);
+        self.reported = self.pos;
     }
 
     /// A SAMPLE record decoded.
@@ -333,10 +363,15 @@ impl Walker {
             n2: NO_NAME,
         })
     }
+}
 
-    /// `(bytes walked, total)`.
-    pub fn range(&self) -> (u64, u64) {
-        (self.map.base, self.end)
+/// Sorts the entries after the last round end by time, stably (file order on ties): each
+/// piece of a round between two hand-overs or round ends arrives sorted, so the receiver's
+/// stable sort of a round is a merge of a few runs, with the same result.
+pub(super) fn sort_piece(out: &mut Walked) {
+    let from = out.round_ends.last().copied().unwrap_or(0);
+    if let Some(piece) = out.entries.get_mut(from..) {
+        piece.sort_by_key(|e| e.rec.ts);
     }
 }
 
