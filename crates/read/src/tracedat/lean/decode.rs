@@ -25,15 +25,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use memmap2::Mmap;
+
 use stallscope_model::{Comm, DataQuality, EventKind, SchedRecord, SchedRecordKind, Tid};
 
 use stallscope_model::sched_record::LOST_UNKNOWN;
 
 use crate::lean::LeanBail;
 use crate::ringbuf::{MissedEvents, PageRecords};
-use crate::tracefs_format::{
-    CommCache, EventFormat, IntAccessor, PrevStateTable, StrAccessor, TracepointDecoder,
-};
+use crate::tracefs_format::{CommCache, EventFormat, PrevStateTable, TracepointDecoder};
+
+use super::fields::{key16, Int, Name, NameAt};
 
 use super::super::cpu_stream::{note_discarded, note_missed, Tables};
 use super::super::options::CpuArea;
@@ -53,29 +55,29 @@ pub struct CpuRec {
 /// `comm`, `pid` and optional `prio` of one task.
 #[derive(Clone, Copy, Debug)]
 struct Task {
-    comm: StrAccessor,
-    pid: IntAccessor,
-    prio: Option<IntAccessor>,
+    comm: Name,
+    pid: Int,
+    prio: Option<Int>,
 }
 
 impl Task {
     fn new(f: &EventFormat, t: &Tables, comm: &str, pid: &str, prio: &str) -> Option<Task> {
         let endian = t.layout.endian;
         Some(Task {
-            comm: StrAccessor::new(f.field(comm)?, endian)?,
-            pid: IntAccessor::new(f.field(pid)?, endian)?,
-            prio: f.field(prio).and_then(|p| IntAccessor::new(p, endian)),
+            comm: Name::of(f, comm, endian)?,
+            pid: Int::of(f, pid, endian)?,
+            prio: Int::of(f, prio, endian),
         })
     }
 
     /// `(pid, name id)`, or `None` when a field the general decoder reads is outside `rec`.
-    #[inline]
+    #[inline(always)]
     fn read(&self, rec: &[u8], names: &mut Interner) -> Option<(Tid, u32)> {
         if let Some(p) = self.prio {
-            p.get_i32(rec)?;
+            p.i32(rec)?;
         }
-        let pid = self.pid.get_i32(rec)?;
-        Some((pid, names.intern(self.comm.bytes(rec)?)))
+        let pid = self.pid.i32(rec)?;
+        Some((pid, names.intern(rec, self.comm.at(rec)?)))
     }
 }
 
@@ -84,23 +86,23 @@ enum Decoder {
     Switch {
         prev: Task,
         next: Task,
-        prev_state: IntAccessor,
+        prev_state: Int,
         table: Box<PrevStateTable>,
     },
     Wake {
         kind: SchedRecordKind,
         task: Task,
-        target_cpu: Option<IntAccessor>,
+        target_cpu: Option<Int>,
     },
     Migrate {
         task: Task,
-        orig_cpu: IntAccessor,
-        dest_cpu: IntAccessor,
+        orig_cpu: Int,
+        dest_cpu: Int,
     },
     StatRuntime {
         task: Task,
-        runtime: IntAccessor,
-        vruntime: Option<IntAccessor>,
+        runtime: Int,
+        vruntime: Option<Int>,
     },
     /// Through the general decoder (events the lean analyses rarely see).
     Full,
@@ -109,6 +111,8 @@ enum Decoder {
 /// Decoders by event id, built from the general reader's tables.
 pub struct Decoders {
     by_id: Vec<Option<Decoder>>,
+    /// `common_type`, as the general reader finds it (`None`: u16 at 0).
+    type_field: Option<Int>,
 }
 
 impl Decoders {
@@ -117,14 +121,32 @@ impl Decoders {
     pub fn new(t: &Tables, formats: &[EventFormat]) -> Decoders {
         let mut by_id: Vec<Option<Decoder>> = Vec::new();
         by_id.resize_with(t.decoders.len(), || None);
+        // The format each general decoder was built from (the last one with its id).
+        let mut format_of: Vec<Option<&EventFormat>> = vec![None; t.decoders.len()];
+        for f in formats {
+            if let Some(slot) = format_of.get_mut(f.id as usize) {
+                *slot = Some(f);
+            }
+        }
         for (id, d) in t.decoders.iter().enumerate() {
             let Some(d) = d else { continue };
-            // The format the general decoder was built from (the last one with this id).
-            let f = formats.iter().rev().find(|f| f.id as usize == id);
+            let f = format_of.get(id).copied().flatten();
             let fast = f.and_then(|f| fast_decoder(&d.decoder, f, t));
             by_id[id] = Some(fast.unwrap_or(Decoder::Full));
         }
-        Decoders { by_id }
+        // The general reader's `common_type`: that of the first usable format.
+        let e = t.layout.endian;
+        let type_field = match t.type_field {
+            None => None,
+            Some(general) => Some(
+                formats
+                    .iter()
+                    .filter(|f| f.id <= u32::from(u16::MAX))
+                    .find_map(|f| Int::of(f, "common_type", e))
+                    .unwrap_or(Int::Any(general)),
+            ),
+        };
+        Decoders { by_id, type_field }
     }
 }
 
@@ -132,7 +154,7 @@ impl Decoders {
 /// field names (`None`: use the general decoder).
 fn fast_decoder(general: &TracepointDecoder, f: &EventFormat, t: &Tables) -> Option<Decoder> {
     let e = t.layout.endian;
-    let int = |name: &str| f.field(name).and_then(|x| IntAccessor::new(x, e));
+    let int = |name: &str| Int::of(f, name, e);
     Some(match general {
         TracepointDecoder::Switch { table, .. } => Decoder::Switch {
             prev: Task::new(f, t, "prev_comm", "prev_pid", "prev_prio")?,
@@ -191,22 +213,22 @@ impl Default for Interner {
 }
 
 impl Interner {
-    /// The id of the name in `raw` (the field's bytes; the name stops at the first NUL).
-    #[inline]
-    pub fn intern(&mut self, raw: &[u8]) -> u32 {
-        if raw.len() > 16 {
-            return self.intern_comm(Comm::from_bytes(raw));
+    /// The id of the name in `rec` at `at` (the field's bytes; the name stops at the first
+    /// NUL).
+    #[inline(always)]
+    pub fn intern(&mut self, rec: &[u8], at: NameAt) -> u32 {
+        let raw = || rec.get(at.start..at.start + at.len).unwrap_or_default();
+        if at.len > 16 {
+            return self.intern_comm(Comm::from_bytes(raw()));
         }
-        let mut k = [0u8; 16];
-        k[..raw.len()].copy_from_slice(raw);
-        let key = u128::from_le_bytes(k);
+        let key = key16(rec, at);
         let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
         let slot = (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as usize % CACHE_SLOTS;
         if self.keys[slot] == key && self.ids[slot] != NO_NAME {
             return self.ids[slot];
         }
         // Bytes equal up to zero padding give the same name, so the key stands for it.
-        let id = self.intern_comm(Comm::from_bytes(raw));
+        let id = self.intern_comm(Comm::from_bytes(raw()));
         self.keys[slot] = key;
         self.ids[slot] = id;
         id
@@ -239,19 +261,22 @@ pub struct Run {
     pub new_names: Vec<Comm>,
 }
 
-/// Plain data is read in blocks of about this size (whole sub-buffers).
+/// Plain data is decoded in windows of about this size (whole sub-buffers).
 const BLOCK: usize = 1 << 20;
 
 /// Decoding state of one CPU.
 pub struct CpuDecoder {
     tables: Arc<Tables>,
     decoders: Arc<Decoders>,
+    /// The whole file mapped (`None`: windows are read into `buf`).
+    map: Option<Arc<Mmap>>,
     /// CPU number.
     pub cpu: u32,
     next_off: u64,
     end: u64,
     buf: Vec<u8>,
-    buf_off: u64,
+    /// File offset and length of the current window.
+    window: (u64, usize),
     page_pos: usize,
     names: Interner,
     comm_cache: CommCache,
@@ -259,52 +284,82 @@ pub struct CpuDecoder {
     pub dq: DataQuality,
     /// Events the missed-events markers reported lost (unknown counts as 0).
     pub inline_lost: u64,
+    /// Bytes of this CPU's data decoded so far.
+    pub read: u64,
 }
 
 impl CpuDecoder {
-    /// A decoder of `area` (plain, uncompressed data).
-    pub fn new(tables: Arc<Tables>, decoders: Arc<Decoders>, area: &CpuArea) -> CpuDecoder {
+    /// A decoder of `area` (plain, uncompressed data), reading from `map` when given.
+    pub fn new(
+        tables: Arc<Tables>,
+        decoders: Arc<Decoders>,
+        map: Option<Arc<Mmap>>,
+        area: &CpuArea,
+    ) -> CpuDecoder {
         CpuDecoder {
             tables,
             decoders,
+            map,
             cpu: area.cpu,
             next_off: area.offset,
             end: area.offset.saturating_add(area.size),
             buf: Vec::new(),
-            buf_off: 0,
+            window: (area.offset, 0),
             page_pos: 0,
             names: Interner::default(),
             comm_cache: CommCache::default(),
             dq: DataQuality::default(),
             inline_lost: 0,
+            read: 0,
         }
     }
 
     /// Appends whole pages' records to `run` until it holds at least `min` records;
     /// `Ok(false)` when the CPU's data ended (the run may still have received records).
-    /// `read` counts the bytes read from the file.
-    pub fn fill(&mut self, run: &mut Run, min: usize, read: &mut u64) -> Result<bool, LeanBail> {
+    pub fn fill(&mut self, run: &mut Run, min: usize) -> Result<bool, LeanBail> {
         let subbuf = self.tables.layout.subbuf_size.max(1);
+        let map = self.map.clone();
         while run.recs.len() < min {
-            if self.page_pos >= self.buf.len() && !self.refill(read)? {
+            if self.page_pos >= self.window.1 && !self.next_window()? {
                 self.names.take_new(&mut run.new_names);
                 return Ok(false);
             }
-            let buf = std::mem::take(&mut self.buf);
-            let end = (self.page_pos + subbuf).min(buf.len());
-            let at = self.buf_off + self.page_pos as u64;
-            let r = self.page(&buf[self.page_pos..end], at, run);
+            let (w_off, w_len) = self.window;
+            let end = (self.page_pos + subbuf).min(w_len);
+            let at = w_off + self.page_pos as u64;
+            let r = match &map {
+                Some(m) => {
+                    let base = w_off as usize;
+                    match m.get(base + self.page_pos..base + end) {
+                        Some(page) => self.page(page, at, run),
+                        None => Err(LeanBail::new("CPU data outside the mapped file")),
+                    }
+                }
+                None => {
+                    let buf = std::mem::take(&mut self.buf);
+                    let r = match buf.get(self.page_pos..end) {
+                        Some(page) => self.page(page, at, run),
+                        None => Err(LeanBail::new("internal: page outside the read window")),
+                    };
+                    self.buf = buf;
+                    r
+                }
+            };
             self.page_pos = end;
-            self.buf = buf;
             r?;
         }
         self.names.take_new(&mut run.new_names);
         Ok(true)
     }
 
-    fn refill(&mut self, read: &mut u64) -> Result<bool, LeanBail> {
+    /// Moves to the next window of the CPU's data; `false` at its end.
+    fn next_window(&mut self) -> Result<bool, LeanBail> {
         self.page_pos = 0;
+        if let Some(m) = &self.map {
+            drop_pages(m, self.window.0, self.window.1);
+        }
         if self.next_off >= self.end {
+            self.window.1 = 0;
             self.buf.clear();
             return Ok(false);
         }
@@ -312,15 +367,25 @@ impl CpuDecoder {
         let subbuf = t.layout.subbuf_size.max(1);
         let block = (BLOCK / subbuf).max(1) * subbuf;
         let n = usize::try_from(self.end - self.next_off).map_or(block, |left| left.min(block));
-        if let Err(e) = t.src.read_into(self.next_off, n, &mut self.buf) {
-            return Err(LeanBail::new(format!("read error: {e}")));
+        match &self.map {
+            Some(m) => {
+                if (self.next_off as usize).saturating_add(n) > m.len() {
+                    return Err(LeanBail::new("CPU data ends past the file"));
+                }
+                populate(m, self.next_off, n);
+            }
+            None => {
+                if let Err(e) = t.src.read_into(self.next_off, n, &mut self.buf) {
+                    return Err(LeanBail::new(format!("read error: {e}")));
+                }
+                if self.buf.len() < n {
+                    return Err(LeanBail::new("CPU data ends early"));
+                }
+            }
         }
-        if self.buf.len() < n {
-            return Err(LeanBail::new("CPU data ends early"));
-        }
-        self.buf_off = self.next_off;
+        self.window = (self.next_off, n);
         self.next_off += n as u64;
-        *read += n as u64;
+        self.read += n as u64;
         Ok(true)
     }
 
@@ -352,8 +417,8 @@ impl CpuDecoder {
                 item.map_err(|e| LeanBail::new(format!("CPU {cpu} sub-buffer at {at:#x}: {e}")))?;
             let payload = item.payload;
             let pos = at + item.offset as u64;
-            let id = match t.type_field {
-                Some(a) => a.get_u64(payload),
+            let id = match decoders.type_field {
+                Some(a) => a.u64(payload),
                 None => t.layout.endian.u16(payload, 0).map(u64::from),
             };
             let Some(d) = id
@@ -374,7 +439,7 @@ impl CpuDecoder {
                     table,
                 } => (|| {
                     let (a, na) = prev.read(payload, &mut self.names)?;
-                    let state = prev_state.get_u64(payload)?;
+                    let state = prev_state.u64(payload)?;
                     let (b, nb) = next.read(payload, &mut self.names)?;
                     r.kind = SchedRecordKind::Switch;
                     (r.a, r.b, r.prev_state) = (a, b, table.decode(state));
@@ -388,7 +453,7 @@ impl CpuDecoder {
                 } => (|| {
                     let (a, na) = task.read(payload, &mut self.names)?;
                     r.b = match target_cpu {
-                        Some(c) => u32::try_from(c.get_i64(payload)?).map_or(-1, |c| c as Tid),
+                        Some(c) => u32::try_from(c.i64(payload)?).map_or(-1, |c| c as Tid),
                         None => -1,
                     };
                     r.kind = *kind;
@@ -402,8 +467,8 @@ impl CpuDecoder {
                     dest_cpu,
                 } => (|| {
                     let (a, na) = task.read(payload, &mut self.names)?;
-                    orig_cpu.get_i64(payload)?;
-                    r.b = dest_cpu.get_i64(payload)? as u32 as Tid;
+                    orig_cpu.i64(payload)?;
+                    r.b = dest_cpu.i64(payload)? as u32 as Tid;
                     r.kind = SchedRecordKind::Migrate;
                     r.a = a;
                     names[0] = na;
@@ -415,9 +480,9 @@ impl CpuDecoder {
                     vruntime,
                 } => (|| {
                     let (a, na) = task.read(payload, &mut self.names)?;
-                    r.value = runtime.get_u64(payload)?;
+                    r.value = runtime.u64(payload)?;
                     if let Some(v) = vruntime {
-                        v.get_u64(payload)?;
+                        v.u64(payload)?;
                     }
                     r.kind = SchedRecordKind::StatRuntime;
                     r.a = a;
@@ -503,5 +568,32 @@ impl CpuDecoder {
             | EventKind::Block(_) => {}
         }
         Some(())
+    }
+}
+
+/// Maps `len` bytes at file offset `off` ahead of decoding (`MADV_POPULATE_READ`: no page
+/// faults while decoding). A hint only: failure changes nothing.
+fn populate(map: &Mmap, off: u64, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = map.advise_range(memmap2::Advice::PopulateRead, off as usize, len);
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (map, off, len);
+}
+
+/// Drops the mapped pages of a decoded window from this process (keeps resident memory
+/// bounded; a later access would read them again from the file). Whole pages only.
+fn drop_pages(map: &Mmap, off: u64, len: usize) {
+    const PAGE: usize = 4096;
+    let start = (off as usize).div_ceil(PAGE) * PAGE;
+    let end = ((off as usize).saturating_add(len) / PAGE * PAGE).min(map.len());
+    if end > start {
+        // SAFETY: the mapping is private and never written, so dropping its pages loses
+        // nothing: a later access reads them again from the file. Both ends are page
+        // multiples (the mapping starts on a page).
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
     }
 }

@@ -14,7 +14,7 @@
 //! A record earlier than the previous one (the general path counts `out_of_order_events`)
 //! is a [`LeanBail`].
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
 
@@ -22,22 +22,53 @@ use crate::lean::LeanBail;
 
 use super::super::sink::Sink;
 use super::decode::{CpuDecoder, CpuRec, Run, NO_NAME};
+use super::pool::Pool;
 
-/// Records decoded per CPU at a time.
-const RUN_MIN: usize = 2048;
+/// Records ahead of the one merged whose cache lines are requested early (runs were
+/// written by another core).
+const PREFETCH_AHEAD: usize = 40;
+
+/// Asks the CPU to start loading `recs[at]` (a hint; nothing past the end).
+#[inline(always)]
+fn prefetch(recs: &[CpuRec], at: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(r) = recs.get(at) {
+        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
+        // address is inside `recs`, and SSE is part of the x86_64 baseline.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                (r as *const CpuRec).cast::<i8>(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (recs, at);
+}
+
+/// Runs of one CPU decoded ahead of the merge.
+const PREFETCH: usize = 2;
 
 /// Tids below this have their current name in a table indexed by tid.
 const DIRECT_TIDS: usize = 1 << 22;
 
 struct Slot {
-    decoder: CpuDecoder,
+    /// The run being merged.
     run: Run,
     /// Next record of `run`.
     next: usize,
+    /// Runs decoded ahead, in order.
+    ready: VecDeque<Run>,
+    /// An emptied run, handed to the next job.
+    spare: Option<Run>,
+    /// The decoder, when no job is in flight.
+    decoder: Option<Box<CpuDecoder>>,
+    in_flight: bool,
+    /// The CPU's data is over (no more jobs).
+    ended: bool,
     /// Per-CPU name id → global id.
     global: Vec<u32>,
-    /// The CPU's data is over.
-    ended: bool,
+    /// Bytes the decoder had read when it last came back.
+    read: u64,
 }
 
 /// The stream's current name of each tid (global ids; [`NO_NAME`] = never named).
@@ -49,8 +80,18 @@ struct StreamNames {
 
 impl StreamNames {
     /// Sets `tid`'s name to `id`; true when it changed (or the tid was new).
-    #[inline]
+    #[inline(always)]
     fn set(&mut self, tid: Tid, id: u32) -> bool {
+        if let Some(cur) = usize::try_from(tid).ok().and_then(|t| self.direct.get(t)) {
+            if *cur == id {
+                return false;
+            }
+        }
+        self.set_slow(tid, id)
+    }
+
+    #[inline(never)]
+    fn set_slow(&mut self, tid: Tid, id: u32) -> bool {
         match usize::try_from(tid).ok().filter(|&t| t < DIRECT_TIDS) {
             Some(t) => {
                 if t >= self.direct.len() {
@@ -72,6 +113,7 @@ impl StreamNames {
 /// The k-way merge (see the module docs).
 pub struct Merge {
     slots: Vec<Slot>,
+    pool: Pool,
     comms: Vec<Comm>,
     comm_ids: HashMap<Comm, u32>,
     names: StreamNames,
@@ -84,19 +126,25 @@ pub struct Merge {
 }
 
 impl Merge {
-    /// A merge of `decoders` (sorted by CPU number); `sink` holds the metadata's notes.
-    pub fn new(decoders: Vec<CpuDecoder>, sink: Sink) -> Merge {
+    /// A merge of `decoders` (sorted by CPU number) decoding on `threads` worker threads
+    /// (0: in the caller's thread); `sink` holds the metadata's notes.
+    pub fn new(decoders: Vec<CpuDecoder>, threads: usize, sink: Sink) -> Merge {
         Merge {
             slots: decoders
                 .into_iter()
                 .map(|decoder| Slot {
-                    decoder,
                     run: Run::default(),
                     next: 0,
-                    global: Vec::new(),
+                    ready: VecDeque::new(),
+                    spare: None,
+                    decoder: Some(Box::new(decoder)),
+                    in_flight: false,
                     ended: false,
+                    global: Vec::new(),
+                    read: 0,
                 })
                 .collect(),
+            pool: Pool::new(threads),
             comms: Vec::new(),
             comm_ids: HashMap::new(),
             names: StreamNames::default(),
@@ -111,11 +159,12 @@ impl Merge {
     /// reader's sink records them.
     fn finish(&mut self) {
         for (s, slot) in self.slots.iter().enumerate() {
-            if !slot.decoder.dq.is_empty() {
-                self.sink.note_cpu(s, &slot.decoder.dq);
+            // INVARIANT: at the end no job is in flight, so every decoder is back.
+            let Some(d) = &slot.decoder else { continue };
+            if !d.dq.is_empty() {
+                self.sink.note_cpu(s, &d.dq);
             }
-            self.sink
-                .note_inline_lost(slot.decoder.cpu, slot.decoder.inline_lost);
+            self.sink.note_inline_lost(d.cpu, d.inline_lost);
         }
         self.sink.finish();
     }
@@ -125,22 +174,56 @@ impl Merge {
         &self.sink.dq
     }
 
+    /// Sends slot `s`'s decoder for its next run, if it may (see `pool`).
+    fn resubmit(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        if slot.in_flight || slot.ended || slot.ready.len() >= PREFETCH {
+            return;
+        }
+        if let Some(decoder) = slot.decoder.take() {
+            let mut run = slot.spare.take().unwrap_or_default();
+            run.recs.clear();
+            run.new_names.clear();
+            slot.in_flight = true;
+            self.pool.submit(s, decoder, run);
+        }
+    }
+
     /// Makes slot `s`'s run non-empty unless its CPU has no more records.
     fn refill(&mut self, s: usize) -> Result<(), LeanBail> {
-        let slot = &mut self.slots[s];
-        while slot.next >= slot.run.recs.len() && !slot.ended {
-            slot.run.recs.clear();
-            slot.next = 0;
-            let more = slot.decoder.fill(&mut slot.run, RUN_MIN, &mut self.read)?;
-            slot.ended = !more;
-            for comm in slot.run.new_names.drain(..) {
-                let next = self.comms.len() as u32;
-                let id = *self.comm_ids.entry(comm).or_insert(next);
-                if id == next {
-                    self.comms.push(comm);
+        while self.slots[s].next >= self.slots[s].run.recs.len() {
+            if let Some(mut run) = self.slots[s].ready.pop_front() {
+                let slot = &mut self.slots[s];
+                for comm in run.new_names.drain(..) {
+                    let next = self.comms.len() as u32;
+                    let id = *self.comm_ids.entry(comm).or_insert(next);
+                    if id == next {
+                        self.comms.push(comm);
+                    }
+                    slot.global.push(id);
                 }
-                slot.global.push(id);
+                std::mem::swap(&mut slot.run, &mut run);
+                slot.spare = Some(run);
+                slot.next = 0;
+                self.resubmit(s);
+                continue;
             }
+            if self.slots[s].ended && !self.slots[s].in_flight {
+                return Ok(());
+            }
+            self.resubmit(s);
+            let Some(done) = self.pool.wait() else {
+                return Err(LeanBail::new("internal: the lean decoding threads stopped"));
+            };
+            let more = done.result?;
+            let slot = &mut self.slots[done.slot];
+            self.read += done.decoder.read - slot.read;
+            slot.read = done.decoder.read;
+            slot.decoder = Some(done.decoder);
+            slot.in_flight = false;
+            slot.ended = !more;
+            slot.ready.push_back(done.run);
+            self.resubmit(done.slot);
         }
         Ok(())
     }
@@ -157,6 +240,9 @@ impl Merge {
         batch.clear();
         if !self.started {
             self.started = true;
+            for s in 0..self.slots.len() {
+                self.resubmit(s);
+            }
             for s in 0..self.slots.len() {
                 self.refill(s)?;
             }
@@ -193,21 +279,23 @@ impl Merge {
         max: usize,
     ) -> Result<(), LeanBail> {
         loop {
-            let slot = &self.slots[s];
-            let recs = &slot.run.recs[slot.next..];
             let room = max.saturating_sub(batch.records.len());
-            let n = recs
-                .iter()
-                .take(room)
-                .take_while(|r| (r.rec.ts, s) < limit)
-                .count();
-            for i in 0..n {
-                let c = self.slots[s].run.recs[self.slots[s].next + i];
+            let start = self.slots[s].next;
+            let len = self.slots[s].run.recs.len();
+            let mut i = start;
+            while i < len && i - start < room {
+                let recs = &self.slots[s].run.recs;
+                prefetch(recs, i + PREFETCH_AHEAD);
+                let c = recs[i];
+                if (c.rec.ts, s) >= limit {
+                    break;
+                }
                 self.emit(s, &c, batch)?;
+                i += 1;
             }
             let slot = &mut self.slots[s];
-            slot.next += n;
-            if slot.next < slot.run.recs.len() || n == 0 || batch.records.len() >= max {
+            slot.next = i;
+            if i < len || i == start || batch.records.len() >= max {
                 return Ok(());
             }
             self.refill(s)?;
@@ -249,7 +337,8 @@ impl Merge {
             SchedRecordKind::Fork => {
                 let g = gid(c.names[0])?;
                 self.names.set(r.a, g);
-                r.value = batch.push_comm(self.comms[g as usize]);
+                r.value =
+                    batch.push_comm(self.comms.get(g as usize).copied().unwrap_or(Comm::EMPTY));
             }
             SchedRecordKind::TaskComm
             | SchedRecordKind::PayloadComm
@@ -261,14 +350,19 @@ impl Merge {
     }
 
     /// The `PayloadComm` record for `tid` named `id` by the event `ev`, when due.
-    #[inline]
+    #[inline(always)]
     fn note(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
         if self.names.set(tid, id) {
-            let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ev.ts, ev.cpu, ev.pos);
-            p.a = tid;
-            // INVARIANT: global ids index `comms` (both grow together in `refill`).
-            p.value = batch.push_comm(self.comms[id as usize]);
-            batch.records.push(p);
+            self.push_name(tid, id, ev, batch);
         }
+    }
+
+    #[inline(never)]
+    fn push_name(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
+        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ev.ts, ev.cpu, ev.pos);
+        p.a = tid;
+        // Global ids always index `comms` (both grow together in `refill`).
+        p.value = batch.push_comm(self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY));
+        batch.records.push(p);
     }
 }

@@ -29,12 +29,13 @@
 //! learns event names while reading, so none are declared then).
 
 mod decode;
+mod fields;
 mod merge;
+mod pool;
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+
+use memmap2::Mmap;
 
 use stallscope_model::{DataQuality, SchedBatch};
 
@@ -45,22 +46,34 @@ use decode::{CpuDecoder, Decoders};
 use merge::Merge;
 
 use super::sink::Sink;
+use super::source::Source;
 
 /// Records per batch handed to the caller.
 pub const BATCH_RECORDS: usize = 8192;
-/// Batches decoded ahead of the caller.
-const AHEAD: usize = 4;
 
 /// The lean source for `path`; `None`: the general path (see the module docs).
 pub fn open(path: &str) -> Option<Box<dyn SchedSource + Send>> {
     open_with(path, None).map(|s| Box::new(s) as Box<dyn SchedSource + Send>)
 }
 
-/// [`open`] with the decoding thread forced on (`Some(true)`) or off (`Some(false)`; the
+/// [`open`] with the decoding threads forced on (`Some(true)`) or off (`Some(false)`: the
 /// caller's thread decodes); `None` decides by size and cores. Output is the same.
 pub fn open_with(path: &str, threaded: Option<bool>) -> Option<LeanTraceDat> {
     let input = Input::open(path).ok()?;
-    if input.compression.is_some() || !input.is_seekable_file() {
+    if !input.is_seekable_file() {
+        return None;
+    }
+    open_input(input, threaded)
+}
+
+/// A lean source over `bytes` (a whole trace.dat in memory; decoded in the caller's
+/// thread), for tests and fuzzing.
+pub fn open_bytes(name: &str, bytes: Vec<u8>) -> Option<LeanTraceDat> {
+    open_input(Input::from_bytes(name, bytes).ok()?, Some(false))
+}
+
+fn open_input(input: Input, threaded: Option<bool>) -> Option<LeanTraceDat> {
+    if input.compression.is_some() {
         return None;
     }
     let p = super::prepare(input, 0).ok()?;
@@ -72,119 +85,51 @@ pub fn open_with(path: &str, threaded: Option<bool>) -> Option<LeanTraceDat> {
         .declared_events
         .iter()
         .any(|e| e == "sched_waking" || e.ends_with(":sched_waking"));
+    let map = match &p.tables.src {
+        Source::File(f, _) => map_file(f).map(Arc::new),
+        Source::Memory(_) => None,
+    };
     let tables = Arc::new(p.tables);
     let decoders = Arc::new(Decoders::new(&tables, &p.formats));
-    let cpus = p
+    let cpus: Vec<CpuDecoder> = p
         .areas
         .iter()
-        .map(|a| CpuDecoder::new(Arc::clone(&tables), Arc::clone(&decoders), a))
+        .map(|a| CpuDecoder::new(Arc::clone(&tables), Arc::clone(&decoders), map.clone(), a))
         .collect();
-    let merge = Merge::new(cpus, Sink::new(p.meta, p.dq));
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threaded = threaded.unwrap_or(p.total >= super::THREADED_MIN_BYTES && cores >= 2);
-    Some(LeanTraceDat::start(
+    let threads = if threaded {
+        cores.max(2).min(cpus.len())
+    } else {
+        0
+    };
+    let merge = Merge::new(cpus, threads, Sink::new(p.meta, p.dq));
+    Some(LeanTraceDat {
         merge,
-        p.total,
+        total: p.total,
         waking_declared,
-        threaded,
-    ))
+        quality: None,
+    })
 }
 
-/// What the decoding thread sends.
-enum Msg {
-    Batch(SchedBatch),
-    Bail(LeanBail),
-    End(DataQuality),
-}
-
-enum Mode {
-    Inline(Box<Merge>),
-    Threaded {
-        rx: Receiver<Msg>,
-        recycle: Sender<SchedBatch>,
-        read: Arc<AtomicU64>,
-        worker: Option<JoinHandle<()>>,
-    },
-    Over,
+/// Maps a regular file read-only; `None` when mapping fails (then windows are read).
+fn map_file(file: &std::fs::File) -> Option<Mmap> {
+    // SAFETY: the mapping is read-only and private. If another process truncates the file
+    // while it is read, touching the lost pages raises SIGBUS (as for perf); a file changed
+    // in place only yields different (still bounds-checked) bytes.
+    let map = unsafe { Mmap::map(file) }.ok()?;
+    // A hint only: failure changes nothing.
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Some(map)
 }
 
 /// A lean trace.dat source (see the module docs).
 pub struct LeanTraceDat {
-    mode: Mode,
+    merge: Merge,
     total: u64,
     waking_declared: bool,
-    quality: DataQuality,
-}
-
-impl LeanTraceDat {
-    fn start(merge: Merge, total: u64, waking_declared: bool, threaded: bool) -> LeanTraceDat {
-        let mut src = LeanTraceDat {
-            mode: Mode::Inline(Box::new(merge)),
-            total,
-            waking_declared,
-            quality: DataQuality::default(),
-        };
-        if !threaded {
-            return src;
-        }
-        let Mode::Inline(merge) = std::mem::replace(&mut src.mode, Mode::Over) else {
-            return src;
-        };
-        let (tx, rx) = sync_channel::<Msg>(AHEAD);
-        let (recycle, spares) = channel::<SchedBatch>();
-        let read = Arc::new(AtomicU64::new(0));
-        let read2 = Arc::clone(&read);
-        // The merge moves into the thread; if spawning fails it is gone, so rebuild is not
-        // possible: keep it in a slot the closure takes from.
-        let cell = Arc::new(std::sync::Mutex::new(Some(merge)));
-        let cell2 = Arc::clone(&cell);
-        let spawned = std::thread::Builder::new()
-            .name("tracedat-lean".into())
-            .spawn(move || {
-                let merge = cell2.lock().ok().and_then(|mut m| m.take());
-                if let Some(merge) = merge {
-                    produce(merge, &tx, &spares, &read2);
-                }
-            });
-        src.mode = match spawned {
-            Ok(worker) => Mode::Threaded {
-                rx,
-                recycle,
-                read,
-                worker: Some(worker),
-            },
-            Err(_) => match cell.lock().ok().and_then(|mut m| m.take()) {
-                Some(merge) => Mode::Inline(merge),
-                None => Mode::Over,
-            },
-        };
-        src
-    }
-}
-
-/// The decoding thread: batches until the end, a bail-out, or the caller hanging up.
-fn produce(
-    mut merge: Box<Merge>,
-    tx: &std::sync::mpsc::SyncSender<Msg>,
-    spares: &Receiver<SchedBatch>,
-    read: &AtomicU64,
-) {
-    loop {
-        let mut batch = spares.try_recv().unwrap_or_default();
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            merge.next_batch(&mut batch, BATCH_RECORDS)
-        }))
-        .unwrap_or_else(|_| Err(LeanBail::new("internal: the lean decoder panicked")));
-        read.store(merge.read, Ordering::Relaxed);
-        let (msg, last) = match r {
-            Ok(true) => (Msg::Batch(batch), false),
-            Ok(false) => (Msg::End(merge.quality().clone()), true),
-            Err(bail) => (Msg::Bail(bail), true),
-        };
-        if tx.send(msg).is_err() || last {
-            return;
-        }
-    }
+    /// Set at the end of the data.
+    quality: Option<DataQuality>,
 }
 
 impl SchedSource for LeanTraceDat {
@@ -193,71 +138,95 @@ impl SchedSource for LeanTraceDat {
     }
 
     fn next_batch(&mut self, batch: &mut SchedBatch) -> Result<bool, LeanBail> {
-        let r = match &mut self.mode {
-            Mode::Over => {
-                batch.clear();
-                return Ok(false);
-            }
-            Mode::Inline(merge) => {
-                let r = merge.next_batch(batch, BATCH_RECORDS);
-                if r == Ok(false) {
-                    self.quality = merge.quality().clone();
-                }
-                r
-            }
-            Mode::Threaded { rx, recycle, .. } => match rx.recv() {
-                Ok(Msg::Batch(mut b)) => {
-                    std::mem::swap(batch, &mut b);
-                    b.clear();
-                    let _ = recycle.send(b);
-                    Ok(true)
-                }
-                Ok(Msg::End(dq)) => {
-                    self.quality = dq;
-                    Ok(false)
-                }
-                Ok(Msg::Bail(bail)) => Err(bail),
-                Err(_) => Err(LeanBail::new("internal: the lean decoding thread stopped")),
-            },
-        };
-        match r {
-            Ok(true) => Ok(true),
-            other => {
-                batch.clear();
-                self.stop();
-                other
-            }
+        if self.quality.is_some() {
+            batch.clear();
+            return Ok(false);
         }
+        let more = self.merge.next_batch(batch, BATCH_RECORDS)?;
+        if !more {
+            self.quality = Some(self.merge.quality().clone());
+        }
+        Ok(more)
     }
 
     fn quality(&self) -> DataQuality {
-        self.quality.clone()
+        self.quality.clone().unwrap_or_default()
     }
 
     fn progress(&self) -> (u64, u64) {
-        let done = match &self.mode {
-            Mode::Inline(m) => m.read,
-            Mode::Threaded { read, .. } => read.load(Ordering::Relaxed),
-            Mode::Over => self.total,
-        };
-        (done, self.total)
+        (self.merge.read, self.total)
     }
 }
 
-impl LeanTraceDat {
-    /// Ends decoding (joins the thread after hanging up).
-    fn stop(&mut self) {
-        if let Mode::Threaded { rx, worker, .. } = std::mem::replace(&mut self.mode, Mode::Over) {
-            drop(rx);
-            if let Some(w) = worker {
-                let _ = w.join();
+/// Runs the lean source and the general reader (through `SchedRecordEncoder`) over `bytes`
+/// and compares records (names resolved) and data quality: `Ok(true)` equal, `Ok(false)`
+/// the lean source refused or bailed out, `Err` a difference (a bug). For tests and
+/// fuzzing; both decode in the caller's thread.
+pub fn compare_with_general(name: &str, bytes: Vec<u8>) -> Result<bool, String> {
+    use stallscope_model::sched_record::SchedRecordEncoder;
+    use stallscope_model::{Comm, SchedRecord, SchedRecordKind};
+
+    use crate::EventReader;
+
+    fn resolve(batch: &SchedBatch, out: &mut Vec<(SchedRecord, Option<Comm>)>) {
+        for r in &batch.records {
+            let mut r = *r;
+            let name = matches!(
+                r.kind,
+                SchedRecordKind::PayloadComm | SchedRecordKind::Fork | SchedRecordKind::TaskComm
+            )
+            .then(|| batch.comm(r.value));
+            if name.is_some() {
+                r.value = 0;
             }
+            out.push((r, name));
         }
     }
-}
-
-impl Drop for LeanTraceDat {
-    fn drop(&mut self) {
-        self.stop();
+    let Some(mut lean) = open_bytes(name, bytes.clone()) else {
+        return Ok(false);
+    };
+    let mut batch = SchedBatch::default();
+    let mut got = Vec::new();
+    loop {
+        match lean.next_batch(&mut batch) {
+            Ok(true) => resolve(&batch, &mut got),
+            Ok(false) => break,
+            Err(_) => return Ok(false),
+        }
     }
+    let input = Input::from_bytes(name, bytes).map_err(|e| format!("general: {e}"))?;
+    let mut general = super::TraceDatReader::open_with_threads(input, 0, Some(0))
+        .map_err(|e| format!("lean took a file the general reader refuses: {e}"))?;
+    let mut enc = SchedRecordEncoder::default();
+    let mut want = Vec::new();
+    loop {
+        match general.next_event() {
+            Ok(Some(ev)) => {
+                batch.clear();
+                enc.push(&ev, &mut batch);
+                resolve(&batch, &mut want);
+            }
+            Ok(None) => break,
+            Err(e) => return Err(format!("lean took a file the general reader fails on: {e}")),
+        }
+    }
+    if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+        return Err(format!(
+            "record {i}: lean {:?}, general {:?}",
+            got[i], want[i]
+        ));
+    }
+    if got.len() != want.len() {
+        return Err(format!(
+            "{} lean records, {} general",
+            got.len(),
+            want.len()
+        ));
+    }
+    let json = |dq: &DataQuality| serde_json::to_string(dq).unwrap_or_default();
+    let (lq, gq) = (json(&lean.quality()), json(general.quality()));
+    if lq != gq {
+        return Err(format!("data quality: lean {lq}, general {gq}"));
+    }
+    Ok(true)
 }
