@@ -47,6 +47,7 @@ WRITE_IOPS=${WRITE_IOPS:-3000} # trace_pipe reader and the kernel drops events
 RUNS=${RUNS:-3}
 KEEP=${KEEP:-0}
 REUSE=${REUSE:-0}
+[[ "$REUSE" == 1 ]] && KEEP=1 # before the exit trap: a failed check must not delete the capture
 T=/sys/kernel/tracing
 IMG=/dev/shm/iolat-bench-$$.img
 LOOP=""

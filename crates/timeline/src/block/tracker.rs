@@ -379,13 +379,22 @@ impl BlockTracker {
         }
     }
 
+    #[inline(always)]
     fn device(&mut self, dev: BlockDev) -> usize {
         // Consecutive events are mostly of one device.
         if let Some(i) = self.last_device {
-            if self.devices[i].dev == dev {
+            if self.devices.get(i).is_some_and(|d| d.dev == dev) {
                 return i;
             }
         }
+        self.other_device(dev)
+    }
+
+    /// [`Self::device`] when the device is not the last one's (out of line: building a
+    /// device's state gave the inlined lookup a large stack frame).
+    #[cold]
+    #[inline(never)]
+    fn other_device(&mut self, dev: BlockDev) -> usize {
         if let Some(&i) = self.device_index.get(&dev) {
             self.last_device = Some(i);
             return i;

@@ -371,13 +371,21 @@ impl Iolat {
         Iolat::keeping(want)
     }
 
-    #[inline]
+    #[inline(always)]
     fn dev(&mut self, dev: BlockDev) -> usize {
         if let Some((d, i)) = self.last_dev {
             if d == dev {
                 return i;
             }
         }
+        self.other_dev(dev)
+    }
+
+    /// [`Self::dev`] when the device is not the last one's (out of line: a new row's
+    /// accumulators gave the inlined lookup a large stack frame).
+    #[cold]
+    #[inline(never)]
+    fn other_dev(&mut self, dev: BlockDev) -> usize {
         let i = match self.dev_index.get(&dev) {
             Some(&i) => i,
             None => {
