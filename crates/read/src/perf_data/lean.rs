@@ -6,12 +6,17 @@
 //!           data, decoders) → a [`plan::Plan`] per attr; bail-out unless it is the common
 //!           case (file mode, little endian, no data-quality note, every tracepoint with
 //!           its format)
-//! thread    [`walk::Walker`]: walks the mmapped data section and decodes each record
-//!           into an entry (a SchedRecord + name ids) in file order, noting where rounds
-//!           end (FINISHED_ROUND); hands them over in runs of 16 Ki entries through a
-//!           bounded channel (buffers go back for reuse); drops the walked pages
+//! cut       [`split::segments`]: the mapped data section is cut after FINISHED_ROUND
+//!           records into segments of about 16 MiB (a cut that is not a record boundary
+//!           is caught by the walker before it and bails out)
+//! threads   two [`walk::Walker`]s take the segments in turn (even / odd): each walks its
+//!           segment and decodes each record into an entry (a SchedRecord + name ids),
+//!           sorts each piece of a round by time, notes where rounds end; hands them over
+//!           in runs of 16 Ki entries through its bounded channel (buffers go back for
+//!           reuse; one segment of look-ahead at most); drops the walked pages
 //!           (MADV_DONTNEED), so memory does not grow with the file
-//! caller    [`emit::Orderer`]: perf's round ordering, the name rule and the out-of-order
+//! caller    [`emit::Orderer`]: receives the segments in file order, applies perf's round
+//!           ordering (merging the sorted pieces), the name rule and the out-of-order
 //!           check → SchedBatches (the analysis then runs on the same thread)
 //! ```
 //!
@@ -102,9 +107,10 @@ impl PerfLeanSource {
         let total = map.map.len() as u64;
         let segs = split::segments(&map.map, map.base, segment);
         let n_lanes = segs.len().min(2);
-        // A lane may run a whole segment ahead of the one being received.
+        // A lane may run a whole segment ahead of the one being received (records are
+        // about 100 bytes), and no further: memory stays bounded whatever the file length.
         let in_flight = if n_lanes > 1 {
-            (usize::try_from(segment).unwrap_or(usize::MAX) / 64 / BATCH_ENTRIES)
+            (usize::try_from(segment).unwrap_or(usize::MAX) / 100 / BATCH_ENTRIES + 1)
                 .clamp(IN_FLIGHT, 64)
         } else {
             IN_FLIGHT

@@ -8,7 +8,7 @@
 //! the file to the general reader, never change the output).
 
 /// Target segment length.
-pub const SEGMENT: u64 = 32 << 20;
+pub const SEGMENT: u64 = 16 << 20;
 /// Little-endian header of a FINISHED_ROUND record.
 const ROUND: [u8; 8] = [68, 0, 0, 0, 0, 0, 8, 0];
 /// Record headers checked after a candidate cut.
