@@ -286,11 +286,12 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut profile = stallscope::profile_analysis::Collector::new(&symbols, &text_profiles);
     let mut batch = Vec::new();
     if let Some(inputs) = inputs.as_mut() {
-        while inputs.next_batch(&mut batch)? {
+        while inputs.next_batch_unchecked(&mut batch)? {
             for ev in &batch {
                 engine.process(ev);
                 profile.push(ev);
             }
+            inputs.check_order(&batch);
         }
     }
     let mut profile_dq = profile.finish(&mut engine, &meta_refs, time)?;

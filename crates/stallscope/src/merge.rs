@@ -165,28 +165,23 @@ impl Inputs {
     /// single input hands over its reader's batches; several are merged event by event.
     /// Mixing this with [`Inputs::next_event`] on the same `Inputs` keeps the order.
     pub fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
+        let more = self.next_batch_unchecked(out);
+        self.check_order(out);
+        more
+    }
+
+    /// [`Inputs::next_batch`] without the check of a single input's events for going back
+    /// in time: the caller passes every batch, in order, to [`Inputs::check_order`] once it
+    /// has used the events (and before [`Inputs::quality`]). The events were written on
+    /// another core: the caller's own pass touches them first, and the check then reads
+    /// them from its cache instead of paying the misses in a separate pass.
+    pub fn next_batch_unchecked(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
         out.clear();
         if let Some(e) = self.deferred.take() {
             return Err(e);
         }
         let result = if self.sources.len() == 1 {
-            let s = &mut self.sources[0];
-            let r = s.reader.next_batch(out);
-            // fast check of the whole batch; the per-event bookkeeping only if one goes back
-            let mut hw = s.last_ts.unwrap_or(0);
-            let backwards = out.iter().any(|e| {
-                let back = e.ts < hw;
-                hw = hw.max(e.ts);
-                back
-            });
-            if backwards {
-                for e in out.iter() {
-                    note_order(&mut self.dq, s, e);
-                }
-            } else if let Some(last) = out.last() {
-                s.last_ts = Some(s.last_ts.map_or(last.ts, |l| l.max(last.ts)));
-            }
-            r.map(|_| ())
+            self.sources[0].reader.next_batch(out).map(|_| ())
         } else {
             self.merge_batch(out)
         };
@@ -201,6 +196,29 @@ impl Inputs {
                 self.deferred = Some(e);
                 Ok(true)
             }
+        }
+    }
+
+    /// Counts the events of a batch from [`Inputs::next_batch_unchecked`] that go back in
+    /// time (a single input's; merged inputs are checked while merging).
+    pub fn check_order(&mut self, batch: &[Event]) {
+        if self.sources.len() != 1 {
+            return;
+        }
+        let s = &mut self.sources[0];
+        // fast check of the whole batch; the per-event bookkeeping only if one goes back
+        let mut hw = s.last_ts.unwrap_or(0);
+        let backwards = batch.iter().any(|e| {
+            let back = e.ts < hw;
+            hw = hw.max(e.ts);
+            back
+        });
+        if backwards {
+            for e in batch {
+                note_order(&mut self.dq, s, e);
+            }
+        } else if let Some(last) = batch.last() {
+            s.last_ts = Some(s.last_ts.map_or(last.ts, |l| l.max(last.ts)));
         }
     }
 
