@@ -1,6 +1,6 @@
-//! One CPU's ring-buffer pages decoded straight into [`CpuRec`]s: a [`SchedRecord`] plus
-//! the per-CPU ids of the task names it carries (the merge turns those into the stream's
-//! `PayloadComm` records).
+//! One CPU's ring-buffer pages decoded straight into [`CpuRec`]s: a [`SchedRecord`] with
+//! the per-CPU ids of the task names it carries packed in (the merge turns those into the
+//! stream's `PayloadComm` records).
 //!
 //! ```text
 //! sched_switch       Switch  a = prev_pid  b = next_pid  prev_state   names [prev_comm, next_comm]
@@ -40,16 +40,56 @@ use super::fields::{key16, Int, Name, NameAt};
 use super::super::cpu_stream::{note_discarded, note_missed, Tables};
 use super::super::options::CpuArea;
 
-/// "No name" in [`CpuRec::names`].
+/// "No name" (never a real id: ids are handed out from 0).
 pub const NO_NAME: u32 = u32::MAX;
 
-/// A record of one CPU with the per-CPU ids of the names it carries.
-#[derive(Clone, Copy, Debug)]
-pub struct CpuRec {
-    /// The record (`value` of a `Fork` is filled by the merge).
-    pub rec: SchedRecord,
-    /// Name ids: Switch [prev, next]; wakeups, migrate, stat_runtime, fork [task, –].
-    pub names: [u32; 2],
+/// A record of one CPU: the [`SchedRecord`] with the per-CPU ids of the names it carries
+/// packed into a field its kind leaves zero ([`pack`]; the merge unpacks them), so a run
+/// costs 40 bytes per record.
+pub type CpuRec = SchedRecord;
+
+/// Stores name ids in `r`: Switch `value` = prev << 32 | next; wakeups, migrate, fork
+/// `value` = the task's; StatRuntime `b` = the task's.
+#[inline(always)]
+pub fn pack(mut r: SchedRecord, names: [u32; 2]) -> CpuRec {
+    match r.kind {
+        SchedRecordKind::Switch => r.value = (u64::from(names[0]) << 32) | u64::from(names[1]),
+        SchedRecordKind::Waking
+        | SchedRecordKind::Wakeup
+        | SchedRecordKind::WakeupNew
+        | SchedRecordKind::Migrate
+        | SchedRecordKind::Fork => r.value = u64::from(names[0]),
+        SchedRecordKind::StatRuntime => r.b = names[0] as Tid,
+        _ => {}
+    }
+    r
+}
+
+/// The name ids [`pack`] stored, and the record as the encoder makes it (those fields
+/// zero again; a Fork's `value` is left for the merge to set).
+#[inline(always)]
+pub fn unpack(mut r: CpuRec) -> (SchedRecord, [u32; 2]) {
+    let mut names = [NO_NAME; 2];
+    match r.kind {
+        SchedRecordKind::Switch => {
+            names = [(r.value >> 32) as u32, r.value as u32];
+            r.value = 0;
+        }
+        SchedRecordKind::Waking
+        | SchedRecordKind::Wakeup
+        | SchedRecordKind::WakeupNew
+        | SchedRecordKind::Migrate
+        | SchedRecordKind::Fork => {
+            names[0] = r.value as u32;
+            r.value = 0;
+        }
+        SchedRecordKind::StatRuntime => {
+            names[0] = r.b as u32;
+            r.b = 0;
+        }
+        _ => {}
+    }
+    (r, names)
 }
 
 /// `comm`, `pid` and optional `prio` of one task.
@@ -407,10 +447,7 @@ impl CpuDecoder {
             self.inline_lost = self.inline_lost.saturating_add(count.unwrap_or(0));
             let mut r = SchedRecord::new(SchedRecordKind::Lost, page_ts, cpu, at);
             r.value = count.unwrap_or(LOST_UNKNOWN);
-            run.recs.push(CpuRec {
-                rec: r,
-                names: [NO_NAME; 2],
-            });
+            run.recs.push(r);
         }
         for item in items.by_ref() {
             let item =
@@ -496,7 +533,7 @@ impl CpuDecoder {
                     "offset {pos:#x}: record too short for its format"
                 )));
             }
-            run.recs.push(CpuRec { rec: r, names });
+            run.recs.push(pack(r, names));
         }
         if items.discarded > 0 {
             note_discarded(&mut self.dq, &t.path, cpu, at, items.discarded);

@@ -21,7 +21,7 @@ use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKi
 use crate::lean::LeanBail;
 
 use super::super::sink::Sink;
-use super::decode::{CpuDecoder, CpuRec, Run, NO_NAME};
+use super::decode::{unpack, CpuDecoder, CpuRec, Run, NO_NAME};
 use super::pool::Pool;
 
 /// Records ahead of the one merged whose cache lines are requested early (runs were
@@ -232,7 +232,7 @@ impl Merge {
     #[inline]
     fn head(&self, s: usize) -> Option<(Ts, usize)> {
         let slot = &self.slots[s];
-        slot.run.recs.get(slot.next).map(|r| (r.rec.ts, s))
+        slot.run.recs.get(slot.next).map(|r| (r.ts, s))
     }
 
     /// Fills `batch` (cleared first) with about `max` records; `Ok(false)` at the end.
@@ -287,10 +287,10 @@ impl Merge {
                 let recs = &self.slots[s].run.recs;
                 prefetch(recs, i + PREFETCH_AHEAD);
                 let c = recs[i];
-                if (c.rec.ts, s) >= limit {
+                if (c.ts, s) >= limit {
                     break;
                 }
-                self.emit(s, &c, batch)?;
+                self.emit(s, c, batch)?;
                 i += 1;
             }
             let slot = &mut self.slots[s];
@@ -304,8 +304,8 @@ impl Merge {
 
     /// Appends `c` (and the `PayloadComm` records due before it) to `batch`.
     #[inline]
-    fn emit(&mut self, s: usize, c: &CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        let mut r = c.rec;
+    fn emit(&mut self, s: usize, c: CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        let (mut r, names) = unpack(c);
         if r.ts < self.last_ts {
             return Err(LeanBail::new(format!(
                 "offset {:#x}: timestamp earlier than the previous event",
@@ -322,7 +322,7 @@ impl Merge {
         };
         match r.kind {
             SchedRecordKind::Switch => {
-                let (ga, gb) = (gid(c.names[0])?, gid(c.names[1])?);
+                let (ga, gb) = (gid(names[0])?, gid(names[1])?);
                 self.note(r.a, ga, &r, batch);
                 self.note(r.b, gb, &r, batch);
             }
@@ -331,11 +331,11 @@ impl Merge {
             | SchedRecordKind::WakeupNew
             | SchedRecordKind::Migrate
             | SchedRecordKind::StatRuntime => {
-                let g = gid(c.names[0])?;
+                let g = gid(names[0])?;
                 self.note(r.a, g, &r, batch);
             }
             SchedRecordKind::Fork => {
-                let g = gid(c.names[0])?;
+                let g = gid(names[0])?;
                 self.names.set(r.a, g);
                 r.value =
                     batch.push_comm(self.comms.get(g as usize).copied().unwrap_or(Comm::EMPTY));

@@ -3,17 +3,20 @@
 //! for `stallscope latency` on multi-million-event traces.
 //!
 //! ```text
-//! producer thread:  per CPU  pread 1 MiB of sub-buffers → decode pages → CpuRec run
-//!                   k-way merge by (ts, CPU slot) + PayloadComm rule → SchedBatch (8 Ki records)
-//!                   ── bounded channel (4 batches) ──▶  caller: Latency::process_record
-//!                   ◀── emptied batches come back for reuse ──
+//! file   mmapped; each CPU's data in 1 MiB windows (MADV_POPULATE_READ ahead, DONTNEED behind)
+//! pool   one worker thread per core; worker w decodes the CPUs s with s % workers == w:
+//!        sub-buffers → CpuRec runs (≥ 4096 records: SchedRecord + per-CPU name ids)
+//!        at most one job per CPU in flight, 2 runs ahead per CPU (`pool`)
+//! caller next_batch: k-way merge by (ts, CPU slot) like the general reader, PayloadComm
+//!        rule on global name ids → SchedBatch of 8 Ki records → Latency::process_record
 //! ```
 //! The file header, options, event formats and decoders are the general reader's
 //! (`super::prepare`), so metadata handling cannot drift. Records are decoded with the same
-//! field accessors the general decoder resolves (`decode`), merged with its tie rule
-//! (`merge`), and named with the `PayloadComm` rule of `SchedRecordEncoder`; the result is
-//! exactly what the encoder makes of the general reader's events (tests check every
-//! fixture the lean path takes).
+//! field accessors the general decoder resolves (`decode`, `fields`), merged with its tie
+//! rule (`merge`), and named with the `PayloadComm` rule of `SchedRecordEncoder`; the
+//! result is exactly what the encoder makes of the general reader's events
+//! ([`compare_with_general`]; tests run it on every fixture the lean path takes, on
+//! mutated copies, and the `tracedat_lean` fuzz target on anything).
 //!
 //! Data quality: the general reader's exactly ([`SchedSource::quality`], complete at the
 //! end): the metadata's notes, then each CPU's (lost-events markers, which also become
@@ -23,7 +26,12 @@
 //! reading (a [`LeanBail`]) a bad sub-buffer or item, an event id without a format, a
 //! record too short for its format, a timestamp going backwards in the merged stream (the
 //! general path's `out_of_order_events`), a read error.
-//! Memory: one 1 MiB read buffer and one run per CPU, at most 6 batches in flight.
+//!
+//! Memory: per CPU one mapped window (pages dropped behind) and up to 3 runs of ~200 KB;
+//! one batch. Peak RSS on the 310 MB benchmark file: about 16 MB.
+//!
+//! Speed (`benches/tracedat_vs_tracecmd.sh`, 6.27 M events, 2 cores shared with other
+//! jobs): see docs/perf-speed.md, section trace.dat.
 //!
 //! `waking_declared` is what the general trace.dat reader's metadata says at open (it
 //! learns event names while reading, so none are declared then).
