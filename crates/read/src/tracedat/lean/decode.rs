@@ -176,16 +176,13 @@ impl Decoders {
         }
         // The general reader's `common_type`: that of the first usable format.
         let e = t.layout.endian;
-        let type_field = match t.type_field {
-            None => None,
-            Some(general) => Some(
-                formats
-                    .iter()
-                    .filter(|f| f.id <= u32::from(u16::MAX))
-                    .find_map(|f| Int::of(f, "common_type", e))
-                    .unwrap_or(Int::Any(general)),
-            ),
-        };
+        let type_field = t.type_field.map(|general| {
+            formats
+                .iter()
+                .filter(|f| f.id <= u32::from(u16::MAX))
+                .find_map(|f| Int::of(f, "common_type", e))
+                .unwrap_or(Int::Any(general))
+        });
         Decoders { by_id, type_field }
     }
 }

@@ -184,6 +184,46 @@ pub fn key16(rec: &[u8], at: NameAt) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tracefs_format::{Field, FieldKind};
+
+    fn format_with(size: u32, signed: bool) -> EventFormat {
+        EventFormat {
+            system: "t".into(),
+            name: "t".into(),
+            id: 1,
+            common_fields: Vec::new(),
+            fields: vec![Field {
+                name: "x".into(),
+                type_name: "int".into(),
+                offset: 3,
+                size,
+                signed,
+                kind: FieldKind::Scalar,
+            }],
+            print_fmt: String::new(),
+        }
+    }
+
+    #[test]
+    fn integers_read_like_the_general_accessor() {
+        let bytes: Vec<u8> = (0..16u8).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+        for size in [1, 2, 4, 8] {
+            for signed in [false, true] {
+                for endian in [Endian::Little, Endian::Big] {
+                    let f = format_with(size, signed);
+                    let fast = Int::of(&f, "x", endian).unwrap();
+                    let general = IntAccessor::new(&f.fields[0], endian).unwrap();
+                    for len in 0..bytes.len() {
+                        let rec = &bytes[..len];
+                        let what = (size, signed, endian, len);
+                        assert_eq!(fast.i32(rec), general.get_i32(rec), "{what:?}");
+                        assert_eq!(fast.i64(rec), general.get_i64(rec), "{what:?}");
+                        assert_eq!(fast.u64(rec), general.get_u64(rec), "{what:?}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn keys_are_the_zero_padded_bytes_wherever_the_name_is() {
