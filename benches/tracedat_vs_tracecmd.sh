@@ -7,8 +7,8 @@
 #                                                   -l 1000000` (≈6.8 M events), then extract
 #
 # Uses target/release/stallscope (build it with `cargo build --release -p stallscope-cli`)
-# unless STALLSCOPE is set. Each command runs RUNS times (default 3); the best wall time and
-# the best CPU time (user + sys, from GNU time) count. Timed: stallscope latency and
+# unless STALLSCOPE is set. Each command runs RUNS times (default 3), interleaved; the best
+# wall time and the best CPU time (user + sys, from GNU time) count, and the largest RSS. Timed: stallscope latency and
 # stallscope analyze against `trace-cmd report > /dev/null`. The load average is printed
 # before and after: on a shared machine wall times are only comparable at equal load.
 set -eu
@@ -39,21 +39,24 @@ make_trace() {
     trace-cmd convert -i "$tmp/raw.dat" --file-version 6 -o "$out" >/dev/null 2>&1
 }
 
-# best CMD... — prints "WALL_MS CPU_MS": the smallest of RUNS runs each
+# best CMD... — prints "WALL_MS CPU_MS RSS_KB": the smallest of RUNS runs each (RSS: the
+# largest)
 best() {
     tf=$(mktemp)
-    bw= bc=
+    bw= bc= br=0
     i=0
     while [ "$i" -lt "${RUNS:-3}" ]; do
         i=$((i + 1))
-        /usr/bin/time -o "$tf" -f '%e %U %S' "$@" >/dev/null 2>&1 || { echo "FAILED FAILED"; rm -f "$tf"; return; }
+        /usr/bin/time -o "$tf" -f '%e %U %S %M' "$@" >/dev/null 2>&1 || { echo "FAILED FAILED FAILED"; rm -f "$tf"; return; }
         w=$(awk '{ printf "%d", $1 * 1000 }' "$tf")
         c=$(awk '{ printf "%d", ($2 + $3) * 1000 }' "$tf")
+        r=$(awk '{ printf "%d", $4 }' "$tf")
         if [ -z "$bw" ] || [ "$w" -lt "$bw" ]; then bw=$w; fi
         if [ -z "$bc" ] || [ "$c" -lt "$bc" ]; then bc=$c; fi
+        if [ "$r" -gt "$br" ]; then br=$r; fi
     done
     rm -f "$tf"
-    echo "$bw $bc"
+    echo "$bw $bc $br"
 }
 
 if [ "${1:-}" = "--make" ]; then
@@ -68,13 +71,25 @@ echo "file: $FILE ($(du -h "$FILE" | cut -f1), $events events)"
 echo "trace-cmd: $(trace-cmd --version 2>&1 | grep -m1 'trace-cmd version')"
 [ -x /usr/bin/time ] || { echo "GNU time missing (apt-get install time)" >&2; exit 1; }
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
-set -- $(best "$BIN" latency "$FILE"); lat_w=$1 lat_c=$2
-set -- $(best "$BIN" analyze "$FILE"); an_w=$1 an_c=$2
-set -- $(best sh -c "trace-cmd report '$FILE' > /dev/null"); tc_w=$1 tc_c=$2
-echo "                              wall ms   CPU ms   (best of ${RUNS:-3})"
-printf '%-30s %7s %8s\n' "stallscope latency" "$lat_w" "$lat_c"
-printf '%-30s %7s %8s\n' "stallscope analyze" "$an_w" "$an_c"
-printf '%-30s %7s %8s\n' "trace-cmd report > /dev/null" "$tc_w" "$tc_c"
+# Interleaved: round i times each command once, so a load change hits all of them alike.
+lat_w= lat_c= lat_r=0 an_w= an_c= an_r=0 tc_w= tc_c= tc_r=0
+min() { if [ -z "$1" ] || [ "$2" -lt "$1" ]; then echo "$2"; else echo "$1"; fi; }
+max() { if [ "$2" -gt "$1" ]; then echo "$2"; else echo "$1"; fi; }
+runs=${RUNS:-3}
+round=0
+while [ "$round" -lt "$runs" ]; do
+    round=$((round + 1))
+    set -- $(RUNS=1 best "$BIN" latency "$FILE")
+    lat_w=$(min "$lat_w" "$1"); lat_c=$(min "$lat_c" "$2"); lat_r=$(max "$lat_r" "$3")
+    set -- $(RUNS=1 best "$BIN" analyze "$FILE")
+    an_w=$(min "$an_w" "$1"); an_c=$(min "$an_c" "$2"); an_r=$(max "$an_r" "$3")
+    set -- $(RUNS=1 best sh -c "trace-cmd report '$FILE' > /dev/null")
+    tc_w=$(min "$tc_w" "$1"); tc_c=$(min "$tc_c" "$2"); tc_r=$(max "$tc_r" "$3")
+done
+echo "                              wall ms   CPU ms   max RSS KiB   (best of $runs, interleaved)"
+printf '%-30s %7s %8s %13s\n' "stallscope latency" "$lat_w" "$lat_c" "$lat_r"
+printf '%-30s %7s %8s %13s\n' "stallscope analyze" "$an_w" "$an_c" "$an_r"
+printf '%-30s %7s %8s %13s\n' "trace-cmd report > /dev/null" "$tc_w" "$tc_c" "$tc_r"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.1f", a / b; else printf "n/a" }'; }
 echo "latency speed-up: wall $(ratio "$tc_w" "$lat_w")x, CPU $(ratio "$tc_c" "$lat_c")x (target >= 50x)"
 echo "analyze speed-up: wall $(ratio "$tc_w" "$an_w")x, CPU $(ratio "$tc_c" "$an_c")x"
