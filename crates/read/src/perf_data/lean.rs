@@ -121,7 +121,7 @@ impl PerfLeanSource {
             let mine: Vec<(u64, u64)> = segs.iter().copied().skip(lane).step_by(n_lanes).collect();
             let mut walker = Walker::new(map.clone(), plan.clone(), progress.clone());
             let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(in_flight);
-            let (empty_tx, empty_rx) = sync_channel::<Walked>(in_flight + 2);
+            let (empty_tx, empty_rx) = sync_channel::<Walked>(IN_FLIGHT);
             let spawned = std::thread::Builder::new()
                 .name(format!("stallscope-lean-perf-{lane}"))
                 .spawn(move || {

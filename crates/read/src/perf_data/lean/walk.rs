@@ -140,6 +140,7 @@ impl Walker {
     /// Walks until `out` holds at least `want` entries or the data ends, appending the
     /// decoded entries in file order, the round ends, and the names first seen.
     pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
+        out.entries.reserve(want.saturating_sub(out.entries.len()));
         let map = self.map.clone();
         let data = &map.map[..];
         let base = map.base;
@@ -149,14 +150,18 @@ impl Walker {
             if pos >= self.next_step {
                 self.pos = pos;
                 self.page_step();
-                if out.entries.len() >= want {
-                    break Step::More;
-                }
+            }
+            if out.entries.len() >= want {
+                break Step::More;
             }
             let left = end - pos;
             if left == 0 {
                 self.pos = pos;
                 self.report();
+                // The segment's last pages too (drop_pages works in steps of 1 MiB); pages
+                // shared with the next segment are read again if needed.
+                let from = self.dropped_to.min(end.saturating_sub(STEP));
+                self.dropped_to = self.map.drop_pages(from, end);
                 break Step::Done;
             }
             let at = (pos - base) as usize;
@@ -201,7 +206,9 @@ impl Walker {
     fn page_step(&mut self) {
         self.report();
         self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
-        self.map.populate(self.pos + STEP, self.pos + 2 * STEP);
+        // Only inside the segment: the pages after it are the other walker's.
+        self.map
+            .populate(self.pos + STEP, (self.pos + 2 * STEP).min(self.end));
         self.next_step = self.pos + STEP;
     }
 
