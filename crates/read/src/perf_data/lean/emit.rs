@@ -17,7 +17,7 @@ use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind, Tid};
 
 use super::super::order::MAX_PENDING;
 use super::names::StreamNames;
-use super::walk::{Entry, Walked, SKIP};
+use super::walk::{sort_by_time, Entry, Walked, SKIP};
 use crate::lean::LeanBail;
 
 /// The ordering queue, kept as two sorted parts: `tail` (entries of earlier rounds not yet
@@ -37,6 +37,7 @@ pub struct Orderer {
     limit: u64,
     max_ts: u64,
     out: Emit,
+    scratch: Vec<Entry>,
 }
 
 impl Orderer {
@@ -102,7 +103,7 @@ impl Orderer {
 
     /// Emits, in time order, every queued entry with time ≤ `limit` into `batch`.
     fn release(&mut self, limit: u64, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        self.cur.sort_by_key(|e| e.rec.ts);
+        sort_by_time(&mut self.cur, &mut self.scratch);
         let tail = self.tail.get(self.tail_start..).unwrap_or(&[]);
         let kt = tail.partition_point(|e| e.rec.ts <= limit);
         let kc = self.cur.partition_point(|e| e.rec.ts <= limit);
@@ -286,7 +287,7 @@ mod tests {
                 }
                 base += 100;
                 // As the walker hands them over: each piece of a round sorted.
-                super::super::walk::sort_piece(&mut walked);
+                super::super::walk::sort_piece(&mut walked, &mut Vec::new());
                 if round + 1 < rounds {
                     q.finished_round();
                     walked.round_ends.push(walked.entries.len());
@@ -315,5 +316,41 @@ mod tests {
             }
         }
         assert!(late_runs > 0 && carried > 0, "{late_runs} {carried}");
+    }
+
+    /// The run-aware sort equals the standard stable sort by time, for one, two and many
+    /// runs, with ties.
+    #[test]
+    fn sort_by_time_is_the_stable_sort() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut scratch = Vec::new();
+        for case in 0..500 {
+            let runs = 1 + case % 4;
+            let mut v = Vec::new();
+            for _ in 0..runs {
+                let mut ts = rnd(50);
+                for _ in 0..rnd(40) {
+                    ts += rnd(3);
+                    let pos = v.len() as u64;
+                    let rec = SchedRecord::new(SchedRecordKind::Other, ts, 0, pos);
+                    v.push(Entry {
+                        rec,
+                        n1: NO_NAME,
+                        n2: NO_NAME,
+                    });
+                }
+            }
+            let mut want = v.clone();
+            want.sort_by_key(|e| e.rec.ts);
+            sort_by_time(&mut v, &mut scratch);
+            let pos = |x: &[Entry]| x.iter().map(|e| e.rec.pos).collect::<Vec<_>>();
+            assert_eq!(pos(&v), pos(&want), "case {case}");
+        }
     }
 }

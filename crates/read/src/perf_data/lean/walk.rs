@@ -74,6 +74,8 @@ pub struct Walker {
     names_sent: usize,
     /// Position up to which the walked bytes were added to `progress`.
     reported: u64,
+    /// Merge buffer of [`sort_by_time`].
+    scratch: Vec<Entry>,
 }
 
 /// What [`Walker::step`] decoded, in file order, for [`super::emit::Orderer`].
@@ -122,6 +124,7 @@ impl Walker {
             progress,
             names_sent: 0,
             reported: pos,
+            scratch: Vec::new(),
         }
     }
 
@@ -186,7 +189,7 @@ impl Walker {
                     out.entries.push(e);
                 }
                 rt::FINISHED_ROUND => {
-                    sort_piece(out);
+                    sort_piece(out, &mut self.scratch);
                     out.round_ends.push(out.entries.len());
                 }
                 // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
@@ -197,7 +200,7 @@ impl Walker {
             pos += u64::from(size);
         };
         self.pos = pos;
-        sort_piece(out);
+        sort_piece(out, &mut self.scratch);
         self.names.new_since(&mut self.names_sent, &mut out.comms);
         Ok(step)
     }
@@ -375,10 +378,44 @@ impl Walker {
 /// Sorts the entries after the last round end by time, stably (file order on ties): each
 /// piece of a round between two hand-overs or round ends arrives sorted, so the receiver's
 /// stable sort of a round is a merge of a few runs, with the same result.
-pub(super) fn sort_piece(out: &mut Walked) {
+pub(super) fn sort_piece(out: &mut Walked, scratch: &mut Vec<Entry>) {
     let from = out.round_ends.last().copied().unwrap_or(0);
     if let Some(piece) = out.entries.get_mut(from..) {
-        piece.sort_by_key(|e| e.rec.ts);
+        sort_by_time(piece, scratch);
+    }
+}
+
+/// Sorts entries that are in file order, or made of runs each sorted by time and in file
+/// order among equal times, by time and then file offset: the stable sort by time. One run
+/// (the usual case for a round's piece from a walker) is left as is; two runs (a 2-CPU
+/// round) are merged through `scratch`; anything else is sorted by (time, offset), which
+/// needs no buffer (the standard stable sort allocates one per call).
+pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
+    let descent =
+        |from: usize, v: &[Entry]| (from.max(1)..v.len()).find(|&i| v[i].rec.ts < v[i - 1].rec.ts);
+    let Some(mid) = descent(1, v) else { return };
+    if descent(mid + 1, v).is_some() {
+        v.sort_unstable_by_key(|e| (e.rec.ts, e.rec.pos));
+        return;
+    }
+    scratch.clear();
+    scratch.extend_from_slice(&v[..mid]);
+    let (mut a, mut b, mut k) = (0, mid, 0);
+    // `k < b` while the left run is not used up, so no unread entry is overwritten.
+    while a < scratch.len() && b < v.len() {
+        if v[b].rec.ts < scratch[a].rec.ts {
+            v[k] = v[b];
+            b += 1;
+        } else {
+            v[k] = scratch[a];
+            a += 1;
+        }
+        k += 1;
+    }
+    while a < scratch.len() {
+        v[k] = scratch[a];
+        a += 1;
+        k += 1;
     }
 }
 
