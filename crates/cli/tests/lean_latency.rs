@@ -30,6 +30,11 @@ const LEAN_FIXTURES: &[&str] = &[
     "fixtures/detectors/idle-while-runnable/healthy.perf.data",
     "fixtures/detectors/idle-while-runnable/pinned.perf.data",
     "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
+    // trace.dat (uncompressed CPU data): tracedat::lean.
+    "fixtures/block/tracepoints/block.dat",
+    "fixtures/detectors/worker-flood/sparse.dat.xz",
+    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
+    "fixtures/tracedat/sched_v6.dat.xz",
 ];
 
 /// Every perf.data / trace.dat fixture with scheduler events.
