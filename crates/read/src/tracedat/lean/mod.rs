@@ -28,7 +28,7 @@
 //! general path's `out_of_order_events`), a read error.
 //!
 //! Memory: per CPU one mapped window (pages dropped behind) and up to 3 runs of ~200 KB;
-//! one batch. Peak RSS on the 310 MB benchmark file: about 16 MB.
+//! one batch. Peak RSS on the 297 MB benchmark file: about 15 MiB.
 //!
 //! Speed (`benches/tracedat_vs_tracecmd.sh`, 6.27 M events, 2 cores shared with other
 //! jobs): see docs/perf-speed.md, section trace.dat.
