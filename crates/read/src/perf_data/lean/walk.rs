@@ -385,19 +385,35 @@ pub(super) fn sort_piece(out: &mut Walked, scratch: &mut Vec<Entry>) {
     }
 }
 
-/// Sorts entries that are in file order, or made of runs each sorted by time and in file
-/// order among equal times, by time and then file offset: the stable sort by time. One run
-/// (the usual case for a round's piece from a walker) is left as is; two runs (a 2-CPU
-/// round) are merged through `scratch`; anything else is sorted by (time, offset), which
-/// needs no buffer (the standard stable sort allocates one per call).
+/// Sorts entries made of runs, each sorted by time and in file order among equal times
+/// (a walker's piece: one run per CPU buffer read; a receiver's round: sorted pieces), by
+/// time, stably: adjacent runs are merged pairwise through `scratch` until one is left
+/// (a natural merge sort; the standard stable sort would allocate a buffer per call).
 pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
-    let descent =
-        |from: usize, v: &[Entry]| (from.max(1)..v.len()).find(|&i| v[i].rec.ts < v[i - 1].rec.ts);
-    let Some(mid) = descent(1, v) else { return };
-    if descent(mid + 1, v).is_some() {
-        v.sort_unstable_by_key(|e| (e.rec.ts, e.rec.pos));
-        return;
+    let mut bounds: Vec<usize> = std::iter::once(0)
+        .chain((1..v.len()).filter(|&i| v[i].rec.ts < v[i - 1].rec.ts))
+        .chain(std::iter::once(v.len()))
+        .collect();
+    while bounds.len() > 2 {
+        let mut next = Vec::with_capacity(bounds.len() / 2 + 2);
+        let mut i = 0;
+        while i + 2 < bounds.len() {
+            let (lo, mid, hi) = (bounds[i], bounds[i + 1], bounds[i + 2]);
+            merge_runs(&mut v[lo..hi], mid - lo, scratch);
+            next.push(lo);
+            i += 2;
+        }
+        // An odd run out stays as it is.
+        next.extend_from_slice(&bounds[i..]);
+        if next.last() != Some(&v.len()) {
+            next.push(v.len());
+        }
+        bounds = next;
     }
+}
+
+/// Merges the sorted runs `v[..mid]` and `v[mid..]` stably (the left run first on ties).
+fn merge_runs(v: &mut [Entry], mid: usize, scratch: &mut Vec<Entry>) {
     scratch.clear();
     scratch.extend_from_slice(&v[..mid]);
     let (mut a, mut b, mut k) = (0, mid, 0);
