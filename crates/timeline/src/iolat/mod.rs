@@ -132,7 +132,7 @@ impl Acc {
             self.hists[h].add(s.dur);
         }
     }
-    #[inline]
+    #[inline(always)]
     fn queued(&mut self, ts: Ts) {
         self.bios += 1;
         if let Some(last) = self.last_q {
@@ -518,7 +518,8 @@ const DEV_BITS: u32 = 12;
 const NO_TAG: u32 = u32::MAX;
 
 impl BlockSink for Iolat {
-    #[inline]
+    // Inlined like `phase`: the queuer's name is read only for per-process rows.
+    #[inline(always)]
     fn queued(&mut self, bio: &QueuedBio) -> u32 {
         self.see(bio.ts);
         self.counts.bios += 1;
