@@ -172,6 +172,36 @@ fn lean_blktrace_path_equals_the_general_reader() {
 }
 
 #[test]
+fn one_cpu_and_two_threads_print_the_same() {
+    // With one usable CPU the lean path reads on the calling thread, with more on a second
+    // thread (docs/iolat.md, Speed): both must print the same bytes. `taskset` (util-linux)
+    // pins one run to CPU 0; the other may use every CPU of the machine.
+    let d = root()
+        .join("fixtures/block/loop0")
+        .to_string_lossy()
+        .into_owned();
+    for by in ["device", "process"] {
+        let args = ["iolat", "--format", "json", "--by", by, &d];
+        let pinned = Command::new("taskset")
+            .args(["-c", "0", env!("CARGO_BIN_EXE_stallscope")])
+            .args(args)
+            .output()
+            .expect("taskset (util-linux)");
+        let free = run(&args);
+        assert!(
+            pinned.status.success() && free.status.success(),
+            "--by {by}"
+        );
+        assert!(
+            pinned.stdout == free.stdout,
+            "--by {by}: one CPU and two threads differ:\n{}\n{}",
+            String::from_utf8_lossy(&pinned.stdout),
+            String::from_utf8_lossy(&free.stdout)
+        );
+    }
+}
+
+#[test]
 fn truncated_blktrace_file_is_an_error_naming_the_offset() {
     // The lean path gives up on a record cut short; the general reader then reports it.
     let data = std::fs::read(sample("loop0.blktrace.0")).expect("sample");
