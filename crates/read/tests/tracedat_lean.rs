@@ -82,8 +82,21 @@ fn general(path: &Path) -> (Vec<Resolved>, String) {
 
 /// The lean source's output and data quality, or why it refused / bailed out.
 fn lean_records(path: &Path, threaded: bool) -> Result<(Vec<Resolved>, String), String> {
-    let mut src = lean::open_with(path.to_str().unwrap(), Some(threaded))
-        .ok_or_else(|| "refused at open".to_string())?;
+    lean_sized(path, threaded, None)
+}
+
+/// [`lean_records`] with `(batch, run)` sizes instead of the defaults.
+fn lean_sized(
+    path: &Path,
+    threaded: bool,
+    sizes: Option<(usize, usize)>,
+) -> Result<(Vec<Resolved>, String), String> {
+    let p = path.to_str().unwrap();
+    let src = match sizes {
+        Some((batch, run)) => lean::open_sized(p, Some(threaded), batch, run),
+        None => lean::open_with(p, Some(threaded)),
+    };
+    let mut src = src.ok_or_else(|| "refused at open".to_string())?;
     assert!(
         !src.waking_declared(),
         "the general reader declares none at open"
@@ -146,6 +159,27 @@ fn lean_equals_the_encoder_over_general_events() {
             let got = lean_records(&path, threaded)
                 .unwrap_or_else(|why| panic!("{fixture}: lean path not taken: {why}"));
             assert_same(fixture, &got, &want);
+        }
+    }
+}
+
+/// Tiny batches and decoding runs put a batch end on every run end and every CPU switch:
+/// the merge must keep its order across all of them.
+#[test]
+fn every_batch_and_run_size_gives_the_same_records() {
+    for fixture in [
+        "fixtures/tracedat/sched_v6.dat.xz",
+        "fixtures/detectors/worker-flood/sparse.dat.xz",
+    ] {
+        let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
+        let path = temp_file(name, &bytes(fixture));
+        let want = general(&path);
+        for (batch, run) in [(1, 1), (2, 3), (5, 7), (64, 1), (3, 300), (4096, 2)] {
+            for threaded in [false, true] {
+                let got = lean_sized(&path, threaded, Some((batch, run)))
+                    .unwrap_or_else(|why| panic!("{fixture}: {why}"));
+                assert_same(&format!("{fixture} {batch}/{run}/{threaded}"), &got, &want);
+            }
         }
     }
 }

@@ -114,6 +114,8 @@ impl StreamNames {
 pub struct Merge {
     slots: Vec<Slot>,
     pool: Pool,
+    /// Records per decoding job.
+    run_min: usize,
     comms: Vec<Comm>,
     comm_ids: HashMap<Comm, u32>,
     names: StreamNames,
@@ -127,8 +129,9 @@ pub struct Merge {
 
 impl Merge {
     /// A merge of `decoders` (sorted by CPU number) decoding on `threads` worker threads
-    /// (0: in the caller's thread); `sink` holds the metadata's notes.
-    pub fn new(decoders: Vec<CpuDecoder>, threads: usize, sink: Sink) -> Merge {
+    /// (0: in the caller's thread) at least `run_min` records per job; `sink` holds the
+    /// metadata's notes.
+    pub fn new(decoders: Vec<CpuDecoder>, threads: usize, run_min: usize, sink: Sink) -> Merge {
         Merge {
             slots: decoders
                 .into_iter()
@@ -145,6 +148,7 @@ impl Merge {
                 })
                 .collect(),
             pool: Pool::new(threads),
+            run_min: run_min.max(1),
             comms: Vec::new(),
             comm_ids: HashMap::new(),
             names: StreamNames::default(),
@@ -185,7 +189,7 @@ impl Merge {
             run.recs.clear();
             run.new_names.clear();
             slot.in_flight = true;
-            self.pool.submit(s, decoder, run);
+            self.pool.submit(s, decoder, run, self.run_min);
         }
     }
 
@@ -293,12 +297,16 @@ impl Merge {
                 self.emit(s, c, batch)?;
                 i += 1;
             }
-            let slot = &mut self.slots[s];
-            slot.next = i;
-            if i < len || i == start || batch.records.len() >= max {
+            self.slots[s].next = i;
+            // A consumed run is replaced at once (even when the batch is full): a slot's run
+            // is empty only when its CPU has no more records, which the head scan relies on.
+            let consumed = i == len;
+            if consumed {
+                self.refill(s)?;
+            }
+            if !consumed || i == start || batch.records.len() >= max {
                 return Ok(());
             }
-            self.refill(s)?;
         }
     }
 

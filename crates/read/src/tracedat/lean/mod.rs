@@ -67,20 +67,41 @@ pub fn open(path: &str) -> Option<Box<dyn SchedSource + Send>> {
 /// [`open`] with the decoding threads forced on (`Some(true)`) or off (`Some(false)`: the
 /// caller's thread decodes); `None` decides by size and cores. Output is the same.
 pub fn open_with(path: &str, threaded: Option<bool>) -> Option<LeanTraceDat> {
+    open_sized(path, threaded, BATCH_RECORDS, pool::RUN_MIN)
+}
+
+/// [`open_with`] with `batch` records per batch and at least `run` per decoding job
+/// (tests use tiny sizes to exercise every boundary).
+pub fn open_sized(
+    path: &str,
+    threaded: Option<bool>,
+    batch: usize,
+    run: usize,
+) -> Option<LeanTraceDat> {
     let input = Input::open(path).ok()?;
     if !input.is_seekable_file() {
         return None;
     }
-    open_input(input, threaded)
+    open_input(input, threaded, batch, run)
 }
 
 /// A lean source over `bytes` (a whole trace.dat in memory; decoded in the caller's
 /// thread), for tests and fuzzing.
 pub fn open_bytes(name: &str, bytes: Vec<u8>) -> Option<LeanTraceDat> {
-    open_input(Input::from_bytes(name, bytes).ok()?, Some(false))
+    open_input(
+        Input::from_bytes(name, bytes).ok()?,
+        Some(false),
+        BATCH_RECORDS,
+        pool::RUN_MIN,
+    )
 }
 
-fn open_input(input: Input, threaded: Option<bool>) -> Option<LeanTraceDat> {
+fn open_input(
+    input: Input,
+    threaded: Option<bool>,
+    batch: usize,
+    run: usize,
+) -> Option<LeanTraceDat> {
     if input.compression.is_some() {
         return None;
     }
@@ -111,12 +132,13 @@ fn open_input(input: Input, threaded: Option<bool>) -> Option<LeanTraceDat> {
     } else {
         0
     };
-    let merge = Merge::new(cpus, threads, Sink::new(p.meta, p.dq));
+    let merge = Merge::new(cpus, threads, run, Sink::new(p.meta, p.dq));
     Some(LeanTraceDat {
         merge,
         total: p.total,
         waking_declared,
         quality: None,
+        batch: batch.max(1),
     })
 }
 
@@ -138,6 +160,8 @@ pub struct LeanTraceDat {
     waking_declared: bool,
     /// Set at the end of the data.
     quality: Option<DataQuality>,
+    /// Records per batch.
+    batch: usize,
 }
 
 impl SchedSource for LeanTraceDat {
@@ -150,7 +174,7 @@ impl SchedSource for LeanTraceDat {
             batch.clear();
             return Ok(false);
         }
-        let more = self.merge.next_batch(batch, BATCH_RECORDS)?;
+        let more = self.merge.next_batch(batch, self.batch)?;
         if !more {
             self.quality = Some(self.merge.quality().clone());
         }

@@ -17,6 +17,9 @@ use super::decode::{CpuDecoder, Run};
 /// Records a job decodes (whole pages, so a few more).
 pub const RUN_MIN: usize = 4096;
 
+/// A job: the slot, its decoder, the run to fill and the records to decode at least.
+type Job = (usize, Box<CpuDecoder>, Run, usize);
+
 /// A filled run and the decoder that made it.
 pub struct Done {
     /// Merge slot of the CPU.
@@ -28,8 +31,6 @@ pub struct Done {
     /// `Ok(false)`: the CPU's data ended with this run.
     pub result: Result<bool, LeanBail>,
 }
-
-type Job = (usize, Box<CpuDecoder>, Run);
 
 /// Worker threads, or the caller's thread.
 pub enum Pool {
@@ -43,11 +44,10 @@ pub enum Pool {
     },
 }
 
-fn work((slot, mut decoder, mut run): Job) -> Done {
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        decoder.fill(&mut run, RUN_MIN)
-    }))
-    .unwrap_or_else(|_| Err(LeanBail::new("internal: the lean decoder panicked")));
+fn work((slot, mut decoder, mut run, min): Job) -> Done {
+    let result =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decoder.fill(&mut run, min)))
+            .unwrap_or_else(|_| Err(LeanBail::new("internal: the lean decoder panicked")));
     Done {
         slot,
         decoder,
@@ -95,15 +95,15 @@ impl Pool {
         }
     }
 
-    /// Starts filling `run` from `decoder` for `slot`.
-    pub fn submit(&mut self, slot: usize, decoder: Box<CpuDecoder>, run: Run) {
+    /// Starts filling `run` with at least `min` records from `decoder` for `slot`.
+    pub fn submit(&mut self, slot: usize, decoder: Box<CpuDecoder>, run: Run, min: usize) {
         match self {
-            Pool::Inline(q) => q.push_back(work((slot, decoder, run))),
+            Pool::Inline(q) => q.push_back(work((slot, decoder, run, min))),
             Pool::Threads { jobs, .. } => {
                 if let Some(tx) = jobs.get(slot % jobs.len().max(1)) {
                     // Cannot fail while the workers live (they exit only when `jobs` drops);
                     // if it did, `wait` reports the lost job.
-                    let _ = tx.send((slot, decoder, run));
+                    let _ = tx.send((slot, decoder, run, min));
                 }
             }
         }
