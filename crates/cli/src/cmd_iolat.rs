@@ -18,7 +18,9 @@
 //! `stallscope_read::blktrace::lean`): records are decoded straight into a reused `BlockEvent` and fed to the tracker, with no `Event` (and no
 //! allocation) per record. Anything unusual in them (garbage between records, a truncated
 //! record, an action stallscope does not model) makes the command start over on the general
-//! path, so errors and data-quality counts are the reader's.
+//! path, so errors and data-quality counts are the reader's. With more than one usable CPU
+//! the files are read on a second thread (`stallscope_read::blktrace::lean::batch`) while
+//! this one runs the tracker; the output is the same either way.
 //!
 //! JSON (`--format json`), schema `stallscope.iolat/1`:
 //! `{"schema", "by", "counts": {bios, requests, flushes, requeued, partially_completed,

@@ -25,6 +25,10 @@
 //! change, an action stallscope does not model, an unreadable stream) stops the walk with
 //! [`Unusual`]: the caller then reads the files again through the general reader, whose
 //! errors and data-quality counts are the ones to report.
+//!
+//! [`LeanBlktrace::for_each`] walks on the calling thread; [`batch`]'s
+//! `LeanBlktrace::for_each_threaded` walks on a second thread and hands the records over
+//! in batches.
 
 pub mod batch;
 
