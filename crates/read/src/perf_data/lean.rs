@@ -105,7 +105,11 @@ impl PerfLeanSource {
         let progress = Arc::new(AtomicU64::new(0));
         let waking_declared = plan.waking_declared;
         let total = map.map.len() as u64;
-        let segs = split::segments(&map.map, map.base, segment);
+        // The search for cuts maps pages here and there: they are unmapped as it goes (the
+        // walkers map their segments ahead as they go).
+        let segs = split::segments(&map.map, map.base, segment, |from, to| {
+            let _ = map.drop_pages(from.saturating_sub(1 << 20), to);
+        });
         let n_lanes = segs.len().min(2);
         // A lane may run a whole segment ahead of the one being received (records are
         // about 100 bytes), and no further: memory stays bounded whatever the file length.

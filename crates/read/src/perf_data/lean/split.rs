@@ -15,8 +15,14 @@ const ROUND: [u8; 8] = [68, 0, 0, 0, 0, 0, 8, 0];
 const CHAIN: usize = 32;
 
 /// `(start, end)` file offsets of the segments of about `seg` bytes of the data section
-/// `data` (mapped at file offset `base`): one segment when no cut is found.
-pub fn segments(data: &[u8], base: u64, seg: u64) -> Vec<(u64, u64)> {
+/// `data` (mapped at file offset `base`): one segment when no cut is found. `unmap(from,
+/// to)` is called on each stretch searched (file offsets), to unmap what the search mapped.
+pub fn segments(
+    data: &[u8],
+    base: u64,
+    seg: u64,
+    mut unmap: impl FnMut(u64, u64),
+) -> Vec<(u64, u64)> {
     let len = data.len();
     let seg = usize::try_from(seg).unwrap_or(usize::MAX).max(64);
     let mut cuts = vec![0usize];
@@ -33,6 +39,8 @@ pub fn segments(data: &[u8], base: u64, seg: u64) -> Vec<(u64, u64)> {
             }
             at += i + 1;
         }
+        let searched = found.unwrap_or(from + window.len()) + 4096;
+        unmap(base + from as u64, base + searched.min(len) as u64);
         match found {
             Some(cut) if cut + seg / 2 < len => {
                 cuts.push(cut);
@@ -83,7 +91,7 @@ mod tests {
             }
             data.extend_from_slice(&ROUND);
         }
-        let segs = segments(&data, 1000, SEGMENT);
+        let segs = segments(&data, 1000, SEGMENT, |_, _| {});
         assert!(segs.len() >= 2, "{segs:?}");
         assert_eq!(segs[0].0, 1000);
         assert_eq!(segs.last().unwrap().1, 1000 + data.len() as u64);
@@ -94,7 +102,7 @@ mod tests {
         }
         // No round pattern: one segment.
         assert_eq!(
-            segments(&vec![1u8; 80 << 20], 0, SEGMENT),
+            segments(&vec![1u8; 80 << 20], 0, SEGMENT, |_, _| {}),
             vec![(0, 80 << 20)]
         );
     }
