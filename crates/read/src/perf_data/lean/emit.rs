@@ -89,10 +89,10 @@ impl Orderer {
         }
         for e in entries {
             let mut e = *e;
-            if e.n1 != SKIP {
-                e.n1 = global(e.n1);
+            let (n1, n2) = e.names();
+            if n1 != SKIP {
+                e.set_names(global(n1), global(n2));
             }
-            e.n2 = global(e.n2);
             self.cur.push(e);
         }
         if self.tail.len() - self.tail_start + self.cur.len() >= MAX_PENDING {
@@ -168,7 +168,8 @@ impl Emit {
             last_emitted,
         } = self;
         let comm = |id: u32| comms.get(id as usize).copied().unwrap_or(Comm::EMPTY);
-        let r = e.rec;
+        let r = e.record();
+        let (n1, n2) = e.names();
         if r.ts < *last_emitted {
             return Err(LeanBail::new(format!(
                 "a record older than one already emitted at offset {:#x}",
@@ -178,8 +179,8 @@ impl Emit {
         *last_emitted = r.ts;
         match r.kind {
             SchedRecordKind::Switch => {
-                note(stream, comm, r.a, e.n1, &r, batch);
-                note(stream, comm, r.b, e.n2, &r, batch);
+                note(stream, comm, r.a, n1, &r, batch);
+                note(stream, comm, r.b, n2, &r, batch);
                 batch.records.push(r);
             }
             SchedRecordKind::Waking
@@ -187,22 +188,22 @@ impl Emit {
             | SchedRecordKind::WakeupNew
             | SchedRecordKind::Migrate
             | SchedRecordKind::StatRuntime => {
-                note(stream, comm, r.a, e.n1, &r, batch);
+                note(stream, comm, r.a, n1, &r, batch);
                 batch.records.push(r);
             }
             SchedRecordKind::Fork => {
-                stream.set(r.a, e.n1);
+                stream.set(r.a, n1);
                 let mut r = r;
-                r.value = batch.push_comm(comm(e.n1));
+                r.value = batch.push_comm(comm(n1));
                 batch.records.push(r);
             }
             SchedRecordKind::TaskComm => {
                 let mut r = r;
-                r.value = batch.push_comm(comm(e.n1));
+                r.value = batch.push_comm(comm(n1));
                 batch.records.push(r);
             }
             // FORK / EXIT side-band records: ordered, no event.
-            _ if e.n1 == SKIP => {}
+            _ if n1 == SKIP => {}
             _ => batch.records.push(r),
         }
         Ok(())
@@ -277,11 +278,7 @@ mod tests {
                         ));
                         let mut rec = SchedRecord::new(SchedRecordKind::Other, ts, 0, pos);
                         rec.a = 1;
-                        walked.entries.push(Entry {
-                            rec,
-                            n1: NO_NAME,
-                            n2: NO_NAME,
-                        });
+                        walked.entries.push(Entry::new(rec, NO_NAME, NO_NAME));
                         pos += 1;
                     }
                 }
@@ -339,11 +336,7 @@ mod tests {
                     ts += rnd(3);
                     let pos = v.len() as u64;
                     let rec = SchedRecord::new(SchedRecordKind::Other, ts, 0, pos);
-                    v.push(Entry {
-                        rec,
-                        n1: NO_NAME,
-                        n2: NO_NAME,
-                    });
+                    v.push(Entry::new(rec, NO_NAME, NO_NAME));
                 }
             }
             let mut want = v.clone();

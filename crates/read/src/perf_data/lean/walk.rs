@@ -39,16 +39,70 @@ const STEP: u64 = 1 << 20;
 /// How far ahead of the walk the CPU is asked to load record headers.
 const PREFETCH_AHEAD: usize = 2048;
 
-/// A decoded record waiting for its round: the record plus the name ids of its tasks
-/// (`n1` for `a`, `n2` for `b` of a switch; `n1` the name of a fork / TaskComm).
+/// A decoded record waiting for its round, 40 bytes: the record with the name ids of its
+/// tasks packed into a field its kind leaves unused (`n1` names `a`, `n2` names `b` of a
+/// switch; `n1` is the name of a fork child / TaskComm, or [`SKIP`] on an `Other` entry
+/// that emits nothing):
+///
+/// | kind                                   | n1                 | n2            |
+/// |----------------------------------------|--------------------|---------------|
+/// | Switch                                 | `value` low 32 bits| `value` high  |
+/// | Waking, Wakeup, WakeupNew, Migrate     | `value`            | –             |
+/// | Fork, TaskComm, Other                  | `value`            | –             |
+/// | StatRuntime (`value` is the runtime)   | `b`                | –             |
 #[derive(Clone, Copy, Debug)]
 pub struct Entry {
-    /// The record (`value` of a Fork / TaskComm not yet a comm index).
+    /// The record, name ids packed in.
     pub rec: SchedRecord,
-    /// Name id of `a` (of the fork child, of a TaskComm), [`NO_NAME`] or [`SKIP`].
-    pub n1: u32,
-    /// Name id of `b` (switch: next task).
-    pub n2: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 40);
+
+impl Entry {
+    /// `rec` carrying the name ids `n1`, `n2`.
+    #[inline]
+    pub fn new(rec: SchedRecord, n1: u32, n2: u32) -> Entry {
+        let mut e = Entry { rec };
+        e.set_names(n1, n2);
+        e
+    }
+
+    /// The name ids `(n1, n2)` ([`NO_NAME`] where the kind has none).
+    #[inline]
+    pub fn names(&self) -> (u32, u32) {
+        let r = &self.rec;
+        match r.kind {
+            SchedRecordKind::Switch => (r.value as u32, (r.value >> 32) as u32),
+            SchedRecordKind::StatRuntime => (r.b as u32, NO_NAME),
+            SchedRecordKind::Lost | SchedRecordKind::PayloadComm => (NO_NAME, NO_NAME),
+            _ => (r.value as u32, NO_NAME),
+        }
+    }
+
+    /// Replaces the name ids.
+    #[inline]
+    pub fn set_names(&mut self, n1: u32, n2: u32) {
+        let r = &mut self.rec;
+        match r.kind {
+            SchedRecordKind::Switch => r.value = u64::from(n1) | (u64::from(n2) << 32),
+            SchedRecordKind::StatRuntime => r.b = n1 as i32,
+            SchedRecordKind::Lost | SchedRecordKind::PayloadComm => {}
+            _ => r.value = u64::from(n1),
+        }
+    }
+
+    /// The record with the packed fields back at their defaults (Fork / TaskComm: the
+    /// caller sets `value` to the name's comm index).
+    #[inline]
+    pub fn record(&self) -> SchedRecord {
+        let mut r = self.rec;
+        match r.kind {
+            SchedRecordKind::StatRuntime => r.b = 0,
+            SchedRecordKind::Lost | SchedRecordKind::PayloadComm => {}
+            _ => r.value = 0,
+        }
+        r
+    }
 }
 
 /// Result of walking: more to come, or the end of the data.
@@ -270,7 +324,7 @@ impl Walker {
         let mut r = SchedRecord::new(SchedRecordKind::Other, ts, cpu, pos);
         let (mut n1, mut n2) = (NO_NAME, NO_NAME);
         let raw = match (payload, raw) {
-            (Payload::NotTracepoint, _) => return Ok(Entry { rec: r, n1, n2 }),
+            (Payload::NotTracepoint, _) => return Ok(Entry::new(r, n1, n2)),
             (_, Some(raw)) => raw,
             (_, None) => return bail("a tracepoint sample without payload", pos),
         };
@@ -333,7 +387,7 @@ impl Walker {
             _ => None,
         };
         match ok {
-            Some(()) => Ok(Entry { rec: r, n1, n2 }),
+            Some(()) => Ok(Entry::new(r, n1, n2)),
             None => bail("a tracepoint payload too short for its format", pos),
         }
     }
@@ -360,18 +414,10 @@ impl Walker {
                 r.kind = SchedRecordKind::TaskComm;
                 (r.a, r.b) = (tid, tgid);
                 let n1 = self.names.id_of(Comm::from_bytes(name));
-                return Ok(Entry {
-                    rec: r,
-                    n1,
-                    n2: NO_NAME,
-                });
+                return Ok(Entry::new(r, n1, NO_NAME));
             }
         }
-        Ok(Entry {
-            rec: r,
-            n1: SKIP,
-            n2: NO_NAME,
-        })
+        Ok(Entry::new(r, SKIP, NO_NAME))
     }
 }
 
