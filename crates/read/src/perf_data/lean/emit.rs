@@ -168,60 +168,69 @@ impl Emit {
             last_emitted,
         } = self;
         let comm = |id: u32| comms.get(id as usize).copied().unwrap_or(Comm::EMPTY);
-        let r = e.record();
+        let p = &e.rec;
         let (n1, n2) = e.names();
-        if r.ts < *last_emitted {
+        if p.ts < *last_emitted {
             return Err(LeanBail::new(format!(
                 "a record older than one already emitted at offset {:#x}",
-                r.pos
+                p.pos
             )));
         }
-        *last_emitted = r.ts;
-        match r.kind {
-            SchedRecordKind::Switch => {
-                note(stream, comm, r.a, n1, &r, batch);
-                note(stream, comm, r.b, n2, &r, batch);
-                batch.records.push(r);
+        *last_emitted = p.ts;
+        let at = (p.ts, p.cpu, p.pos);
+        use SchedRecordKind as K;
+        // `b` and `value` without the packed name ids (back at the encoder's values), computed
+        // as values so that the record is written once (see `walk::entry`).
+        let (b, value) = match p.kind {
+            K::Switch => {
+                note(stream, comm, p.a, n1, at, batch);
+                note(stream, comm, p.b, n2, at, batch);
+                (p.b, 0)
             }
-            SchedRecordKind::Waking
-            | SchedRecordKind::Wakeup
-            | SchedRecordKind::WakeupNew
-            | SchedRecordKind::Migrate
-            | SchedRecordKind::StatRuntime => {
-                note(stream, comm, r.a, n1, &r, batch);
-                batch.records.push(r);
+            K::Waking | K::Wakeup | K::WakeupNew | K::Migrate => {
+                note(stream, comm, p.a, n1, at, batch);
+                (p.b, 0)
             }
-            SchedRecordKind::Fork => {
-                stream.set(r.a, n1);
-                let mut r = r;
-                r.value = batch.push_comm(comm(n1));
-                batch.records.push(r);
+            K::StatRuntime => {
+                note(stream, comm, p.a, n1, at, batch);
+                (0, p.value)
             }
-            SchedRecordKind::TaskComm => {
-                let mut r = r;
-                r.value = batch.push_comm(comm(n1));
-                batch.records.push(r);
+            K::Fork => {
+                stream.set(p.a, n1);
+                (p.b, batch.push_comm(comm(n1)))
             }
+            K::TaskComm => (p.b, batch.push_comm(comm(n1))),
             // FORK / EXIT side-band records: ordered, no event.
-            _ if n1 == SKIP => {}
-            _ => batch.records.push(r),
-        }
+            K::Other if n1 == SKIP => return Ok(()),
+            K::Other => (p.b, 0),
+            K::Lost | K::PayloadComm => (p.b, p.value),
+        };
+        batch.records.push(SchedRecord {
+            ts: p.ts,
+            pos: p.pos,
+            value,
+            a: p.a,
+            b,
+            cpu: p.cpu,
+            prev_state: p.prev_state,
+            kind: p.kind,
+        });
         Ok(())
     }
 }
 
-/// The name rule: a `PayloadComm` record before `r` when `tid`'s name changed.
+/// The name rule: a `PayloadComm` record (at `ts`, `cpu`, `pos`) when `tid`'s name changed.
 #[inline]
 fn note(
     stream: &mut StreamNames,
     comm: impl Fn(u32) -> Comm,
     tid: Tid,
     id: u32,
-    r: &SchedRecord,
+    (ts, cpu, pos): (u64, u32, u64),
     batch: &mut SchedBatch,
 ) {
     if stream.set(tid, id) {
-        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, r.ts, r.cpu, r.pos);
+        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
         p.a = tid;
         p.value = batch.push_comm(comm(id));
         batch.records.push(p);

@@ -90,19 +90,6 @@ impl Entry {
             _ => r.value = u64::from(n1),
         }
     }
-
-    /// The record with the packed fields back at their defaults (Fork / TaskComm: the
-    /// caller sets `value` to the name's comm index).
-    #[inline]
-    pub fn record(&self) -> SchedRecord {
-        let mut r = self.rec;
-        match r.kind {
-            SchedRecordKind::StatRuntime => r.b = 0,
-            SchedRecordKind::Lost | SchedRecordKind::PayloadComm => {}
-            _ => r.value = 0,
-        }
-        r
-    }
 }
 
 /// An entry from its fields, the name ids packed as [`Entry::set_names`] does (computed
