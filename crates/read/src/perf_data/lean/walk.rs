@@ -471,8 +471,14 @@ pub(super) fn sort_piece(out: &mut Walked, scratch: &mut Vec<Entry>) {
 /// time, stably: adjacent runs are merged pairwise through `scratch` until one is left
 /// (a natural merge sort; the standard stable sort would allocate a buffer per call).
 pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
-    let mut bounds: Vec<usize> = std::iter::once(0)
-        .chain((1..v.len()).filter(|&i| v[i].rec.ts < v[i - 1].rec.ts))
+    let descent = |i: &usize| v[*i].rec.ts < v[*i - 1].rec.ts;
+    // One run (sorted already): no work, no allocation.
+    let Some(first) = (1..v.len()).find(descent) else {
+        return;
+    };
+    let mut bounds: Vec<usize> = [0, first]
+        .into_iter()
+        .chain((first + 1..v.len()).filter(descent))
         .chain(std::iter::once(v.len()))
         .collect();
     while bounds.len() > 2 {
