@@ -5,7 +5,8 @@
 //! ```text
 //! file   mmapped; each CPU's data in 1 MiB windows (MADV_POPULATE_READ ahead, DONTNEED behind)
 //! pool   one worker thread per core; worker w decodes the CPUs s with s % workers == w:
-//!        sub-buffers → CpuRec runs (≥ 4096 records: SchedRecord + per-CPU name ids)
+//!        sub-buffers → CpuRec runs (4 Ki–64 Ki records by CPU count: SchedRecords with
+//!        per-CPU name ids packed in)
 //!        at most one job per CPU in flight, 2 runs ahead per CPU (`pool`)
 //! caller next_batch: k-way merge by (ts, CPU slot) like the general reader, PayloadComm
 //!        rule on global name ids → SchedBatch of 8 Ki records → Latency::process_record
@@ -27,8 +28,9 @@
 //! record too short for its format, a timestamp going backwards in the merged stream (the
 //! general path's `out_of_order_events`), a read error.
 //!
-//! Memory: per CPU one mapped window (pages dropped behind) and up to 3 runs of ~200 KB;
-//! one batch. Peak RSS on the 297 MB benchmark file: about 15 MiB.
+//! Memory: per CPU one mapped window (pages dropped behind) and up to 5 runs (`pool`:
+//! about 52 MiB of runs at most, up to 64 CPUs); one batch. Peak RSS on the 297 MB
+//! benchmark file (2 CPUs): about 25 MiB.
 //!
 //! Speed (`benches/tracedat_vs_tracecmd.sh`, 6.27 M events, 2 cores shared with other
 //! jobs): see docs/perf-speed.md, section trace.dat.
@@ -67,11 +69,11 @@ pub fn open(path: &str) -> Option<Box<dyn SchedSource + Send>> {
 /// [`open`] with the decoding threads forced on (`Some(true)`) or off (`Some(false)`: the
 /// caller's thread decodes); `None` decides by size and cores. Output is the same.
 pub fn open_with(path: &str, threaded: Option<bool>) -> Option<LeanTraceDat> {
-    open_sized(path, threaded, BATCH_RECORDS, pool::RUN_MIN)
+    open_sized(path, threaded, BATCH_RECORDS, 0)
 }
 
-/// [`open_with`] with `batch` records per batch and at least `run` per decoding job
-/// (tests use tiny sizes to exercise every boundary).
+/// [`open_with`] with `batch` records per batch and at least `run` per decoding job (0:
+/// by CPU count, `pool::run_records`; tests use tiny sizes to exercise every boundary).
 pub fn open_sized(
     path: &str,
     threaded: Option<bool>,
@@ -92,7 +94,7 @@ pub fn open_bytes(name: &str, bytes: Vec<u8>) -> Option<LeanTraceDat> {
         Input::from_bytes(name, bytes).ok()?,
         Some(false),
         BATCH_RECORDS,
-        pool::RUN_MIN,
+        0,
     )
 }
 
@@ -131,6 +133,10 @@ fn open_input(
         cores.max(2).min(cpus.len())
     } else {
         0
+    };
+    let run = match run {
+        0 => pool::run_records(cpus.len()),
+        n => n,
     };
     let merge = Merge::new(cpus, threads, run, Sink::new(p.meta, p.dq));
     Some(LeanTraceDat {
