@@ -119,11 +119,13 @@ impl PerfLeanSource {
         } else {
             IN_FLIGHT
         };
+        let names = names::SharedNames::default();
         let mut lanes = Vec::new();
         let mut threads = Vec::new();
         for lane in 0..n_lanes {
             let mine: Vec<(u64, u64)> = segs.iter().copied().skip(lane).step_by(n_lanes).collect();
-            let mut walker = Walker::new(map.clone(), plan.clone(), progress.clone());
+            let mut walker =
+                Walker::new(map.clone(), plan.clone(), progress.clone(), names.clone());
             let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(in_flight);
             let (empty_tx, empty_rx) = sync_channel::<Walked>(IN_FLIGHT);
             let spawned = std::thread::Builder::new()
@@ -170,7 +172,7 @@ impl PerfLeanSource {
             waking_declared,
             lanes,
             threads,
-            orderer: Orderer::default(),
+            orderer: Orderer::new(names),
             seg: 0,
             segs: segs.len(),
             progress,
@@ -216,7 +218,7 @@ impl SchedSource for PerfLeanSource {
                 }
             };
             let last = w.seg_end && self.seg + 1 >= self.segs;
-            let res = self.orderer.take(&w, lane, last, batch);
+            let res = self.orderer.take(&w, last, batch);
             if w.seg_end {
                 self.seg += 1;
             }

@@ -16,7 +16,7 @@
 use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind, Tid};
 
 use super::super::order::MAX_PENDING;
-use super::names::StreamNames;
+use super::names::{copy_new, SharedNames, StreamNames};
 use super::walk::{sort_by_time, Entry, Walked, SKIP};
 use crate::lean::LeanBail;
 
@@ -28,9 +28,8 @@ use crate::lean::LeanBail;
 /// part of `cur` simply becomes the new tail.
 #[derive(Default)]
 pub struct Orderer {
-    /// Per walker: its name ids → global ones.
-    lanes: Vec<Vec<u32>>,
-    global: rustc_hash::FxHashMap<Comm, u32>,
+    /// The walkers' name table.
+    names: SharedNames,
     tail: Vec<Entry>,
     tail_start: usize,
     cur: Vec<Entry>,
@@ -41,35 +40,28 @@ pub struct Orderer {
 }
 
 impl Orderer {
-    /// Queues the entries of `w` (from walker `lane`), applies its round ends (and, when
-    /// `last`, the end of the data), and appends the records released to `batch`.
-    pub fn take(
-        &mut self,
-        w: &Walked,
-        lane: usize,
-        last: bool,
-        batch: &mut SchedBatch,
-    ) -> Result<(), LeanBail> {
-        if self.lanes.len() <= lane {
-            self.lanes.resize_with(lane + 1, Vec::new);
+    /// An orderer reading names from the walkers' table.
+    pub fn new(names: SharedNames) -> Orderer {
+        Orderer {
+            names,
+            ..Orderer::default()
         }
-        for c in &w.comms {
-            let next = self.out.comms.len() as u32;
-            let id = *self.global.entry(*c).or_insert(next);
-            if id == next {
-                self.out.comms.push(*c);
-            }
-            self.lanes[lane].push(id);
-        }
+    }
+
+    /// Queues the entries of `w`, applies its round ends (and, when `last`, the end of the
+    /// data), and appends the records released to `batch`.
+    pub fn take(&mut self, w: &Walked, last: bool, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+        // Every name id in `w` was interned before `w` was sent.
+        copy_new(&self.names, &mut self.out.comms);
         let mut start = 0;
         for &end in &w.round_ends {
-            self.queue(w.entries.get(start..end).unwrap_or(&[]), lane)?;
+            self.queue(w.entries.get(start..end).unwrap_or(&[]))?;
             let limit = self.limit;
             self.release(limit, batch)?;
             self.limit = self.max_ts;
             start = end;
         }
-        self.queue(w.entries.get(start..).unwrap_or(&[]), lane)?;
+        self.queue(w.entries.get(start..).unwrap_or(&[]))?;
         if last {
             self.release(u64::MAX, batch)?;
         }
@@ -78,23 +70,12 @@ impl Orderer {
 
     /// Appends entries to the queue (the general reader checks its size after each push;
     /// the queue only grows between round ends, so checking after the run is the same).
-    /// Name ids become global ones on the way.
-    fn queue(&mut self, entries: &[Entry], lane: usize) -> Result<(), LeanBail> {
-        let ids = self.lanes.get(lane).map_or(&[][..], |v| &v[..]);
-        let global = |n: u32| ids.get(n as usize).copied().unwrap_or(n);
-        self.cur.reserve(entries.len());
+    fn queue(&mut self, entries: &[Entry]) -> Result<(), LeanBail> {
         // A piece arrives sorted: its last entry is its newest.
         if let Some(last) = entries.last() {
             self.max_ts = self.max_ts.max(last.rec.ts);
         }
-        for e in entries {
-            let mut e = *e;
-            let (n1, n2) = e.names();
-            if n1 != SKIP {
-                e.set_names(global(n1), global(n2));
-            }
-            self.cur.push(e);
-        }
+        self.cur.extend_from_slice(entries);
         if self.tail.len() - self.tail_start + self.cur.len() >= MAX_PENDING {
             return Err(LeanBail::new("too many records queued without a round end"));
         }
@@ -309,7 +290,7 @@ mod tests {
             walked.seg_end = true;
             let mut o = Orderer::default();
             let mut batch = SchedBatch::default();
-            match o.take(&walked, 0, true, &mut batch) {
+            match o.take(&walked, true, &mut batch) {
                 Ok(()) => {
                     assert!(!late, "run {run}: the general queue saw a late record");
                     let got: Vec<u64> = batch.records.iter().map(|r| r.pos).collect();

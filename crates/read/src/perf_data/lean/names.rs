@@ -3,13 +3,38 @@
 //! * [`NameIds`] interns names: raw `comm` bytes → a small id, equal ids exactly when the
 //!   [`Comm`]s the general decoder would build are equal (the cache is keyed by the raw bytes
 //!   zero-padded to 16, which decode to the same `Comm`; a miss builds the `Comm` and looks
-//!   it up by value).
+//!   it up by value in the [`NameTable`] all walkers share, so ids are the same in every
+//!   walker and the receiver reads names from the table).
 //! * [`StreamNames`] is [`PayloadNames`](stallscope_model::sched_record::PayloadNames)'s
 //!   rule on ids: the stream's current name id per tid, to decide when a `PayloadComm`
 //!   record is due.
 
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
 use rustc_hash::FxHashMap;
 use stallscope_model::{Comm, Tid};
+
+/// Every name interned so far, by id (shared by the walkers and the receiver).
+#[derive(Debug, Default)]
+pub struct NameTable {
+    by_comm: FxHashMap<Comm, u32>,
+    comms: Vec<Comm>,
+}
+
+/// The shared [`NameTable`].
+pub type SharedNames = Arc<Mutex<NameTable>>;
+
+/// Locks the table (a walker that panicked while holding it left it consistent: every
+/// change is one insert and one push).
+fn lock(t: &SharedNames) -> MutexGuard<'_, NameTable> {
+    t.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Appends the names `out` does not hold yet (ids `out.len()..`) from the table.
+pub fn copy_new(t: &SharedNames, out: &mut Vec<Comm>) {
+    let t = lock(t);
+    out.extend_from_slice(t.comms.get(out.len()..).unwrap_or(&[]));
+}
 
 /// Cache slots of [`NameIds`].
 const SLOTS: usize = 1024;
@@ -20,22 +45,25 @@ pub const NO_NAME: u32 = u32::MAX;
 pub struct NameIds {
     keys: Box<[u128; SLOTS]>,
     ids: Box<[u32; SLOTS]>,
-    by_comm: FxHashMap<Comm, u32>,
-    comms: Vec<Comm>,
+    table: SharedNames,
 }
 
 impl Default for NameIds {
     fn default() -> Self {
-        NameIds {
-            keys: Box::new([0; SLOTS]),
-            ids: Box::new([NO_NAME; SLOTS]),
-            by_comm: FxHashMap::default(),
-            comms: Vec::new(),
-        }
+        NameIds::new(SharedNames::default())
     }
 }
 
 impl NameIds {
+    /// An interner (with its own cache) on `table`.
+    pub fn new(table: SharedNames) -> NameIds {
+        NameIds {
+            keys: Box::new([0; SLOTS]),
+            ids: Box::new([NO_NAME; SLOTS]),
+            table,
+        }
+    }
+
     /// The id of the name in `raw` (stops at the first NUL, like `Comm::from_bytes`).
     #[inline]
     pub fn id(&mut self, raw: &[u8]) -> u32 {
@@ -59,27 +87,26 @@ impl NameIds {
         id
     }
 
-    /// The id of `comm`.
+    /// The id of `comm` (a cache miss: the shared table is locked).
     pub fn id_of(&mut self, comm: Comm) -> u32 {
-        if let Some(&id) = self.by_comm.get(&comm) {
+        let mut t = lock(&self.table);
+        if let Some(&id) = t.by_comm.get(&comm) {
             return id;
         }
-        let id = self.comms.len() as u32;
-        self.comms.push(comm);
-        self.by_comm.insert(comm, id);
+        let id = t.comms.len() as u32;
+        t.comms.push(comm);
+        t.by_comm.insert(comm, id);
         id
-    }
-
-    /// Appends the names interned since `*sent` to `out` and moves `*sent` on.
-    pub fn new_since(&self, sent: &mut usize, out: &mut Vec<Comm>) {
-        out.extend_from_slice(self.comms.get(*sent..).unwrap_or(&[]));
-        *sent = self.comms.len();
     }
 
     /// The name of an id (empty for an unknown one).
     #[cfg(test)]
     pub fn comm(&self, id: u32) -> Comm {
-        self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY)
+        lock(&self.table)
+            .comms
+            .get(id as usize)
+            .copied()
+            .unwrap_or(Comm::EMPTY)
     }
 }
 

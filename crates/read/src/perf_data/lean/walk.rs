@@ -27,7 +27,7 @@ use stallscope_model::{
 use super::super::attr::{parse_sample, parse_trailer};
 use super::super::pipeline::rt;
 use super::super::stream::{prefetch, DataMap};
-use super::names::{NameIds, NO_NAME};
+use super::names::{NameIds, SharedNames, NO_NAME};
 use super::plan::{Payload, Plan, TaskAccess};
 use crate::lean::LeanBail;
 use crate::tracefs_format::{CommCache, Endian};
@@ -140,8 +140,6 @@ pub struct Walker {
     dropped_to: u64,
     next_step: u64,
     progress: Arc<AtomicU64>,
-    /// Names already handed over with released entries.
-    names_sent: usize,
     /// Position up to which the walked bytes were added to `progress`.
     reported: u64,
     /// Merge buffer of [`sort_by_time`].
@@ -156,8 +154,6 @@ pub struct Walked {
     pub entries: Vec<Entry>,
     /// `entries.len()` at each FINISHED_ROUND.
     pub round_ends: Vec<usize>,
-    /// Names first seen since the previous hand-over (their ids follow on).
-    pub comms: Vec<Comm>,
     /// True when the walker's segment (the data section, when it is not cut) ends after
     /// these entries.
     pub seg_end: bool,
@@ -168,7 +164,6 @@ impl Walked {
     pub fn clear(&mut self) {
         self.entries.clear();
         self.round_ends.clear();
-        self.comms.clear();
         self.seg_end = false;
     }
 }
@@ -178,8 +173,14 @@ fn bail<T>(why: &str, off: u64) -> Result<T, LeanBail> {
 }
 
 impl Walker {
-    /// A walker over the whole of `map`, adding the bytes it walks to `progress`.
-    pub fn new(map: Arc<DataMap>, plan: Plan, progress: Arc<AtomicU64>) -> Walker {
+    /// A walker over the whole of `map`, adding the bytes it walks to `progress`,
+    /// interning names in `names`.
+    pub fn new(
+        map: Arc<DataMap>,
+        plan: Plan,
+        progress: Arc<AtomicU64>,
+        names: SharedNames,
+    ) -> Walker {
         let pos = map.base;
         let end = map.base + map.map.len() as u64;
         Walker {
@@ -187,12 +188,11 @@ impl Walker {
             plan,
             pos,
             end,
-            names: NameIds::default(),
+            names: NameIds::new(names),
             cache: CommCache::default(),
             dropped_to: pos,
             next_step: pos,
             progress,
-            names_sent: 0,
             reported: pos,
             scratch: Vec::new(),
         }
@@ -211,7 +211,7 @@ impl Walker {
     }
 
     /// Walks until `out` holds at least `want` entries or the data ends, appending the
-    /// decoded entries in file order, the round ends, and the names first seen.
+    /// decoded entries in file order and the round ends.
     pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
         out.entries.reserve(want.saturating_sub(out.entries.len()));
         let map = self.map.clone();
@@ -269,7 +269,6 @@ impl Walker {
         };
         self.pos = pos;
         sort_piece(out, &mut self.scratch);
-        self.names.new_since(&mut self.names_sent, &mut out.comms);
         Ok(step)
     }
 
