@@ -294,11 +294,10 @@ impl Latency {
         ts: Ts,
     ) -> usize {
         let (i, _) = self.tasks.slot(tid);
-        let comm = match comm {
-            Some(c) => *c,
-            None => self.tasks.get(i).stream_comm,
-        };
-        self.tasks.note_payload_comm(i, &comm);
+        match comm {
+            Some(c) => self.tasks.note_payload_comm(i, c),
+            None => self.tasks.apply_stream_comm(i),
+        }
         let t = &mut self.tasks.get_mut(i).data;
         if !t.seen {
             if let Some(runnable) = first_atom_runnable {
@@ -476,7 +475,7 @@ impl Latency {
         }
         let (i, _) = self.tasks.slot(child);
         self.tasks.note_payload_comm(i, child_comm);
-        self.tasks.get_mut(i).stream_comm = *child_comm;
+        self.tasks.set_applied_stream_comm(i, child_comm);
     }
 
     fn on_lost(&mut self, count: Option<u64>) {

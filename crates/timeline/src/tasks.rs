@@ -31,7 +31,10 @@ pub struct TaskSlot<T> {
     named_by_sideband: bool,
     /// The name the lean record stream last gave this tid (see
     /// `stallscope_model::sched_record`): the payload name of a lean record's task.
-    pub stream_comm: Comm,
+    stream_comm: Comm,
+    /// True when `stream_comm` changed since it was last applied as a payload name
+    /// (applying an unchanged name again changes nothing, so it is skipped).
+    stream_pending: bool,
     /// The analysis's per-task data.
     pub data: T,
 }
@@ -93,6 +96,7 @@ impl<T: Default> TaskTable<T> {
             comm: Comm::EMPTY,
             named_by_sideband: false,
             stream_comm: Comm::EMPTY,
+            stream_pending: false,
             data: T::default(),
         });
         (i, true)
@@ -112,7 +116,28 @@ impl<T: Default> TaskTable<T> {
     #[inline]
     pub fn note_stream_comm(&mut self, tid: Tid, comm: &Comm) {
         let (i, _) = self.slot(tid);
-        self.slots[i].stream_comm = *comm;
+        let s = &mut self.slots[i];
+        s.stream_comm = *comm;
+        s.stream_pending = true;
+    }
+
+    /// A lean record of slot `i`'s task is used: its stream name becomes a payload name
+    /// ([`TaskTable::note_payload_comm`]), unless it was applied already.
+    #[inline]
+    pub fn apply_stream_comm(&mut self, i: usize) {
+        if self.slots[i].stream_pending {
+            self.slots[i].stream_pending = false;
+            let comm = self.slots[i].stream_comm;
+            self.note_payload_comm(i, &comm);
+        }
+    }
+
+    /// Slot `i` was given `comm` as a payload name by an event that also sets the stream's
+    /// name (a fork's child name).
+    pub fn set_applied_stream_comm(&mut self, i: usize, comm: &Comm) {
+        let s = &mut self.slots[i];
+        s.stream_comm = *comm;
+        s.stream_pending = false;
     }
 
     /// Records a side-band name (perf `COMM` record): tgid and comm.
