@@ -36,9 +36,9 @@
 //! naming the byte offset.
 
 mod attr;
-pub mod lean;
 mod decode;
 mod header;
+pub mod lean;
 mod open;
 mod order;
 mod pipeline;
