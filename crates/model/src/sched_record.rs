@@ -223,57 +223,85 @@ impl SchedRecordEncoder {
         };
         let at = (ev.ts, ev.cpu, pos);
         let mut r = SchedRecord::new(SchedRecordKind::Other, ev.ts, ev.cpu, pos);
-        match &ev.kind {
-            EventKind::Switch(s) => {
-                self.names.note(s.prev.pid, &s.prev.comm, at, batch);
-                self.names.note(s.next.pid, &s.next.comm, at, batch);
-                r.kind = SchedRecordKind::Switch;
-                (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
+        let [first, second] = fill_from_kind(&ev.kind, &mut r);
+        match (r.kind, first) {
+            (SchedRecordKind::Fork, Some(child)) => {
+                self.names.set(r.a, child);
+                r.value = batch.push_comm(*child);
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                self.names.note(w.task.pid, &w.task.comm, at, batch);
-                r.kind = match &ev.kind {
-                    EventKind::Waking(_) => SchedRecordKind::Waking,
-                    EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
-                    _ => SchedRecordKind::WakeupNew,
-                };
-                r.a = w.task.pid;
-                r.b = w.target_cpu.map_or(-1, |c| c as Tid);
+            (SchedRecordKind::TaskComm, Some(comm)) => r.value = batch.push_comm(*comm),
+            (SchedRecordKind::Switch, Some(prev)) => {
+                self.names.note(r.a, prev, at, batch);
+                if let Some(next) = second {
+                    self.names.note(r.b, next, at, batch);
+                }
             }
-            EventKind::Migrate(m) => {
-                self.names.note(m.task.pid, &m.task.comm, at, batch);
-                r.kind = SchedRecordKind::Migrate;
-                (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
-            }
-            EventKind::StatRuntime(s) => {
-                self.names.note(s.task.pid, &s.task.comm, at, batch);
-                r.kind = SchedRecordKind::StatRuntime;
-                (r.a, r.value) = (s.task.pid, s.runtime);
-            }
-            EventKind::Fork {
-                parent_pid,
-                child_pid,
-                child_comm,
-                ..
-            } => {
-                self.names.set(*child_pid, child_comm);
-                r.kind = SchedRecordKind::Fork;
-                (r.a, r.b, r.value) = (*child_pid, *parent_pid, batch.push_comm(*child_comm));
-            }
-            EventKind::TaskComm { tgid, tid, comm } => {
-                r.kind = SchedRecordKind::TaskComm;
-                (r.a, r.b, r.value) = (*tid, *tgid, batch.push_comm(*comm));
-            }
-            EventKind::Lost { count } => {
-                r.kind = SchedRecordKind::Lost;
-                r.value = count.unwrap_or(LOST_UNKNOWN);
-            }
-            EventKind::Exit(_)
-            | EventKind::Exec { .. }
-            | EventKind::Generic(_)
-            | EventKind::Block(_) => {}
+            (_, Some(task)) => self.names.note(r.a, task, at, batch),
+            (_, None) => {}
         }
         batch.records.push(r);
+    }
+}
+
+/// Fills `r`'s kind, `a`, `b`, `value` and `prev_state` from a general event kind (the
+/// module table; `ts`, `cpu` and `pos` are the caller's) and returns the names the event
+/// carries: a switch's prev and next names; the task's name for wakeups, migrate and
+/// stat_runtime; the child's name for a fork and the name of a side-band `TaskComm`
+/// (whose index in the batch a lean reader stores in `value` itself).
+pub fn fill_from_kind<'a>(kind: &'a EventKind, r: &mut SchedRecord) -> [Option<&'a Comm>; 2] {
+    match kind {
+        EventKind::Switch(s) => {
+            r.kind = SchedRecordKind::Switch;
+            (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
+            [Some(&s.prev.comm), Some(&s.next.comm)]
+        }
+        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+            r.kind = match kind {
+                EventKind::Waking(_) => SchedRecordKind::Waking,
+                EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
+                _ => SchedRecordKind::WakeupNew,
+            };
+            r.a = w.task.pid;
+            r.b = w.target_cpu.map_or(-1, |c| c as Tid);
+            [Some(&w.task.comm), None]
+        }
+        EventKind::Migrate(m) => {
+            r.kind = SchedRecordKind::Migrate;
+            (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
+            [Some(&m.task.comm), None]
+        }
+        EventKind::StatRuntime(s) => {
+            r.kind = SchedRecordKind::StatRuntime;
+            (r.a, r.value) = (s.task.pid, s.runtime);
+            [Some(&s.task.comm), None]
+        }
+        EventKind::Fork {
+            parent_pid,
+            child_pid,
+            child_comm,
+            ..
+        } => {
+            r.kind = SchedRecordKind::Fork;
+            (r.a, r.b) = (*child_pid, *parent_pid);
+            [Some(child_comm), None]
+        }
+        EventKind::TaskComm { tgid, tid, comm } => {
+            r.kind = SchedRecordKind::TaskComm;
+            (r.a, r.b) = (*tid, *tgid);
+            [Some(comm), None]
+        }
+        EventKind::Lost { count } => {
+            r.kind = SchedRecordKind::Lost;
+            r.value = count.unwrap_or(LOST_UNKNOWN);
+            [None, None]
+        }
+        EventKind::Exit(_)
+        | EventKind::Exec { .. }
+        | EventKind::Generic(_)
+        | EventKind::Block(_) => {
+            r.kind = SchedRecordKind::Other;
+            [None, None]
+        }
     }
 }
 

@@ -37,11 +37,14 @@ fn bytes(fixture: &str) -> Vec<u8> {
     out
 }
 
-/// A private temporary copy of `data`.
+/// A private temporary copy of `data`: a new file on every call, since tests run in
+/// parallel and rewriting a file another test has mapped would kill the process (SIGBUS).
 fn temp_file(name: &str, data: &[u8]) -> PathBuf {
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let dir = std::env::temp_dir().join(format!("stallscope-tdlean-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+    let p = dir.join(format!("{n}-{name}"));
     std::fs::write(&p, data).unwrap();
     p
 }

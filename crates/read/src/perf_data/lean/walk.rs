@@ -20,9 +20,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use stallscope_model::{
-    sched_record::LOST_UNKNOWN, Comm, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid,
-};
+use stallscope_model::sched_record::fill_from_kind;
+use stallscope_model::{Comm, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid};
 
 use super::super::attr::{parse_sample, parse_trailer};
 use super::super::pipeline::rt;
@@ -524,56 +523,7 @@ fn merge_runs(v: &mut [Entry], mid: usize, scratch: &mut Vec<Entry>) {
 /// Fills `r` from a generally decoded event kind (the encoder's rule) and returns the name
 /// ids `(n1, n2)` it carries.
 fn from_kind(kind: &EventKind, r: &mut SchedRecord, names: &mut NameIds) -> (u32, u32) {
-    let mut id = |c: &Comm| names.id_of(*c);
-    match kind {
-        EventKind::Switch(s) => {
-            r.kind = SchedRecordKind::Switch;
-            (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
-            (id(&s.prev.comm), id(&s.next.comm))
-        }
-        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-            r.kind = match kind {
-                EventKind::Waking(_) => SchedRecordKind::Waking,
-                EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
-                _ => SchedRecordKind::WakeupNew,
-            };
-            r.a = w.task.pid;
-            r.b = w.target_cpu.map_or(-1, |c| c as Tid);
-            (id(&w.task.comm), NO_NAME)
-        }
-        EventKind::Migrate(m) => {
-            r.kind = SchedRecordKind::Migrate;
-            (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
-            (id(&m.task.comm), NO_NAME)
-        }
-        EventKind::StatRuntime(s) => {
-            r.kind = SchedRecordKind::StatRuntime;
-            (r.a, r.value) = (s.task.pid, s.runtime);
-            (id(&s.task.comm), NO_NAME)
-        }
-        EventKind::Fork {
-            parent_pid,
-            child_pid,
-            child_comm,
-            ..
-        } => {
-            r.kind = SchedRecordKind::Fork;
-            (r.a, r.b) = (*child_pid, *parent_pid);
-            (id(child_comm), NO_NAME)
-        }
-        EventKind::TaskComm { tgid, tid, comm } => {
-            r.kind = SchedRecordKind::TaskComm;
-            (r.a, r.b) = (*tid, *tgid);
-            (id(comm), NO_NAME)
-        }
-        EventKind::Lost { count } => {
-            r.kind = SchedRecordKind::Lost;
-            r.value = count.unwrap_or(LOST_UNKNOWN);
-            (NO_NAME, NO_NAME)
-        }
-        EventKind::Exit(_)
-        | EventKind::Exec { .. }
-        | EventKind::Generic(_)
-        | EventKind::Block(_) => (NO_NAME, NO_NAME),
-    }
+    let [n1, n2] = fill_from_kind(kind, r);
+    let mut id = |c: Option<&Comm>| c.map_or(NO_NAME, |c| names.id_of(*c));
+    (id(n1), id(n2))
 }

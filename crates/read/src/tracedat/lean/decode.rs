@@ -29,7 +29,7 @@ use memmap2::Mmap;
 
 use stallscope_model::{Comm, DataQuality, EventKind, SchedRecord, SchedRecordKind, Tid};
 
-use stallscope_model::sched_record::LOST_UNKNOWN;
+use stallscope_model::sched_record::{fill_from_kind, LOST_UNKNOWN};
 
 use crate::lean::LeanBail;
 use crate::ringbuf::{MissedEvents, PageRecords};
@@ -556,50 +556,15 @@ impl CpuDecoder {
             .decoder
             .decode_cached(payload, &mut self.comm_cache)
             .ok()?;
-        let n = &mut self.names;
-        match kind {
-            EventKind::Switch(s) => {
-                r.kind = SchedRecordKind::Switch;
-                (r.a, r.b, r.prev_state) = (s.prev.pid, s.next.pid, s.prev_state);
-                *names = [n.intern_comm(s.prev.comm), n.intern_comm(s.next.comm)];
+        // Not produced by a trace.dat decoder; the general path would hand them on with
+        // meanings this lean path does not model.
+        if matches!(kind, EventKind::TaskComm { .. } | EventKind::Lost { .. }) {
+            return None;
+        }
+        for (slot, comm) in names.iter_mut().zip(fill_from_kind(&kind, r)) {
+            if let Some(c) = comm {
+                *slot = self.names.intern_comm(*c);
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                r.kind = match kind {
-                    EventKind::Waking(_) => SchedRecordKind::Waking,
-                    EventKind::Wakeup(_) => SchedRecordKind::Wakeup,
-                    _ => SchedRecordKind::WakeupNew,
-                };
-                r.a = w.task.pid;
-                r.b = w.target_cpu.map_or(-1, |c| c as Tid);
-                names[0] = n.intern_comm(w.task.comm);
-            }
-            EventKind::Migrate(m) => {
-                r.kind = SchedRecordKind::Migrate;
-                (r.a, r.b) = (m.task.pid, m.dest_cpu as Tid);
-                names[0] = n.intern_comm(m.task.comm);
-            }
-            EventKind::StatRuntime(s) => {
-                r.kind = SchedRecordKind::StatRuntime;
-                (r.a, r.value) = (s.task.pid, s.runtime);
-                names[0] = n.intern_comm(s.task.comm);
-            }
-            EventKind::Fork {
-                parent_pid,
-                child_pid,
-                child_comm,
-                ..
-            } => {
-                r.kind = SchedRecordKind::Fork;
-                (r.a, r.b) = (child_pid, parent_pid);
-                names[0] = n.intern_comm(child_comm);
-            }
-            // Not produced by a trace.dat decoder; the general path would hand them on
-            // with meanings this lean path does not model.
-            EventKind::TaskComm { .. } | EventKind::Lost { .. } => return None,
-            EventKind::Exit(_)
-            | EventKind::Exec { .. }
-            | EventKind::Generic(_)
-            | EventKind::Block(_) => {}
         }
         Some(())
     }
