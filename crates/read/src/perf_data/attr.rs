@@ -263,6 +263,82 @@ impl Layout {
     }
 }
 
+/// Which attr a record belongs to: where the sample id sits and the id → attr maps (a
+/// dense table when the ids are compact, as perf numbers them, and a hash map otherwise).
+#[derive(Clone, Debug, Default)]
+pub struct AttrIds {
+    attrs: usize,
+    /// Where the sample id is (the first attr's layout).
+    pub pos: IdPos,
+    by_id: rustc_hash::FxHashMap<u64, u16>,
+    /// `dense[id - base]` = attr index (u16::MAX: none), when the ids are compact.
+    dense: Vec<u16>,
+    base: u64,
+}
+
+impl AttrIds {
+    /// The maps of `attrs`, and whether the attrs disagree on where the sample id is (the
+    /// first attr's layout is used then).
+    pub fn of(attrs: &[Attr]) -> (AttrIds, bool) {
+        let pos = attrs.first().map(IdPos::of).unwrap_or_default();
+        let ambiguous = attrs.iter().any(|a| IdPos::of(a) != pos);
+        let mut by_id = rustc_hash::FxHashMap::default();
+        for (i, a) in attrs.iter().enumerate() {
+            for &id in &a.ids {
+                by_id.insert(id, i as u16);
+            }
+        }
+        let lo = by_id.keys().copied().min().unwrap_or(0);
+        let hi = by_id.keys().copied().max().unwrap_or(0);
+        let mut dense = Vec::new();
+        if hi - lo < 1 << 16 {
+            dense.resize((hi - lo + 1) as usize, u16::MAX);
+            for (&id, &a) in &by_id {
+                dense[(id - lo) as usize] = a;
+            }
+        }
+        let ids = AttrIds {
+            attrs: attrs.len(),
+            pos,
+            by_id,
+            dense,
+            base: lo,
+        };
+        (ids, ambiguous)
+    }
+
+    /// The attr index of a record (`None`: an id no attr has, or no attrs).
+    #[inline]
+    pub fn attr_of(&self, rec: &[u8], is_sample: bool, endian: Endian) -> Option<u16> {
+        match self.attrs {
+            0 => None,
+            1 => Some(0),
+            _ => {
+                let pos = if is_sample {
+                    self.pos.in_sample
+                } else {
+                    self.pos.from_end.and_then(|d| rec.len().checked_sub(d))
+                };
+                match pos {
+                    // perf-synthesized records (COMM/FORK/MMAP of existing tasks) have id 0.
+                    Some(p) => match endian.u64(rec, p)? {
+                        0 => Some(0),
+                        id => match id
+                            .checked_sub(self.base)
+                            .and_then(|i| self.dense.get(usize::try_from(i).ok()?))
+                        {
+                            Some(&a) if a != u16::MAX => Some(a),
+                            _ => self.by_id.get(&id).copied(),
+                        },
+                    },
+                    // No id in the records: perf then uses the first attr.
+                    None => Some(0),
+                }
+            }
+        }
+    }
+}
+
 /// Where the sample id sits, shared by all attrs of a file (perf requires that).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct IdPos {

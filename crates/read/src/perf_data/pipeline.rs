@@ -11,10 +11,10 @@
 
 use std::sync::Arc;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use stallscope_model::{DataQuality, InputFormat, Severity, SpanPos, TraceMeta};
 
-use super::attr::{parse_trailer, Attr, IdPos, Layout, TYPE_TRACEPOINT};
+use super::attr::{parse_trailer, Attr, AttrIds, Layout, TYPE_TRACEPOINT};
 use super::decode::{AttrDecoder, DecodeTables};
 use super::header::{self, feat};
 use super::order::{OrderQueue, Pending, MAX_PENDING};
@@ -61,11 +61,8 @@ pub struct Pipeline {
     pub(super) endian: Endian,
     pub(super) attrs: Vec<Attr>,
     pub(super) layouts: Vec<Layout>,
-    pub(super) id_pos: IdPos,
-    pub(super) id_to_attr: FxHashMap<u64, u16>,
-    /// `id_dense[id - id_base]` = attr index (u16::MAX: none), when the ids are compact.
-    pub(super) id_dense: Vec<u16>,
-    pub(super) id_base: u64,
+    /// Which attr a record belongs to.
+    pub(super) ids: AttrIds,
     tables: Arc<DecodeTables>,
     pub(super) stale: bool,
     pub(super) tracing: Option<TracingData>,
@@ -105,10 +102,7 @@ impl Pipeline {
             endian,
             attrs: Vec::new(),
             layouts: Vec::new(),
-            id_pos: IdPos::default(),
-            id_to_attr: FxHashMap::default(),
-            id_dense: Vec::new(),
-            id_base: 0,
+            ids: AttrIds::default(),
             tables: Arc::default(),
             stale: true,
             tracing: None,
@@ -288,31 +282,15 @@ impl Pipeline {
     pub(super) fn rebuild(&mut self) {
         self.stale = false;
         self.layouts = self.attrs.iter().map(Layout::of).collect();
-        self.id_pos = self.attrs.first().map(IdPos::of).unwrap_or_default();
-        if self.attrs.iter().any(|a| IdPos::of(a) != self.id_pos) {
+        let (ids, ambiguous) = AttrIds::of(&self.attrs);
+        self.ids = ids;
+        if ambiguous {
             self.note_once(
                 "perf_ambiguous_sample_id",
                 Severity::Warning,
                 "event attributes disagree on where the sample id is; records were matched with the first attribute's layout",
                 format!("{} attrs", self.attrs.len()),
             );
-        }
-        self.id_to_attr.clear();
-        for (i, a) in self.attrs.iter().enumerate() {
-            for &id in &a.ids {
-                self.id_to_attr.insert(id, i as u16);
-            }
-        }
-        // A dense table when the ids are compact (they normally are: perf numbers them).
-        let lo = self.id_to_attr.keys().copied().min().unwrap_or(0);
-        let hi = self.id_to_attr.keys().copied().max().unwrap_or(0);
-        self.id_base = lo;
-        self.id_dense.clear();
-        if hi - lo < 1 << 16 {
-            self.id_dense.resize((hi - lo + 1) as usize, u16::MAX);
-            for (&id, &a) in &self.id_to_attr {
-                self.id_dense[(id - lo) as usize] = a;
-            }
         }
         let fallback = PrevStateTable::for_kernel_release(self.meta.kernel_release.as_deref());
         let mut decoders = Vec::with_capacity(self.attrs.len());
@@ -626,33 +604,9 @@ impl Pipeline {
     }
 
     /// Which attr a record belongs to.
+    #[inline]
     fn attr_of(&self, rec: &[u8], is_sample: bool) -> Option<u16> {
-        match self.attrs.len() {
-            0 => None,
-            1 => Some(0),
-            _ => {
-                let pos = if is_sample {
-                    self.id_pos.in_sample
-                } else {
-                    self.id_pos.from_end.and_then(|d| rec.len().checked_sub(d))
-                };
-                match pos {
-                    // perf-synthesized records (COMM/FORK/MMAP of existing tasks) have id 0.
-                    Some(p) => match self.endian.u64(rec, p)? {
-                        0 => Some(0),
-                        id => match id
-                            .checked_sub(self.id_base)
-                            .and_then(|i| self.id_dense.get(i as usize))
-                        {
-                            Some(&a) if a != u16::MAX => Some(a),
-                            _ => self.id_to_attr.get(&id).copied(),
-                        },
-                    },
-                    // No id in the records: perf then uses the first attr.
-                    None => Some(0),
-                }
-            }
-        }
+        self.ids.attr_of(rec, is_sample, self.endian)
     }
 
     fn enqueue(&mut self, r: RecordRef, rtype: u32) {

@@ -88,45 +88,44 @@ impl Orderer {
         let tail = self.tail.get(self.tail_start..).unwrap_or(&[]);
         let kt = tail.partition_point(|e| e.rec.ts <= limit);
         let kc = self.cur.partition_point(|e| e.rec.ts <= limit);
-        let (mut t, mut c) = (
-            tail[..kt].iter().peekable(),
-            self.cur[..kc].iter().peekable(),
-        );
-        loop {
-            let e = match (t.peek(), c.peek()) {
-                (Some(a), Some(b)) if a.rec.ts <= b.rec.ts => t.next(),
-                (Some(_), Some(_)) => c.next(),
-                (Some(_), None) => t.next(),
-                (None, _) => c.next(),
-            };
-            let Some(e) = e else { break };
-            self.out.one(e, batch)?;
-        }
+        let out = &mut self.out;
+        merge_by_time(&tail[..kt], &self.cur[..kc], |e| out.one(e, batch))?;
         if kt == tail.len() {
             // The usual case: what is left of the round is the new tail.
             std::mem::swap(&mut self.tail, &mut self.cur);
             self.tail_start = kc;
         } else {
             let mut rest = Vec::with_capacity(tail.len() - kt + self.cur.len() - kc);
-            let (mut t, mut c) = (
-                tail[kt..].iter().peekable(),
-                self.cur[kc..].iter().peekable(),
-            );
-            loop {
-                let e = match (t.peek(), c.peek()) {
-                    (Some(a), Some(b)) if a.rec.ts <= b.rec.ts => t.next(),
-                    (Some(_), Some(_)) => c.next(),
-                    (Some(_), None) => t.next(),
-                    (None, _) => c.next(),
-                };
-                let Some(e) = e else { break };
+            merge_by_time(&tail[kt..], &self.cur[kc..], |e| {
                 rest.push(*e);
-            }
+                Ok(())
+            })?;
             self.tail = rest;
             self.tail_start = 0;
         }
         self.cur.clear();
         Ok(())
+    }
+}
+
+/// Visits the entries of two time-sorted runs in time order, `a`'s first on equal times
+/// (they come first in the file): the stable merge.
+#[inline]
+fn merge_by_time(
+    a: &[Entry],
+    b: &[Entry],
+    mut visit: impl FnMut(&Entry) -> Result<(), LeanBail>,
+) -> Result<(), LeanBail> {
+    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+    loop {
+        let e = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) if x.rec.ts <= y.rec.ts => a.next(),
+            (Some(_), Some(_)) => b.next(),
+            (Some(_), None) => a.next(),
+            (None, _) => b.next(),
+        };
+        let Some(e) = e else { return Ok(()) };
+        visit(e)?;
     }
 }
 

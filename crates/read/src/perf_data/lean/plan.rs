@@ -18,7 +18,7 @@
 
 use stallscope_model::{InputFormat, SchedRecordKind};
 
-use super::super::attr::{IdPos, Layout};
+use super::super::attr::{AttrIds, Layout};
 use super::super::decode::AttrDecoder;
 use super::super::pipeline::Pipeline;
 use crate::lean::LeanBail;
@@ -178,14 +178,8 @@ pub struct Plan {
     pub payloads: Vec<Payload>,
     /// Fixed sample offsets, when the layout has them (index = attr).
     pub samples: Vec<Option<SampleAt>>,
-    /// Where the sample id is.
-    pub id_pos: IdPos,
-    /// `id_dense[id - id_base]` = attr (u16::MAX: none).
-    pub id_dense: Vec<u16>,
-    /// Smallest id.
-    pub id_base: u64,
-    /// Every id → attr.
-    pub id_to_attr: rustc_hash::FxHashMap<u64, u16>,
+    /// Which attr a record belongs to (the general reader's maps).
+    pub ids: AttrIds,
     /// Whether the trace declares `sched_waking`.
     pub waking_declared: bool,
 }
@@ -240,10 +234,7 @@ impl Plan {
             samples: tables.layouts.iter().map(SampleAt::of).collect(),
             layouts: tables.layouts.clone(),
             payloads,
-            id_pos: p.id_pos,
-            id_dense: p.id_dense.clone(),
-            id_base: p.id_base,
-            id_to_attr: p.id_to_attr.clone(),
+            ids: p.ids.clone(),
             waking_declared: p
                 .meta
                 .declared_events
@@ -252,33 +243,10 @@ impl Plan {
         })
     }
 
-    /// The attr of a record (the general reader's rule, see `Pipeline::attr_of`).
+    /// The attr of a record (the general reader's rule: [`AttrIds::attr_of`]).
     #[inline]
     pub fn attr_of(&self, rec: &[u8], is_sample: bool) -> Option<u16> {
-        match self.layouts.len() {
-            0 => None,
-            1 => Some(0),
-            _ => {
-                let pos = if is_sample {
-                    self.id_pos.in_sample
-                } else {
-                    self.id_pos.from_end.and_then(|d| rec.len().checked_sub(d))
-                };
-                match pos {
-                    Some(p) => match Endian::Little.u64(rec, p)? {
-                        0 => Some(0),
-                        id => match id
-                            .checked_sub(self.id_base)
-                            .and_then(|i| self.id_dense.get(usize::try_from(i).ok()?))
-                        {
-                            Some(&a) if a != u16::MAX => Some(a),
-                            _ => self.id_to_attr.get(&id).copied(),
-                        },
-                    },
-                    None => Some(0),
-                }
-            }
-        }
+        self.ids.attr_of(rec, is_sample, Endian::Little)
     }
 }
 
