@@ -15,6 +15,7 @@ pub mod input;
 pub mod lean;
 pub mod perf_data;
 pub mod perf_script_text;
+pub mod prefetch;
 pub mod profile;
 pub mod ringbuf;
 pub mod sniff;

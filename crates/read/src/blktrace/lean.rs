@@ -180,28 +180,7 @@ fn map_file(file: &std::fs::File) -> Option<Mmap> {
     Some(map)
 }
 
-/// Asks the CPU to start loading `data[at]`'s cache line (a hint; nothing past the end).
-#[inline(always)]
-fn prefetch(data: &[u8], at: usize) {
-    prefetch_slice(data, at);
-}
-
-/// [`prefetch`] for any slice.
-#[inline(always)]
-fn prefetch_slice<T>(data: &[T], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(x) = data.get(at) {
-        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
-        // address is inside `data`, and SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (x as *const T).cast::<i8>(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, at);
-}
+use crate::prefetch::prefetch;
 
 impl Stream {
     fn new(input_index: u16, input: Input) -> Stream {

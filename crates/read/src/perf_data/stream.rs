@@ -692,23 +692,7 @@ impl DecompStream {
     }
 }
 
-/// Asks the CPU to start loading the cache line of `data[at]` (nothing when `at` is past
-/// the end).
-#[inline(always)]
-pub fn prefetch(data: &[u8], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(b) = data.get(at) {
-        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
-        // address is inside `data` anyway, and SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (b as *const u8).cast::<i8>(),
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, at);
-}
+pub use crate::prefetch::prefetch;
 
 #[cfg(test)]
 mod tests {

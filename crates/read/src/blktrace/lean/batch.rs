@@ -240,7 +240,7 @@ fn visit_batch(
     let mut decoded = batch.decoded.iter();
     for (k, r) in batch.records.iter().enumerate() {
         // The batch was written on the other CPU: ask for its lines a few records ahead.
-        super::prefetch_slice(&batch.records, k + PREFETCH_RECORDS);
+        crate::prefetch::prefetch(&batch.records, k + PREFETCH_RECORDS);
         let at = RecordAt {
             ts: r.ts,
             pid: r.pid,

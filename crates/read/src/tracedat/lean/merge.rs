@@ -19,6 +19,7 @@ use std::collections::{HashMap, VecDeque};
 use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
 
 use crate::lean::LeanBail;
+use crate::prefetch::prefetch;
 
 use super::super::sink::Sink;
 use super::decode::{unpack, CpuDecoder, CpuRec, Run, NO_NAME};
@@ -27,23 +28,6 @@ use super::pool::Pool;
 /// Records ahead of the one merged whose cache lines are requested early (runs were
 /// written by another core).
 const PREFETCH_AHEAD: usize = 40;
-
-/// Asks the CPU to start loading `recs[at]` (a hint; nothing past the end).
-#[inline(always)]
-fn prefetch(recs: &[CpuRec], at: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if let Some(r) = recs.get(at) {
-        // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
-        // address is inside `recs`, and SSE is part of the x86_64 baseline.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                (r as *const CpuRec).cast::<i8>(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (recs, at);
-}
 
 /// Runs of one CPU decoded ahead of the merge.
 const PREFETCH: usize = 2;
