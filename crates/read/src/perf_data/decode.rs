@@ -61,6 +61,16 @@ pub struct Decoder {
     comms: FxHashMap<Tid, Comm>,
 }
 
+/// An empty event, the slot [`Decoder::decode_into`] fills.
+pub(super) const BLANK: Event = Event {
+    ts: 0,
+    cpu: 0,
+    pid: -1,
+    span: Span::new(0, SpanPos::Byte(0)),
+    kind: EventKind::Lost { count: None },
+    callchain: None,
+};
+
 impl Decoder {
     /// A decoder using `tables`.
     pub fn new(tables: std::sync::Arc<DecodeTables>) -> Decoder {
@@ -81,14 +91,7 @@ impl Decoder {
     /// The event of record `rec` released as `p`, or `None` (side-band-only record, or a
     /// skip counted in `dq`).
     pub fn decode(&mut self, rec: &[u8], p: &Pending, dq: &mut DataQuality) -> Option<Event> {
-        let mut ev = Event {
-            ts: 0,
-            cpu: 0,
-            pid: -1,
-            span: Span::new(0, SpanPos::Byte(0)),
-            kind: EventKind::Lost { count: None },
-            callchain: None,
-        };
+        let mut ev = BLANK;
         self.decode_into(rec, p, dq, &mut ev).then_some(ev)
     }
 

@@ -19,9 +19,9 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::Arc;
 use std::thread;
 
-use stallscope_model::{DataQuality, Event, EventKind, Span, SpanPos, TraceMeta};
+use stallscope_model::{DataQuality, Event, TraceMeta};
 
-use super::decode::{DecodeTables, Decoder};
+use super::decode::{DecodeTables, Decoder, BLANK};
 use super::order::Pending;
 use super::pipeline::Pipeline;
 use super::stream::{DataMap, RecordRef, MAPPED};
@@ -35,16 +35,6 @@ pub const IN_FLIGHT: usize = 4;
 pub const DECODERS: usize = 2;
 /// How many records ahead a decoding thread prefetches.
 const PREFETCH_RECORDS: usize = 4;
-
-/// The slot an event is decoded into.
-const BLANK: Event = Event {
-    ts: 0,
-    cpu: 0,
-    pid: -1,
-    span: Span::new(0, SpanPos::Byte(0)),
-    kind: EventKind::Lost { count: None },
-    callchain: None,
-};
 
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
