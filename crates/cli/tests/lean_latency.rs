@@ -6,64 +6,13 @@
 //! so a silent bail-out cannot make these comparisons vacuous.
 
 mod common;
+#[path = "../../read/tests/lean_support/mod.rs"]
+mod lean_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{root, run};
-
-/// Fixtures the lean path must take (a bail-out on one of them fails the test).
-const LEAN_FIXTURES: &[&str] = &[
-    // perf.data (file mode, no compressed records): perf_data::lean.
-    "fixtures/sched/starve_wakeup.perf.data",
-    "fixtures/sched/equal.perf.data",
-    "fixtures/sched/sched_callchain.perf.data",
-    "fixtures/sched/sched_all.perf.data",
-    "fixtures/sched/starve.perf.data",
-    "fixtures/block/tracepoints/block.perf.data",
-    "fixtures/compare/sched/starve-1.perf.data.xz",
-    "fixtures/compare/sched/equal-1.perf.data.xz",
-    "fixtures/detectors/runqueue-starvation/healthy.perf.data",
-    "fixtures/detectors/runqueue-starvation/cgroup.perf.data",
-    "fixtures/detectors/runqueue-starvation/nice.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned3.perf.data",
-    "fixtures/detectors/idle-while-runnable/healthy.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned.perf.data",
-    "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
-    // trace.dat (uncompressed CPU data): tracedat::lean.
-    "fixtures/block/tracepoints/block.dat",
-    "fixtures/detectors/worker-flood/sparse.dat.xz",
-    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
-    "fixtures/tracedat/sched_v6.dat.xz",
-];
-
-/// Every perf.data / trace.dat fixture with scheduler events.
-const FIXTURES: &[&str] = &[
-    "fixtures/sched/starve_wakeup.perf.data",
-    "fixtures/sched/equal.perf.data",
-    "fixtures/sched/sched_zstd.perf.data",
-    "fixtures/sched/sched_callchain.perf.data",
-    "fixtures/sched/sched_all.perf.data",
-    "fixtures/sched/starve.perf.data",
-    "fixtures/sched/sched_pipe.perf.data",
-    "fixtures/block/tracepoints/block.dat",
-    "fixtures/block/tracepoints/block.perf.data",
-    "fixtures/compare/sched/starve-1.perf.data.xz",
-    "fixtures/compare/sched/equal-1.perf.data.xz",
-    "fixtures/detectors/worker-flood/sparse.dat.xz",
-    "fixtures/detectors/runqueue-starvation/healthy.perf.data",
-    "fixtures/detectors/runqueue-starvation/cgroup.perf.data",
-    "fixtures/detectors/runqueue-starvation/nice.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned3.perf.data",
-    "fixtures/detectors/idle-while-runnable/healthy.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned.perf.data",
-    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
-    "fixtures/detectors/wakeup-ping-pong/qd1.perf.data",
-    "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data",
-    "fixtures/detectors/wakeup-ping-pong/healthy-nodio.perf.data",
-    "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
-    "fixtures/tracedat/sched_v6.dat.xz",
-];
 
 /// The fixture as a regular uncompressed file (decompressed into `dir` when needed).
 fn plain(fixture: &str, dir: &Path) -> PathBuf {
@@ -109,7 +58,8 @@ const OPTION_SETS: &[&[&str]] = &[
 fn lean_and_general_paths_print_the_same() {
     let dir = std::env::temp_dir().join(format!("stallscope-lean-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    for fixture in FIXTURES {
+    for (fixture, must_be_lean) in lean_support::lean_paths(&root()) {
+        let fixture = fixture.as_str();
         let path = plain(fixture, &dir);
         let path = path.to_str().expect("utf-8 path");
         for opts in OPTION_SETS {
@@ -125,7 +75,7 @@ fn lean_and_general_paths_print_the_same() {
                     default, general,
                     "{fixture} {opts:?} {format}: lean and general paths differ"
                 );
-                if LEAN_FIXTURES.contains(fixture) {
+                if must_be_lean {
                     let mut lean = args.clone();
                     lean.insert(1, "--require-lean");
                     assert_eq!(stdout_of(&lean), general, "{fixture} {opts:?} {format}");

@@ -4,6 +4,8 @@
 //! must take are listed (a bail-out there fails); on damaged copies it bails out without
 //! panicking.
 
+mod lean_support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -17,33 +19,13 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Fixtures the lean path must take.
-const LEAN: &[&str] = &[
-    "fixtures/sched/starve_wakeup.perf.data",
-    "fixtures/sched/equal.perf.data",
-    "fixtures/sched/sched_callchain.perf.data",
-    "fixtures/sched/sched_all.perf.data",
-    "fixtures/sched/starve.perf.data",
-    "fixtures/block/tracepoints/block.perf.data",
-    "fixtures/compare/sched/starve-1.perf.data.xz",
-    "fixtures/compare/sched/equal-1.perf.data.xz",
-    "fixtures/detectors/runqueue-starvation/healthy.perf.data",
-    "fixtures/detectors/runqueue-starvation/cgroup.perf.data",
-    "fixtures/detectors/runqueue-starvation/nice.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned3.perf.data",
-    "fixtures/detectors/idle-while-runnable/healthy.perf.data",
-    "fixtures/detectors/idle-while-runnable/pinned.perf.data",
-    "fixtures/detectors/lock-spinning/xfs-shared-sched.perf.data.xz",
-];
-
-/// perf.data fixtures the lean path may decline (zstd-compressed records, pipe mode).
-const MAY_BAIL: &[&str] = &[
-    "fixtures/detectors/wakeup-ping-pong/qd1.perf.data",
-    "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data",
-    "fixtures/detectors/wakeup-ping-pong/healthy-nodio.perf.data",
-    "fixtures/sched/sched_zstd.perf.data",
-    "fixtures/sched/sched_pipe.perf.data",
-];
+/// The perf.data fixtures of `fixtures/lean-paths.txt`.
+fn perf_fixtures() -> Vec<(String, bool)> {
+    lean_support::lean_paths(&root())
+        .into_iter()
+        .filter(|(p, _)| !lean_support::is_tracedat(p))
+        .collect()
+}
 
 /// One record with its name resolved (comm indices differ between batchings).
 type Resolved = (
@@ -152,7 +134,10 @@ fn temp_dir(tag: &str) -> PathBuf {
 fn lean_records_equal_the_encoder_over_general_events() {
     let dir = temp_dir("eq");
     let (mut switches, mut taken, mut cuts) = (0, 0, 0);
-    for fixture in LEAN.iter().chain(MAY_BAIL) {
+    let fixtures = perf_fixtures();
+    let must = fixtures.iter().filter(|f| f.1).count();
+    for (fixture, must_be_lean) in &fixtures {
+        let fixture = fixture.as_str();
         let path = plain(fixture, &dir);
         let path = path.to_str().unwrap();
         let want = general(path);
@@ -183,11 +168,11 @@ fn lean_records_equal_the_encoder_over_general_events() {
                     .count();
                 taken += 1;
             }
-            Err(why) => assert!(MAY_BAIL.contains(fixture), "{fixture} bailed out: {why}"),
+            Err(why) => assert!(!must_be_lean, "{fixture} bailed out: {why}"),
         }
     }
     assert!(
-        taken >= LEAN.len() && switches > 10_000,
+        taken >= must && must >= 15 && switches > 10_000,
         "{taken} files, {switches} switches"
     );
     assert!(

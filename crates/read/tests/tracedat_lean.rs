@@ -5,6 +5,8 @@
 //! corrupted copies bail out or are refused without panicking. Also: the general reader's
 //! data-quality examples do not depend on thread timing.
 
+mod lean_support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -126,18 +128,18 @@ fn assert_same(fixture: &str, lean: &(Vec<Resolved>, String), general: &(Vec<Res
     assert_eq!(lean.1, general.1, "{fixture}: data quality");
 }
 
-/// trace.dat fixtures the lean path must take (lost-events markers, CPUSTAT losses, an
-/// instance read, discarded items, block and other non-scheduler events among them).
-const TAKEN: &[&str] = &[
-    "fixtures/tracedat/sched_v6.dat.xz",
-    "fixtures/tracedat/sched_v7_none.dat.xz",
-    "fixtures/block/tracepoints/block.dat",
-    "fixtures/detectors/worker-flood/sparse.dat.xz",
-    "fixtures/detectors/worker-flood/prewritten.dat.xz",
-    "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
-    "fixtures/detectors/dispatch-starvation/bfq.trace.dat.zst",
-    "fixtures/detectors/dispatch-starvation/bfq-nosync.trace.dat.zst",
-];
+/// `fixtures/lean-paths.txt`: the trace.dat fixtures the lean path must take (among them
+/// lost-events markers, CPUSTAT losses, an instance read, discarded items, block and other
+/// non-scheduler events).
+fn taken() -> Vec<String> {
+    let out: Vec<String> = lean_support::lean_paths(&root())
+        .into_iter()
+        .filter(|(p, lean)| *lean && lean_support::is_tracedat(p))
+        .map(|(p, _)| p)
+        .collect();
+    assert!(out.len() >= 8, "{} trace.dat fixtures listed", out.len());
+    out
+}
 
 /// trace.dat fixtures the lean path must refuse, and why.
 const REFUSED: &[(&str, &str)] = &[
@@ -147,7 +149,7 @@ const REFUSED: &[(&str, &str)] = &[
 
 #[test]
 fn lean_equals_the_encoder_over_general_events() {
-    for fixture in TAKEN {
+    for fixture in &taken() {
         let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
         let path = temp_file(name, &bytes(fixture));
         let want = general(&path);

@@ -1,0 +1,35 @@
+//! `fixtures/lean-paths.txt` for the lean-path tests (perf_data_lean and tracedat_lean here,
+//! and crates/cli/tests/lean_latency.rs, which includes this file by path): every
+//! scheduler-bearing perf.data / trace.dat fixture and whether the lean readers must take it.
+
+#![allow(dead_code)]
+
+use std::path::Path;
+
+/// `(path, must the lean path take it)` for every fixture line of the list, in order.
+pub fn lean_paths(root: &Path) -> Vec<(String, bool)> {
+    let list = std::fs::read_to_string(root.join("fixtures/lean-paths.txt"))
+        .expect("fixtures/lean-paths.txt");
+    let mut out = Vec::new();
+    for line in list.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some("lean"), Some(p)) => out.push((p.to_string(), true)),
+            (Some("general"), Some(p)) => out.push((p.to_string(), false)),
+            (None, _) => {}
+            _ => panic!("fixtures/lean-paths.txt: bad line {line:?}"),
+        }
+    }
+    assert!(
+        out.len() > 20,
+        "fixtures/lean-paths.txt lists {} fixtures",
+        out.len()
+    );
+    out
+}
+
+/// Whether `path` is a trace.dat fixture (else perf.data).
+pub fn is_tracedat(path: &str) -> bool {
+    !path.contains(".perf.data")
+}
