@@ -12,9 +12,13 @@ use stallscope_read::{EventReader, Input};
 
 /// The whole target, as a plain function (also usable from a stable-toolchain test).
 fn drain(data: &[u8]) {
-    let Ok(input) = Input::from_bytes("fuzz.data", data.to_vec()) else { return };
+    let Ok(input) = Input::from_bytes("fuzz.data", data.to_vec()) else {
+        return;
+    };
     // Inline decoding: a worker thread only slows the fuzzer down.
-    let Ok(mut reader) = PerfDataReader::open_with_worker(input, 0, false) else { return };
+    let Ok(mut reader) = PerfDataReader::open_with_worker(input, 0, false) else {
+        return;
+    };
     while let Ok(Some(event)) = reader.next_event() {
         // Exercise the rendering path too.
         let _ = event.dump_line();

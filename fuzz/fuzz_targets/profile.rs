@@ -9,8 +9,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use stallscope_read::profile::{
-    folded, perf_report, perf_script, sniff_profile, Kallsyms, KernelSymbolSource,
-    ProfileOptions, ProfileRead,
+    folded, perf_report, perf_script, sniff_profile, Kallsyms, KernelSymbolSource, ProfileOptions,
+    ProfileRead,
 };
 
 fn exercise(r: Result<ProfileRead, stallscope_read::ReadError>) {

@@ -12,8 +12,12 @@ use stallscope_read::tracedat::TraceDatReader;
 use stallscope_read::{EventReader, Input};
 
 fn drain(data: &[u8]) {
-    let Ok(input) = Input::from_bytes("fuzz.dat", data.to_vec()) else { return };
-    let Ok(mut reader) = TraceDatReader::open(input, 0) else { return };
+    let Ok(input) = Input::from_bytes("fuzz.dat", data.to_vec()) else {
+        return;
+    };
+    let Ok(mut reader) = TraceDatReader::open(input, 0) else {
+        return;
+    };
     while let Ok(Some(event)) = reader.next_event() {
         let _ = event.dump_line();
     }
