@@ -2,8 +2,9 @@
 //! its batches concatenated equal `SchedRecordEncoder` applied to the general reader's
 //! events of the same file (records field by field, names resolved), threaded and inline.
 //! Fixtures it must refuse (data-quality notes it cannot carry) are refused; truncated and
-//! corrupted copies bail out or are refused without panicking. Also: the general reader's
-//! data-quality examples do not depend on thread timing.
+//! corrupted copies bail out or are refused without panicking. Every fixture's CPUs are
+//! also cut into pieces of a few sub-buffers (decoded in parallel, merged back in order).
+//! Also: the general reader's data-quality examples do not depend on thread timing.
 
 mod lean_support;
 
@@ -90,15 +91,24 @@ fn lean_records(path: &Path, threaded: bool) -> Result<(Vec<Resolved>, String), 
     lean_sized(path, threaded, None)
 }
 
-/// [`lean_records`] with `(batch, run)` sizes instead of the defaults.
+/// [`lean_records`] with `(batch records, piece sub-buffers)` instead of the defaults.
 fn lean_sized(
     path: &Path,
     threaded: bool,
     sizes: Option<(usize, usize)>,
 ) -> Result<(Vec<Resolved>, String), String> {
+    lean_pieces(path, threaded, sizes).map(|(out, _)| out)
+}
+
+/// [`lean_sized`], and how many pieces the CPU data was decoded in.
+fn lean_pieces(
+    path: &Path,
+    threaded: bool,
+    sizes: Option<(usize, usize)>,
+) -> Result<((Vec<Resolved>, String), u64), String> {
     let p = path.to_str().unwrap();
     let src = match sizes {
-        Some((batch, run)) => lean::open_sized(p, Some(threaded), batch, run),
+        Some((batch, piece)) => lean::open_sized(p, Some(threaded), batch, piece),
         None => lean::open_with(p, Some(threaded)),
     };
     let mut src = src.ok_or_else(|| "refused at open".to_string())?;
@@ -117,7 +127,8 @@ fn lean_sized(
         last_progress = done;
     }
     assert!(batch.records.is_empty());
-    Ok((out, serde_json::to_string(&src.quality()).unwrap()))
+    let quality = serde_json::to_string(&src.quality()).unwrap();
+    Ok(((out, quality), src.pieces()))
 }
 
 fn assert_same(fixture: &str, lean: &(Vec<Resolved>, String), general: &(Vec<Resolved>, String)) {
@@ -168,10 +179,10 @@ fn lean_equals_the_encoder_over_general_events() {
     }
 }
 
-/// Tiny batches and decoding runs put a batch end on every run end and every CPU switch:
-/// the merge must keep its order across all of them.
+/// Tiny batches and pieces put a batch end on every piece end and every CPU switch: the
+/// merge must keep its order across all of them.
 #[test]
-fn every_batch_and_run_size_gives_the_same_records() {
+fn every_batch_and_piece_size_gives_the_same_records() {
     for fixture in [
         "fixtures/tracedat/sched_v6.dat.xz",
         "fixtures/detectors/worker-flood/sparse.dat.xz",
@@ -179,11 +190,41 @@ fn every_batch_and_run_size_gives_the_same_records() {
         let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
         let path = temp_file(name, &bytes(fixture));
         let want = general(&path);
-        for (batch, run) in [(1, 1), (2, 3), (5, 7), (64, 1), (3, 300), (4096, 2)] {
+        for (batch, piece) in [(1, 1), (2, 3), (5, 7), (64, 1), (3, 300), (4096, 2)] {
             for threaded in [false, true] {
-                let got = lean_sized(&path, threaded, Some((batch, run)))
+                let got = lean_sized(&path, threaded, Some((batch, piece)))
                     .unwrap_or_else(|why| panic!("{fixture}: {why}"));
-                assert_same(&format!("{fixture} {batch}/{run}/{threaded}"), &got, &want);
+                assert_same(
+                    &format!("{fixture} {batch}/{piece}/{threaded}"),
+                    &got,
+                    &want,
+                );
+            }
+        }
+    }
+}
+
+/// Every CPU of every fixture cut into pieces of 1–3 sub-buffers, decoded side by side
+/// and merged back: the same records and data quality (lost-events markers, discarded
+/// items, CPUSTAT losses summed per CPU over its pieces) as the general reader.
+#[test]
+fn cpus_split_into_small_pieces_give_the_same_records() {
+    for fixture in &taken() {
+        let name = Path::new(fixture).file_name().unwrap().to_str().unwrap();
+        let path = temp_file(name, &bytes(fixture));
+        let want = general(&path);
+        let (_, whole) = lean_pieces(&path, true, None).unwrap();
+        for piece in [1, 2, 3] {
+            for threaded in [false, true] {
+                let (got, pieces) = lean_pieces(&path, threaded, Some((8192, piece)))
+                    .unwrap_or_else(|why| panic!("{fixture}: lean path not taken: {why}"));
+                // One piece per sub-buffer: at least 4 per CPU on every fixture.
+                let least = if piece == 1 { whole * 4 } else { whole + 1 };
+                assert!(
+                    pieces >= least,
+                    "{fixture}: {pieces} pieces of {piece} sub-buffers, {whole} by default"
+                );
+                assert_same(&format!("{fixture} {piece}/{threaded}"), &got, &want);
             }
         }
     }
@@ -320,4 +361,67 @@ fn mutated_files_never_make_the_readers_differ() {
         }
     }
     assert!(taken > 0, "every mutation made the lean source bail out");
+}
+
+/// Missed-events markers with stored counts on later sub-buffers of CPU 0 (whose CPUSTAT
+/// losses the markers then partly explain): split into pieces, the lean source must sum
+/// each CPU's marker counts over all its pieces and keep the notes in file order, as the
+/// general reader does.
+#[test]
+fn lost_events_markers_in_later_pieces_sum_per_cpu() {
+    const PAGE: u64 = 4096;
+    const COMMIT_MASK: u64 = (1 << 27) - 1;
+    let fixture = "fixtures/tracedat/sched_v7_none.dat.xz";
+    let mut data = bytes(fixture);
+    let path = temp_file("v7.dat", &data);
+    // Sub-buffers (4 KiB, page-aligned in this file) holding CPU 0's events, in file order.
+    let mut pages: Vec<u64> = Vec::new();
+    let mut reader = TraceDatReader::open(Input::open(path.to_str().unwrap()).unwrap(), 0).unwrap();
+    while let Some(ev) = reader.next_event().unwrap() {
+        if let (0, stallscope_model::SpanPos::Byte(b)) = (ev.cpu, ev.span.pos()) {
+            if pages.last() != Some(&(b / PAGE * PAGE)) {
+                pages.push(b / PAGE * PAGE);
+            }
+        }
+    }
+    assert!(pages.len() > 20, "{} pages", pages.len());
+    // Markers (counts 7, 11, 13) on pages with room for the count after their data.
+    let mut marked = Vec::new();
+    for (&page, count) in pages[pages.len() / 4..]
+        .iter()
+        .step_by(5)
+        .zip([7u64, 11, 13])
+    {
+        let at = page as usize;
+        let commit = u64::from_le_bytes(data[at + 8..at + 16].try_into().unwrap());
+        let end = at + 16 + (commit & COMMIT_MASK) as usize;
+        assert!(end + 8 <= at + PAGE as usize, "page {page:#x} full");
+        let flags = commit | (1 << 31) | (1 << 30);
+        data[at + 8..at + 16].copy_from_slice(&flags.to_le_bytes());
+        data[end..end + 8].copy_from_slice(&count.to_le_bytes());
+        marked.push(page);
+    }
+    assert_eq!(marked.len(), 3);
+    let path = temp_file("v7-markers.dat", &data);
+    let want = general(&path);
+    for page in &marked {
+        assert!(
+            want.1.contains(&format!("CPU 0 sub-buffer at {page:#x}")),
+            "marker at {page:#x} not noted: {}",
+            want.1
+        );
+    }
+    assert!(
+        want.1
+            .contains("31 of them reported by missed-events markers"),
+        "{}",
+        want.1
+    );
+    for piece in [0, 1, 2, 5] {
+        for threaded in [false, true] {
+            let got = lean_sized(&path, threaded, Some((8192, piece)))
+                .unwrap_or_else(|why| panic!("lean path not taken: {why}"));
+            assert_same(&format!("markers {piece}/{threaded}"), &got, &want);
+        }
+    }
 }

@@ -283,6 +283,14 @@ impl Interner {
         id
     }
 
+    /// Forgets every name (ids start again from 0).
+    pub fn clear(&mut self) {
+        self.ids.fill(NO_NAME);
+        self.by_name.clear();
+        self.fresh.clear();
+        self.next_id = 0;
+    }
+
     /// Moves the names first used since the last call into `out`.
     pub fn take_new(&mut self, out: &mut Vec<Comm>) {
         out.append(&mut self.fresh);
@@ -349,6 +357,21 @@ impl CpuDecoder {
             inline_lost: 0,
             read: 0,
         }
+    }
+
+    /// Makes this decoder (pages already dropped) a fresh decoder of `area`, keeping its
+    /// buffers: no names, notes or losses known, nothing read.
+    pub fn restart(&mut self, area: &CpuArea) {
+        self.cpu = area.cpu;
+        self.next_off = area.offset;
+        self.end = area.offset.saturating_add(area.size);
+        self.buf.clear();
+        self.window = (area.offset, 0);
+        self.page_pos = 0;
+        self.names.clear();
+        self.dq = DataQuality::default();
+        self.inline_lost = 0;
+        self.read = 0;
     }
 
     /// Appends whole pages' records to `run` until it holds at least `min` records;

@@ -1,5 +1,19 @@
-//! [`Merge`]: the CPUs' [`CpuRec`] runs merged into one [`SchedBatch`] stream in the
-//! general reader's order, with the stream's `PayloadComm` records.
+//! [`Merge`]: the CPUs' data decoded in pieces and merged into one [`SchedBatch`] stream
+//! in the general reader's order, with the stream's `PayloadComm` records.
+//!
+//! Pieces: each CPU's data is cut into pieces of whole sub-buffers (a sub-buffer carries
+//! its own base time, so a piece decodes on its own), each decoded whole into one [`Run`]
+//! by a fresh decoder on any worker (`pool`). A CPU's pieces are concatenated, in order,
+//! into that CPU's stream: piece n+1 is merged only after piece n is exhausted. Pieces are
+//! handed out lazily: one ahead of the merged one per CPU, and more (so that every worker
+//! has one) while fewer than CPUs + workers + 1 are out over all CPUs, which bounds
+//! memory. A piece's data-quality notes and missed-events losses go to the [`Sink`] when
+//! the piece is merged, so they arrive per CPU in file order as the general reader's do.
+//!
+//! ```text
+//! CPU 0  [piece 0 │ piece 1 │ piece 2 │ …]   pieces 1, 2 decoding while 0 is merged
+//! CPU 1  [piece 0 │ …]
+//! ```
 //!
 //! Order: the general reader's merge (`super::super::merge`) always emits the head of the
 //! slot (CPU with data, by CPU number) whose `(timestamp, slot)` is smallest; a slot's own
@@ -7,12 +21,12 @@
 //! then drains that slot while its head stays below every other slot's head (no per-record
 //! comparison against more than one bound).
 //!
-//! Names: each slot's per-CPU name ids map to global ids (one per distinct [`Comm`]), and
-//! the stream keeps the current global id per tid, so the `PayloadComm` rule of
+//! Names: each piece's name ids map to global ids (one per distinct [`Comm`]), and the
+//! stream keeps the current global id per tid, so the `PayloadComm` rule of
 //! [`stallscope_model::sched_record`] is one integer compare per named task.
 //!
 //! A record earlier than the previous one (the general path counts `out_of_order_events`)
-//! is a [`LeanBail`].
+//! is a [`LeanBail`]; so is a piece that failed to decode, when the merge reaches it.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -21,38 +35,35 @@ use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKi
 use crate::lean::LeanBail;
 use crate::prefetch::prefetch;
 
+use super::super::options::CpuArea;
 use super::super::sink::Sink;
 use super::decode::{unpack, CpuDecoder, CpuRec, Run, NO_NAME};
-use super::pool::Pool;
+use super::pool::{Done, Job, Pool};
 
 /// Records ahead of the one merged whose cache lines are requested early (runs were
 /// written by another core).
 const PREFETCH_AHEAD: usize = 40;
 
-/// Runs of one CPU decoded ahead of the merge.
-const PREFETCH: usize = 2;
-
 /// Tids below this have their current name in a table indexed by tid.
 const DIRECT_TIDS: usize = 1 << 22;
 
+/// Makes the decoder of a piece (a range of one CPU's data).
+pub type NewDecoder = Box<dyn Fn(&CpuArea) -> CpuDecoder + Send>;
+
 struct Slot {
-    /// The run being merged.
+    cpu: u32,
+    /// The run being merged (all the records of one piece).
     run: Run,
     /// Next record of `run`.
     next: usize,
-    /// Runs decoded ahead, in order.
-    ready: VecDeque<Run>,
-    /// An emptied run, handed to the next job.
-    spare: Option<Run>,
-    /// The decoder, when no job is in flight.
-    decoder: Option<Box<CpuDecoder>>,
-    in_flight: bool,
-    /// The CPU's data is over (no more jobs).
-    ended: bool,
-    /// Per-CPU name id → global id.
+    /// The piece's name ids → global ids.
     global: Vec<u32>,
-    /// Bytes the decoder had read when it last came back.
-    read: u64,
+    /// The pieces handed out after the current one, in order: `None` while decoding.
+    out: VecDeque<Option<Done>>,
+    /// Number of the first piece in `out`.
+    first: u64,
+    /// The CPU's data not handed out yet: `(offset, end)`.
+    rest: (u64, u64),
 }
 
 /// The stream's current name of each tid (global ids; [`NO_NAME`] = never named).
@@ -98,41 +109,66 @@ impl StreamNames {
 pub struct Merge {
     slots: Vec<Slot>,
     pool: Pool,
-    /// Records per decoding job.
-    run_min: usize,
+    new_decoder: NewDecoder,
+    /// Bytes of CPU data per piece (whole sub-buffers).
+    piece: u64,
+    /// Pieces handed out and not yet merged, over all slots.
+    outstanding: usize,
+    /// `outstanding` above which a slot gets no more than one piece ahead.
+    max_outstanding: usize,
+    spare_runs: Vec<Run>,
+    spare_decoders: Vec<CpuDecoder>,
     comms: Vec<Comm>,
     comm_ids: HashMap<Comm, u32>,
     names: StreamNames,
     last_ts: Ts,
     started: bool,
-    /// The general reader's bookkeeping: metadata notes, then (at the end) the CPUs'.
+    /// The general reader's bookkeeping: metadata notes, then the CPUs'.
     sink: Sink,
     /// Bytes of CPU data read so far.
     pub read: u64,
+    /// Pieces handed out so far.
+    pub pieces: u64,
 }
 
 impl Merge {
-    /// A merge of `decoders` (sorted by CPU number) decoding on `threads` worker threads
-    /// (0: in the caller's thread) at least `run_min` records per job; `sink` holds the
-    /// metadata's notes.
-    pub fn new(decoders: Vec<CpuDecoder>, threads: usize, run_min: usize, sink: Sink) -> Merge {
-        Merge {
-            slots: decoders
-                .into_iter()
-                .map(|decoder| Slot {
+    /// A merge of the CPU data `areas` (sorted by CPU number) cut into pieces of `piece`
+    /// bytes (whole sub-buffers), decoded by `new_decoder`'s decoders on `threads` worker
+    /// threads (0: in the caller's thread); `sink` holds the metadata's notes.
+    pub fn new(
+        areas: &[CpuArea],
+        new_decoder: NewDecoder,
+        threads: usize,
+        piece: u64,
+        sink: Sink,
+    ) -> Merge {
+        let pool = Pool::new(threads);
+        // Threaded: besides one piece ahead per CPU, enough for every worker to decode
+        // one while the merge waits for another; inline, decoding ahead gains nothing.
+        let max_outstanding = match &pool {
+            p if p.threaded() => areas.len() + threads + 1,
+            _ => 0,
+        };
+        let mut merge = Merge {
+            slots: areas
+                .iter()
+                .map(|a| Slot {
+                    cpu: a.cpu,
                     run: Run::default(),
                     next: 0,
-                    ready: VecDeque::new(),
-                    spare: None,
-                    decoder: Some(Box::new(decoder)),
-                    in_flight: false,
-                    ended: false,
                     global: Vec::new(),
-                    read: 0,
+                    out: VecDeque::new(),
+                    first: 0,
+                    rest: (a.offset, a.offset.saturating_add(a.size)),
                 })
                 .collect(),
-            pool: Pool::new(threads),
-            run_min: run_min.max(1),
+            pool,
+            new_decoder,
+            piece: piece.max(1),
+            outstanding: 0,
+            max_outstanding,
+            spare_runs: Vec::new(),
+            spare_decoders: Vec::new(),
             comms: Vec::new(),
             comm_ids: HashMap::new(),
             names: StreamNames::default(),
@@ -140,21 +176,13 @@ impl Merge {
             started: false,
             sink,
             read: 0,
+            pieces: 0,
+        };
+        // Decoding starts at once, while the caller sets up its analysis.
+        for s in 0..merge.slots.len() {
+            merge.hand_out(s);
         }
-    }
-
-    /// The end of the data: the CPUs' notes and the CPUSTAT losses, as the general
-    /// reader's sink records them.
-    fn finish(&mut self) {
-        for (s, slot) in self.slots.iter().enumerate() {
-            // INVARIANT: at the end no job is in flight, so every decoder is back.
-            let Some(d) = &slot.decoder else { continue };
-            if !d.dq.is_empty() {
-                self.sink.note_cpu(s, &d.dq);
-            }
-            self.sink.note_inline_lost(d.cpu, d.inline_lost);
-        }
-        self.sink.finish();
+        merge
     }
 
     /// Data-quality notes (complete once [`Merge::next_batch`] returned `Ok(false)`).
@@ -162,57 +190,113 @@ impl Merge {
         &self.sink.dq
     }
 
-    /// Sends slot `s`'s decoder for its next run, if it may (see `pool`).
-    fn resubmit(&mut self, s: usize) {
-        let slot = &mut self.slots[s];
-        if slot.in_flight || slot.ended || slot.ready.len() >= PREFETCH {
-            return;
-        }
-        if let Some(decoder) = slot.decoder.take() {
-            let mut run = slot.spare.take().unwrap_or_default();
+    /// Hands out slot `s`'s next pieces: always one ahead of the merged one, more while
+    /// fewer than `max_outstanding` are out over all slots.
+    fn hand_out(&mut self, s: usize) {
+        loop {
+            let slot = &mut self.slots[s];
+            let (off, end) = slot.rest;
+            if off >= end || (!slot.out.is_empty() && self.outstanding >= self.max_outstanding) {
+                return;
+            }
+            let area = CpuArea {
+                cpu: slot.cpu,
+                offset: off,
+                size: self.piece.min(end - off),
+            };
+            slot.rest.0 = off + area.size;
+            let piece = slot.first + slot.out.len() as u64;
+            slot.out.push_back(None);
+            self.outstanding += 1;
+            self.pieces += 1;
+            let decoder = match self.spare_decoders.pop() {
+                Some(mut d) => {
+                    d.restart(&area);
+                    d
+                }
+                None => (self.new_decoder)(&area),
+            };
+            let mut run = self.spare_runs.pop().unwrap_or_default();
             run.recs.clear();
             run.new_names.clear();
-            slot.in_flight = true;
-            self.pool.submit(s, decoder, run, self.run_min);
+            self.pool.submit(Job {
+                slot: s,
+                piece,
+                decoder,
+                run,
+            });
+        }
+    }
+
+    /// Waits for one decoded piece and files it with its slot.
+    fn wait_one(&mut self) -> Result<(), LeanBail> {
+        let Some(done) = self.pool.wait() else {
+            return Err(LeanBail::new("internal: the lean decoding threads stopped"));
+        };
+        self.read += done.decoder.read;
+        let place = self.slots.get_mut(done.slot).and_then(|slot| {
+            let i = usize::try_from(done.piece.checked_sub(slot.first)?).ok()?;
+            slot.out.get_mut(i)
+        });
+        match place {
+            Some(p @ None) => {
+                *p = Some(done);
+                Ok(())
+            }
+            _ => Err(LeanBail::new("internal: a decoded piece nobody waits for")),
         }
     }
 
     /// Makes slot `s`'s run non-empty unless its CPU has no more records.
     fn refill(&mut self, s: usize) -> Result<(), LeanBail> {
         while self.slots[s].next >= self.slots[s].run.recs.len() {
-            if let Some(mut run) = self.slots[s].ready.pop_front() {
-                let slot = &mut self.slots[s];
-                for comm in run.new_names.drain(..) {
-                    let next = self.comms.len() as u32;
-                    let id = *self.comm_ids.entry(comm).or_insert(next);
-                    if id == next {
-                        self.comms.push(comm);
-                    }
-                    slot.global.push(id);
+            self.hand_out(s);
+            match self.slots[s].out.front() {
+                None => return Ok(()),
+                Some(None) => self.wait_one()?,
+                Some(Some(_)) => {
+                    let slot = &mut self.slots[s];
+                    let Some(Some(done)) = slot.out.pop_front() else {
+                        return Err(LeanBail::new("internal: a piece went missing"));
+                    };
+                    slot.first += 1;
+                    self.outstanding -= 1;
+                    self.take(s, done)?;
                 }
-                std::mem::swap(&mut slot.run, &mut run);
-                slot.spare = Some(run);
-                slot.next = 0;
-                self.resubmit(s);
-                continue;
             }
-            if self.slots[s].ended && !self.slots[s].in_flight {
-                return Ok(());
-            }
-            self.resubmit(s);
-            let Some(done) = self.pool.wait() else {
-                return Err(LeanBail::new("internal: the lean decoding threads stopped"));
-            };
-            let more = done.result?;
-            let slot = &mut self.slots[done.slot];
-            self.read += done.decoder.read - slot.read;
-            slot.read = done.decoder.read;
-            slot.decoder = Some(done.decoder);
-            slot.in_flight = false;
-            slot.ended = !more;
-            slot.ready.push_back(done.run);
-            self.resubmit(done.slot);
         }
+        Ok(())
+    }
+
+    /// Makes the decoded piece `done` slot `s`'s current run; its notes and losses go to
+    /// the sink (a CPU's pieces come in order, so its notes keep file order).
+    fn take(&mut self, s: usize, done: Done) -> Result<(), LeanBail> {
+        let Done {
+            mut run,
+            mut decoder,
+            result,
+            ..
+        } = done;
+        result?;
+        let slot = &mut self.slots[s];
+        if !decoder.dq.is_empty() {
+            self.sink.note_cpu(s, &decoder.dq);
+        }
+        self.sink.note_inline_lost(slot.cpu, decoder.inline_lost);
+        slot.global.clear();
+        for comm in run.new_names.drain(..) {
+            let next = self.comms.len() as u32;
+            let id = *self.comm_ids.entry(comm).or_insert(next);
+            if id == next {
+                self.comms.push(comm);
+            }
+            slot.global.push(id);
+        }
+        std::mem::swap(&mut slot.run, &mut run);
+        slot.next = 0;
+        decoder.dq = DataQuality::default();
+        self.spare_runs.push(run);
+        self.spare_decoders.push(decoder);
         Ok(())
     }
 
@@ -228,9 +312,6 @@ impl Merge {
         batch.clear();
         if !self.started {
             self.started = true;
-            for s in 0..self.slots.len() {
-                self.resubmit(s);
-            }
             for s in 0..self.slots.len() {
                 self.refill(s)?;
             }
@@ -249,7 +330,7 @@ impl Merge {
                 }
             }
             let Some((_, s)) = best else {
-                self.finish();
+                self.sink.finish();
                 break;
             };
             let limit = second.unwrap_or((Ts::MAX, usize::MAX));

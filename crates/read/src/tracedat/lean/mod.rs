@@ -3,13 +3,15 @@
 //! for `stallscope latency` on multi-million-event traces.
 //!
 //! ```text
-//! file   mmapped; each CPU's data in 1 MiB windows (MADV_POPULATE_READ ahead, DONTNEED behind)
-//! pool   one worker thread per core; worker w decodes the CPUs s with s % workers == w:
-//!        sub-buffers → CpuRec runs (4 Ki–64 Ki records by CPU count: SchedRecords with
-//!        per-CPU name ids packed in)
-//!        at most one job per CPU in flight, 2 runs ahead per CPU (`pool`)
-//! caller next_batch: k-way merge by (ts, CPU slot) like the general reader, PayloadComm
-//!        rule on global name ids → SchedBatch of 8 Ki records → Latency::process_record
+//! file   mmapped; each piece's data in 1 MiB windows (MADV_POPULATE_READ ahead, DONTNEED
+//!        behind)
+//! pool   one worker thread per core, one shared queue of pieces: a piece = a range of
+//!        whole sub-buffers of one CPU (64 KiB–2 MiB by CPU count), decoded whole into a
+//!        run of CpuRecs (SchedRecords with the piece's name ids packed in) by a fresh
+//!        decoder, so one busy CPU keeps every worker busy (`pool`, `merge`)
+//! caller next_batch: each CPU's pieces concatenated in order, k-way merge by (ts, CPU
+//!        slot) like the general reader, PayloadComm rule on global name ids → SchedBatch
+//!        of 8 Ki records → Latency::process_record
 //! ```
 //! The file header, options, event formats and decoders are the general reader's
 //! (`super::prepare`), so metadata handling cannot drift. Records are decoded with the same
@@ -28,9 +30,10 @@
 //! record too short for its format, a timestamp going backwards in the merged stream (the
 //! general path's `out_of_order_events`), a read error.
 //!
-//! Memory: per CPU one mapped window (pages dropped behind) and up to 5 runs (`pool`:
-//! about 52 MiB of runs at most, up to 64 CPUs); one batch. Peak RSS on the 297 MB
-//! benchmark file (2 CPUs): about 25 MiB.
+//! Memory: per piece being decoded one mapped window (pages dropped behind); runs of the
+//! pieces out (one being merged per CPU, at most CPUs + workers + 1 more: `merge`), at
+//! 2 MiB of data per piece about 2 MB each for 2 CPUs, 8 MiB of data over all CPUs for
+//! more; one batch. Peak RSS on the 297 MB benchmark file (2 CPUs): about 30 MiB.
 //!
 //! Speed (`benches/tracedat_vs_tracecmd.sh`, 6.27 M events, 2 cores shared with other
 //! jobs): see docs/perf-speed.md, section trace.dat.
@@ -72,29 +75,31 @@ pub fn open_with(path: &str, threaded: Option<bool>) -> Option<LeanTraceDat> {
     open_sized(path, threaded, BATCH_RECORDS, 0)
 }
 
-/// [`open_with`] with `batch` records per batch and at least `run` per decoding job (0:
-/// by CPU count, `pool::run_records`; tests use tiny sizes to exercise every boundary).
+/// [`open_with`] with `batch` records per batch and CPU data decoded in pieces of
+/// `piece_subbufs` sub-buffers (0: by CPU count, `pool::piece_bytes`; tests use tiny sizes
+/// to exercise every boundary).
 pub fn open_sized(
     path: &str,
     threaded: Option<bool>,
     batch: usize,
-    run: usize,
+    piece_subbufs: usize,
 ) -> Option<LeanTraceDat> {
     let input = Input::open(path).ok()?;
     if !input.is_seekable_file() {
         return None;
     }
-    open_input(input, threaded, batch, run)
+    open_input(input, threaded, batch, piece_subbufs)
 }
 
 /// A lean source over `bytes` (a whole trace.dat in memory; decoded in the caller's
-/// thread), for tests and fuzzing.
-pub fn open_bytes(name: &str, bytes: Vec<u8>) -> Option<LeanTraceDat> {
+/// thread, in pieces of `piece_subbufs` sub-buffers as for [`open_sized`]), for tests and
+/// fuzzing.
+pub fn open_bytes(name: &str, bytes: Vec<u8>, piece_subbufs: usize) -> Option<LeanTraceDat> {
     open_input(
         Input::from_bytes(name, bytes).ok()?,
         Some(false),
         BATCH_RECORDS,
-        0,
+        piece_subbufs,
     )
 }
 
@@ -102,7 +107,7 @@ fn open_input(
     input: Input,
     threaded: Option<bool>,
     batch: usize,
-    run: usize,
+    piece_subbufs: usize,
 ) -> Option<LeanTraceDat> {
     if input.compression.is_some() {
         return None;
@@ -122,23 +127,36 @@ fn open_input(
     };
     let tables = Arc::new(p.tables);
     let decoders = Arc::new(Decoders::new(&tables, &p.formats));
-    let cpus: Vec<CpuDecoder> = p
-        .areas
-        .iter()
-        .map(|a| CpuDecoder::new(Arc::clone(&tables), Arc::clone(&decoders), map.clone(), a))
-        .collect();
+    let subbuf = tables.layout.subbuf_size.max(1);
+    let piece = match piece_subbufs {
+        0 => pool::piece_bytes(p.areas.len(), subbuf),
+        n => n.saturating_mul(subbuf) as u64,
+    };
+    let pieces: u64 = p.areas.iter().map(|a| a.size.div_ceil(piece)).sum();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threaded = threaded.unwrap_or(p.total >= super::THREADED_MIN_BYTES && cores >= 2);
     let threads = if threaded {
-        cores.max(2).min(cpus.len())
+        cores
+            .max(2)
+            .min(usize::try_from(pieces).unwrap_or(usize::MAX).max(1))
     } else {
         0
     };
-    let run = match run {
-        0 => pool::run_records(cpus.len()),
-        n => n,
-    };
-    let merge = Merge::new(cpus, threads, run, Sink::new(p.meta, p.dq));
+    let new_decoder: merge::NewDecoder = Box::new(move |area| {
+        CpuDecoder::new(
+            Arc::clone(&tables),
+            Arc::clone(&decoders),
+            map.clone(),
+            area,
+        )
+    });
+    let merge = Merge::new(
+        &p.areas,
+        new_decoder,
+        threads,
+        piece,
+        Sink::new(p.meta, p.dq),
+    );
     Some(LeanTraceDat {
         merge,
         total: p.total,
@@ -157,6 +175,15 @@ fn map_file(file: &std::fs::File) -> Option<Mmap> {
     // A hint only: failure changes nothing.
     let _ = map.advise(memmap2::Advice::Sequential);
     Some(map)
+}
+
+impl LeanTraceDat {
+    /// Pieces of CPU data handed out for decoding so far (for tests of the piece
+    /// boundaries).
+    #[doc(hidden)]
+    pub fn pieces(&self) -> u64 {
+        self.merge.pieces
+    }
 }
 
 /// A lean trace.dat source (see the module docs).
@@ -220,18 +247,30 @@ pub fn compare_with_general(name: &str, bytes: Vec<u8>) -> Result<bool, String> 
             out.push((r, name));
         }
     }
-    let Some(mut lean) = open_bytes(name, bytes.clone()) else {
-        return Ok(false);
-    };
+    let json = |dq: &DataQuality| serde_json::to_string(dq).unwrap_or_default();
     let mut batch = SchedBatch::default();
-    let mut got = Vec::new();
-    loop {
-        match lean.next_batch(&mut batch) {
-            Ok(true) => resolve(&batch, &mut got),
-            Ok(false) => break,
-            Err(_) => return Ok(false),
-        }
+    // Whole CPUs (the default piece size is larger than any fuzz input) and one piece per
+    // sub-buffer: both bail out or neither does, and both must equal the general reader.
+    let mut lean_runs = Vec::new();
+    for piece_subbufs in [0, 1] {
+        let Some(mut lean) = open_bytes(name, bytes.clone(), piece_subbufs) else {
+            return Ok(false);
+        };
+        let mut got = Vec::new();
+        let finished = loop {
+            match lean.next_batch(&mut batch) {
+                Ok(true) => resolve(&batch, &mut got),
+                Ok(false) => break true,
+                Err(_) => break false,
+            }
+        };
+        lean_runs.push(finished.then(|| (got, json(&lean.quality()))));
     }
+    let lean_runs = match lean_runs.as_slice() {
+        [Some(a), Some(b)] => [a, b],
+        [None, None] => return Ok(false),
+        _ => return Err("the lean source bails out with one piece size only".into()),
+    };
     let input = Input::from_bytes(name, bytes).map_err(|e| format!("general: {e}"))?;
     let mut general = super::TraceDatReader::open_with_threads(input, 0, Some(0))
         .map_err(|e| format!("lean took a file the general reader refuses: {e}"))?;
@@ -248,23 +287,24 @@ pub fn compare_with_general(name: &str, bytes: Vec<u8>) -> Result<bool, String> 
             Err(e) => return Err(format!("lean took a file the general reader fails on: {e}")),
         }
     }
-    if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
-        return Err(format!(
-            "record {i}: lean {:?}, general {:?}",
-            got[i], want[i]
-        ));
-    }
-    if got.len() != want.len() {
-        return Err(format!(
-            "{} lean records, {} general",
-            got.len(),
-            want.len()
-        ));
-    }
-    let json = |dq: &DataQuality| serde_json::to_string(dq).unwrap_or_default();
-    let (lq, gq) = (json(&lean.quality()), json(general.quality()));
-    if lq != gq {
-        return Err(format!("data quality: lean {lq}, general {gq}"));
+    let gq = json(general.quality());
+    for (piece, (got, lq)) in ["whole CPUs", "1-sub-buffer pieces"].iter().zip(lean_runs) {
+        if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
+            return Err(format!(
+                "{piece}: record {i}: lean {:?}, general {:?}",
+                got[i], want[i]
+            ));
+        }
+        if got.len() != want.len() {
+            return Err(format!(
+                "{piece}: {} lean records, {} general",
+                got.len(),
+                want.len()
+            ));
+        }
+        if *lq != gq {
+            return Err(format!("{piece}: data quality: lean {lq}, general {gq}"));
+        }
     }
     Ok(true)
 }

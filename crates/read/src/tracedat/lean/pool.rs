@@ -1,68 +1,93 @@
-//! [`Pool`]: the CPUs' [`CpuDecoder`]s run on worker threads, demand-driven.
+//! [`Pool`]: pieces of the CPUs' data decoded on worker threads, demand-driven.
 //!
-//! A job is one CPU's whole decoding state plus an empty [`Run`] to fill; it comes back
-//! filled ([`Done`]). The merge submits a CPU's next job only while fewer than its
-//! prefetch limit of runs wait, and at most one job per CPU is in flight, so a CPU's runs
-//! arrive in order and memory stays bounded. With no threads (small input, one core, or
-//! no thread could be started) a job runs at once in the caller's thread.
+//! A job is one piece (a range of whole sub-buffers of one CPU, see `merge`): a fresh
+//! [`CpuDecoder`] over that range and an empty [`Run`] to fill with all its records; it
+//! comes back filled ([`Done`]). The workers share one queue, so the pieces of one CPU
+//! (the benchmark file has nearly all its events on one CPU) are decoded side by side;
+//! the merge puts them back in order. With no threads (small input, one core, or no
+//! thread could be started) a job runs at once in the caller's thread.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
 use crate::lean::LeanBail;
 
 use super::decode::{CpuDecoder, Run};
 
-/// Records a job decodes at least (whole pages, so a few more), per CPU count: about
-/// [`RUN_RECORDS_ALL_CPUS`] over all CPUs, between [`RUN_MIN`] and [`RUN_MAX`]. Long runs
-/// keep the workers busy between hand-overs (on the benchmark file 64 Ki records per run
-/// took the wall time from ~0.31 s to ~0.20 s against 4 Ki, at 10 MiB more RSS); the total
-/// bounds memory (up to 5 runs of 40-byte records per CPU: about 52 MiB up to 64 CPUs).
-pub fn run_records(cpus: usize) -> usize {
-    (RUN_RECORDS_ALL_CPUS / cpus.max(1)).clamp(RUN_MIN, RUN_MAX)
+/// Bytes of CPU data per piece, by CPU count: about [`PIECE_BYTES_ALL_CPUS`] over all
+/// CPUs, between [`PIECE_MIN`] and [`PIECE_MAX`], in whole sub-buffers of `subbuf` bytes
+/// (at least one). A piece of the benchmark file's 2 MiB holds about 48 Ki records (1.9 MB
+/// of runs); long pieces keep the workers busy between hand-overs, the total bounds memory
+/// (see `merge` for how many pieces are out at once).
+pub fn piece_bytes(cpus: usize, subbuf: usize) -> u64 {
+    let subbuf = subbuf.max(1);
+    let bytes = (PIECE_BYTES_ALL_CPUS / cpus.max(1)).clamp(PIECE_MIN, PIECE_MAX);
+    ((bytes / subbuf).max(1) * subbuf) as u64
 }
 
-/// See [`run_records`].
-pub const RUN_RECORDS_ALL_CPUS: usize = 1 << 18;
-/// See [`run_records`].
-pub const RUN_MIN: usize = 4096;
-/// See [`run_records`].
-pub const RUN_MAX: usize = 1 << 16;
+/// See [`piece_bytes`].
+pub const PIECE_BYTES_ALL_CPUS: usize = 8 << 20;
+/// See [`piece_bytes`].
+pub const PIECE_MIN: usize = 64 << 10;
+/// See [`piece_bytes`].
+pub const PIECE_MAX: usize = 2 << 20;
 
-/// A job: the slot, its decoder, the run to fill and the records to decode at least.
-type Job = (usize, Box<CpuDecoder>, Run, usize);
+/// A job: where the piece goes back to, its decoder and the run to fill.
+pub struct Job {
+    /// Merge slot of the CPU.
+    pub slot: usize,
+    /// The piece's number within its CPU (0, 1, …).
+    pub piece: u64,
+    /// A decoder over the piece's sub-buffers.
+    pub decoder: CpuDecoder,
+    /// The run to fill (empty).
+    pub run: Run,
+}
 
-/// A filled run and the decoder that made it.
+/// A decoded piece.
 pub struct Done {
     /// Merge slot of the CPU.
     pub slot: usize,
-    /// The CPU's decoding state, back from the worker.
-    pub decoder: Box<CpuDecoder>,
-    /// The records.
+    /// The piece's number within its CPU.
+    pub piece: u64,
+    /// The piece's decoding state (its data-quality notes, losses, bytes read).
+    pub decoder: CpuDecoder,
+    /// The piece's records.
     pub run: Run,
-    /// `Ok(false)`: the CPU's data ended with this run.
-    pub result: Result<bool, LeanBail>,
+    /// `Err`: the lean path bails out at this piece.
+    pub result: Result<(), LeanBail>,
 }
 
 /// Worker threads, or the caller's thread.
 pub enum Pool {
     Inline(VecDeque<Done>),
-    /// Worker `w` takes the jobs of slots `s` with `s % workers == w` (its own queue: no
-    /// lock shared between workers).
+    /// Workers taking jobs from one queue.
     Threads {
-        jobs: Vec<Sender<Job>>,
+        jobs: Option<Sender<Job>>,
         results: Receiver<Done>,
         workers: Vec<JoinHandle<()>>,
+        /// Set when the pool is dropped: queued jobs are then skipped.
+        stop: Arc<AtomicBool>,
     },
 }
 
-fn work((slot, mut decoder, mut run, min): Job) -> Done {
-    let result =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| decoder.fill(&mut run, min)))
-            .unwrap_or_else(|_| Err(LeanBail::new("internal: the lean decoder panicked")));
+fn work(job: Job) -> Done {
+    let Job {
+        slot,
+        piece,
+        mut decoder,
+        mut run,
+    } = job;
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        decoder.fill(&mut run, usize::MAX).map(|_| ())
+    }))
+    .unwrap_or_else(|_| Err(LeanBail::new("internal: the lean decoder panicked")));
     Done {
         slot,
+        piece,
         decoder,
         run,
         result,
@@ -76,25 +101,27 @@ impl Pool {
             return Pool::Inline(VecDeque::new());
         }
         let (done_tx, results) = channel::<Done>();
-        let mut jobs = Vec::new();
+        let (jobs, job_rx) = channel::<Job>();
+        let job_rx = Arc::new(Mutex::new(job_rx));
+        let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
         for i in 0..threads {
-            let (tx_job, rx_job) = channel::<Job>();
-            let tx = done_tx.clone();
+            let (rx, tx, stop) = (Arc::clone(&job_rx), done_tx.clone(), Arc::clone(&stop));
             let spawned = thread::Builder::new()
                 .name(format!("tracedat-lean-{i}"))
-                .spawn(move || {
-                    while let Ok(job) = rx_job.recv() {
-                        if tx.send(work(job)).is_err() {
-                            return;
-                        }
+                .spawn(move || loop {
+                    // The lock is held only while taking a job (a job decodes ~1 ms or more).
+                    let job = match rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return };
+                    if stop.load(Ordering::Relaxed) || tx.send(work(job)).is_err() {
+                        return;
                     }
                 });
             match spawned {
-                Ok(h) => {
-                    workers.push(h);
-                    jobs.push(tx_job);
-                }
+                Ok(h) => workers.push(h),
                 Err(_) => break, // fewer threads
             }
         }
@@ -102,21 +129,27 @@ impl Pool {
             return Pool::Inline(VecDeque::new());
         }
         Pool::Threads {
-            jobs,
+            jobs: Some(jobs),
             results,
             workers,
+            stop,
         }
     }
 
-    /// Starts filling `run` with at least `min` records from `decoder` for `slot`.
-    pub fn submit(&mut self, slot: usize, decoder: Box<CpuDecoder>, run: Run, min: usize) {
+    /// Whether jobs run on worker threads.
+    pub fn threaded(&self) -> bool {
+        matches!(self, Pool::Threads { .. })
+    }
+
+    /// Starts decoding a piece.
+    pub fn submit(&mut self, job: Job) {
         match self {
-            Pool::Inline(q) => q.push_back(work((slot, decoder, run, min))),
+            Pool::Inline(q) => q.push_back(work(job)),
             Pool::Threads { jobs, .. } => {
-                if let Some(tx) = jobs.get(slot % jobs.len().max(1)) {
+                if let Some(tx) = jobs {
                     // Cannot fail while the workers live (they exit only when `jobs` drops);
                     // if it did, `wait` reports the lost job.
-                    let _ = tx.send((slot, decoder, run, min));
+                    let _ = tx.send(job);
                 }
             }
         }
@@ -133,11 +166,36 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        if let Pool::Threads { jobs, workers, .. } = self {
-            jobs.clear();
+        if let Pool::Threads {
+            jobs,
+            workers,
+            stop,
+            ..
+        } = self
+        {
+            stop.store(true, Ordering::Relaxed);
+            *jobs = None;
             for w in workers.drain(..) {
                 let _ = w.join();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pieces_are_whole_sub_buffers_within_bounds() {
+        assert_eq!(piece_bytes(1, 4096), PIECE_MAX as u64);
+        assert_eq!(piece_bytes(2, 4096), PIECE_MAX as u64);
+        assert_eq!(piece_bytes(8, 4096), (1 << 20) as u64);
+        assert_eq!(piece_bytes(1024, 4096), PIECE_MIN as u64);
+        // Not a divisor of the bounds: rounded down to whole sub-buffers.
+        assert_eq!(piece_bytes(2, 3000), (PIECE_MAX / 3000 * 3000) as u64);
+        // Sub-buffers larger than a piece: one per piece.
+        assert_eq!(piece_bytes(1024, 1 << 20), (1 << 20) as u64);
+        assert_eq!(piece_bytes(0, 0), PIECE_MAX as u64);
     }
 }
