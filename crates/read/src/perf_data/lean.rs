@@ -6,9 +6,10 @@
 //!           data, decoders) → a [`plan::Plan`] per attr; bail-out unless it is the common
 //!           case (file mode, little endian, no data-quality note, every tracepoint with
 //!           its format)
-//! cut       [`split::segments`]: the mapped data section is cut after FINISHED_ROUND
-//!           records into segments of about 16 MiB (a cut that is not a record boundary
-//!           is caught by the walker before it and bails out)
+//! cut       [`split::Cuts`]: the mapped data section is cut after FINISHED_ROUND
+//!           records into segments of about 16 MiB, each cut searched by the walker that
+//!           first needs it (a cut that is not a record boundary is caught by the walker
+//!           before it and bails out)
 //! threads   two [`walk::Walker`]s take the segments in turn (even / odd): each walks its
 //!           segment and decodes each record into an entry (a SchedRecord + name ids),
 //!           sorts each piece of a round by time, notes where rounds end; hands them over
@@ -105,12 +106,10 @@ impl PerfLeanSource {
         let progress = Arc::new(AtomicU64::new(0));
         let waking_declared = plan.waking_declared;
         let total = map.map.len() as u64;
-        // The search for cuts maps pages here and there: they are unmapped as it goes (the
-        // walkers map their segments ahead as they go).
-        let segs = split::segments(&map.map, map.base, segment, |from, to| {
-            let _ = map.drop_pages(from.saturating_sub(1 << 20), to);
-        });
-        let n_lanes = segs.len().min(2);
+        // The cuts are searched by the walkers, each when first needed.
+        let cuts = Arc::new(split::Cuts::new(map.clone(), segment));
+        let segs = cuts.count();
+        let n_lanes = segs.min(2);
         // A lane may run a whole segment ahead of the one being received (records are
         // about 100 bytes), and no further: memory stays bounded whatever the file length.
         let in_flight = if n_lanes > 1 {
@@ -123,7 +122,7 @@ impl PerfLeanSource {
         let mut lanes = Vec::new();
         let mut threads = Vec::new();
         for lane in 0..n_lanes {
-            let mine: Vec<(u64, u64)> = segs.iter().copied().skip(lane).step_by(n_lanes).collect();
+            let cuts = cuts.clone();
             let mut walker =
                 Walker::new(map.clone(), plan.clone(), progress.clone(), names.clone());
             let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(in_flight);
@@ -131,7 +130,8 @@ impl PerfLeanSource {
             let spawned = std::thread::Builder::new()
                 .name(format!("stallscope-lean-perf-{lane}"))
                 .spawn(move || {
-                    for (start, end) in mine {
+                    for seg in (lane..segs).step_by(n_lanes) {
+                        let (start, end) = cuts.segment(seg);
                         walker.set_range(start, end);
                         loop {
                             let mut out = empty_rx.try_recv().unwrap_or_default();
@@ -174,7 +174,7 @@ impl PerfLeanSource {
             threads,
             orderer: Orderer::new(names),
             seg: 0,
-            segs: segs.len(),
+            segs,
             progress,
             total,
             done: false,

@@ -65,23 +65,30 @@ impl NameIds {
     }
 
     /// The id of the name in `raw` (stops at the first NUL, like `Comm::from_bytes`).
-    #[inline]
+    #[inline(always)]
     pub fn id(&mut self, raw: &[u8]) -> u32 {
-        let key = match <[u8; 16]>::try_from(raw) {
-            Ok(k) => u128::from_le_bytes(k),
-            Err(_) if raw.len() < 16 => {
-                let mut k = [0u8; 16];
-                k[..raw.len()].copy_from_slice(raw);
-                u128::from_le_bytes(k)
-            }
-            Err(_) => return self.id_of(Comm::from_bytes(raw)),
-        };
+        match padded_key(raw) {
+            Some(key) => self.id_key(key),
+            None => self.id_of(Comm::from_bytes(raw)),
+        }
+    }
+
+    /// The id of the name in the 16 raw bytes `key` (little endian).
+    #[inline(always)]
+    pub fn id_key(&mut self, key: u128) -> u32 {
         let folded = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
         let slot = (folded.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 54) as usize % SLOTS;
         if self.keys[slot] == key && self.ids[slot] != NO_NAME {
             return self.ids[slot];
         }
-        let id = self.id_of(Comm::from_bytes(raw));
+        self.miss(key, slot)
+    }
+
+    /// [`NameIds::id_key`] when `key` is not in its cache slot.
+    #[cold]
+    #[inline(never)]
+    fn miss(&mut self, key: u128, slot: usize) -> u32 {
+        let id = self.id_of(Comm::from_bytes(&key.to_le_bytes()));
         self.keys[slot] = key;
         self.ids[slot] = id;
         id
@@ -108,6 +115,41 @@ impl NameIds {
             .copied()
             .unwrap_or(Comm::EMPTY)
     }
+}
+
+/// `raw` (at most 16 bytes) zero-padded to 16, as a little-endian `u128`; `None` when it
+/// is longer. Built from two overlapping loads rather than a copy into a zeroed buffer (a
+/// variable-length copy followed by a 16-byte load stalls on store forwarding).
+#[inline(always)]
+fn padded_key(raw: &[u8]) -> Option<u128> {
+    let n = raw.len();
+    let u64_at = |o: usize| -> u64 {
+        raw.get(o..o + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_le_bytes)
+    };
+    let u32_at = |o: usize| -> u64 {
+        raw.get(o..o + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u64::from(u32::from_le_bytes(b)))
+    };
+    let (lo, hi) = match n {
+        // Bytes 8..n are the top n - 8 bytes of the word ending at n.
+        8..=16 => (
+            u64_at(0),
+            u64_at(n - 8).checked_shr(8 * (16 - n) as u32).unwrap_or(0),
+        ),
+        // Bytes 4..n likewise from the word ending at n.
+        4..=7 => (u32_at(0) | (u32_at(n - 4) >> (8 * (8 - n))) << 32, 0),
+        0..=3 => (
+            raw.iter()
+                .rev()
+                .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)),
+            0,
+        ),
+        _ => return None,
+    };
+    Some(u128::from(lo) | (u128::from(hi) << 64))
 }
 
 /// Tids below this are kept in a table indexed by tid (the kernel's largest `pid_max`).
@@ -168,6 +210,17 @@ mod tests {
             let id = n.id(s.as_bytes());
             assert_eq!(n.comm(id).as_str(), s);
         }
+    }
+
+    #[test]
+    fn padded_keys_equal_a_zero_padded_copy() {
+        let bytes: Vec<u8> = (1..=20).collect();
+        for n in 0..=16 {
+            let mut k = [0u8; 16];
+            k[..n].copy_from_slice(&bytes[..n]);
+            assert_eq!(padded_key(&bytes[..n]), Some(u128::from_le_bytes(k)), "{n}");
+        }
+        assert_eq!(padded_key(&bytes[..17]), None);
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl Int {
     }
 
     /// Sign-extended when signed.
-    #[inline]
+    #[inline(always)]
     pub fn i64(&self, rec: &[u8]) -> Option<i64> {
         if self.signed {
             Endian::Little.int(rec, self.off, self.size)
@@ -64,7 +64,7 @@ impl Int {
     }
 
     /// As `i32`, truncating wider fields (pids).
-    #[inline]
+    #[inline(always)]
     pub fn i32(&self, rec: &[u8]) -> Option<i32> {
         if self.size == 4 {
             let b: [u8; 4] = rec.get(self.off..self.off + 4)?.try_into().ok()?;
@@ -74,7 +74,7 @@ impl Int {
     }
 
     /// Zero-extended raw value.
-    #[inline]
+    #[inline(always)]
     pub fn u64(&self, rec: &[u8]) -> Option<u64> {
         if self.size == 8 {
             let b: [u8; 8] = rec.get(self.off..self.off + 8)?.try_into().ok()?;

@@ -2,10 +2,27 @@
 //!
 //! Records can only be found by walking from the start, so a cut is a guess: the byte
 //! pattern of a `FINISHED_ROUND` record (`44 00 00 00 | 00 00 | 08 00`: type 68, misc 0,
-//! size 8) about every [`SEGMENT`] bytes, followed by a chain of plausible record headers.
-//! The guess is checked when the walker of the segment before reaches it: it must land on
-//! the cut exactly (a record straddling it is a bail-out, so a wrong guess can only send
-//! the file to the general reader, never change the output).
+//! size 8) followed by a chain of plausible record headers. The guess is checked when the
+//! walker of the segment before reaches it: it must land on the cut exactly (a record
+//! straddling it is a bail-out, so a wrong guess can only send the file to the general
+//! reader, never change the output).
+//!
+//! [`Cuts`] places one candidate per grid cell of [`SEGMENT`] bytes (cell k: the first
+//! plausible round end in `k·SEGMENT .. (k+1)·SEGMENT`) so that each cut is found on its
+//! own, by whichever walker needs it first: the search (on average half the distance
+//! between two round ends, over 1 MiB on the bench trace) runs on the walker threads
+//! instead of delaying their start. Segment k runs from cut k to the next cut found (a
+//! cell without a round end gives an empty segment):
+//!
+//! ```text
+//! data   |0 ........ |S ....R.... |2S ......... |3S ..R...... |4S ...
+//! cuts   0               ^ cut 1     (none: cell 2 empty)  ^ cut 3
+//! segs   [ 0 .......... )[ 1 ...................... )[2)[ 3 ...... )
+//! ```
+
+use std::sync::{Arc, OnceLock};
+
+use super::super::stream::DataMap;
 
 /// Target segment length.
 pub const SEGMENT: u64 = 16 << 20;
@@ -14,48 +31,91 @@ const ROUND: [u8; 8] = [68, 0, 0, 0, 0, 0, 8, 0];
 /// Record headers checked after a candidate cut.
 const CHAIN: usize = 32;
 
-/// `(start, end)` file offsets of the segments of about `seg` bytes of the data section
-/// `data` (mapped at file offset `base`): one segment when no cut is found. `unmap(from,
-/// to)` is called on each stretch searched (file offsets), to unmap what the search mapped.
-pub fn segments(
-    data: &[u8],
-    base: u64,
-    seg: u64,
-    mut unmap: impl FnMut(u64, u64),
-) -> Vec<(u64, u64)> {
-    let len = data.len();
-    let seg = usize::try_from(seg).unwrap_or(usize::MAX).max(64);
-    let mut cuts = vec![0usize];
-    let mut from = seg;
-    while from.saturating_add(seg / 2) < len {
-        let window = &data[from..len.min(from.saturating_add(seg))];
-        let mut at = 0;
-        let mut found = None;
-        while let Some(i) = memchr::memmem::find(&window[at..], &ROUND) {
-            let cut = from + at + i + ROUND.len();
-            if plausible(data, cut) {
-                found = Some(cut);
-                break;
-            }
-            at += i + 1;
+/// The cuts of one data section, found lazily (see the module docs).
+pub struct Cuts {
+    map: Arc<DataMap>,
+    seg: usize,
+    /// Cut k + 1 (offset in the data section), once searched.
+    cuts: Vec<OnceLock<Option<usize>>>,
+}
+
+impl Cuts {
+    /// The grid of `map`'s data section in cells of `seg` bytes (a last cell shorter than
+    /// half a segment is not cut off).
+    pub fn new(map: Arc<DataMap>, seg: u64) -> Cuts {
+        let len = map.map.len();
+        let seg = usize::try_from(seg).unwrap_or(usize::MAX).max(64);
+        let mut n = 0usize;
+        while (n + 1)
+            .checked_mul(seg)
+            .and_then(|o| o.checked_add(seg / 2))
+            .is_some_and(|o| o < len)
+        {
+            n += 1;
         }
-        let searched = found.unwrap_or(from + window.len()) + 4096;
-        unmap(base + from as u64, base + searched.min(len) as u64);
-        match found {
-            Some(cut) if cut + seg / 2 < len => {
-                cuts.push(cut);
-                from = cut.saturating_add(seg);
-            }
-            Some(_) => break,
-            None => from = from.saturating_add(seg),
+        Cuts {
+            map,
+            seg,
+            cuts: (0..n).map(|_| OnceLock::new()).collect(),
         }
     }
-    let mut out = Vec::with_capacity(cuts.len());
-    for (i, &c) in cuts.iter().enumerate() {
-        let end = cuts.get(i + 1).copied().unwrap_or(len);
-        out.push((base + c as u64, base + end as u64));
+
+    /// Segments (some may be empty).
+    pub fn count(&self) -> usize {
+        self.cuts.len() + 1
     }
-    out
+
+    /// Cut `k` (offset in the data section; 0 for k = 0), searched on first use.
+    fn cut(&self, k: usize) -> Option<usize> {
+        let Some(k1) = k.checked_sub(1) else {
+            return Some(0);
+        };
+        *self.cuts.get(k1)?.get_or_init(|| {
+            let data = &self.map.map[..];
+            let from = k.saturating_mul(self.seg).min(data.len());
+            let found = first_round_end(data, from, self.seg);
+            // The search mapped pages here: unmapped again (the walkers map their
+            // segments ahead as they go).
+            let searched = found.unwrap_or(from.saturating_add(self.seg)) + 4096;
+            let base = self.map.base;
+            let _ = self.map.drop_pages(
+                (base + from as u64).saturating_sub(1 << 20),
+                base + searched.min(data.len()) as u64,
+            );
+            found
+        })
+    }
+
+    /// `(start, end)` file offsets of segment `i` (`start == end`: empty).
+    pub fn segment(&self, i: usize) -> (u64, u64) {
+        let base = self.map.base;
+        let len = self.map.map.len();
+        let Some(start) = self.cut(i) else {
+            return (base + len as u64, base + len as u64);
+        };
+        let end = (i + 1..self.count())
+            .find_map(|k| self.cut(k))
+            .unwrap_or(len);
+        (base + start as u64, base + end as u64)
+    }
+}
+
+/// The end of the first plausible FINISHED_ROUND record starting in `data[from..from +
+/// seg]`.
+fn first_round_end(data: &[u8], from: usize, seg: usize) -> Option<usize> {
+    let window = data.get(from..data.len().min(from.saturating_add(seg)))?;
+    let mut at = 0;
+    while let Some(i) = window
+        .get(at..)
+        .and_then(|w| memchr::memmem::find(w, &ROUND))
+    {
+        let cut = from + at + i + ROUND.len();
+        if plausible(data, cut) {
+            return Some(cut);
+        }
+        at += i + 1;
+    }
+    None
 }
 
 /// True when [`CHAIN`] record headers from `at` have sane sizes and known types.
@@ -78,6 +138,20 @@ fn plausible(data: &[u8], mut at: usize) -> bool {
 mod tests {
     use super::*;
 
+    /// `data` behind `pad` bytes in a temporary file, mapped from `pad`.
+    fn mapped(data: &[u8], pad: usize, name: &str) -> Arc<DataMap> {
+        let dir = std::env::temp_dir().join(format!("stallscope-split-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let mut bytes = vec![0xAAu8; pad];
+        bytes.extend_from_slice(data);
+        std::fs::write(&path, &bytes).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let map = DataMap::new(&file, pad as u64, data.len() as u64).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        Arc::new(map)
+    }
+
     #[test]
     fn cuts_follow_round_ends_and_cover_the_data() {
         // Records: 8-byte rounds between 40-byte samples, ~100 MiB.
@@ -91,19 +165,45 @@ mod tests {
             }
             data.extend_from_slice(&ROUND);
         }
-        let segs = segments(&data, 1000, SEGMENT, |_, _| {});
+        let cuts = Cuts::new(mapped(&data, 1000, "rounds"), SEGMENT);
+        let segs: Vec<(u64, u64)> = (0..cuts.count()).map(|i| cuts.segment(i)).collect();
         assert!(segs.len() >= 2, "{segs:?}");
         assert_eq!(segs[0].0, 1000);
         assert_eq!(segs.last().unwrap().1, 1000 + data.len() as u64);
-        for w in segs.windows(2) {
+        for (i, w) in segs.windows(2).enumerate() {
             assert_eq!(w[0].1, w[1].0);
             let cut = (w[1].0 - 1000) as usize;
             assert_eq!(&data[cut - 8..cut], &ROUND);
+            // The first round end in its cell.
+            let cell = (i + 1) * SEGMENT as usize;
+            assert!(cut >= cell + 8 && cut - 8 < cell + 40_008, "{cut} {cell}");
         }
-        // No round pattern: one segment.
-        assert_eq!(
-            segments(&vec![1u8; 80 << 20], 0, SEGMENT, |_, _| {}),
-            vec![(0, 80 << 20)]
-        );
+        // Asked in any order, from two threads: the same segments.
+        let cuts = Arc::new(Cuts::new(mapped(&data, 1000, "rounds2"), SEGMENT));
+        let other = cuts.clone();
+        let t = std::thread::spawn(move || {
+            (0..other.count())
+                .rev()
+                .map(|i| other.segment(i))
+                .collect::<Vec<_>>()
+        });
+        let mut back = t.join().unwrap();
+        back.reverse();
+        assert_eq!(back, segs);
+        // No round pattern: every cell after the first is empty.
+        let flat = vec![1u8; 80 << 20];
+        let cuts = Cuts::new(mapped(&flat, 0, "flat"), SEGMENT);
+        assert_eq!(cuts.count(), 5);
+        assert_eq!(cuts.segment(0), (0, 80 << 20));
+        for i in 1..cuts.count() {
+            let (s, e) = cuts.segment(i);
+            assert_eq!(s, e);
+        }
+        // A round pattern whose following headers are implausible is no cut.
+        let mut fake = vec![1u8; 40 << 20];
+        fake[(17 << 20)..(17 << 20) + 8].copy_from_slice(&ROUND);
+        let cuts = Cuts::new(mapped(&fake, 0, "fake"), SEGMENT);
+        assert_eq!(cuts.segment(0), (0, 40 << 20));
+        assert_eq!(cuts.segment(1).0, cuts.segment(1).1);
     }
 }

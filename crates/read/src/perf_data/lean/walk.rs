@@ -10,8 +10,10 @@
 //!          [`super::emit::Orderer`] on the receiving thread)
 //! ```
 //!
-//! Since every record is decoded when walked, the pages behind the walk are dropped from memory (`MADV_DONTNEED`) and resident
-//! memory stays at a few MiB plus the entries in flight.
+//! Since every record is decoded when walked, the pages behind the walk are dropped from
+//! memory (`MADV_DONTNEED`) and resident memory stays at a few MiB plus the entries in
+//! flight. (Reading the segments with `pread` into a reused buffer instead was measured:
+//! the kernel's copy costs more than mapping and dropping the pages.)
 //!
 //! Anything the general reader would report (a data-quality note or an error: LOST records,
 //! unknown types or sample ids, short records, impossible sizes, truncation, compressed
@@ -23,13 +25,13 @@ use std::sync::Arc;
 use stallscope_model::sched_record::fill_from_kind;
 use stallscope_model::{Comm, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid};
 
-use super::super::attr::{parse_sample, parse_trailer};
+use super::super::attr::{parse_sample, parse_trailer, Layout};
 use super::super::pipeline::rt;
 use super::super::stream::{prefetch, DataMap};
 use super::names::{NameIds, SharedNames, NO_NAME};
-use super::plan::{Payload, Plan, TaskAccess};
+use super::plan::{Int, Payload, Plan, SampleAt, TaskAccess};
 use crate::lean::LeanBail;
-use crate::tracefs_format::{CommCache, Endian};
+use crate::tracefs_format::{CommCache, Endian, LocKind, PrevStateTable, StrAccessor};
 
 /// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
 pub const SKIP: u32 = u32::MAX - 1;
@@ -136,13 +138,13 @@ pub struct Walker {
     end: u64,
     names: NameIds,
     cache: CommCache,
-    dropped_to: u64,
     next_step: u64,
     progress: Arc<AtomicU64>,
     /// Position up to which the walked bytes were added to `progress`.
     reported: u64,
     /// Merge buffer of [`sort_by_time`].
     scratch: Vec<Entry>,
+    dropped_to: u64,
 }
 
 /// What [`Walker::step`] decoded, in file order, for [`super::emit::Orderer`].
@@ -189,11 +191,11 @@ impl Walker {
             end,
             names: NameIds::new(names),
             cache: CommCache::default(),
-            dropped_to: pos,
             next_step: pos,
             progress,
             reported: pos,
             scratch: Vec::new(),
+            dropped_to: pos,
         }
     }
 
@@ -204,27 +206,41 @@ impl Walker {
         let hi = lo + self.map.map.len() as u64;
         self.end = end.clamp(lo, hi);
         self.pos = start.clamp(lo, self.end);
-        self.dropped_to = self.pos;
         self.next_step = self.pos;
         self.reported = self.pos;
+        self.dropped_to = self.pos;
     }
 
-    /// Walks until `out` holds at least `want` entries or the data ends, appending the
-    /// decoded entries in file order and the round ends.
-    pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
-        out.entries.reserve(want.saturating_sub(out.entries.len()));
+    /// [`Walker::step`]'s loop.
+    #[inline(always)]
+    fn walk(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
         let map = self.map.clone();
         let data = &map.map[..];
         let base = map.base;
         let mut pos = self.pos;
         let end = self.end;
-        let step = loop {
+        // Whether the entries since the last round end are out of time order (pieces
+        // usually are not: then there is nothing to sort), and the newest time.
+        let from = out.round_ends.last().copied().unwrap_or(0);
+        let mut prev_ts = out
+            .entries
+            .get(from..)
+            .and_then(|p| p.last())
+            .map_or(0, |e| e.rec.ts);
+        let mut descent = false;
+        let res = loop {
             if pos >= self.next_step {
                 self.pos = pos;
-                self.page_step();
+                self.report();
+                self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
+                // Only inside the segment: the pages after it are the other walker's.
+                self.map
+                    .populate(self.pos + STEP, (self.pos + 2 * STEP).min(self.end));
+                self.next_step = pos + STEP;
             }
             if out.entries.len() >= want {
-                break Step::More;
+                self.pos = pos;
+                break Ok(Step::More);
             }
             let left = end - pos;
             if left == 0 {
@@ -234,7 +250,7 @@ impl Walker {
                 // shared with the next segment are read again if needed.
                 let from = self.dropped_to.min(end.saturating_sub(STEP));
                 self.dropped_to = self.map.drop_pages(from, end);
-                break Step::Done;
+                break Ok(Step::Done);
             }
             let at = (pos - base) as usize;
             prefetch(data, at + PREFETCH_AHEAD);
@@ -250,14 +266,21 @@ impl Walker {
             let rec = &data[at..at + usize::from(size)];
             match rtype {
                 rt::SAMPLE => {
-                    self.sample(rec, pos, &mut out.entries)?;
+                    let ts = self.sample(rec, pos, &mut out.entries)?;
+                    descent |= ts < prev_ts;
+                    prev_ts = ts;
                 }
                 rt::COMM | rt::FORK | rt::EXIT => {
-                    self.side_band(rec, rtype, pos, &mut out.entries)?;
+                    let ts = self.side_band(rec, rtype, pos, &mut out.entries)?;
+                    descent |= ts < prev_ts;
+                    prev_ts = ts;
                 }
                 rt::FINISHED_ROUND => {
-                    sort_piece(out, &mut self.scratch);
+                    if descent {
+                        sort_piece(out, &mut self.scratch);
+                    }
                     out.round_ends.push(out.entries.len());
+                    (prev_ts, descent) = (0, false);
                 }
                 // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
                 // come from their formats; other attrs become `Other` records).
@@ -266,19 +289,17 @@ impl Walker {
             }
             pos += u64::from(size);
         };
-        self.pos = pos;
-        sort_piece(out, &mut self.scratch);
-        Ok(step)
+        if descent {
+            sort_piece(out, &mut self.scratch);
+        }
+        res
     }
 
-    /// Every [`STEP`] bytes: progress, dropping the walked pages, mapping the next ones.
-    fn page_step(&mut self) {
-        self.report();
-        self.dropped_to = self.map.drop_pages(self.dropped_to, self.pos);
-        // Only inside the segment: the pages after it are the other walker's.
-        self.map
-            .populate(self.pos + STEP, (self.pos + 2 * STEP).min(self.end));
-        self.next_step = self.pos + STEP;
+    /// Walks until `out` holds at least `want` entries or the data ends, appending the
+    /// decoded entries in file order and the round ends.
+    pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
+        out.entries.reserve(want.saturating_sub(out.entries.len()));
+        self.walk(out, want)
     }
 
     /// Adds the bytes walked since the last report to `progress`.
@@ -288,11 +309,12 @@ impl Walker {
         self.reported = self.pos;
     }
 
-    /// A SAMPLE record decoded.
-    #[inline]
+    /// A SAMPLE record decoded (returns its time).
+    ///
     /// (Pushed here rather than returned: moving a returned entry through the stack cost
     /// store-forwarding stalls, ~10 % of all CPU.)
-    fn sample(&mut self, rec: &[u8], pos: u64, out: &mut Vec<Entry>) -> Result<(), LeanBail> {
+    #[inline(always)]
+    fn sample(&mut self, rec: &[u8], pos: u64, out: &mut Vec<Entry>) -> Result<u64, LeanBail> {
         let Some(attr) = self.plan.attr_of(rec, true) else {
             return bail("a sample of unknown id", pos);
         };
@@ -304,30 +326,11 @@ impl Walker {
         ) else {
             return bail("attr out of range", pos);
         };
-        let le = Endian::Little;
         // (time, cpu, raw) as the general parser finds them.
         let parsed = match fixed {
-            Some(f) if rec.len() >= f.min_len => (|| {
-                let ts = le.u64(rec, f.time)?;
-                let cpu = match f.cpu {
-                    Some(o) => le.u32(rec, o)?,
-                    None => 0,
-                };
-                let raw = match f.raw {
-                    Some(o) => {
-                        let size = le.u32(rec, o)? as usize;
-                        Some(rec.get(o + 4..(o + 4).checked_add(size)?)?)
-                    }
-                    None => None,
-                };
-                Some((ts, cpu, raw))
-            })(),
+            Some(f) if rec.len() >= f.min_len => fixed_fields(rec, f),
             Some(_) => None,
-            None => (|| {
-                let ts = layout.sample_time_off.and_then(|o| le.u64(rec, o))?;
-                let s = parse_sample(rec, layout, le)?;
-                Some((ts, s.cpu.unwrap_or(0), s.raw))
-            })(),
+            None => general_fields(rec, layout),
         };
         let Some((ts, cpu, raw)) = parsed else {
             return bail(
@@ -348,7 +351,7 @@ impl Walker {
                     (0, 0, none, 0),
                     (NO_NAME, NO_NAME),
                 ));
-                return Ok(());
+                return Ok(ts);
             }
             (_, Some(raw)) => raw,
             (_, None) => return bail("a tracepoint sample without payload", pos),
@@ -356,12 +359,6 @@ impl Walker {
         let names = &mut self.names;
         // Every fixed field is inside `raw` once its length is checked against `need`;
         // strings behind a locator are still checked one by one.
-        let task = |t: &TaskAccess, names: &mut NameIds| -> Option<(Tid, u32)> {
-            let comm = t.comm.bytes(raw)?;
-            Some((t.pid.i32(raw)?, names.id(comm)))
-        };
-        // (kind, (a, b, prev_state, value), (n1, n2))
-        type Fields = (SchedRecordKind, (Tid, Tid, PrevState, u64), (u32, u32));
         let decoded: Option<Fields> = match payload {
             Payload::Switch {
                 need,
@@ -369,34 +366,18 @@ impl Walker {
                 prev_state,
                 table,
                 next,
-            } if raw.len() >= *need => (|| {
-                let (pa, pn) = task(prev, names)?;
-                let st = prev_state.u64(raw)?;
-                let (na, nn) = task(next, names)?;
-                Some((K::Switch, (pa, na, table.decode(st), 0), (pn, nn)))
-            })(),
+            } if raw.len() >= *need => switch(raw, prev, prev_state, table, next, names),
             Payload::Wakeup {
                 need,
                 kind,
                 task: t,
                 target_cpu,
-            } if raw.len() >= *need => (|| {
-                let (a, n) = task(t, names)?;
-                let b = match target_cpu {
-                    Some(c) => u32::try_from(c.i64(raw)?).map_or(-1, |c| c as Tid),
-                    None => -1,
-                };
-                Some((*kind, (a, b, none, 0), (n, NO_NAME)))
-            })(),
+            } if raw.len() >= *need => wakeup(raw, *kind, t, target_cpu.as_ref(), names),
             Payload::StatRuntime {
                 need,
                 task: t,
                 runtime,
-            } if raw.len() >= *need => (|| {
-                let (a, n) = task(t, names)?;
-                let v = runtime.u64(raw)?;
-                Some((K::StatRuntime, (a, 0, none, v), (n, NO_NAME)))
-            })(),
+            } if raw.len() >= *need => stat_runtime(raw, t, runtime, names),
             Payload::General(d) => match d.decode_cached(raw, &mut self.cache) {
                 Ok(kind) => {
                     let mut r = SchedRecord::new(K::Other, ts, cpu, pos);
@@ -411,20 +392,21 @@ impl Walker {
         match decoded {
             Some((kind, fields, names)) => {
                 out.push(entry(kind, (ts, cpu, pos), fields, names));
-                Ok(())
+                Ok(ts)
             }
             None => bail("a tracepoint payload too short for its format", pos),
         }
     }
 
-    /// A COMM / FORK / EXIT record: its time and attr as the general reader finds them.
+    /// A COMM / FORK / EXIT record: its time and attr as the general reader finds them
+    /// (returns the time).
     fn side_band(
         &mut self,
         rec: &[u8],
         rtype: u32,
         pos: u64,
         out: &mut Vec<Entry>,
-    ) -> Result<(), LeanBail> {
+    ) -> Result<u64, LeanBail> {
         let Some(attr) = self.plan.attr_of(rec, false) else {
             return bail("a side-band record of unknown id", pos);
         };
@@ -446,12 +428,118 @@ impl Walker {
                 (r.a, r.b) = (tid, tgid);
                 let n1 = self.names.id_of(Comm::from_bytes(name));
                 out.push(Entry::new(r, n1, NO_NAME));
-                return Ok(());
+                return Ok(ts);
             }
         }
         out.push(Entry::new(r, SKIP, NO_NAME));
-        Ok(())
+        Ok(ts)
     }
+}
+
+/// `(kind, (a, b, prev_state, value), (n1, n2))` of a decoded payload.
+type Fields = (SchedRecordKind, (Tid, Tid, PrevState, u64), (u32, u32));
+
+/// TIME, CPU and RAW of a sample whose fields before RAW have fixed offsets (`rec` holds
+/// `f.min_len` bytes at least).
+#[inline(always)]
+fn fixed_fields<'a>(rec: &'a [u8], f: &SampleAt) -> Option<(u64, u32, Option<&'a [u8]>)> {
+    let le = Endian::Little;
+    let ts = le.u64(rec, f.time)?;
+    let cpu = match f.cpu {
+        Some(o) => le.u32(rec, o)?,
+        None => 0,
+    };
+    let raw = match f.raw {
+        Some(o) => {
+            let size = le.u32(rec, o)? as usize;
+            Some(rec.get(o + 4..(o + 4).checked_add(size)?)?)
+        }
+        None => None,
+    };
+    Some((ts, cpu, raw))
+}
+
+/// TIME, CPU and RAW of any other sample, by the general parser.
+#[cold]
+fn general_fields<'a>(rec: &'a [u8], layout: &Layout) -> Option<(u64, u32, Option<&'a [u8]>)> {
+    let le = Endian::Little;
+    let ts = layout.sample_time_off.and_then(|o| le.u64(rec, o))?;
+    let s = parse_sample(rec, layout, le)?;
+    Some((ts, s.cpu.unwrap_or(0), s.raw))
+}
+
+/// Tid and name id of a task in a payload.
+#[inline(always)]
+fn task(raw: &[u8], t: &TaskAccess, names: &mut NameIds) -> Option<(Tid, u32)> {
+    let pid = t.pid.i32(raw)?;
+    let id = match t.comm {
+        StrAccessor::Fixed { off, len: 16 } => {
+            let b: [u8; 16] = raw.get(off..off + 16)?.try_into().ok()?;
+            names.id_key(u128::from_le_bytes(b))
+        }
+        // `__data_loc char[]` (`sched_stat_runtime`'s comm): as `StrAccessor::bytes`.
+        StrAccessor::Loc {
+            off,
+            loc: LocKind::DataLoc4,
+            endian: Endian::Little,
+        } => {
+            let w: [u8; 4] = raw.get(off..off + 4)?.try_into().ok()?;
+            let word = u32::from_le_bytes(w);
+            let start = (word & 0xffff) as usize;
+            names.id(raw.get(start..start + (word >> 16) as usize)?)
+        }
+        ref c => names.id(c.bytes(raw)?),
+    };
+    Some((pid, id))
+}
+
+/// A `sched_switch` payload.
+#[inline(always)]
+fn switch(
+    raw: &[u8],
+    prev: &TaskAccess,
+    prev_state: &Int,
+    table: &PrevStateTable,
+    next: &TaskAccess,
+    names: &mut NameIds,
+) -> Option<Fields> {
+    let (pa, pn) = task(raw, prev, names)?;
+    let st = prev_state.u64(raw)?;
+    let (na, nn) = task(raw, next, names)?;
+    Some((
+        SchedRecordKind::Switch,
+        (pa, na, table.decode(st), 0),
+        (pn, nn),
+    ))
+}
+
+/// A `sched_waking` / `sched_wakeup(_new)` payload.
+#[inline(always)]
+fn wakeup(
+    raw: &[u8],
+    kind: SchedRecordKind,
+    t: &TaskAccess,
+    target_cpu: Option<&Int>,
+    names: &mut NameIds,
+) -> Option<Fields> {
+    let (a, n) = task(raw, t, names)?;
+    let b = match target_cpu {
+        Some(c) => u32::try_from(c.i64(raw)?).map_or(-1, |c| c as Tid),
+        None => -1,
+    };
+    Some((kind, (a, b, PrevState::default(), 0), (n, NO_NAME)))
+}
+
+/// A `sched_stat_runtime` payload.
+#[inline(always)]
+fn stat_runtime(raw: &[u8], t: &TaskAccess, runtime: &Int, names: &mut NameIds) -> Option<Fields> {
+    let (a, n) = task(raw, t, names)?;
+    let v = runtime.u64(raw)?;
+    Some((
+        SchedRecordKind::StatRuntime,
+        (a, 0, PrevState::default(), v),
+        (n, NO_NAME),
+    ))
 }
 
 /// Sorts the entries after the last round end by time, stably (file order on ties): each
@@ -498,19 +586,30 @@ pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
 }
 
 /// Merges the sorted runs `v[..mid]` and `v[mid..]` stably (the left run first on ties).
+/// Entries already in place are skipped (the left run's head older than the right run,
+/// the right run's tail not older than the left run); the loop picks each entry without a
+/// branch on the comparison (the runs of two CPUs interleave unpredictably).
 fn merge_runs(v: &mut [Entry], mid: usize, scratch: &mut Vec<Entry>) {
+    let (Some(first_right), Some(last_left)) =
+        (v.get(mid), mid.checked_sub(1).and_then(|i| v.get(i)))
+    else {
+        return;
+    };
+    let (first_right, last_left) = (first_right.rec.ts, last_left.rec.ts);
+    let lo = v[..mid].partition_point(|e| e.rec.ts <= first_right);
+    let hi = mid + v[mid..].partition_point(|e| e.rec.ts < last_left);
+    let v = &mut v[lo..hi];
+    let mid = mid - lo;
     scratch.clear();
     scratch.extend_from_slice(&v[..mid]);
     let (mut a, mut b, mut k) = (0, mid, 0);
     // `k < b` while the left run is not used up, so no unread entry is overwritten.
     while a < scratch.len() && b < v.len() {
-        if v[b].rec.ts < scratch[a].rec.ts {
-            v[k] = v[b];
-            b += 1;
-        } else {
-            v[k] = scratch[a];
-            a += 1;
-        }
+        let take_right = v[b].rec.ts < scratch[a].rec.ts;
+        let e = *if take_right { &v[b] } else { &scratch[a] };
+        v[k] = e;
+        b += usize::from(take_right);
+        a += usize::from(!take_right);
         k += 1;
     }
     while a < scratch.len() {
