@@ -4,7 +4,8 @@
 //! [`CpuDecoder`] over that range and an empty [`Run`] to fill with all its records; it
 //! comes back filled ([`Done`]). The workers share one queue, so the pieces of one CPU
 //! (the benchmark file has nearly all its events on one CPU) are decoded side by side;
-//! the merge puts them back in order. With no threads (small input, one core, or no
+//! the merge puts them back in order. When the merge would wait while jobs are queued, the
+//! caller's thread decodes the oldest one itself. With no threads (small input, one core, or no
 //! thread could be started) a job runs at once in the caller's thread.
 
 use std::collections::VecDeque;
@@ -67,6 +68,9 @@ pub enum Pool {
     /// Workers taking jobs from one queue.
     Threads {
         jobs: Option<Sender<Job>>,
+        /// The queue the workers take jobs from (the caller takes one too, see
+        /// [`Pool::wait`]).
+        queue: Arc<Mutex<Receiver<Job>>>,
         results: Receiver<Done>,
         workers: Vec<JoinHandle<()>>,
         /// Set when the pool is dropped: queued jobs are then skipped.
@@ -130,6 +134,7 @@ impl Pool {
         }
         Pool::Threads {
             jobs: Some(jobs),
+            queue: job_rx,
             results,
             workers,
             stop,
@@ -155,11 +160,23 @@ impl Pool {
         }
     }
 
-    /// The next finished job; `None` when none can come (threads gone).
+    /// A finished job; `None` when none can come (threads gone). Rather than wait while a
+    /// job is still queued (every worker busy, or descheduled on a loaded machine), the
+    /// caller's thread runs the oldest queued job itself.
     pub fn wait(&mut self) -> Option<Done> {
         match self {
             Pool::Inline(q) => q.pop_front(),
-            Pool::Threads { results, .. } => results.recv().ok(),
+            Pool::Threads { queue, results, .. } => {
+                if let Ok(done) = results.try_recv() {
+                    return Some(done);
+                }
+                // A worker waiting for a job holds the lock: then the queue is empty.
+                let queued = queue.try_lock().ok().and_then(|q| q.try_recv().ok());
+                match queued {
+                    Some(job) => Some(work(job)),
+                    None => results.recv().ok(),
+                }
+            }
         }
     }
 }
