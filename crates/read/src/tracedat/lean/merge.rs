@@ -118,10 +118,7 @@ pub struct Merge {
     max_outstanding: usize,
     spare_runs: Vec<Run>,
     spare_decoders: Vec<CpuDecoder>,
-    comms: Vec<Comm>,
-    comm_ids: HashMap<Comm, u32>,
-    names: StreamNames,
-    last_ts: Ts,
+    stream: Stream,
     started: bool,
     /// The general reader's bookkeeping: metadata notes, then the CPUs'.
     sink: Sink,
@@ -169,10 +166,7 @@ impl Merge {
             max_outstanding,
             spare_runs: Vec::new(),
             spare_decoders: Vec::new(),
-            comms: Vec::new(),
-            comm_ids: HashMap::new(),
-            names: StreamNames::default(),
-            last_ts: 0,
+            stream: Stream::default(),
             started: false,
             sink,
             read: 0,
@@ -285,12 +279,7 @@ impl Merge {
         self.sink.note_inline_lost(slot.cpu, decoder.inline_lost);
         slot.global.clear();
         for comm in run.new_names.drain(..) {
-            let next = self.comms.len() as u32;
-            let id = *self.comm_ids.entry(comm).or_insert(next);
-            if id == next {
-                self.comms.push(comm);
-            }
-            slot.global.push(id);
+            slot.global.push(self.stream.global_id(comm));
         }
         std::mem::swap(&mut slot.run, &mut run);
         slot.next = 0;
@@ -349,20 +338,30 @@ impl Merge {
     ) -> Result<(), LeanBail> {
         loop {
             let room = max.saturating_sub(batch.records.len());
-            let start = self.slots[s].next;
-            let len = self.slots[s].run.recs.len();
-            let mut i = start;
-            while i < len && i - start < room {
-                let recs = &self.slots[s].run.recs;
-                prefetch(recs, i + PREFETCH_AHEAD);
-                let c = recs[i];
-                if (c.ts, s) >= limit {
-                    break;
-                }
-                self.emit(s, c, batch)?;
-                i += 1;
+            let slot = &mut self.slots[s];
+            let start = slot.next;
+            let len = slot.run.recs.len();
+            let window = slot
+                .run
+                .recs
+                .get(start..len.min(start.saturating_add(room)))
+                .unwrap_or_default();
+            // The records sorting before `limit`: a prefix when the CPU's records are in time
+            // order. When they are not, the prefix may differ from a record-by-record scan,
+            // but the stream then has a timestamp going backwards either way, and `emit`
+            // bails out on it.
+            let n = if s < limit.1 {
+                window.partition_point(|c| c.ts <= limit.0)
+            } else {
+                window.partition_point(|c| c.ts < limit.0)
+            };
+            let window = &window[..n];
+            for (k, c) in window.iter().enumerate() {
+                prefetch(window, k + PREFETCH_AHEAD);
+                self.stream.emit(&slot.global, *c, batch)?;
             }
-            self.slots[s].next = i;
+            let i = start + n;
+            slot.next = i;
             // A consumed run is replaced at once (even when the batch is full): a slot's run
             // is empty only when its CPU has no more records, which the head scan relies on.
             let consumed = i == len;
@@ -374,10 +373,35 @@ impl Merge {
             }
         }
     }
+}
 
-    /// Appends `c` (and the `PayloadComm` records due before it) to `batch`.
+/// The merged stream's names and time.
+#[derive(Default)]
+struct Stream {
+    /// Global name id → name.
+    comms: Vec<Comm>,
+    comm_ids: HashMap<Comm, u32>,
+    /// Current name of each tid.
+    names: StreamNames,
+    /// Timestamp of the last record emitted.
+    last_ts: Ts,
+}
+
+impl Stream {
+    /// The global id of `comm` (a new one the first time).
+    fn global_id(&mut self, comm: Comm) -> u32 {
+        let next = self.comms.len() as u32;
+        let id = *self.comm_ids.entry(comm).or_insert(next);
+        if id == next {
+            self.comms.push(comm);
+        }
+        id
+    }
+
+    /// Appends `c` (and the `PayloadComm` records due before it) to `batch`; `global` maps
+    /// the name ids of `c`'s piece to global ids.
     #[inline]
-    fn emit(&mut self, s: usize, c: CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+    fn emit(&mut self, global: &[u32], c: CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
         let (mut r, names) = unpack(c);
         if r.ts < self.last_ts {
             return Err(LeanBail::new(format!(
@@ -386,7 +410,6 @@ impl Merge {
             )));
         }
         self.last_ts = r.ts;
-        let global = &self.slots[s].global;
         let gid = |n: u32| -> Result<u32, LeanBail> {
             global
                 .get(n as usize)
@@ -434,7 +457,7 @@ impl Merge {
     fn push_name(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
         let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ev.ts, ev.cpu, ev.pos);
         p.a = tid;
-        // Global ids always index `comms` (both grow together in `refill`).
+        // Global ids always index `comms` (both grow together in `global_id`).
         p.value = batch.push_comm(self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY));
         batch.records.push(p);
     }
