@@ -27,7 +27,9 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use stallscope_model::{Comm, DataQuality, EventKind, SchedRecord, SchedRecordKind, Tid};
+use stallscope_model::{
+    Comm, DataQuality, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid,
+};
 
 use stallscope_model::sched_record::{fill_from_kind, LOST_UNKNOWN};
 
@@ -486,74 +488,81 @@ impl CpuDecoder {
                     "offset {pos:#x}: event id {id:?} without a format"
                 )));
             };
-            let mut r = SchedRecord::new(SchedRecordKind::Other, t.adjust.apply(item.ts), cpu, pos);
-            let mut names = [NO_NAME; 2];
-            let ok = match d {
+            let ts = t.adjust.apply(item.ts);
+            // Each record built whole (`pack` folds to its kind's layout).
+            let rec = |kind, a, b, value, prev_state| SchedRecord {
+                ts,
+                pos,
+                value,
+                a,
+                b,
+                cpu,
+                prev_state,
+                kind,
+            };
+            let no_state = PrevState::default();
+            let names = &mut self.names;
+            let packed = match d {
                 Decoder::Switch {
                     prev,
                     next,
                     prev_state,
                     table,
                 } => (|| {
-                    let (a, na) = prev.read(payload, &mut self.names)?;
-                    let state = prev_state.u64(payload)?;
-                    let (b, nb) = next.read(payload, &mut self.names)?;
-                    r.kind = SchedRecordKind::Switch;
-                    (r.a, r.b, r.prev_state) = (a, b, table.decode(state));
-                    names = [na, nb];
-                    Some(())
+                    let (a, na) = prev.read(payload, names)?;
+                    let state = table.decode(prev_state.u64(payload)?);
+                    let (b, nb) = next.read(payload, names)?;
+                    Some(pack(rec(SchedRecordKind::Switch, a, b, 0, state), [na, nb]))
                 })(),
                 Decoder::Wake {
                     kind,
                     task,
                     target_cpu,
                 } => (|| {
-                    let (a, na) = task.read(payload, &mut self.names)?;
-                    r.b = match target_cpu {
+                    let (a, na) = task.read(payload, names)?;
+                    let b = match target_cpu {
                         Some(c) => u32::try_from(c.i64(payload)?).map_or(-1, |c| c as Tid),
                         None => -1,
                     };
-                    r.kind = *kind;
-                    r.a = a;
-                    names[0] = na;
-                    Some(())
+                    Some(pack(rec(*kind, a, b, 0, no_state), [na, NO_NAME]))
                 })(),
                 Decoder::Migrate {
                     task,
                     orig_cpu,
                     dest_cpu,
                 } => (|| {
-                    let (a, na) = task.read(payload, &mut self.names)?;
+                    let (a, na) = task.read(payload, names)?;
                     orig_cpu.i64(payload)?;
-                    r.b = dest_cpu.i64(payload)? as u32 as Tid;
-                    r.kind = SchedRecordKind::Migrate;
-                    r.a = a;
-                    names[0] = na;
-                    Some(())
+                    let b = dest_cpu.i64(payload)? as u32 as Tid;
+                    let r = rec(SchedRecordKind::Migrate, a, b, 0, no_state);
+                    Some(pack(r, [na, NO_NAME]))
                 })(),
                 Decoder::StatRuntime {
                     task,
                     runtime,
                     vruntime,
                 } => (|| {
-                    let (a, na) = task.read(payload, &mut self.names)?;
-                    r.value = runtime.u64(payload)?;
+                    let (a, na) = task.read(payload, names)?;
+                    let value = runtime.u64(payload)?;
                     if let Some(v) = vruntime {
                         v.u64(payload)?;
                     }
-                    r.kind = SchedRecordKind::StatRuntime;
-                    r.a = a;
-                    names[0] = na;
-                    Some(())
+                    let r = rec(SchedRecordKind::StatRuntime, a, 0, value, no_state);
+                    Some(pack(r, [na, NO_NAME]))
                 })(),
-                Decoder::Full => self.full(id, payload, &mut r, &mut names),
+                Decoder::Full => {
+                    let mut r = rec(SchedRecordKind::Other, 0, 0, 0, no_state);
+                    let mut names = [NO_NAME; 2];
+                    self.full(id, payload, &mut r, &mut names)
+                        .map(|()| pack(r, names))
+                }
             };
-            if ok.is_none() {
+            let Some(packed) = packed else {
                 return Err(LeanBail::new(format!(
                     "offset {pos:#x}: record too short for its format"
                 )));
-            }
-            run.recs.push(pack(r, names));
+            };
+            run.recs.push(packed);
         }
         if items.discarded > 0 {
             note_discarded(&mut self.dq, &t.path, cpu, at, items.discarded);
