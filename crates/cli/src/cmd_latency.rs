@@ -262,9 +262,7 @@ fn lean_latency(
                 return Err(bail.reason);
             }
         }
-        for r in &batch.records {
-            latency.process_record(r, &batch);
-        }
+        latency.process_batch(&batch);
         progress.show(source.progress(), &mut latency);
     }
     clear_progress();

@@ -285,7 +285,7 @@ impl Latency {
     /// The task's slot, creating it (and, when perf would, its first atom) as needed.
     /// `comm` is the name the event's payload gives the task (`None`: a lean record, whose
     /// names arrive as `PayloadComm` records).
-    #[inline]
+    #[inline(always)]
     fn task(
         &mut self,
         tid: Tid,
@@ -347,20 +347,45 @@ impl Latency {
         }
     }
 
+    /// Feeds every record of `batch`, in order: [`Latency::process_record`] on each.
+    pub fn process_batch(&mut self, batch: &SchedBatch) {
+        for r in &batch.records {
+            self.process_record(r, batch);
+        }
+    }
+
     /// Feeds one lean record of `batch` (see [`SchedRecord`]): the same analysis as
     /// [`Latency::process`] on the event the record stands for.
+    #[inline]
     pub fn process_record(&mut self, r: &SchedRecord, batch: &SchedBatch) {
-        if r.kind == SchedRecordKind::PayloadComm {
-            self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
-            return;
+        // The common kinds first, inline; the rest out of line.
+        match r.kind {
+            SchedRecordKind::Switch => {
+                self.stats.events += 1;
+                self.on_switch(Where::of(r), (r.a, None), (r.b, None), r.prev_state);
+            }
+            SchedRecordKind::StatRuntime => {
+                self.stats.events += 1;
+                self.on_stat_runtime(r.ts, r.a, None, r.value);
+            }
+            SchedRecordKind::Waking => {
+                self.stats.events += 1;
+                if self.wakeups.select_kind(WakeupKind::Waking) {
+                    self.on_wakeup(Where::of(r), r.a, None);
+                }
+            }
+            SchedRecordKind::PayloadComm => {
+                self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
+            }
+            _ => self.process_other_record(r, batch),
         }
+    }
+
+    /// [`Latency::process_record`] for the less common kinds.
+    #[inline(never)]
+    fn process_other_record(&mut self, r: &SchedRecord, batch: &SchedBatch) {
         self.stats.events += 1;
-        let at = Where {
-            input: 0,
-            pos: SpanPos::Byte(r.pos),
-            ts: r.ts,
-            cpu: r.cpu,
-        };
+        let at = Where::of(r);
         match r.kind {
             SchedRecordKind::Switch => self.on_switch(at, (r.a, None), (r.b, None), r.prev_state),
             SchedRecordKind::StatRuntime => self.on_stat_runtime(r.ts, r.a, None, r.value),
@@ -383,7 +408,12 @@ impl Latency {
             SchedRecordKind::Fork => self.on_fork(r.a, &batch.comm(r.value)),
             SchedRecordKind::Lost => self.on_lost((r.value != LOST_UNKNOWN).then_some(r.value)),
             SchedRecordKind::TaskComm => self.tasks.note_sideband(r.a, r.b, &batch.comm(r.value)),
-            SchedRecordKind::PayloadComm | SchedRecordKind::Other => {}
+            SchedRecordKind::PayloadComm => {
+                // Not an event (see `process_record`).
+                self.stats.events -= 1;
+                self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
+            }
+            SchedRecordKind::Other => {}
         }
     }
 
@@ -403,13 +433,9 @@ impl Latency {
             if let Some(cur) = self.cpu_current[c] {
                 if cur != prev {
                     self.stats.context_switch_bugs += 1;
-                    self.dq.add(
-                        "switch_prev_mismatch",
-                        Severity::Warning,
-                        "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
-                        1,
-                        || format!("{at}: prev_pid={prev} but the CPU was running pid {cur}"),
-                    );
+                    if self.stats.context_switch_bugs <= EXAMPLES {
+                        self.context_switch_bug(at, prev, cur);
+                    }
                 }
             }
             self.cpu_current[c] = Some(next);
@@ -420,6 +446,18 @@ impl Latency {
         self.tasks.get_mut(p).data.sched_out(runnable, ts);
         let n = self.task(next, next_comm, Some(true), ts);
         self.tasks.get_mut(n).data.sched_in(ts);
+    }
+
+    /// One of the first [`EXAMPLES`] of perf's "context switch bugs" (counted by the
+    /// caller): noted with an example (the count of the rest is added to the data-quality
+    /// note by [`Latency::finish`]).
+    #[cold]
+    #[inline(never)]
+    fn context_switch_bug(&mut self, at: Where, prev: Tid, cur: Tid) {
+        self.dq
+            .add(SWITCH_BUG.0, Severity::Warning, SWITCH_BUG.1, 1, || {
+                format!("{at}: prev_pid={prev} but the CPU was running pid {cur}")
+            });
     }
 
     #[inline]
@@ -439,19 +477,29 @@ impl Latency {
         }
         self.stats.wakeup_timestamps += 1;
         if t.sched_out > ts {
-            self.stats.unordered_timestamps += 1;
             let out = t.sched_out;
-            self.dq.add(
-                "unordered_wakeup_timestamps",
-                Severity::Warning,
-                "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
-                1,
-                || format!("{at}: wakeup of pid {tid}, switched out at {out}"),
-            );
+            self.stats.unordered_timestamps += 1;
+            if self.stats.unordered_timestamps <= EXAMPLES {
+                self.unordered_wakeup(at, tid, out);
+            }
             return;
         }
         t.state = AtomState::WaitCpu;
         t.wake_up = ts;
+    }
+
+    /// One of the first [`EXAMPLES`] wakeups before the task's switch-out (counted by the
+    /// caller; see [`Latency::context_switch_bug`]).
+    #[cold]
+    #[inline(never)]
+    fn unordered_wakeup(&mut self, at: Where, tid: Tid, out: Ts) {
+        self.dq.add(
+            UNORDERED_WAKEUP.0,
+            Severity::Warning,
+            UNORDERED_WAKEUP.1,
+            1,
+            || format!("{at}: wakeup of pid {tid}, switched out at {out}"),
+        );
     }
 
     fn on_migrate(&mut self, ts: Ts, tid: Tid, comm: Option<&Comm>) {
@@ -494,9 +542,25 @@ impl Latency {
             opts,
             tasks,
             mut stats,
-            dq,
+            mut dq,
             ..
         } = self;
+        // The occurrences past the examples, counted only (see `context_switch_bug`).
+        for (n, (key, description)) in [
+            (stats.context_switch_bugs, SWITCH_BUG),
+            (stats.unordered_timestamps, UNORDERED_WAKEUP),
+        ] {
+            if n > EXAMPLES {
+                // The examples are all kept already: no new one is asked for.
+                dq.add(
+                    key,
+                    Severity::Warning,
+                    description,
+                    n - EXAMPLES,
+                    String::new,
+                );
+            }
+        }
         // Every task perf has atoms for, by tid descending (perf's tree order); ties (a
         // reused tid) newest first.
         let mut order: Vec<usize> = (0..tasks.len())
@@ -554,6 +618,19 @@ impl Latency {
     }
 }
 
+/// Data-quality occurrences reported with an example each (the examples kept per key).
+const EXAMPLES: u64 = DataQuality::MAX_EXAMPLES as u64;
+/// Key and description of the context-switch-bug note.
+const SWITCH_BUG: (&str, &str) = (
+    "switch_prev_mismatch",
+    "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
+);
+/// Key and description of the unordered-wakeup note.
+const UNORDERED_WAKEUP: (&str, &str) = (
+    "unordered_wakeup_timestamps",
+    "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
+);
+
 /// Where an event is, for data-quality examples.
 #[derive(Clone, Copy)]
 struct Where {
@@ -561,6 +638,19 @@ struct Where {
     pos: SpanPos,
     ts: Ts,
     cpu: Cpu,
+}
+
+impl Where {
+    /// Where a lean record is.
+    #[inline]
+    fn of(r: &SchedRecord) -> Where {
+        Where {
+            input: 0,
+            pos: SpanPos::Byte(r.pos),
+            ts: r.ts,
+            cpu: r.cpu,
+        }
+    }
 }
 
 impl fmt::Display for Where {

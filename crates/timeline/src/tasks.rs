@@ -70,8 +70,20 @@ fn direct_index(tid: Tid) -> Option<usize> {
 
 impl<T: Default> TaskTable<T> {
     /// The slot of `tid` (created with `T::default()` when new) and whether it was created.
-    #[inline]
+    #[inline(always)]
     pub fn slot(&mut self, tid: Tid) -> (usize, bool) {
+        // A known tid below `DIRECT_TIDS`: one load (the table is never longer than that).
+        if let Some(&i) = usize::try_from(tid).ok().and_then(|t| self.direct.get(t)) {
+            if i != NO_SLOT {
+                return (i as usize, false);
+            }
+        }
+        self.slot_slow(tid)
+    }
+
+    /// [`TaskTable::slot`] for a tid not in the direct table.
+    #[inline(never)]
+    fn slot_slow(&mut self, tid: Tid) -> (usize, bool) {
         if let Some(i) = self.find(tid) {
             return (i, false);
         }
@@ -123,12 +135,22 @@ impl<T: Default> TaskTable<T> {
 
     /// A lean record of slot `i`'s task is used: its stream name becomes a payload name
     /// ([`TaskTable::note_payload_comm`]), unless it was applied already.
-    #[inline]
+    #[inline(always)]
     pub fn apply_stream_comm(&mut self, i: usize) {
-        if self.slots[i].stream_pending {
-            self.slots[i].stream_pending = false;
-            let comm = self.slots[i].stream_comm;
-            self.note_payload_comm(i, &comm);
+        if self.slots.get(i).is_some_and(|s| s.stream_pending) {
+            self.apply_pending_stream_comm(i);
+        }
+    }
+
+    /// [`TaskTable::apply_stream_comm`] when there is a name to apply: as
+    /// [`TaskTable::note_payload_comm`] (storing an equal name changes nothing).
+    #[inline(never)]
+    fn apply_pending_stream_comm(&mut self, i: usize) {
+        if let Some(s) = self.slots.get_mut(i) {
+            s.stream_pending = false;
+            if !s.named_by_sideband && !s.stream_comm.is_empty() {
+                s.comm = s.stream_comm;
+            }
         }
     }
 

@@ -17,8 +17,10 @@
 //!           reuse; one segment of look-ahead at most); drops the walked pages
 //!           (MADV_DONTNEED), so memory does not grow with the file
 //! caller    [`emit::Orderer`]: receives the segments in file order, applies perf's round
-//!           ordering (merging the sorted pieces), the name rule and the out-of-order
-//!           check → SchedBatches (the analysis then runs on the same thread)
+//!           ordering (merging the sorted pieces where they lie: a buffer is kept until
+//!           its entries are released, then goes back to its walker), the name rule and
+//!           the out-of-order check → SchedBatches (the analysis then runs on the same
+//!           thread)
 //! ```
 //!
 //! The output equals `SchedRecordEncoder` over the general reader's events of the same file
@@ -217,13 +219,19 @@ impl SchedSource for PerfLeanSource {
                     return Err(LeanBail::new("a lean reader thread failed"));
                 }
             };
-            let last = w.seg_end && self.seg + 1 >= self.segs;
-            let res = self.orderer.take(&w, last, batch);
-            if w.seg_end {
+            let seg_end = w.seg_end;
+            let last = seg_end && self.seg + 1 >= self.segs;
+            let res = self.orderer.take(w, lane, last, batch);
+            if seg_end {
                 self.seg += 1;
             }
             self.done = last;
-            let _ = l.empty.try_send(w);
+            // Buffers whose entries are all released go back to their walker for reuse.
+            while let Some((lane, w)) = self.orderer.recycle() {
+                if let Some(l) = self.lanes.get(lane) {
+                    let _ = l.empty.try_send(w);
+                }
+            }
             if let Err(bail) = res {
                 self.done = true;
                 return Err(bail);

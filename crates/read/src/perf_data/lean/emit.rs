@@ -4,8 +4,11 @@
 //! * Ordering, exactly as `super::super::order` does for the general reader: at a round
 //!   end the queue is sorted by time (stable: file order on ties) and every entry with time
 //!   ≤ the newest time seen up to the previous round end is released; at the end of the
-//!   data everything is (see [`Orderer`] for how the sort is kept to one round). A queue reaching `MAX_PENDING` (the general reader's forced
+//!   data everything is. A queue reaching `MAX_PENDING` (the general reader's forced
 //!   flush, a data-quality note there) is a bail-out.
+//! * No entry is copied to be ordered: the queue is a list of *runs*, stretches of the
+//!   walkers' buffers each sorted by time (a walker sorts every piece of a round it hands
+//!   over), in file order; see [`Orderer`].
 //! * The name rule of [`stallscope_model::sched_record`]: before an event naming a task, a
 //!   `PayloadComm` record when the name differs from the stream's current one for that tid
 //!   ([`StreamNames`] on interned ids); a fork sets the child's name; Fork / TaskComm
@@ -17,26 +20,71 @@ use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind, Tid};
 
 use super::super::order::MAX_PENDING;
 use super::names::{copy_new, SharedNames, StreamNames};
-use super::walk::{sort_by_time, Entry, Walked, SKIP};
+use super::walk::{Entry, Walked, SKIP};
 use crate::lean::LeanBail;
 
-/// The ordering queue, kept as two sorted parts: `tail` (entries of earlier rounds not yet
-/// released) and `cur` (the current round, in file order until its end, then sorted).
-/// Sorting only `cur` and merging it with `tail` (tail first on equal times: its records
-/// come first in the file) gives exactly the stable sort of the whole queue. At a round
-/// end all of `tail` is normally released (its times are all ≤ the limit), so the unreleased
-/// part of `cur` simply becomes the new tail.
+/// Runs queued at most: one more is first merged with the others into one (copied) run.
+const MAX_RUNS: usize = 8;
+/// How far ahead of the entry emitted the next ones are prefetched.
+const PREFETCH_AHEAD: usize = 32;
+/// [`Run::buf`] of the run held in [`Orderer::own`].
+const OWN: u64 = u64::MAX;
+
+/// A queued stretch `start..end` of a buffer's entries, sorted by time (stable).
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    /// Id of the [`Held`] buffer, or [`OWN`].
+    buf: u64,
+    start: usize,
+    end: usize,
+}
+
+/// A walker's buffer kept until none of its entries is queued any more.
+struct Held {
+    id: u64,
+    /// The caller's tag (which walker it came from), handed back by [`Orderer::recycle`].
+    tag: usize,
+    w: Walked,
+}
+
+/// The ordering queue as sorted runs in file order. The stable sort of the whole queue by
+/// time is the merge of the runs with ties going to the earlier run (its entries come first
+/// in the file), so a release merges the runs' prefixes of times ≤ the limit and leaves
+/// their suffixes queued. Usually a round is one or two runs and the previous round's rest
+/// one or two more. Past [`MAX_RUNS`] runs, all of them are merged into one owned run
+/// (the same queue in the same order), which keeps the merge narrow and the number of
+/// buffers held bounded.
 #[derive(Default)]
 pub struct Orderer {
     /// The walkers' name table.
     names: SharedNames,
-    tail: Vec<Entry>,
-    tail_start: usize,
-    cur: Vec<Entry>,
+    /// Buffers with queued entries, oldest first.
+    held: Vec<Held>,
+    next_id: u64,
+    /// Buffers no longer needed, for [`Orderer::recycle`].
+    freed: Vec<(usize, Walked)>,
+    runs: Vec<Run>,
+    /// The entries of the merged run ([`OWN`]) and a spare buffer to merge into.
+    own: Vec<Entry>,
+    spare: Vec<Entry>,
+    /// Entries queued.
+    pending: usize,
     limit: u64,
     max_ts: u64,
     out: Emit,
-    scratch: Vec<Entry>,
+}
+
+/// The entries of `r`.
+#[inline]
+fn run_entries<'a>(held: &'a [Held], own: &'a [Entry], r: &Run) -> &'a [Entry] {
+    let all: &[Entry] = if r.buf == OWN {
+        own
+    } else {
+        held.iter()
+            .find(|h| h.id == r.buf)
+            .map_or(&[], |h| &h.w.entries)
+    };
+    all.get(r.start..r.end).unwrap_or(&[])
 }
 
 impl Orderer {
@@ -48,84 +96,220 @@ impl Orderer {
         }
     }
 
-    /// Queues the entries of `w`, applies its round ends (and, when `last`, the end of the
-    /// data), and appends the records released to `batch`.
-    pub fn take(&mut self, w: &Walked, last: bool, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+    /// Queues the entries of `w` (a walker's buffer, kept until its entries are released;
+    /// `tag` goes back with it from [`Orderer::recycle`]), applies its round ends (and, when
+    /// `last`, the end of the data), and appends the records released to `batch`.
+    pub fn take(
+        &mut self,
+        mut w: Walked,
+        tag: usize,
+        last: bool,
+        batch: &mut SchedBatch,
+    ) -> Result<(), LeanBail> {
         // Every name id in `w` was interned before `w` was sent.
         copy_new(&self.names, &mut self.out.comms);
+        let id = self.next_id;
+        self.next_id += 1;
+        let round_ends = std::mem::take(&mut w.round_ends);
+        let len = w.entries.len();
+        self.held.push(Held { id, tag, w });
+        let res = self.take_rounds(id, &round_ends, len, last, batch);
+        if let Some(h) = self.held.iter_mut().find(|h| h.id == id) {
+            h.w.round_ends = round_ends;
+        }
+        self.free_unused();
+        res
+    }
+
+    /// A buffer [`Orderer::take`] was given and no longer needs, with its tag.
+    pub fn recycle(&mut self) -> Option<(usize, Walked)> {
+        self.freed.pop()
+    }
+
+    fn take_rounds(
+        &mut self,
+        id: u64,
+        round_ends: &[usize],
+        len: usize,
+        last: bool,
+        batch: &mut SchedBatch,
+    ) -> Result<(), LeanBail> {
         let mut start = 0;
-        for &end in &w.round_ends {
-            self.queue(w.entries.get(start..end).unwrap_or(&[]))?;
+        for &end in round_ends {
+            self.queue(id, start, end)?;
             let limit = self.limit;
             self.release(limit, batch)?;
             self.limit = self.max_ts;
             start = end;
         }
-        self.queue(w.entries.get(start..).unwrap_or(&[]))?;
+        self.queue(id, start, len)?;
         if last {
             self.release(u64::MAX, batch)?;
         }
         Ok(())
     }
 
-    /// Appends entries to the queue (the general reader checks its size after each push;
-    /// the queue only grows between round ends, so checking after the run is the same).
-    fn queue(&mut self, entries: &[Entry]) -> Result<(), LeanBail> {
+    /// Queues entries `start..end` of buffer `id` (the general reader checks its size
+    /// after each push; the queue only grows between round ends, so checking after the
+    /// run is the same).
+    fn queue(&mut self, id: u64, start: usize, end: usize) -> Result<(), LeanBail> {
+        let run = Run {
+            buf: id,
+            start,
+            end,
+        };
+        let entries = run_entries(&self.held, &self.own, &run);
         // A piece arrives sorted: its last entry is its newest.
         if let Some(last) = entries.last() {
             self.max_ts = self.max_ts.max(last.rec.ts);
+            self.pending += entries.len();
+            if self.runs.len() >= MAX_RUNS {
+                self.merge_all();
+            }
+            self.runs.push(run);
         }
-        self.cur.extend_from_slice(entries);
-        if self.tail.len() - self.tail_start + self.cur.len() >= MAX_PENDING {
+        if self.pending >= MAX_PENDING {
             return Err(LeanBail::new("too many records queued without a round end"));
         }
         Ok(())
     }
 
+    /// Replaces the queued runs by their merge, in [`Orderer::own`].
+    fn merge_all(&mut self) {
+        let Orderer {
+            held,
+            own,
+            spare,
+            runs,
+            ..
+        } = self;
+        let mut parts = [&[][..]; MAX_RUNS];
+        for (p, r) in parts.iter_mut().zip(runs.iter()) {
+            *p = run_entries(held, own, r);
+        }
+        spare.clear();
+        merge(&mut parts[..runs.len().min(MAX_RUNS)], |es| {
+            spare.extend_from_slice(es)
+        });
+        std::mem::swap(own, spare);
+        runs.clear();
+        runs.push(Run {
+            buf: OWN,
+            start: 0,
+            end: own.len(),
+        });
+    }
+
     /// Emits, in time order, every queued entry with time ≤ `limit` into `batch`.
     fn release(&mut self, limit: u64, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        sort_by_time(&mut self.cur, &mut self.scratch);
-        let tail = self.tail.get(self.tail_start..).unwrap_or(&[]);
-        let kt = tail.partition_point(|e| e.rec.ts <= limit);
-        let kc = self.cur.partition_point(|e| e.rec.ts <= limit);
-        let out = &mut self.out;
-        merge_by_time(&tail[..kt], &self.cur[..kc], |e| out.one(e, batch))?;
-        if kt == tail.len() {
-            // The usual case: what is left of the round is the new tail.
-            std::mem::swap(&mut self.tail, &mut self.cur);
-            self.tail_start = kc;
-        } else {
-            let mut rest = Vec::with_capacity(tail.len() - kt + self.cur.len() - kc);
-            merge_by_time(&tail[kt..], &self.cur[kc..], |e| {
-                rest.push(*e);
-                Ok(())
-            })?;
-            self.tail = rest;
-            self.tail_start = 0;
+        let Orderer {
+            held,
+            own,
+            runs,
+            pending,
+            out,
+            ..
+        } = self;
+        let mut parts = [&[][..]; MAX_RUNS];
+        let n = runs.len().min(MAX_RUNS);
+        let mut first: Option<&Entry> = None;
+        let mut newest = out.last_emitted;
+        for (p, r) in parts.iter_mut().zip(runs.iter_mut()) {
+            let all = run_entries(held, own, r);
+            let k = match all.last() {
+                Some(e) if e.rec.ts <= limit => all.len(),
+                _ => all.partition_point(|e| e.rec.ts <= limit),
+            };
+            *p = &all[..k];
+            r.start += k;
+            *pending -= k;
+            if let (Some(h), Some(t)) = (p.first(), p.last()) {
+                newest = newest.max(t.rec.ts);
+                if first.is_none_or(|f| h.rec.ts < f.rec.ts) {
+                    first = Some(h);
+                }
+            }
         }
-        self.cur.clear();
+        // The merge is in time order: only its first entry can be older than the last
+        // one emitted before.
+        if let Some(f) = first {
+            if f.rec.ts < out.last_emitted {
+                return Err(LeanBail::new(format!(
+                    "a record older than one already emitted at offset {:#x}",
+                    f.rec.pos
+                )));
+            }
+        }
+        merge(&mut parts[..n], |es| {
+            for (k, e) in es.iter().enumerate() {
+                // The walkers wrote these entries: ask for them ahead of their turn.
+                crate::prefetch::prefetch(es, k + PREFETCH_AHEAD);
+                out.one(e, batch);
+            }
+        });
+        out.last_emitted = newest;
+        runs.retain(|r| r.start < r.end);
         Ok(())
+    }
+
+    /// Moves the buffers no run refers to any more to `freed`.
+    fn free_unused(&mut self) {
+        let mut i = 0;
+        while i < self.held.len() {
+            let id = self.held[i].id;
+            if self.runs.iter().any(|r| r.buf == id) {
+                i += 1;
+            } else {
+                let h = self.held.remove(i);
+                self.freed.push((h.tag, h.w));
+            }
+        }
     }
 }
 
-/// Visits the entries of two time-sorted runs in time order, `a`'s first on equal times
-/// (they come first in the file): the stable merge.
+/// Visits the entries of time-sorted runs (in file order) in time order, an earlier run's
+/// first on equal times (the stable merge), as stretches of consecutive entries of one run.
+/// `parts` is used up.
 #[inline]
-fn merge_by_time(
-    a: &[Entry],
-    b: &[Entry],
-    mut visit: impl FnMut(&Entry) -> Result<(), LeanBail>,
-) -> Result<(), LeanBail> {
-    let (mut a, mut b) = (a.iter().peekable(), b.iter().peekable());
+fn merge(parts: &mut [&[Entry]], mut visit: impl FnMut(&[Entry])) {
     loop {
-        let e = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) if x.rec.ts <= y.rec.ts => a.next(),
-            (Some(_), Some(_)) => b.next(),
-            (Some(_), None) => a.next(),
-            (None, _) => b.next(),
+        // The run whose head comes first (the earliest run among equal times), and the
+        // head that comes next: (time, run) ordering.
+        let mut best: Option<(u64, usize)> = None;
+        let mut next: Option<(u64, usize)> = None;
+        for (i, p) in parts.iter().enumerate() {
+            let Some(h) = p.first() else { continue };
+            let key = (h.rec.ts, i);
+            if best.is_none_or(|b| key < b) {
+                next = best;
+                best = Some(key);
+            } else if next.is_none_or(|n| key < n) {
+                next = Some(key);
+            }
+        }
+        let Some((_, i)) = best else { return };
+        let run = std::mem::take(&mut parts[i]);
+        let taken = match next {
+            // One run left: all of it.
+            None => run.len(),
+            // Entries of run `i` come before the other head while (time, i) < (nt, j).
+            Some((nt, j)) => {
+                let before = |e: &Entry| e.rec.ts < nt || (e.rec.ts == nt && i < j);
+                let mut k = 0;
+                while let Some(e) = run.get(k) {
+                    if !before(e) {
+                        break;
+                    }
+                    // This reads the walkers' entries first: ask for them ahead.
+                    crate::prefetch::prefetch(run, k + PREFETCH_AHEAD);
+                    k += 1;
+                }
+                k
+            }
         };
-        let Some(e) = e else { return Ok(()) };
-        visit(e)?;
+        let (now, rest) = run.split_at(taken);
+        visit(now);
+        parts[i] = rest;
     }
 }
 
@@ -140,81 +324,78 @@ struct Emit {
 
 impl Emit {
     /// Appends the records of one released entry to `batch`.
-    #[inline]
-    fn one(&mut self, e: &Entry, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        let Emit {
-            comms,
-            stream,
-            last_emitted,
-        } = self;
-        let comm = |id: u32| comms.get(id as usize).copied().unwrap_or(Comm::EMPTY);
-        let p = &e.rec;
+    #[inline(always)]
+    fn one(&mut self, e: &Entry, batch: &mut SchedBatch) {
+        let Emit { comms, stream, .. } = self;
+        let comms: &[Comm] = comms;
         let (n1, n2) = e.names();
-        if p.ts < *last_emitted {
-            return Err(LeanBail::new(format!(
-                "a record older than one already emitted at offset {:#x}",
-                p.pos
-            )));
-        }
-        *last_emitted = p.ts;
-        let at = (p.ts, p.cpu, p.pos);
         use SchedRecordKind as K;
-        // `b` and `value` without the packed name ids (back at the encoder's values), computed
-        // as values so that the record is written once (see `walk::entry`).
-        let (b, value) = match p.kind {
+        // `b` and `value` without the packed name ids (back at the encoder's values).
+        let r = &e.rec;
+        let (b, value) = match r.kind {
             K::Switch => {
-                note(stream, comm, p.a, n1, at, batch);
-                note(stream, comm, p.b, n2, at, batch);
-                (p.b, 0)
+                note(stream, comms, r.a, n1, r, batch);
+                note(stream, comms, r.b, n2, r, batch);
+                (r.b, 0)
             }
             K::Waking | K::Wakeup | K::WakeupNew | K::Migrate => {
-                note(stream, comm, p.a, n1, at, batch);
-                (p.b, 0)
+                note(stream, comms, r.a, n1, r, batch);
+                (r.b, 0)
             }
             K::StatRuntime => {
-                note(stream, comm, p.a, n1, at, batch);
-                (0, p.value)
+                note(stream, comms, r.a, n1, r, batch);
+                (0, r.value)
             }
             K::Fork => {
-                stream.set(p.a, n1);
-                (p.b, batch.push_comm(comm(n1)))
+                stream.set(r.a, n1);
+                (r.b, batch.push_comm(comm_of(comms, n1)))
             }
-            K::TaskComm => (p.b, batch.push_comm(comm(n1))),
+            K::TaskComm => (r.b, batch.push_comm(comm_of(comms, n1))),
             // FORK / EXIT side-band records: ordered, no event.
-            K::Other if n1 == SKIP => return Ok(()),
-            K::Other => (p.b, 0),
-            K::Lost | K::PayloadComm => (p.b, p.value),
+            K::Other if n1 == SKIP => return,
+            K::Other => (r.b, 0),
+            K::Lost | K::PayloadComm => (r.b, r.value),
         };
-        batch.records.push(SchedRecord {
-            ts: p.ts,
-            pos: p.pos,
-            value,
-            a: p.a,
-            b,
-            cpu: p.cpu,
-            prev_state: p.prev_state,
-            kind: p.kind,
-        });
-        Ok(())
+        // Copied whole from the entry, then the two fields set (building the record on the
+        // stack first would make the copy wait for those two narrower stores).
+        batch.records.push(*r);
+        if let Some(out) = batch.records.last_mut() {
+            out.b = b;
+            out.value = value;
+        }
     }
 }
 
-/// The name rule: a `PayloadComm` record (at `ts`, `cpu`, `pos`) when `tid`'s name changed.
+/// The name of id `id` (empty for an unknown one).
 #[inline]
+fn comm_of(comms: &[Comm], id: u32) -> Comm {
+    comms.get(id as usize).copied().unwrap_or(Comm::EMPTY)
+}
+
+/// The name rule: a `PayloadComm` record (at `r`'s time, CPU and position) when `tid`'s
+/// name changed to `id`.
+#[inline(always)]
 fn note(
     stream: &mut StreamNames,
-    comm: impl Fn(u32) -> Comm,
+    comms: &[Comm],
     tid: Tid,
     id: u32,
-    (ts, cpu, pos): (u64, u32, u64),
+    r: &SchedRecord,
     batch: &mut SchedBatch,
 ) {
     if stream.set(tid, id) {
-        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
-        p.a = tid;
-        p.value = batch.push_comm(comm(id));
-        batch.records.push(p);
+        payload_comm(comms, tid, id, r, batch);
     }
+}
+
+/// The `PayloadComm` record of [`note`].
+#[cold]
+#[inline(never)]
+fn payload_comm(comms: &[Comm], tid: Tid, id: u32, r: &SchedRecord, batch: &mut SchedBatch) {
+    let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, r.ts, r.cpu, r.pos);
+    p.a = tid;
+    p.value = batch.push_comm(comm_of(comms, id));
+    batch.records.push(p);
 }
 
 #[cfg(test)]
@@ -222,10 +403,13 @@ mod tests {
     use super::super::super::order::{OrderQueue, Pending};
     use super::super::super::stream::RecordRef;
     use super::super::names::NO_NAME;
+    use super::super::walk::sort_by_time;
     use super::*;
 
     /// Random rounds through the general reader's queue and through the Orderer: same
-    /// order, and a bail-out exactly when the queue reports a late record.
+    /// order, and a bail-out exactly when the queue reports a late record. The Orderer gets
+    /// the entries in one buffer and also cut into buffers of 1 to 12 entries (rounds split
+    /// across buffers, more runs than `MAX_RUNS`), each piece sorted as a walker does.
     #[test]
     fn orderer_equals_the_general_ordering_queue() {
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
@@ -235,14 +419,15 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        let (mut late_runs, mut carried) = (0, 0);
-        for run in 0..300 {
+        let (mut late_runs, mut carried, mut merged_all) = (0, 0, 0);
+        for run in 0..600 {
             let mut q = OrderQueue::default();
-            let mut walked = Walked::default();
+            // File order: Some(entry) or None for a round end.
+            let mut items: Vec<Option<Entry>> = Vec::new();
             let mut want = Vec::new();
             let mut late = false;
             let mut base = 0u64;
-            let rounds = 1 + rnd(6);
+            let rounds = 1 + rnd(if run % 3 == 0 { 20 } else { 6 });
             let mut pos = 0u64;
             for round in 0..rounds {
                 // Two "CPUs", each in time order, overlapping the previous round a little;
@@ -267,16 +452,14 @@ mod tests {
                         ));
                         let mut rec = SchedRecord::new(SchedRecordKind::Other, ts, 0, pos);
                         rec.a = 1;
-                        walked.entries.push(Entry::new(rec, NO_NAME, NO_NAME));
+                        items.push(Some(Entry::new(rec, NO_NAME, NO_NAME)));
                         pos += 1;
                     }
                 }
                 base += 100;
-                // As the walker hands them over: each piece of a round sorted.
-                super::super::walk::sort_piece(&mut walked, &mut Vec::new());
                 if round + 1 < rounds {
                     q.finished_round();
-                    walked.round_ends.push(walked.entries.len());
+                    items.push(None);
                 } else {
                     q.finish();
                 }
@@ -286,22 +469,61 @@ mod tests {
                 }
                 carried += usize::from(q.pending_len() > 0);
             }
-            walked.seg_end = true;
-            let mut o = Orderer::default();
-            let mut batch = SchedBatch::default();
-            match o.take(&walked, true, &mut batch) {
-                Ok(()) => {
-                    assert!(!late, "run {run}: the general queue saw a late record");
-                    let got: Vec<u64> = batch.records.iter().map(|r| r.pos).collect();
-                    assert_eq!(got, want, "run {run}");
+            for cut in [false, true] {
+                // The buffers as a walker hands them over.
+                let mut bufs = vec![Walked::default()];
+                for item in &items {
+                    let w = bufs.last_mut().unwrap();
+                    match item {
+                        Some(e) => w.entries.push(*e),
+                        None => {
+                            super::super::walk::sort_piece(w, &mut Vec::new());
+                            w.round_ends.push(w.entries.len());
+                        }
+                    }
+                    if cut && rnd(12) == 0 {
+                        super::super::walk::sort_piece(w, &mut Vec::new());
+                        bufs.push(Walked::default());
+                    }
                 }
-                Err(_) => {
-                    assert!(late, "run {run}: bail-out without a late record");
-                    late_runs += 1;
+                super::super::walk::sort_piece(bufs.last_mut().unwrap(), &mut Vec::new());
+                let n = bufs.len();
+                let mut o = Orderer::default();
+                let mut batch = SchedBatch::default();
+                let mut res = Ok(());
+                let mut back = 0;
+                for (k, w) in bufs.into_iter().enumerate() {
+                    res = o.take(w, k, k + 1 == n, &mut batch);
+                    if o.runs.first().is_some_and(|r| r.buf == OWN) {
+                        merged_all += 1;
+                    }
+                    while let Some((tag, _)) = o.recycle() {
+                        assert!(tag <= k);
+                        back += 1;
+                    }
+                    if res.is_err() {
+                        break;
+                    }
+                }
+                match res {
+                    Ok(()) => {
+                        assert!(!late, "run {run}: the general queue saw a late record");
+                        let got: Vec<u64> = batch.records.iter().map(|r| r.pos).collect();
+                        assert_eq!(got, want, "run {run} cut {cut}");
+                        assert_eq!(back, n, "run {run}: every buffer handed back");
+                        assert_eq!(o.pending, 0);
+                    }
+                    Err(_) => {
+                        assert!(late, "run {run}: bail-out without a late record");
+                        late_runs += 1;
+                    }
                 }
             }
         }
-        assert!(late_runs > 0 && carried > 0, "{late_runs} {carried}");
+        assert!(
+            late_runs > 0 && carried > 0 && merged_all > 0,
+            "{late_runs} {carried} {merged_all}"
+        );
     }
 
     /// The run-aware sort equals the standard stable sort by time, for one, two and many
