@@ -1,6 +1,6 @@
-//! One CPU's ring-buffer pages decoded straight into [`CpuRec`]s: a [`SchedRecord`] with
-//! the per-CPU ids of the task names it carries packed in (the merge turns those into the
-//! stream's `PayloadComm` records).
+//! A piece of one CPU's ring-buffer pages (a range of whole sub-buffers) decoded straight
+//! into [`CpuRec`]s: a [`SchedRecord`] in 32 bytes with the piece's ids of the task names
+//! it carries packed in (the merge turns those into the stream's `PayloadComm` records).
 //!
 //! ```text
 //! sched_switch       Switch  a = prev_pid  b = next_pid  prev_state   names [prev_comm, next_comm]
@@ -14,12 +14,12 @@
 //! decoder resolves), and a record decodes here exactly when the general decoder accepts
 //! it: every field it reads must be inside the record. A missed-events flag becomes a
 //! `Lost` record (at the page's time, before its records) and a note, and discarded items
-//! a note, with the general reader's wording (shared functions), kept per CPU. A bad page
+//! a note, with the general reader's wording (shared functions), kept per piece. A bad page
 //! or item, an unknown event id or a short record (the general reader skips those) is a
 //! [`LeanBail`].
 //!
 //! Names: raw `comm` bytes (≤ 16, zero-padded into a `u128`) go through a direct-mapped
-//! cache to a per-CPU id; a miss decodes the [`Comm`] and interns it, so equal ids mean
+//! cache to a per-piece id; a miss decodes the [`Comm`] and interns it, so equal ids mean
 //! equal names. Ids are handed out in order; each run carries the names first used in it.
 
 use std::collections::HashMap;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use stallscope_model::{
-    Comm, DataQuality, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid,
+    Comm, Cpu, DataQuality, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid, Ts,
 };
 
 use stallscope_model::sched_record::{fill_from_kind, LOST_UNKNOWN};
@@ -45,15 +45,31 @@ use super::super::options::CpuArea;
 /// "No name" (never a real id: ids are handed out from 0).
 pub const NO_NAME: u32 = u32::MAX;
 
-/// A record of one CPU: the [`SchedRecord`] with the per-CPU ids of the names it carries
-/// packed into a field its kind leaves zero ([`pack`]; the merge unpacks them), so a run
-/// costs 40 bytes per record.
-pub type CpuRec = SchedRecord;
+/// A record of one piece of a CPU's data (32 bytes): a [`SchedRecord`] without its CPU
+/// (the piece's), its input offset relative to the piece's start, and the piece's ids of
+/// the names it carries packed into a field its kind leaves zero ([`pack`]; the merge
+/// unpacks them). Smaller than the [`SchedRecord`] it stands for, since every record
+/// crosses from a decoding core to the merging one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpuRec {
+    /// Timestamp.
+    pub ts: Ts,
+    value: u64,
+    a: Tid,
+    b: Tid,
+    /// Input offset minus the piece's start.
+    off: u32,
+    prev_state: PrevState,
+    kind: SchedRecordKind,
+}
 
-/// Stores name ids in `r`: Switch `value` = prev << 32 | next; wakeups, migrate, fork
-/// `value` = the task's; StatRuntime `b` = the task's.
+const _: () = assert!(std::mem::size_of::<CpuRec>() == 32);
+
+/// `r` (at input offset `base` + less than 4 GiB) as a [`CpuRec`], with name ids in it:
+/// Switch `value` = prev << 32 | next; wakeups, migrate, fork `value` = the task's;
+/// StatRuntime `b` = the task's.
 #[inline(always)]
-pub fn pack(mut r: SchedRecord, names: [u32; 2]) -> CpuRec {
+pub fn pack(mut r: SchedRecord, names: [u32; 2], base: u64) -> CpuRec {
     match r.kind {
         SchedRecordKind::Switch => r.value = (u64::from(names[0]) << 32) | u64::from(names[1]),
         SchedRecordKind::Waking
@@ -64,13 +80,32 @@ pub fn pack(mut r: SchedRecord, names: [u32; 2]) -> CpuRec {
         SchedRecordKind::StatRuntime => r.b = names[0] as Tid,
         _ => {}
     }
-    r
+    CpuRec {
+        ts: r.ts,
+        value: r.value,
+        a: r.a,
+        b: r.b,
+        off: r.pos.wrapping_sub(base) as u32,
+        prev_state: r.prev_state,
+        kind: r.kind,
+    }
 }
 
-/// The name ids [`pack`] stored, and the record as the encoder makes it (those fields
-/// zero again; a Fork's `value` is left for the merge to set).
+/// The record [`pack`] made `c` from (on `cpu`, in a piece starting at `base`), as the
+/// encoder makes it (the name fields zero again; a Fork's `value` is left for the merge to
+/// set), and the name ids.
 #[inline(always)]
-pub fn unpack(mut r: CpuRec) -> (SchedRecord, [u32; 2]) {
+pub fn unpack(c: CpuRec, base: u64, cpu: Cpu) -> (SchedRecord, [u32; 2]) {
+    let mut r = SchedRecord {
+        ts: c.ts,
+        pos: base + u64::from(c.off),
+        value: c.value,
+        a: c.a,
+        b: c.b,
+        cpu,
+        prev_state: c.prev_state,
+        kind: c.kind,
+    };
     let mut names = [NO_NAME; 2];
     match r.kind {
         SchedRecordKind::Switch => {
@@ -304,7 +339,7 @@ impl Interner {
 pub struct Run {
     /// Records in the CPU's order.
     pub recs: Vec<CpuRec>,
-    /// Names first used in these records, in per-CPU id order.
+    /// Names first used in these records, in per-piece id order.
     pub new_names: Vec<Comm>,
 }
 
@@ -319,6 +354,8 @@ pub struct CpuDecoder {
     map: Option<Arc<Mmap>>,
     /// CPU number.
     pub cpu: u32,
+    /// Where the decoded data starts (records keep their offset from it).
+    pub start: u64,
     next_off: u64,
     end: u64,
     buf: Vec<u8>,
@@ -348,6 +385,7 @@ impl CpuDecoder {
             decoders,
             map,
             cpu: area.cpu,
+            start: area.offset,
             next_off: area.offset,
             end: area.offset.saturating_add(area.size),
             buf: Vec::new(),
@@ -365,6 +403,7 @@ impl CpuDecoder {
     /// buffers: no names, notes or losses known, nothing read.
     pub fn restart(&mut self, area: &CpuArea) {
         self.cpu = area.cpu;
+        self.start = area.offset;
         self.next_off = area.offset;
         self.end = area.offset.saturating_add(area.size);
         self.buf.clear();
@@ -379,6 +418,11 @@ impl CpuDecoder {
     /// Appends whole pages' records to `run` until it holds at least `min` records;
     /// `Ok(false)` when the CPU's data ended (the run may still have received records).
     pub fn fill(&mut self, run: &mut Run, min: usize) -> Result<bool, LeanBail> {
+        if self.end - self.start > u64::from(u32::MAX) {
+            // Offsets in a CpuRec are 32 bits (pieces are at most a few MiB, or one
+            // sub-buffer).
+            return Err(LeanBail::new("a piece of CPU data of 4 GiB or more"));
+        }
         let subbuf = self.tables.layout.subbuf_size.max(1);
         let map = self.map.clone();
         while run.recs.len() < min {
@@ -469,7 +513,7 @@ impl CpuDecoder {
             self.inline_lost = self.inline_lost.saturating_add(count.unwrap_or(0));
             let mut r = SchedRecord::new(SchedRecordKind::Lost, page_ts, cpu, at);
             r.value = count.unwrap_or(LOST_UNKNOWN);
-            run.recs.push(r);
+            run.recs.push(pack(r, [NO_NAME; 2], self.start));
         }
         for item in items.by_ref() {
             let item =
@@ -501,6 +545,7 @@ impl CpuDecoder {
                 kind,
             };
             let no_state = PrevState::default();
+            let base = self.start;
             let names = &mut self.names;
             let packed = match d {
                 Decoder::Switch {
@@ -512,7 +557,11 @@ impl CpuDecoder {
                     let (a, na) = prev.read(payload, names)?;
                     let state = table.decode(prev_state.u64(payload)?);
                     let (b, nb) = next.read(payload, names)?;
-                    Some(pack(rec(SchedRecordKind::Switch, a, b, 0, state), [na, nb]))
+                    Some(pack(
+                        rec(SchedRecordKind::Switch, a, b, 0, state),
+                        [na, nb],
+                        base,
+                    ))
                 })(),
                 Decoder::Wake {
                     kind,
@@ -524,7 +573,7 @@ impl CpuDecoder {
                         Some(c) => u32::try_from(c.i64(payload)?).map_or(-1, |c| c as Tid),
                         None => -1,
                     };
-                    Some(pack(rec(*kind, a, b, 0, no_state), [na, NO_NAME]))
+                    Some(pack(rec(*kind, a, b, 0, no_state), [na, NO_NAME], base))
                 })(),
                 Decoder::Migrate {
                     task,
@@ -535,7 +584,7 @@ impl CpuDecoder {
                     orig_cpu.i64(payload)?;
                     let b = dest_cpu.i64(payload)? as u32 as Tid;
                     let r = rec(SchedRecordKind::Migrate, a, b, 0, no_state);
-                    Some(pack(r, [na, NO_NAME]))
+                    Some(pack(r, [na, NO_NAME], base))
                 })(),
                 Decoder::StatRuntime {
                     task,
@@ -548,13 +597,13 @@ impl CpuDecoder {
                         v.u64(payload)?;
                     }
                     let r = rec(SchedRecordKind::StatRuntime, a, 0, value, no_state);
-                    Some(pack(r, [na, NO_NAME]))
+                    Some(pack(r, [na, NO_NAME], base))
                 })(),
                 Decoder::Full => {
                     let mut r = rec(SchedRecordKind::Other, 0, 0, 0, no_state);
                     let mut names = [NO_NAME; 2];
                     self.full(id, payload, &mut r, &mut names)
-                        .map(|()| pack(r, names))
+                        .map(|()| pack(r, names, base))
                 }
             };
             let Some(packed) = packed else {
@@ -626,5 +675,52 @@ fn drop_pages(map: &Mmap, off: u64, len: usize) {
         let _ = unsafe {
             map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind's record comes back from the 32-byte form with its CPU, offset and name
+    /// ids, and the name fields zero as the encoder leaves them.
+    #[test]
+    fn pack_and_unpack_keep_every_field() {
+        let base = 0x1_0000_3000u64;
+        for kind in [
+            SchedRecordKind::Switch,
+            SchedRecordKind::Waking,
+            SchedRecordKind::Wakeup,
+            SchedRecordKind::WakeupNew,
+            SchedRecordKind::Migrate,
+            SchedRecordKind::StatRuntime,
+            SchedRecordKind::Fork,
+            SchedRecordKind::Lost,
+            SchedRecordKind::Other,
+        ] {
+            let mut r = SchedRecord::new(kind, 123_456_789, 3, base + 0xff_fff8);
+            r.a = 4242;
+            let names = match kind {
+                SchedRecordKind::Switch => {
+                    r.b = 77;
+                    r.prev_state = PrevState::parse("D").unwrap();
+                    [5, 9]
+                }
+                SchedRecordKind::StatRuntime => {
+                    r.value = 1_000_000;
+                    [6, NO_NAME]
+                }
+                SchedRecordKind::Lost | SchedRecordKind::Other => {
+                    r.value = LOST_UNKNOWN;
+                    [NO_NAME; 2]
+                }
+                _ => {
+                    r.b = -1;
+                    [7, NO_NAME]
+                }
+            };
+            let c = pack(r, names, base);
+            assert_eq!(unpack(c, base, 3), (r, names), "{kind:?}");
+        }
     }
 }

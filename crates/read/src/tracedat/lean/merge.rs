@@ -37,7 +37,7 @@ use crate::prefetch::prefetch;
 
 use super::super::options::CpuArea;
 use super::super::sink::Sink;
-use super::decode::{unpack, CpuDecoder, CpuRec, Run, NO_NAME};
+use super::decode::{unpack, CpuDecoder, Run, NO_NAME};
 use super::pool::{Done, Job, Pool};
 
 /// Records ahead of the one merged whose cache lines are requested early (runs were
@@ -58,6 +58,8 @@ struct Slot {
     next: usize,
     /// The piece's name ids → global ids.
     global: Vec<u32>,
+    /// Where the piece's data starts.
+    base: u64,
     /// The pieces handed out after the current one, in order: `None` while decoding.
     out: VecDeque<Option<Done>>,
     /// Number of the first piece in `out`.
@@ -154,6 +156,7 @@ impl Merge {
                     run: Run::default(),
                     next: 0,
                     global: Vec::new(),
+                    base: 0,
                     out: VecDeque::new(),
                     first: 0,
                     rest: (a.offset, a.offset.saturating_add(a.size)),
@@ -283,6 +286,7 @@ impl Merge {
         }
         std::mem::swap(&mut slot.run, &mut run);
         slot.next = 0;
+        slot.base = decoder.start;
         decoder.dq = DataQuality::default();
         self.spare_runs.push(run);
         self.spare_decoders.push(decoder);
@@ -358,7 +362,8 @@ impl Merge {
             let window = &window[..n];
             for (k, c) in window.iter().enumerate() {
                 prefetch(window, k + PREFETCH_AHEAD);
-                self.stream.emit(&slot.global, *c, batch)?;
+                let (r, names) = unpack(*c, slot.base, slot.cpu);
+                self.stream.emit(&slot.global, r, names, batch)?;
             }
             let i = start + n;
             slot.next = i;
@@ -398,11 +403,16 @@ impl Stream {
         id
     }
 
-    /// Appends `c` (and the `PayloadComm` records due before it) to `batch`; `global` maps
-    /// the name ids of `c`'s piece to global ids.
+    /// Appends `r` (and the `PayloadComm` records due before it) to `batch`; `names` are
+    /// the ids of its piece's names it carries, `global` maps them to global ids.
     #[inline]
-    fn emit(&mut self, global: &[u32], c: CpuRec, batch: &mut SchedBatch) -> Result<(), LeanBail> {
-        let (mut r, names) = unpack(c);
+    fn emit(
+        &mut self,
+        global: &[u32],
+        mut r: SchedRecord,
+        names: [u32; 2],
+        batch: &mut SchedBatch,
+    ) -> Result<(), LeanBail> {
         if r.ts < self.last_ts {
             return Err(LeanBail::new(format!(
                 "offset {:#x}: timestamp earlier than the previous event",
