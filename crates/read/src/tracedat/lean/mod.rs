@@ -32,8 +32,8 @@
 //!
 //! Memory: per piece being decoded one mapped window (pages dropped behind); runs of the
 //! pieces out (one being merged per CPU, at most CPUs + workers + 1 more: `merge`), at
-//! 2 MiB of data per piece about 2 MB each for 2 CPUs, 8 MiB of data over all CPUs for
-//! more; one batch. Peak RSS on the 297 MB benchmark file (2 CPUs): about 30 MiB.
+//! 2 MiB of data per piece about 1.3 MB each for 2 CPUs, 8 MiB of data over all CPUs for
+//! more; one batch. Peak RSS on the 297 MB benchmark file (2 CPUs): about 25 MiB.
 //!
 //! Speed (`benches/tracedat_vs_tracecmd.sh`, 6.27 M events, 2 cores shared with other
 //! jobs): see docs/perf-speed.md, section trace.dat.

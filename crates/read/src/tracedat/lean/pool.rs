@@ -20,7 +20,7 @@ use super::decode::{CpuDecoder, Run};
 
 /// Bytes of CPU data per piece, by CPU count: about [`PIECE_BYTES_ALL_CPUS`] over all
 /// CPUs, between [`PIECE_MIN`] and [`PIECE_MAX`], in whole sub-buffers of `subbuf` bytes
-/// (at least one). A piece of the benchmark file's 2 MiB holds about 48 Ki records (1.9 MB
+/// (at least one). A piece of the benchmark file's 2 MiB holds about 42 Ki records (1.3 MB
 /// of runs); long pieces keep the workers busy between hand-overs, the total bounds memory
 /// (see `merge` for how many pieces are out at once).
 pub fn piece_bytes(cpus: usize, subbuf: usize) -> u64 {
