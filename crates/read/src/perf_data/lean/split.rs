@@ -73,16 +73,10 @@ impl Cuts {
         *self.cuts.get(k1)?.get_or_init(|| {
             let data = &self.map.map[..];
             let from = k.saturating_mul(self.seg).min(data.len());
-            let found = first_round_end(data, from, self.seg);
-            // The search mapped pages here: unmapped again (the walkers map their
-            // segments ahead as they go).
-            let searched = found.unwrap_or(from.saturating_add(self.seg)) + 4096;
-            let base = self.map.base;
-            let _ = self.map.drop_pages(
-                (base + from as u64).saturating_sub(1 << 20),
-                base + searched.min(data.len()) as u64,
-            );
-            found
+            // The pages the search maps are the tail of the segment before the cut (and
+            // the first page after it): they stay mapped for its walker, which drops them
+            // as it passes (at most about a segment's worth per cut in flight).
+            first_round_end(data, from, self.seg)
         })
     }
 

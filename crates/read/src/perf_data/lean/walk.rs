@@ -253,7 +253,9 @@ impl Walker {
                 break Ok(Step::Done);
             }
             let at = (pos - base) as usize;
+            // Two lines: a record is about 100 bytes.
             prefetch(data, at + PREFETCH_AHEAD);
+            prefetch(data, at + PREFETCH_AHEAD + 64);
             let (Some(rtype), Some(size)) = (
                 Endian::Little.u32(data, at),
                 Endian::Little.u16(data, at + 6),
