@@ -417,7 +417,7 @@ impl Latency {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_switch(
         &mut self,
         at: Where,
@@ -467,7 +467,7 @@ impl Latency {
     }
 
     /// A wakeup the [`WakeupSelector`] picked.
-    #[inline]
+    #[inline(always)]
     fn on_wakeup(&mut self, at: Where, tid: Tid, comm: Option<&Comm>) {
         let ts = at.ts;
         let i = self.task(tid, comm, Some(false), ts);
