@@ -39,6 +39,9 @@ pub const SKIP: u32 = u32::MAX - 1;
 const STEP: u64 = 1 << 20;
 /// How far ahead of the walk the CPU is asked to load record headers.
 const PREFETCH_AHEAD: usize = 2048;
+/// How many entries ahead of the next one the output buffer is prefetched (measured: 48
+/// takes ~5 % off the walkers' CPU time on the bench trace; 0, 16 and 96 less).
+const ENTRY_PREFETCH: usize = 48;
 
 /// A decoded record waiting for its round, 40 bytes: the record with the name ids of its
 /// tasks packed into a field its kind leaves unused (`n1` names `a`, `n2` names `b` of a
@@ -256,6 +259,9 @@ impl Walker {
             // Two lines: a record is about 100 bytes.
             prefetch(data, at + PREFETCH_AHEAD);
             prefetch(data, at + PREFETCH_AHEAD + 64);
+            // The entry slot written a few dozen records later: its line is fetched (from
+            // the receiving CPU, which read the buffer last) before the write needs it.
+            prefetch(out.entries.spare_capacity_mut(), ENTRY_PREFETCH);
             let (Some(rtype), Some(size)) = (
                 Endian::Little.u32(data, at),
                 Endian::Little.u16(data, at + 6),
