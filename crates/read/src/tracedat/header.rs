@@ -99,15 +99,32 @@ fn read_exact(
     Ok(buf)
 }
 
-/// Runs `parse` on the bytes from `off`, reading more (×4) while it fails and the file has
-/// more: metadata blocks have no size up front.
+/// First read of the tracing-data blob: trace-cmd stores every event format of the kernel
+/// (2305 files, 2.1 MB on 6.18), so this usually holds the whole blob at once.
+const BLOB_FIRST_READ: u64 = 4 << 20;
+/// First read of the option blocks and flyrecord table after the blob (usually a few KB).
+const TAIL_FIRST_READ: u64 = 64 << 10;
+
+const _: () = assert!(
+    BLOB_FIRST_READ.trailing_zeros().is_multiple_of(2)
+        && TAIL_FIRST_READ.trailing_zeros().is_multiple_of(2)
+        && MAX_METADATA.trailing_zeros().is_multiple_of(2)
+        && BLOB_FIRST_READ <= MAX_METADATA
+        && TAIL_FIRST_READ <= MAX_METADATA
+);
+
+/// Runs `parse` on the first `first` bytes from `off`, reading more (×4) while it fails and
+/// the file has more: metadata blocks have no size up front. `first` is a power of 4 times
+/// 64 KB, so every size tried ends at exactly [`MAX_METADATA`] and a parse that fails
+/// does so on the same bytes whatever `first` is.
 fn parse_growing<T>(
     src: &Source,
     path: &str,
     off: u64,
+    first: u64,
     parse: impl Fn(&[u8], u64) -> Result<T, BlobError>,
 ) -> Result<T, ReadError> {
-    let mut n: u64 = 1 << 20;
+    let mut n: u64 = first;
     loop {
         let buf = src
             .read_at(off, n as usize)
@@ -160,10 +177,12 @@ pub fn read_file_info(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
 }
 
 fn read_v6(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
-    let tracing = parse_growing(src, path, 0, |b, _| TracingData::parse(b, 0))?;
+    let tracing = parse_growing(src, path, 0, BLOB_FIRST_READ, |b, _| {
+        TracingData::parse(b, 0)
+    })?;
     let endian = tracing.endian;
     let tail_at = tracing.consumed as u64;
-    let (mut options, mut cpus) = parse_growing(src, path, tail_at, |b, base| {
+    let (mut options, mut cpus) = parse_growing(src, path, tail_at, TAIL_FIRST_READ, |b, base| {
         let mut c = BlobCursor::new(b, base, endian);
         let header_cpus = c.u32("the number of CPUs")?;
         parse_v6_blocks(&mut c, header_cpus, Options::default(), endian)
@@ -175,7 +194,7 @@ fn read_v6(src: &Source, path: &str) -> Result<FileInfo, ReadError> {
         let b = options.buffers[0].clone();
         let n = options.cpu_count.unwrap_or(cpus.len() as u32);
         let (instance_options, instance_cpus) =
-            parse_growing(src, path, b.offset, |bytes, base| {
+            parse_growing(src, path, b.offset, TAIL_FIRST_READ, |bytes, base| {
                 let mut c = BlobCursor::new(bytes, base, endian);
                 parse_v6_blocks(&mut c, n, Options::default(), endian)
             })?;

@@ -317,7 +317,26 @@ fn build_meta(
     meta
 }
 
-/// One decoder per event id, and the `common_type` accessor.
+/// What building the decoder of one format gives: the decoder (`None`: id out of range)
+/// and the data-quality notes it raises, in the order they are recorded.
+struct BuiltDecoder {
+    decoder: Option<EventDecoder>,
+    notes: Vec<DecoderNote>,
+}
+
+/// A data-quality note raised while building one decoder.
+enum DecoderNote {
+    /// `tracefs_bad_format`: the id does not fit `common_type`.
+    IdTooLarge(String),
+    /// `tracefs_format_fallback`: a scheduler event decoded as generic, and why.
+    Fallback(String),
+    /// `prev_state_table_fallback`: where the built-in prev_state table came from.
+    PrevStateTable(String),
+}
+
+/// One decoder per event id, and the `common_type` accessor. The decoders are built on
+/// several threads when there are many formats (the notes are recorded in the formats'
+/// order all the same).
 fn build_decoders(
     info: &FileInfo,
     meta: &TraceMeta,
@@ -334,51 +353,93 @@ fn build_decoders(
         .unwrap_or(0);
     let mut decoders: Vec<Option<EventDecoder>> = Vec::new();
     decoders.resize_with(max_id as usize + 1, || None);
-    let mut type_field = None;
-    for f in &td.events {
-        if f.id > MAX_EVENT_ID {
-            dq.add(
-                "tracefs_bad_format",
-                Severity::Warning,
-                "event format files in the trace.dat that could not be parsed (their records are skipped)",
-                1,
-                || format!("{}: id {} does not fit common_type", f.full_name(), f.id),
-            );
-            continue;
+    // The first format (with a usable id) whose `common_type` is readable.
+    let type_field = td
+        .events
+        .iter()
+        .filter(|f| f.id <= MAX_EVENT_ID)
+        .find_map(|f| {
+            f.field("common_type")
+                .and_then(|c| IntAccessor::new(c, td.endian))
+        });
+    let threads = crate::tracefs_format::threads_for_formats(td.events.len());
+    let built = crate::tracefs_format::map_in_parts(
+        &td.events,
+        threads,
+        |f| f.fields.len() + f.common_fields.len() + 1,
+        |part| {
+            part.iter()
+                .map(|f| build_decoder(f, td.endian, &fallback))
+                .collect()
+        },
+    );
+    for (f, b) in td.events.iter().zip(built) {
+        for note in b.notes {
+            match note {
+                DecoderNote::IdTooLarge(why) => dq.add(
+                    "tracefs_bad_format",
+                    Severity::Warning,
+                    "event format files in the trace.dat that could not be parsed (their records are skipped)",
+                    1,
+                    || why,
+                ),
+                DecoderNote::Fallback(why) => dq.add(
+                    "tracefs_format_fallback",
+                    Severity::Info,
+                    "scheduler events whose format lacks an expected field; decoded as generic events",
+                    1,
+                    || why,
+                ),
+                DecoderNote::PrevStateTable(src) => dq.add(
+                    "prev_state_table_fallback",
+                    Severity::Info,
+                    "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table",
+                    1,
+                    || src,
+                ),
+            }
         }
-        if type_field.is_none() {
-            type_field = f
-                .field("common_type")
-                .and_then(|c| IntAccessor::new(c, td.endian));
+        if let Some(d) = b.decoder {
+            decoders[f.id as usize] = Some(d);
         }
-        let (d, why) = TracepointDecoder::new(f, td.endian, &fallback);
-        if let Some(why) = why {
-            dq.add(
-                "tracefs_format_fallback",
-                Severity::Info,
-                "scheduler events whose format lacks an expected field; decoded as generic events",
-                1,
-                || why,
-            );
-        }
-        if let Some(src) = d.prev_state_source().filter(|s| !s.contains("print fmt")) {
-            dq.add(
-                "prev_state_table_fallback",
-                Severity::Info,
-                "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table",
-                1,
-                || src.to_string(),
-            );
-        }
-        decoders[f.id as usize] = Some(EventDecoder {
+    }
+    (decoders, type_field)
+}
+
+/// The decoder of one format and its notes (see [`build_decoders`]).
+fn build_decoder(
+    f: &crate::tracefs_format::EventFormat,
+    endian: crate::tracefs_format::Endian,
+    fallback: &PrevStateTable,
+) -> BuiltDecoder {
+    if f.id > MAX_EVENT_ID {
+        return BuiltDecoder {
+            decoder: None,
+            notes: vec![DecoderNote::IdTooLarge(format!(
+                "{}: id {} does not fit common_type",
+                f.full_name(),
+                f.id
+            ))],
+        };
+    }
+    let mut notes = Vec::new();
+    let (d, why) = TracepointDecoder::new(f, endian, fallback);
+    if let Some(why) = why {
+        notes.push(DecoderNote::Fallback(why));
+    }
+    if let Some(src) = d.prev_state_source().filter(|s| !s.contains("print fmt")) {
+        notes.push(DecoderNote::PrevStateTable(src.to_string()));
+    }
+    BuiltDecoder {
+        decoder: Some(EventDecoder {
             decoder: d,
             pid: f
                 .field("common_pid")
-                .and_then(|p| IntAccessor::new(p, td.endian)),
+                .and_then(|p| IntAccessor::new(p, endian)),
             name: f.full_name(),
-        });
+        }),
+        notes,
     }
-    (decoders, type_field)
 }
 
 impl EventReader for TraceDatReader {
@@ -400,5 +461,39 @@ impl EventReader for TraceDatReader {
 
     fn quality(&self) -> &DataQuality {
         &self.sink.dq
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Open-time measurement on the file named by `STALLSCOPE_OPEN_BENCH` (a big trace.dat):
+    /// `cargo test --release -p stallscope-read --lib open_time -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn open_time() {
+        let Ok(path) = std::env::var("STALLSCOPE_OPEN_BENCH") else {
+            return;
+        };
+        let mut times = Vec::new();
+        let mut info_times = Vec::new();
+        for _ in 0..30 {
+            let t0 = std::time::Instant::now();
+            let src = Source::from_input(Input::open(&path).unwrap()).unwrap();
+            let info = header::read_file_info(&src, &path).unwrap();
+            info_times.push(t0.elapsed());
+            drop(info);
+            let t0 = std::time::Instant::now();
+            let p = prepare(Input::open(&path).unwrap(), 0).unwrap();
+            times.push(t0.elapsed());
+            assert!(!p.formats.is_empty());
+        }
+        times.sort();
+        info_times.sort();
+        eprintln!(
+            "read_file_info min {:?} median {:?}; prepare min {:?} median {:?}",
+            info_times[0], info_times[15], times[0], times[15]
+        );
     }
 }

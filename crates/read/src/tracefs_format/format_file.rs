@@ -114,48 +114,61 @@ impl fmt::Display for FormatError {
 impl EventFormat {
     /// Parses a format file's text. `system` is recorded as given.
     pub fn parse(system: &str, text: &str) -> Result<EventFormat, FormatError> {
+        Self::parse_with(system, text, &mut Vec::new())
+    }
+
+    /// [`EventFormat::parse`] collecting the fields in `scratch` (left empty; reusing it
+    /// across formats saves the growth of two vectors per format).
+    pub(crate) fn parse_with(
+        system: &str,
+        text: &str,
+        scratch: &mut Vec<Field>,
+    ) -> Result<EventFormat, FormatError> {
+        scratch.clear();
         let mut name = None;
         let mut id = None;
         let mut print_fmt = String::new();
-        let mut common_fields = Vec::new();
-        let mut fields = Vec::new();
+        let mut n_common = 0;
         let mut in_format = false;
         let mut common_block_done = false;
-        let mut seen_field = false;
-        for (i, raw_line) in text.lines().enumerate() {
+        for (i, raw_line) in lines(text).enumerate() {
             let line_no = i + 1;
-            let line = raw_line.trim();
+            let line = trim(raw_line);
             let err = |message: String| FormatError {
                 line: line_no,
                 message,
             };
-            if let Some(rest) = line.strip_prefix("name:") {
-                name = Some(rest.trim().to_string());
-            } else if let Some(rest) = line.strip_prefix("ID:") {
-                let v = rest
-                    .trim()
-                    .parse::<u32>()
-                    .map_err(|_| err(format!("bad ID {:?}", rest.trim())))?;
-                id = Some(v);
-            } else if line == "format:" {
-                in_format = true;
-            } else if let Some(rest) = line.strip_prefix("print fmt:") {
-                print_fmt = rest.trim().to_string();
-                in_format = false;
-            } else if line.is_empty() {
-                if in_format && seen_field {
-                    common_block_done = true;
+            match line.as_bytes().first() {
+                None => {
+                    if in_format && !scratch.is_empty() {
+                        common_block_done = true;
+                    }
                 }
-            } else if line.starts_with("field") && in_format {
-                let f = parse_field_line(line).map_err(err)?;
-                seen_field = true;
-                if common_block_done {
-                    fields.push(f);
-                } else {
-                    common_fields.push(f);
+                Some(b'n') if line.starts_with("name:") => {
+                    name = Some(trim(&line[5..]).to_string());
                 }
+                Some(b'I') if line.starts_with("ID:") => {
+                    let rest = trim(&line[3..]);
+                    let v = rest
+                        .parse::<u32>()
+                        .map_err(|_| err(format!("bad ID {rest:?}")))?;
+                    id = Some(v);
+                }
+                Some(b'f') if line == "format:" => in_format = true,
+                Some(b'p') if line.starts_with("print fmt:") => {
+                    print_fmt = trim(&line[10..]).to_string();
+                    in_format = false;
+                }
+                Some(b'f') if in_format && line.starts_with("field") => {
+                    let f = parse_field_line(line).map_err(err)?;
+                    scratch.push(f);
+                    if !common_block_done {
+                        n_common += 1;
+                    }
+                }
+                // Any other line (comments in header_event-like files) carries nothing we use.
+                Some(_) => {}
             }
-            // Any other line (comments in header_event-like files) carries nothing we use.
         }
         let name = name.ok_or(FormatError {
             line: 1,
@@ -165,14 +178,16 @@ impl EventFormat {
             line: 2,
             message: "no `ID:` line".into(),
         })?;
-        if !common_block_done {
+        let (common_fields, fields) = if common_block_done {
+            // Drained into exactly sized vectors; `scratch` keeps its capacity.
+            let fields: Vec<Field> = scratch.drain(n_common..).collect();
+            (scratch.drain(..n_common).collect(), fields)
+        } else {
             // No blank line separated the blocks: split by the `common_` prefix instead.
-            let (c, e): (Vec<Field>, Vec<Field>) = common_fields
-                .into_iter()
-                .partition(|f| f.name.starts_with("common_"));
-            common_fields = c;
-            fields = e;
-        }
+            scratch
+                .drain(..)
+                .partition(|f| f.name.starts_with("common_"))
+        };
         Ok(EventFormat {
             system: system.to_string(),
             name,
@@ -197,43 +212,107 @@ impl EventFormat {
     }
 }
 
+/// The lines of `text` as [`str::lines`] yields them, minus their `\r` (every line is
+/// trimmed afterwards): split at `\n`, without the empty piece after a final `\n`.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    // An empty text has no lines (not one empty line).
+    let body = (!text.is_empty()).then(|| text.strip_suffix('\n').unwrap_or(text));
+    body.into_iter().flat_map(|b| split_at_byte(b, b'\n'))
+}
+
+/// The pieces of `s` between the bytes `sep` (an ASCII character), as `s.split(sep)`.
+fn split_at_byte(s: &str, sep: u8) -> impl Iterator<Item = &str> {
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match memchr::memchr(sep, r.as_bytes()) {
+            Some(i) => {
+                // INVARIANT: `sep` is ASCII, so both sides of it are char boundaries.
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
+/// C whitespace as [`char::is_whitespace`] sees it in ASCII (with `\x0b`, unlike
+/// [`u8::is_ascii_whitespace`]).
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// [`str::trim`], fast for ASCII ends: the Unicode trim runs only when a non-ASCII
+/// character is left at either end.
+fn trim(s: &str) -> &str {
+    let b = s.as_bytes();
+    let mut start = 0;
+    let mut end = b.len();
+    while start < end && is_ascii_space(b[start]) {
+        start += 1;
+    }
+    while end > start && is_ascii_space(b[end - 1]) {
+        end -= 1;
+    }
+    // INVARIANT: only ASCII bytes were skipped, so both ends are char boundaries.
+    let t = &s[start..end];
+    match (t.as_bytes().first(), t.as_bytes().last()) {
+        (Some(&f), Some(&l)) if f >= 0x80 || l >= 0x80 => t.trim(),
+        _ => t,
+    }
+}
+
 /// Parses `field:DECL;\toffset:N;\tsize:N;\tsigned:N;` (`field special:` accepted too).
 pub fn parse_field_line(line: &str) -> Result<Field, String> {
     let mut decl = None;
     let mut offset = None;
     let mut size = None;
     let mut signed = None;
-    for part in line.split(';') {
-        let part = part.trim();
-        if let Some(d) = part
-            .strip_prefix("field special:")
-            .or_else(|| part.strip_prefix("field:"))
-        {
-            decl = Some(d.trim());
-        } else if let Some(v) = part.strip_prefix("offset:") {
-            offset = Some(
-                v.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("bad offset {v:?}"))?,
-            );
-        } else if let Some(v) = part.strip_prefix("size:") {
-            size = Some(
-                v.trim()
-                    .parse::<u32>()
-                    .map_err(|_| format!("bad size {v:?}"))?,
-            );
-        } else if let Some(v) = part.strip_prefix("signed:") {
-            signed = Some(v.trim() == "1");
+    for part in split_at_byte(line, b';') {
+        let part = trim(part);
+        match part.as_bytes().first() {
+            Some(b'f') => {
+                if let Some(d) = part
+                    .strip_prefix("field special:")
+                    .or_else(|| part.strip_prefix("field:"))
+                {
+                    decl = Some(trim(d));
+                }
+            }
+            Some(b'o') => {
+                if let Some(v) = part.strip_prefix("offset:") {
+                    offset = Some(
+                        trim(v)
+                            .parse::<u32>()
+                            .map_err(|_| format!("bad offset {v:?}"))?,
+                    );
+                }
+            }
+            Some(b's') => {
+                if let Some(v) = part.strip_prefix("size:") {
+                    size = Some(
+                        trim(v)
+                            .parse::<u32>()
+                            .map_err(|_| format!("bad size {v:?}"))?,
+                    );
+                } else if let Some(v) = part.strip_prefix("signed:") {
+                    signed = Some(trim(v) == "1");
+                }
+            }
+            _ => {}
         }
     }
     let decl = decl.ok_or_else(|| format!("no declaration in {line:?}"))?;
     let offset = offset.ok_or_else(|| format!("no offset in {line:?}"))?;
     let size = size.ok_or_else(|| format!("no size in {line:?}"))?;
     let (name, type_name, kind) = parse_decl(decl, size)?;
-    let signed = signed.unwrap_or_else(|| default_signed(&type_name));
+    let signed = signed.unwrap_or_else(|| default_signed(type_name));
     Ok(Field {
-        name,
-        type_name,
+        name: name.to_string(),
+        type_name: type_name.to_string(),
         offset,
         size,
         signed,
@@ -242,11 +321,11 @@ pub fn parse_field_line(line: &str) -> Result<Field, String> {
 }
 
 /// Splits a C declaration into (name, element type, kind).
-fn parse_decl(decl: &str, size: u32) -> Result<(String, String, FieldKind), String> {
+fn parse_decl(decl: &str, size: u32) -> Result<(&str, &str, FieldKind), String> {
     let (loc_word, rest) = if let Some(r) = decl.strip_prefix("__data_loc ") {
-        (Some(false), r.trim())
+        (Some(false), trim(r))
     } else if let Some(r) = decl.strip_prefix("__rel_loc ") {
-        (Some(true), r.trim())
+        (Some(true), trim(r))
     } else {
         (None, decl)
     };
@@ -254,55 +333,50 @@ fn parse_decl(decl: &str, size: u32) -> Result<(String, String, FieldKind), Stri
         // `char[] comm` (type, `[]`, name); tolerate the brackets after the name too.
         let r = rest.strip_suffix("[]").unwrap_or(rest).trim_end();
         let name = trailing_ident(r).ok_or_else(|| format!("no field name in {decl:?}"))?;
-        let type_name = r[..r.len() - name.len()]
-            .trim()
-            .trim_end_matches("[]")
-            .trim()
-            .to_string();
+        let type_name = trim(trim(&r[..r.len() - name.len()]).trim_end_matches("[]"));
         let loc = match (rel, size) {
             (false, 2) => LocKind::DataLoc2,
             (true, 2) => LocKind::RelLoc2,
             (false, _) => LocKind::DataLoc4,
             (true, _) => LocKind::RelLoc4,
         };
-        let is_char = is_char_type(&type_name);
-        let name = name.to_string();
+        let is_char = is_char_type(type_name);
         return Ok((name, type_name, FieldKind::Dynamic { loc, is_char }));
     }
     if let Some(stripped) = rest.strip_suffix(']') {
         let open = stripped
             .rfind('[')
             .ok_or_else(|| format!("unbalanced `]` in {decl:?}"))?;
-        let len_text = stripped[open + 1..].trim();
+        let len_text = trim(&stripped[open + 1..]);
         let before = stripped[..open].trim_end();
         let name = trailing_ident(before).ok_or_else(|| format!("no field name in {decl:?}"))?;
-        let type_name = before[..before.len() - name.len()].trim().to_string();
-        let is_char = is_char_type(&type_name);
-        let name = name.to_string();
+        let type_name = trim(&before[..before.len() - name.len()]);
+        let is_char = is_char_type(type_name);
         if len_text.is_empty() {
             return Ok((name, type_name, FieldKind::RestOfRecord { is_char }));
         }
         let len = match len_text.parse::<u32>() {
             Ok(n) => n,
             // A symbolic length (`[TASK_COMM_LEN]`): derive it from the size.
-            Err(_) => size / elem_size_guess(&type_name).max(1),
+            Err(_) => size / elem_size_guess(type_name).max(1),
         };
         return Ok((name, type_name, FieldKind::FixedArray { len, is_char }));
     }
     let name = trailing_ident(rest).ok_or_else(|| format!("no field name in {decl:?}"))?;
-    let type_name = rest[..rest.len() - name.len()].trim().to_string();
-    Ok((name.to_string(), type_name, FieldKind::Scalar))
+    let type_name = trim(&rest[..rest.len() - name.len()]);
+    Ok((name, type_name, FieldKind::Scalar))
 }
 
-/// The identifier at the end of `s` (`prev_comm` of `char prev_comm`).
+/// The identifier at the end of `s` (`prev_comm` of `char prev_comm`): ASCII letters,
+/// digits and `_` (a non-ASCII character's bytes are all ≥ 0x80, so they end it too).
 fn trailing_ident(s: &str) -> Option<&str> {
-    let start = s
-        .char_indices()
-        .rev()
-        .take_while(|(_, c)| c.is_ascii_alphanumeric() || *c == '_')
-        .last()
-        .map(|(i, _)| i)?;
-    Some(&s[start..])
+    let b = s.as_bytes();
+    let mut start = b.len();
+    while start > 0 && (b[start - 1].is_ascii_alphanumeric() || b[start - 1] == b'_') {
+        start -= 1;
+    }
+    // INVARIANT: only ASCII bytes were skipped, so `start` is a char boundary.
+    (start < b.len()).then(|| &s[start..])
 }
 
 fn is_char_type(t: &str) -> bool {

@@ -28,7 +28,10 @@ mod block;
 mod comm_cache;
 mod const_expr;
 mod endian;
+mod format_batch;
 mod format_file;
+#[cfg(test)]
+mod format_file_reference;
 mod header_page;
 mod prev_state;
 mod sched;
@@ -40,6 +43,7 @@ pub use block::BlockDecoder;
 pub use comm_cache::CommCache;
 pub use const_expr::eval_const_expr;
 pub use endian::Endian;
+pub(crate) use format_batch::{default_threads as threads_for_formats, map_in_parts};
 pub use format_file::{EventFormat, Field, FieldKind, LocKind};
 pub use header_page::HeaderPage;
 pub use prev_state::PrevStateTable;

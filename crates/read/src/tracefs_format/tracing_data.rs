@@ -18,6 +18,7 @@
 //! [`TracingData::bad_formats`] rather than failing the whole blob.
 
 use super::endian::Endian;
+use super::format_batch::{self, RawFormat};
 use super::format_file::EventFormat;
 use super::header_page::HeaderPage;
 use crate::sniff::TRACE_DAT_MAGIC;
@@ -147,6 +148,17 @@ impl<'a> BlobCursor<'a> {
         Ok(String::from_utf8_lossy(self.take(n, what)?).into_owned())
     }
 
+    /// A `u64 size` + bytes block.
+    pub fn sized_bytes_u64(&mut self, what: &str) -> Result<&'a [u8], BlobError> {
+        if self.bytes.len() - self.pos < 8 {
+            // The error `self.u64(&format!("{what} size"))` gives, without formatting
+            // `what` for every block.
+            return Err(self.err(format!("{what} size (8 bytes)")));
+        }
+        let n = self.u64(what)?;
+        self.take(n, what)
+    }
+
     /// A `u32 size` + text block.
     pub fn sized_text_u32(&mut self, what: &str) -> Result<String, BlobError> {
         let n = self.u32(&format!("{what} size"))?;
@@ -200,34 +212,54 @@ impl TracingData {
     /// `u32 n, n × (u64 size, format)` with system `ftrace` (v7 FTRACE_EVENTS section).
     pub fn read_ftrace_formats(&mut self, c: &mut BlobCursor<'_>) -> Result<(), BlobError> {
         let n = c.u32("the number of ftrace formats")?;
+        let mut raw = Vec::new();
         for _ in 0..n {
-            let text = c.sized_text_u64("an ftrace format")?;
-            self.add_format("ftrace", &text);
+            let text = c.sized_bytes_u64("an ftrace format")?;
+            raw.push(RawFormat {
+                system: "ftrace",
+                text,
+            });
         }
+        self.add_formats(&raw);
         Ok(())
     }
 
     /// `u32 systems, each "name\0" u32 n, n × (u64 size, format)` (v7 EVENT_FORMATS section).
+    /// The whole list is walked (sizes checked) before any format is parsed.
     pub fn read_event_systems(&mut self, c: &mut BlobCursor<'_>) -> Result<(), BlobError> {
         let systems = c.u32("the number of event systems")?;
+        // (system name, formats' bytes) per system, then flattened for the parse.
+        let mut walked: Vec<(String, Vec<&[u8]>)> = Vec::new();
         for _ in 0..systems {
             let system = c.cstr("an event system name")?;
             let n = c.u32("the number of formats in a system")?;
+            let mut texts = Vec::new();
             for _ in 0..n {
-                let text = c.sized_text_u64("an event format")?;
-                self.add_format(&system, &text);
+                texts.push(c.sized_bytes_u64("an event format")?);
             }
+            walked.push((system, texts));
         }
+        let raw: Vec<RawFormat<'_>> = walked
+            .iter()
+            .flat_map(|(system, texts)| {
+                texts.iter().map(move |&text| RawFormat {
+                    system: system.as_str(),
+                    text,
+                })
+            })
+            .collect();
+        self.add_formats(&raw);
         Ok(())
     }
 
-    fn add_format(&mut self, system: &str, text: &str) {
-        match EventFormat::parse(system, text) {
-            Ok(f) => self.events.push(f),
-            Err(e) => {
-                let name = text.lines().next().unwrap_or("").trim().to_string();
-                self.bad_formats
-                    .push((system.to_string(), format!("{name}: {e}")));
+    /// Parses `raw` (in parallel when there are many) and keeps the formats, in order, and
+    /// the failures in [`TracingData::bad_formats`].
+    fn add_formats(&mut self, raw: &[RawFormat<'_>]) {
+        self.events.reserve(raw.len());
+        for parsed in format_batch::parse_all(raw) {
+            match parsed {
+                Ok(f) => self.events.push(f),
+                Err(bad) => self.bad_formats.push(bad),
             }
         }
     }
