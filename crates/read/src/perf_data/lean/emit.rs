@@ -304,7 +304,10 @@ fn merge(parts: &mut [&[Entry]], mut visit: impl FnMut(&[Entry])) {
                     crate::prefetch::prefetch(run, k + PREFETCH_AHEAD);
                     k += 1;
                 }
-                k
+                // The head of run `i` is always before the other head (it is the least
+                // (time, run) key), so k >= 1; `max(1)` keeps the loop finite even if that
+                // rule were broken (a wrong order the tests catch, rather than a hang).
+                k.max(1)
             }
         };
         let (now, rest) = run.split_at(taken);
