@@ -179,6 +179,17 @@ mod tests {
 
     /// The fixture's formats with broken ones (no ID, a bad offset, invalid UTF-8) spread
     /// through, so that failures land in different threads' parts.
+    /// The owned `(system, text)` pairs as the parser's input.
+    fn borrowed(owned: &[(String, Vec<u8>)]) -> Vec<RawFormat<'_>> {
+        owned
+            .iter()
+            .map(|(system, text)| RawFormat {
+                system,
+                text: text.as_slice(),
+            })
+            .collect()
+    }
+
     fn with_broken(formats: &[(String, Vec<u8>)]) -> Vec<(String, Vec<u8>)> {
         let mut v = formats.to_vec();
         let broken: [&[u8]; 3] = [
@@ -198,13 +209,7 @@ mod tests {
     #[test]
     fn any_number_of_threads_gives_the_sequential_result() {
         let owned = with_broken(&fixture_formats());
-        let raw: Vec<RawFormat<'_>> = owned
-            .iter()
-            .map(|(system, text)| RawFormat {
-                system,
-                text: text.as_slice(),
-            })
-            .collect();
+        let raw = borrowed(&owned);
         // A sequential parse the way the blob reader did it before batches.
         let expected: Vec<Parsed> = owned
             .iter()
@@ -274,13 +279,7 @@ mod tests {
     #[ignore]
     fn parse_time() {
         let owned = fixture_formats();
-        let raw: Vec<RawFormat<'_>> = owned
-            .iter()
-            .map(|(system, text)| RawFormat {
-                system,
-                text: text.as_slice(),
-            })
-            .collect();
+        let raw = borrowed(&owned);
         let time = |f: &dyn Fn()| {
             let mut t: Vec<std::time::Duration> = (0..40)
                 .map(|_| {

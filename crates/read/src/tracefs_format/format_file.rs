@@ -379,12 +379,12 @@ fn trailing_ident(s: &str) -> Option<&str> {
     (start < b.len()).then(|| &s[start..])
 }
 
-fn is_char_type(t: &str) -> bool {
+pub(super) fn is_char_type(t: &str) -> bool {
     let t = t.strip_prefix("const ").unwrap_or(t).trim();
     t == "char"
 }
 
-fn elem_size_guess(t: &str) -> u32 {
+pub(super) fn elem_size_guess(t: &str) -> u32 {
     let t = t.strip_prefix("const ").unwrap_or(t).trim();
     match t {
         "char" | "unsigned char" | "signed char" | "u8" | "s8" | "bool" => 1,
@@ -394,7 +394,7 @@ fn elem_size_guess(t: &str) -> u32 {
     }
 }
 
-fn default_signed(t: &str) -> bool {
+pub(super) fn default_signed(t: &str) -> bool {
     let t = t.strip_prefix("const ").unwrap_or(t).trim();
     !(t.starts_with("unsigned")
         || t.starts_with('u')

@@ -1,8 +1,13 @@
 //! Test-only: the straightforward first version of the format-file parser (`str::lines`,
 //! `split(';')`, `char_indices`), kept as the reference the faster parser in
 //! [`super::format_file`] must agree with on every input (real files and mutated ones).
+//! The type rules (`is_char_type`, `elem_size_guess`, `default_signed`) were not rewritten:
+//! both parsers use the ones in [`super::format_file`].
 
-use super::format_file::{EventFormat, Field, FieldKind, FormatError, LocKind};
+use super::format_file::{
+    default_signed, elem_size_guess, is_char_type, EventFormat, Field, FieldKind, FormatError,
+    LocKind,
+};
 
 pub fn parse_event_format(system: &str, text: &str) -> Result<EventFormat, FormatError> {
     let mut name = None;
@@ -180,33 +185,6 @@ fn trailing_ident(s: &str) -> Option<&str> {
         .last()
         .map(|(i, _)| i)?;
     Some(&s[start..])
-}
-
-fn is_char_type(t: &str) -> bool {
-    let t = t.strip_prefix("const ").unwrap_or(t).trim();
-    t == "char"
-}
-
-fn elem_size_guess(t: &str) -> u32 {
-    let t = t.strip_prefix("const ").unwrap_or(t).trim();
-    match t {
-        "char" | "unsigned char" | "signed char" | "u8" | "s8" | "bool" => 1,
-        "short" | "unsigned short" | "u16" | "s16" => 2,
-        "int" | "unsigned int" | "u32" | "s32" | "pid_t" => 4,
-        _ => 8,
-    }
-}
-
-fn default_signed(t: &str) -> bool {
-    let t = t.strip_prefix("const ").unwrap_or(t).trim();
-    !(t.starts_with("unsigned")
-        || t.starts_with('u')
-        || t.ends_with('*')
-        || t == "bool"
-        || t.starts_with("size_t")
-        || t.starts_with("gfp_t")
-        || t.starts_with("dev_t")
-        || t.starts_with("sector_t"))
 }
 
 #[cfg(test)]
