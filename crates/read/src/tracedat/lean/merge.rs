@@ -30,19 +30,21 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use stallscope_model::{Comm, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
+use stallscope_model::{Comm, Cpu, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
 
 use crate::lean::LeanBail;
 use crate::prefetch::prefetch;
 
 use super::super::options::CpuArea;
 use super::super::sink::Sink;
-use super::decode::{unpack, CpuDecoder, Run, NO_NAME};
+use super::decode::{unpack, CpuDecoder, CpuRec, Run, NO_NAME};
 use super::pool::{Done, Job, Pool};
 
 /// Records ahead of the one merged whose cache lines are requested early (runs were
 /// written by another core).
 const PREFETCH_AHEAD: usize = 40;
+/// Records of a stretch compared one by one before the rest is searched by bisection.
+const LINEAR_SCAN: usize = 8;
 
 /// Tids below this have their current name in a table indexed by tid.
 const DIRECT_TIDS: usize = 1 << 22;
@@ -354,11 +356,17 @@ impl Merge {
             // order. When they are not, the prefix may differ from a record-by-record scan,
             // but the stream then has a timestamp going backwards either way, and `emit`
             // bails out on it.
-            let n = if s < limit.1 {
-                window.partition_point(|c| c.ts <= limit.0)
-            } else {
-                window.partition_point(|c| c.ts < limit.0)
-            };
+            // CPUs that take turns (a ping-pong across CPUs) give stretches of a record or
+            // two: a few records are compared one by one before a binary search of the rest.
+            let tie_first = s < limit.1;
+            let before = |c: &CpuRec| c.ts < limit.0 || (tie_first && c.ts == limit.0);
+            let mut n = 0;
+            while n < LINEAR_SCAN && window.get(n).is_some_and(before) {
+                n += 1;
+            }
+            if n == LINEAR_SCAN {
+                n += window.get(n..).unwrap_or_default().partition_point(before);
+            }
             let window = &window[..n];
             for (k, c) in window.iter().enumerate() {
                 prefetch(window, k + PREFETCH_AHEAD);
@@ -420,6 +428,10 @@ impl Stream {
             )));
         }
         self.last_ts = r.ts;
+        // Where the record is, as values: handing `note` a reference to `r` would keep `r`
+        // in memory, written field by field and then read back whole by the push below (a
+        // store-forwarding stall on every record, about half of the merge's time).
+        let at = (r.ts, r.cpu, r.pos);
         let gid = |n: u32| -> Result<u32, LeanBail> {
             global
                 .get(n as usize)
@@ -429,8 +441,8 @@ impl Stream {
         match r.kind {
             SchedRecordKind::Switch => {
                 let (ga, gb) = (gid(names[0])?, gid(names[1])?);
-                self.note(r.a, ga, &r, batch);
-                self.note(r.b, gb, &r, batch);
+                self.note(r.a, ga, at, batch);
+                self.note(r.b, gb, at, batch);
             }
             SchedRecordKind::Waking
             | SchedRecordKind::Wakeup
@@ -438,7 +450,7 @@ impl Stream {
             | SchedRecordKind::Migrate
             | SchedRecordKind::StatRuntime => {
                 let g = gid(names[0])?;
-                self.note(r.a, g, &r, batch);
+                self.note(r.a, g, at, batch);
             }
             SchedRecordKind::Fork => {
                 let g = gid(names[0])?;
@@ -451,21 +463,34 @@ impl Stream {
             | SchedRecordKind::Lost
             | SchedRecordKind::Other => {}
         }
-        batch.records.push(r);
+        // Field by field: a whole-struct copy of `r` would read its last 8 bytes (cpu,
+        // prev_state, kind) at once from where they were just written one by one, and stall.
+        batch.records.push(SchedRecord {
+            ts: r.ts,
+            pos: r.pos,
+            value: r.value,
+            a: r.a,
+            b: r.b,
+            cpu: r.cpu,
+            prev_state: r.prev_state,
+            kind: r.kind,
+        });
         Ok(())
     }
 
-    /// The `PayloadComm` record for `tid` named `id` by the event `ev`, when due.
+    /// The `PayloadComm` record for `tid` named `id` by the event at `at` (time, CPU, offset),
+    /// when due.
     #[inline(always)]
-    fn note(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
+    fn note(&mut self, tid: Tid, id: u32, at: (Ts, Cpu, u64), batch: &mut SchedBatch) {
         if self.names.set(tid, id) {
-            self.push_name(tid, id, ev, batch);
+            self.push_name(tid, id, at, batch);
         }
     }
 
     #[inline(never)]
-    fn push_name(&mut self, tid: Tid, id: u32, ev: &SchedRecord, batch: &mut SchedBatch) {
-        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ev.ts, ev.cpu, ev.pos);
+    fn push_name(&mut self, tid: Tid, id: u32, at: (Ts, Cpu, u64), batch: &mut SchedBatch) {
+        let (ts, cpu, pos) = at;
+        let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
         p.a = tid;
         // Global ids always index `comms` (both grow together in `global_id`).
         p.value = batch.push_comm(self.comms.get(id as usize).copied().unwrap_or(Comm::EMPTY));
