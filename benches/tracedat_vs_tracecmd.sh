@@ -5,6 +5,10 @@
 #   benches/tracedat_vs_tracecmd.sh --make FILE     first record FILE (root): a private tracefs
 #                                                   instance around `perf bench sched pipe
 #                                                   -l 1000000` (≈6.8 M events), then extract
+#   benches/tracedat_vs_tracecmd.sh --record FILE   first record FILE (root) with stallscope's
+#                                                   own recorder around the same benchmark
+#                                                   (`stallscope record --events sched`:
+#                                                   ≈8.1 M events, sched_wakeup included)
 #
 # Uses target/release/stallscope (build it with `cargo build --release -p stallscope-cli`)
 # unless STALLSCOPE is set. Each command runs RUNS times (default 3), interleaved; the best
@@ -62,8 +66,12 @@ best() {
 if [ "${1:-}" = "--make" ]; then
     make_trace "$2"
     shift
+elif [ "${1:-}" = "--record" ]; then
+    "$BIN" record -o "$2" --events sched --buffer-kb "${BUFFER_KB:-65536}" -- \
+        perf bench sched pipe -l "${LOOPS:-1000000}" >/dev/null
+    shift
 fi
-FILE=${1:?usage: $0 [--make] FILE}
+FILE=${1:?usage: $0 [--make|--record] FILE}
 [ -x "$BIN" ] || { echo "build stallscope first: cargo build --release -p stallscope-cli" >&2; exit 1; }
 
 events=$("$BIN" info "$FILE" | awk '/^Events:/ {print $2}')
