@@ -387,13 +387,6 @@ impl Latency {
         self.stats.events += 1;
         let at = Where::of(r);
         match r.kind {
-            SchedRecordKind::Switch => self.on_switch(at, (r.a, None), (r.b, None), r.prev_state),
-            SchedRecordKind::StatRuntime => self.on_stat_runtime(r.ts, r.a, None, r.value),
-            SchedRecordKind::Waking => {
-                if self.wakeups.select_kind(WakeupKind::Waking) {
-                    self.on_wakeup(at, r.a, None);
-                }
-            }
             SchedRecordKind::Wakeup => {
                 if self.wakeups.select_kind(WakeupKind::Wakeup) {
                     self.on_wakeup(at, r.a, None);
@@ -408,12 +401,12 @@ impl Latency {
             SchedRecordKind::Fork => self.on_fork(r.a, &batch.comm(r.value)),
             SchedRecordKind::Lost => self.on_lost((r.value != LOST_UNKNOWN).then_some(r.value)),
             SchedRecordKind::TaskComm => self.tasks.note_sideband(r.a, r.b, &batch.comm(r.value)),
-            SchedRecordKind::PayloadComm => {
-                // Not an event (see `process_record`).
-                self.stats.events -= 1;
-                self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
-            }
-            SchedRecordKind::Other => {}
+            // Handled by `process_record` itself; never sent here.
+            SchedRecordKind::Switch
+            | SchedRecordKind::StatRuntime
+            | SchedRecordKind::Waking
+            | SchedRecordKind::PayloadComm
+            | SchedRecordKind::Other => {}
         }
     }
 

@@ -142,15 +142,14 @@ impl<T: Default> TaskTable<T> {
         }
     }
 
-    /// [`TaskTable::apply_stream_comm`] when there is a name to apply: as
-    /// [`TaskTable::note_payload_comm`] (storing an equal name changes nothing).
+    /// [`TaskTable::apply_stream_comm`] when there is a name to apply (out of line: the
+    /// common case is no pending name).
     #[inline(never)]
     fn apply_pending_stream_comm(&mut self, i: usize) {
         if let Some(s) = self.slots.get_mut(i) {
             s.stream_pending = false;
-            if !s.named_by_sideband && !s.stream_comm.is_empty() {
-                s.comm = s.stream_comm;
-            }
+            let comm = s.stream_comm;
+            self.note_payload_comm(i, &comm);
         }
     }
 
