@@ -249,10 +249,9 @@ impl Walker {
             if left == 0 {
                 self.pos = pos;
                 self.report();
-                // The segment's last pages too (drop_pages works in steps of 1 MiB); pages
+                // The segment's last pages too (drop_pages works in huge pages); pages
                 // shared with the next segment are read again if needed.
-                let from = self.dropped_to.min(end.saturating_sub(STEP));
-                self.dropped_to = self.map.drop_pages(from, end);
+                self.dropped_to = self.map.drop_pages_to_end(self.dropped_to, end);
                 break Ok(Step::Done);
             }
             let at = (pos - base) as usize;
