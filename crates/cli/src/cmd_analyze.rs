@@ -17,8 +17,11 @@ use clap::Args;
 use stallscope::detect::registry::{self, Entry};
 use stallscope::detect::{Engine, Params};
 use stallscope::model::{
-    time::parse_secs_frac, Capabilities, Finding, FindingSeverity, Report, ReportInput, Ts,
+    time::parse_secs_frac, Capabilities, DataQuality, Finding, FindingSeverity, Report,
+    ReportInput, TraceMeta, Ts,
 };
+use stallscope::profile_analysis::ProfileInputs;
+use stallscope::read::profile::KernelSymbolSource;
 use stallscope::report::text::TextOptions;
 
 use crate::common::{CliError, InputArgs, OutputFormat};
@@ -249,6 +252,71 @@ fn original_lines(report: &mut Report, paths: &[(String, bool)]) {
     }
 }
 
+/// One reading of the inputs through the detectors, up to the engine's end.
+struct Pass {
+    engine: Engine,
+    inputs: Option<stallscope::Inputs>,
+    metas: Vec<TraceMeta>,
+    symbol_notes: Vec<String>,
+    profile_dq: DataQuality,
+}
+
+/// Reads the inputs once through a new engine; `park`: detectors the inputs cannot satisfy
+/// get no events (`Engine::park_unmeetable`; the caller checks `Engine::parking_failed`).
+fn analysis_pass(
+    args: &AnalyzeArgs,
+    detectors: &[(&'static Entry, Params)],
+    symbols: &KernelSymbolSource,
+    text_profiles: &ProfileInputs,
+    time: Option<(Ts, Ts)>,
+    park: bool,
+) -> Result<Pass, CliError> {
+    let mut inputs = match text_profiles.profiles_only {
+        true => None,
+        false => Some(args.input.open()?),
+    };
+    let mut metas: Vec<_> = match &inputs {
+        Some(inputs) => inputs.metas().into_iter().cloned().collect(),
+        None => text_profiles.metas(&args.input.files),
+    };
+    let symbol_notes = stallscope::profile_analysis::attach_kallsyms_text(&mut metas, symbols);
+    let meta_refs: Vec<_> = metas.iter().collect();
+    let mut engine = Engine::new(
+        detectors.iter().map(|(e, p)| (e.make)(p)).collect(),
+        &meta_refs,
+    );
+    if let Some((a, b)) = time {
+        engine.set_time_range(a, b);
+    }
+    if park {
+        engine.park_unmeetable();
+    }
+    let mut profile = stallscope::profile_analysis::Collector::new(symbols, text_profiles);
+    let mut batch = Vec::new();
+    if let Some(inputs) = inputs.as_mut() {
+        while inputs.next_batch_unchecked(&mut batch)? {
+            for ev in &batch {
+                engine.process(ev);
+                profile.push(ev);
+            }
+            inputs.check_order(&batch);
+        }
+    }
+    let mut profile_dq = profile.finish(&mut engine, &meta_refs, time)?;
+    profile_dq.merge(&stallscope::profile_analysis::feed_text_profiles(
+        text_profiles,
+        &mut engine,
+        time,
+    ));
+    Ok(Pass {
+        engine,
+        inputs,
+        metas,
+        symbol_notes,
+        profile_dq,
+    })
+}
+
 /// Runs the command.
 pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let fail_on = match &args.fail_on {
@@ -266,40 +334,19 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let symbols = stallscope::profile_analysis::symbol_source(args.kallsyms.as_deref());
     let text_profiles =
         stallscope::profile_analysis::read_text_profiles(&args.input.files, &symbols)?;
-    let mut inputs = match text_profiles.profiles_only {
-        true => None,
-        false => Some(args.input.open()?),
-    };
-    let mut metas: Vec<_> = match &inputs {
-        Some(inputs) => inputs.metas().into_iter().cloned().collect(),
-        None => text_profiles.metas(&args.input.files),
-    };
-    let symbol_notes = stallscope::profile_analysis::attach_kallsyms_text(&mut metas, &symbols);
-    let meta_refs: Vec<_> = metas.iter().collect();
-    let mut engine = Engine::new(
-        detectors.iter().map(|(e, p)| (e.make)(p)).collect(),
-        &meta_refs,
-    );
-    if let Some((a, b)) = time {
-        engine.set_time_range(a, b);
+    // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again.
+    let rereadable = !args.input.files.iter().any(|f| f == "-");
+    let mut pass = analysis_pass(args, &detectors, &symbols, &text_profiles, time, rereadable)?;
+    if pass.engine.parking_failed() {
+        pass = analysis_pass(args, &detectors, &symbols, &text_profiles, time, false)?;
     }
-    let mut profile = stallscope::profile_analysis::Collector::new(&symbols, &text_profiles);
-    let mut batch = Vec::new();
-    if let Some(inputs) = inputs.as_mut() {
-        while inputs.next_batch_unchecked(&mut batch)? {
-            for ev in &batch {
-                engine.process(ev);
-                profile.push(ev);
-            }
-            inputs.check_order(&batch);
-        }
-    }
-    let mut profile_dq = profile.finish(&mut engine, &meta_refs, time)?;
-    profile_dq.merge(&stallscope::profile_analysis::feed_text_profiles(
-        &text_profiles,
-        &mut engine,
-        time,
-    ));
+    let Pass {
+        engine,
+        inputs,
+        metas,
+        symbol_notes,
+        profile_dq,
+    } = pass;
     let result = engine.finish();
     let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
     dq.merge(&profile_dq);

@@ -6,12 +6,19 @@
 //! transition it produced. Events outside the optional time range are not analyzed.
 //! At the end, each detector whose needed events are absent from the inputs (neither declared
 //! by a header nor seen) is reported as skipped instead of contributing findings.
+//!
+//! Parking ([`Engine::park_unmeetable`]): when every input declares all the events it holds
+//! (file-mode perf.data: one attr per event), a detector whose needs the declared names do not
+//! meet will be skipped, so it gets no events at all. Whether that held is checked at the end
+//! ([`Engine::parking_failed`]): an event name outside the declared ones that meets a parked
+//! detector's needs means the analysis must be run again without parking.
 
 use std::collections::BTreeSet;
 
 use rustc_hash::FxHashSet;
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, Finding, SystemContext, TaskContext, Tid, TraceMeta, Ts,
+    Comm, DataQuality, Event, EventKind, Finding, InputFormat, SystemContext, TaskContext, Tid,
+    TraceMeta, Ts,
 };
 use stallscope_timeline::{Timeline, Transition, WakeupSelector};
 
@@ -71,7 +78,14 @@ pub struct EngineOutput {
 /// Runs detectors over events.
 pub struct Engine {
     timeline: Timeline,
+    /// The detectors fed with events.
     detectors: Vec<Box<dyn Detector>>,
+    /// Selection position of each of `detectors` (outcomes keep the selection order).
+    positions: Vec<usize>,
+    /// Parked detectors (fed nothing), with their selection positions.
+    parked: Vec<(usize, Box<dyn Detector>)>,
+    /// Every input declares all the events it holds (see [`Engine::park_unmeetable`]).
+    declared_complete: bool,
     buf: Vec<Transition>,
     paths: Vec<String>,
     system: Option<SystemContext>,
@@ -137,7 +151,13 @@ impl Engine {
             timeline: Timeline::new(WakeupSelector::preferring_waking(
                 WakeupSelector::declared_in(metas.iter().copied()),
             )),
+            positions: (0..detectors.len()).collect(),
             detectors,
+            parked: Vec::new(),
+            declared_complete: !metas.is_empty()
+                && metas
+                    .iter()
+                    .all(|m| m.format == Some(InputFormat::PerfData)),
             buf: Vec::new(),
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system: metas.iter().find_map(|m| m.system_context.clone()),
@@ -156,6 +176,50 @@ impl Engine {
     /// Analyze only events with `start <= ts <= end`.
     pub fn set_time_range(&mut self, start: Ts, end: Ts) {
         self.time = Some((start, end));
+    }
+
+    /// Parks the detectors that will be skipped because the inputs lack their needed events,
+    /// when every input declares all the events it holds (file-mode perf.data); no-op
+    /// otherwise. Detectors needing a CPU profile stay (a profile is not a declared event).
+    /// After the last event, [`Engine::parking_failed`] tells whether the inputs did hold
+    /// events that meet a parked detector's needs (then analyze again without parking).
+    pub fn park_unmeetable(&mut self) {
+        if !self.declared_complete {
+            return;
+        }
+        let has = |n: &str| self.declared.contains(n);
+        let mut i = 0;
+        while i < self.detectors.len() {
+            let info = self.detectors[i].info();
+            let profile = info
+                .needs
+                .iter()
+                .any(|alts| alts.contains(&crate::PROFILE_NEED));
+            if !profile && info.unmet(&has).is_some() {
+                let d = self.detectors.remove(i);
+                self.parked.push((self.positions.remove(i), d));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Ids of the parked detectors, in selection order.
+    pub fn parked_ids(&self) -> Vec<&'static str> {
+        self.parked.iter().map(|(_, d)| d.info().id).collect()
+    }
+
+    /// True when a parked detector's needs are met by the events available (declared or
+    /// seen) after all: its outcome would lack the events it was not given.
+    pub fn parking_failed(&self) -> bool {
+        if self.parked.is_empty() {
+            return false;
+        }
+        let events = self.available_events();
+        let has = |n: &str| events.iter().any(|e| e == n);
+        self.parked
+            .iter()
+            .any(|(_, d)| d.info().unmet(&has).is_none())
     }
 
     /// Feeds one event.
@@ -229,10 +293,13 @@ impl Engine {
         let events = self.available_events();
         let has = |n: &str| events.iter().any(|e| e == n);
         let cx = context!(self);
-        let outcomes = self
-            .detectors
+        let mut all: Vec<(usize, Box<dyn Detector>)> =
+            self.positions.into_iter().zip(self.detectors).collect();
+        all.extend(self.parked);
+        all.sort_by_key(|(i, _)| *i);
+        let outcomes = all
             .into_iter()
-            .map(|d| {
+            .map(|(_, d)| {
                 let info = d.info();
                 let result = match info.unmet(&has) {
                     Some(reason) => Err(reason),
@@ -253,5 +320,95 @@ impl Engine {
             first_ts: self.first,
             last_ts: self.last,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::DETECTORS;
+    use crate::testutil::{idle, t, Trace, MS};
+    use crate::Params;
+
+    /// B waits 30 ms on CPU 0 behind A: a runqueue-starvation finding.
+    fn starved() -> Trace {
+        let (a, b) = (t("hog", 10, 120), t("victim", 20, 120));
+        let mut tr = Trace::new();
+        tr.sw(MS, 0, idle(), "R", a)
+            .wake(2 * MS, 1, 0, b, 0)
+            .sw(32 * MS, 0, a, "S", b)
+            .sw(33 * MS, 0, b, "S", idle());
+        tr
+    }
+
+    fn perf_data(events: &[&str]) -> TraceMeta {
+        TraceMeta {
+            path: "x.data".into(),
+            format: Some(InputFormat::PerfData),
+            declared_events: events.iter().map(|e| e.to_string()).collect(),
+            ..TraceMeta::default()
+        }
+    }
+
+    fn engine(meta: &TraceMeta, park: bool) -> Engine {
+        let all = DETECTORS
+            .iter()
+            .map(|e| (e.make)(&Params::defaults(e.info.params)))
+            .collect();
+        let mut engine = Engine::new(all, &[meta]);
+        if park {
+            engine.park_unmeetable();
+        }
+        engine
+    }
+
+    fn outcomes(engine: Engine) -> Vec<(&'static str, Result<Vec<Finding>, String>)> {
+        let out = engine.finish();
+        out.outcomes.into_iter().map(|o| (o.id, o.result)).collect()
+    }
+
+    #[test]
+    fn parked_detectors_end_as_without_parking() {
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let tr = starved();
+        let (mut plain, mut parked) = (engine(&meta, false), engine(&meta, true));
+        assert_eq!(
+            parked.parked_ids(),
+            ["worker-flood", "dispatch-starvation"],
+            "lock-spinning (a profile) stays"
+        );
+        for ev in &tr.events {
+            plain.process(ev);
+            parked.process(ev);
+        }
+        assert!(!parked.parking_failed());
+        let (a, b) = (outcomes(plain), outcomes(parked));
+        assert_eq!(a, b);
+        let ids: Vec<_> = b.iter().map(|(id, _)| *id).collect();
+        let want: Vec<_> = DETECTORS.iter().map(|e| e.info.id).collect();
+        assert_eq!(ids, want, "selection order kept");
+        let found = b.iter().find(|(id, _)| *id == "runqueue-starvation");
+        assert!(matches!(found, Some((_, Ok(f))) if f.len() == 1));
+    }
+
+    #[test]
+    fn an_undeclared_needed_event_fails_parking() {
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let mut tr = starved();
+        tr.generic(40 * MS, 1, 5, "workqueue_execute_start", Vec::new());
+        let mut parked = engine(&meta, true);
+        for ev in &tr.events {
+            parked.process(ev);
+        }
+        assert!(parked.parking_failed());
+    }
+
+    #[test]
+    fn inputs_without_a_complete_event_list_park_nothing() {
+        let mut meta = perf_data(&["sched_switch", "sched_waking"]);
+        meta.format = Some(InputFormat::FtraceText);
+        assert!(engine(&meta, true).parked_ids().is_empty());
+        meta.format = Some(InputFormat::PerfPipe);
+        assert!(engine(&meta, true).parked_ids().is_empty());
     }
 }
