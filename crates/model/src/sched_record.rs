@@ -21,6 +21,16 @@
 //! [`SchedRecordEncoder`] turns general [`Event`]s into records with it: a lean reader must
 //! produce exactly what the encoder makes of the general reader's events.
 //!
+//! The idle task is the exception. Every CPU's idle task has tid 0 and a name of its own
+//! (`swapper/0`, `swapper/1`, …), so its name changes on nearly every switch to or from
+//! idle: a million `PayloadComm` records on a busy two-CPU trace, for a name analyses
+//! never show. Its names are not part of the stream: one `PayloadComm` record for tid 0
+//! comes after the last record, giving the name the last event naming tid 0 gave it (with
+//! that event's time, CPU and offset), when any event named it. An analysis that names tid 0
+//! takes that record's name as soon as it comes. The kernel names tid 0 only in switches
+//! (the idle task is never woken, migrated, forked nor charged runtime), so this is the
+//! name it has after the general reader's events.
+//!
 //! Field use per kind (`a`, `b`, `value`; `cpu`, `ts`, `pos` always meaningful):
 //!
 //! | kind          | a            | b              | value                     | prev_state |
@@ -72,6 +82,9 @@ pub enum SchedRecordKind {
     /// An event the lean analyses do not use (still counted).
     Other,
 }
+
+/// The tid of the idle tasks, whose names travel at the end of the stream (module docs).
+pub const IDLE_TID: Tid = 0;
 
 /// `value` of a `Lost` record whose count is unknown.
 pub const LOST_UNKNOWN: u64 = u64::MAX;
@@ -159,6 +172,8 @@ const DIRECT_TIDS: usize = 1 << 22;
 pub struct PayloadNames {
     direct: Vec<Option<Comm>>,
     other: HashMap<Tid, Comm>,
+    /// The idle task's latest name and where the event giving it is (time, CPU, offset).
+    idle: Option<(Comm, (Ts, Cpu, u64))>,
 }
 
 impl PayloadNames {
@@ -173,9 +188,15 @@ impl PayloadNames {
         self.direct.get_mut(t)
     }
 
-    /// Sets the stream's name of `tid`; true when it changed (or the tid is new).
+    /// The event at `at` (time, CPU, offset) gives `tid` the name `comm`; true when it
+    /// changed the stream's name (or the tid is new). The idle task's name is kept for
+    /// [`PayloadNames::finish`] instead (false).
     #[inline]
-    pub fn set(&mut self, tid: Tid, comm: &Comm) -> bool {
+    pub fn set(&mut self, tid: Tid, comm: &Comm, at: (Ts, Cpu, u64)) -> bool {
+        if tid == IDLE_TID {
+            self.idle = Some((*comm, at));
+            return false;
+        }
         match self.slot(tid) {
             Some(cur) => {
                 if cur.as_ref() == Some(comm) {
@@ -191,20 +212,27 @@ impl PayloadNames {
     /// An event at (`ts`, `cpu`, `pos`) names `tid` `comm`: pushes the `PayloadComm` record
     /// that must precede it, if one is due.
     #[inline]
-    pub fn note(
-        &mut self,
-        tid: Tid,
-        comm: &Comm,
-        (ts, cpu, pos): (Ts, Cpu, u64),
-        batch: &mut SchedBatch,
-    ) {
-        if self.set(tid, comm) {
-            let mut r = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
-            r.a = tid;
-            r.value = batch.push_comm(*comm);
-            batch.records.push(r);
+    pub fn note(&mut self, tid: Tid, comm: &Comm, at: (Ts, Cpu, u64), batch: &mut SchedBatch) {
+        if self.set(tid, comm, at) {
+            push_payload_comm(tid, *comm, at, batch);
         }
     }
+
+    /// The end of the stream: pushes the idle task's `PayloadComm` record, if any event
+    /// named it.
+    pub fn finish(&mut self, batch: &mut SchedBatch) {
+        if let Some((comm, at)) = self.idle.take() {
+            push_payload_comm(IDLE_TID, comm, at, batch);
+        }
+    }
+}
+
+/// Pushes a `PayloadComm` record naming `tid` `comm`, at `at` (time, CPU, offset).
+fn push_payload_comm(tid: Tid, comm: Comm, (ts, cpu, pos): (Ts, Cpu, u64), batch: &mut SchedBatch) {
+    let mut r = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
+    r.a = tid;
+    r.value = batch.push_comm(comm);
+    batch.records.push(r);
 }
 
 /// Turns general [`Event`]s into [`SchedRecord`]s: the definition every lean reader is
@@ -226,7 +254,7 @@ impl SchedRecordEncoder {
         let [first, second] = fill_from_kind(&ev.kind, &mut r);
         match (r.kind, first) {
             (SchedRecordKind::Fork, Some(child)) => {
-                self.names.set(r.a, child);
+                self.names.set(r.a, child, at);
                 r.value = batch.push_comm(*child);
             }
             (SchedRecordKind::TaskComm, Some(comm)) => r.value = batch.push_comm(*comm),
@@ -240,6 +268,11 @@ impl SchedRecordEncoder {
             (_, None) => {}
         }
         batch.records.push(r);
+    }
+
+    /// Appends the records due at the end of the stream (the idle task's name) to `batch`.
+    pub fn finish(&mut self, batch: &mut SchedBatch) {
+        self.names.finish(batch);
     }
 }
 
@@ -308,6 +341,58 @@ pub fn fill_from_kind<'a>(kind: &'a EventKind, r: &mut SchedRecord) -> [Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A switch at `ts` on `cpu` from (`prev`, `prev_comm`) to (`next`, `next_comm`).
+    fn switch(ts: Ts, cpu: Cpu, (prev, pc): (Tid, &str), (next, nc): (Tid, &str)) -> Event {
+        let task = |pid, comm| crate::TaskRef {
+            comm: Comm::new(comm),
+            pid,
+            prio: 120,
+        };
+        Event {
+            ts,
+            cpu,
+            pid: prev,
+            span: crate::Span::new(0, crate::SpanPos::Byte(ts * 8)),
+            kind: EventKind::Switch(crate::Switch {
+                prev: task(prev, pc),
+                prev_state: PrevState::parse("S").unwrap_or_default(),
+                next: task(next, nc),
+            }),
+            callchain: None,
+        }
+    }
+
+    /// Names of tid 0 never come as they change, but once after the last record, with the
+    /// last one and its event's place; other tids get theirs before the event as usual.
+    #[test]
+    fn the_idle_tasks_name_comes_once_at_the_end() {
+        let mut enc = SchedRecordEncoder::default();
+        let mut b = SchedBatch::default();
+        enc.push(&switch(10, 0, (0, "swapper/0"), (5, "a")), &mut b);
+        enc.push(&switch(20, 1, (0, "swapper/1"), (6, "b")), &mut b);
+        enc.push(&switch(30, 0, (5, "a"), (0, "swapper/0")), &mut b);
+        let names = |b: &SchedBatch| -> Vec<(Tid, String)> {
+            b.records
+                .iter()
+                .filter(|r| r.kind == SchedRecordKind::PayloadComm)
+                .map(|r| (r.a, b.comm(r.value).as_str().to_string()))
+                .collect()
+        };
+        assert_eq!(names(&b), [(5, "a".into()), (6, "b".into())]);
+        let before = b.records.len();
+        enc.finish(&mut b);
+        assert_eq!(b.records.len(), before + 1);
+        let last = b.records[before];
+        assert_eq!(
+            (last.kind, last.a, last.ts, last.cpu, last.pos),
+            (SchedRecordKind::PayloadComm, IDLE_TID, 30, 0, 240)
+        );
+        assert_eq!(b.comm(last.value).as_str(), "swapper/0");
+        // Once only.
+        enc.finish(&mut b);
+        assert_eq!(b.records.len(), before + 1);
+    }
 
     #[test]
     fn comm_indices_round_trip_and_out_of_range_is_empty() {

@@ -86,6 +86,7 @@ fn general(path: &str) -> Option<Vec<Resolved>> {
     while let Some(ev) = reader.next_event().ok()? {
         enc.push(&ev, &mut batch);
     }
+    enc.finish(&mut batch);
     if !reader.quality().is_empty() {
         return None;
     }

@@ -83,6 +83,9 @@ fn general(path: &Path) -> (Vec<Resolved>, String) {
         enc.push(&ev, &mut batch);
         resolve(&batch, &mut out);
     }
+    batch.clear();
+    enc.finish(&mut batch);
+    resolve(&batch, &mut out);
     (out, serde_json::to_string(reader.quality()).unwrap())
 }
 

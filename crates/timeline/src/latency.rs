@@ -38,7 +38,7 @@ use std::cmp::Ordering;
 use serde::Serialize;
 use std::fmt;
 
-use stallscope_model::sched_record::LOST_UNKNOWN;
+use stallscope_model::sched_record::{IDLE_TID, LOST_UNKNOWN};
 use stallscope_model::{
     Comm, Cpu, DataQuality, Event, EventKind, PrevState, SchedBatch, SchedRecord, SchedRecordKind,
     Severity, SpanPos, Tid, Ts,
@@ -375,7 +375,14 @@ impl Latency {
                 }
             }
             SchedRecordKind::PayloadComm => {
-                self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
+                if r.a == IDLE_TID {
+                    // The idle task's name comes once, at the end of the stream (see
+                    // `stallscope_model::sched_record`): it is its name from then on.
+                    let (i, _) = self.tasks.slot(r.a);
+                    self.tasks.note_payload_comm(i, &batch.comm(r.value));
+                } else {
+                    self.tasks.note_stream_comm(r.a, &batch.comm(r.value));
+                }
             }
             _ => self.process_other_record(r, batch),
         }

@@ -18,6 +18,7 @@ fn run_with(opts: LatencyOptions, events: &[Event]) -> LatencyReport {
     for e in events {
         enc.push(e, &mut batch);
     }
+    enc.finish(&mut batch);
     let mut lean = Latency::new(opts);
     for r in &batch.records {
         lean.process_record(r, &batch);
@@ -492,4 +493,37 @@ fn a_name_seen_only_in_an_unused_event_does_not_rename_the_task() {
         sw(200, 0, named("p", 9), "R", named("child", 20)),
     ];
     assert_eq!(row(&run(&forked), 20).comm.as_str(), "child");
+}
+
+/// The idle tasks' names (one per CPU, all tid 0) travel once at the end of the lean
+/// stream; merged by name, a task named like tid 0's last name joins the idle row and is
+/// left out with it, while a task named like an earlier idle name is not — on both paths.
+#[test]
+fn the_idle_tasks_last_name_decides_which_merged_row_is_left_out() {
+    let (idle0, idle1) = (named("swapper/0", 0), named("swapper/1", 0));
+    let (a, b) = (named("swapper/1", 10), named("swapper/0", 11));
+    let events = [
+        sw(100, 0, idle0, "R", a),
+        sw(150, 1, idle1, "R", b),
+        sw(200, 0, a, "S", idle0),
+        waking(250, a),
+        sw(300, 0, idle0, "R", a),
+        sw(400, 1, b, "S", idle1),
+        // The last event naming tid 0: swapper/0, b's name.
+        sw(500, 0, a, "S", idle0),
+    ];
+    let r = run_with(
+        LatencyOptions {
+            by_pid: false,
+            waking_declared: true,
+            ..LatencyOptions::default()
+        },
+        &events,
+    );
+    let rows: Vec<(&str, &[Tid])> = r
+        .tasks
+        .iter()
+        .map(|t| (t.comm.as_str(), t.pids.as_slice()))
+        .collect();
+    assert_eq!(rows, [("swapper/1", &[10][..])], "{:?}", r.tasks);
 }

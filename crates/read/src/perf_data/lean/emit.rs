@@ -12,10 +12,12 @@
 //! * The name rule of [`stallscope_model::sched_record`]: before an event naming a task, a
 //!   `PayloadComm` record when the name differs from the stream's current one for that tid
 //!   ([`StreamNames`] on interned ids); a fork sets the child's name; Fork / TaskComm
-//!   records get their name's index in the batch.
+//!   records get their name's index in the batch. The idle task's (tid 0) latest name is
+//!   kept and given once, after the last record.
 //! * The general reader's out-of-order check: a released record older than one already
 //!   emitted would be a data-quality note there, so it is a bail-out here.
 
+use stallscope_model::sched_record::IDLE_TID;
 use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind, Tid};
 
 use super::super::order::MAX_PENDING;
@@ -145,6 +147,10 @@ impl Orderer {
         self.queue(id, start, len)?;
         if last {
             self.release(u64::MAX, batch)?;
+            // The end of the stream: the idle task's name (see `sched_record`).
+            if let Some((id, at)) = self.out.idle.take() {
+                payload_comm(&self.out.comms, IDLE_TID, id, at, batch);
+            }
         }
         Ok(())
     }
@@ -323,13 +329,21 @@ struct Emit {
     comms: Vec<Comm>,
     stream: StreamNames,
     last_emitted: u64,
+    /// The idle task's latest name id and where the event giving it is (time, CPU,
+    /// offset): its `PayloadComm` comes at the end of the stream.
+    idle: Option<(u32, (u64, u32, u64))>,
 }
 
 impl Emit {
     /// Appends the records of one released entry to `batch`.
     #[inline(always)]
     fn one(&mut self, e: &Entry, batch: &mut SchedBatch) {
-        let Emit { comms, stream, .. } = self;
+        let Emit {
+            comms,
+            stream,
+            idle,
+            ..
+        } = self;
         let comms: &[Comm] = comms;
         let (n1, n2) = e.names();
         use SchedRecordKind as K;
@@ -337,20 +351,24 @@ impl Emit {
         let r = &e.rec;
         let (b, value) = match r.kind {
             K::Switch => {
-                note(stream, comms, r.a, n1, r, batch);
-                note(stream, comms, r.b, n2, r, batch);
+                note(stream, idle, comms, r.a, n1, r, batch);
+                note(stream, idle, comms, r.b, n2, r, batch);
                 (r.b, 0)
             }
             K::Waking | K::Wakeup | K::WakeupNew | K::Migrate => {
-                note(stream, comms, r.a, n1, r, batch);
+                note(stream, idle, comms, r.a, n1, r, batch);
                 (r.b, 0)
             }
             K::StatRuntime => {
-                note(stream, comms, r.a, n1, r, batch);
+                note(stream, idle, comms, r.a, n1, r, batch);
                 (0, r.value)
             }
             K::Fork => {
-                stream.set(r.a, n1);
+                if r.a == IDLE_TID {
+                    *idle = Some((n1, (r.ts, r.cpu, r.pos)));
+                } else {
+                    stream.set(r.a, n1);
+                }
                 (r.b, batch.push_comm(comm_of(comms, n1)))
             }
             K::TaskComm => (r.b, batch.push_comm(comm_of(comms, n1))),
@@ -376,26 +394,31 @@ fn comm_of(comms: &[Comm], id: u32) -> Comm {
 }
 
 /// The name rule: a `PayloadComm` record (at `r`'s time, CPU and position) when `tid`'s
-/// name changed to `id`.
+/// name changed to `id`; the idle task's name is kept in `idle` for the end of the stream.
 #[inline(always)]
 fn note(
     stream: &mut StreamNames,
+    idle: &mut Option<(u32, (u64, u32, u64))>,
     comms: &[Comm],
     tid: Tid,
     id: u32,
     r: &SchedRecord,
     batch: &mut SchedBatch,
 ) {
-    if stream.set(tid, id) {
-        payload_comm(comms, tid, id, r, batch);
+    if tid == IDLE_TID {
+        *idle = Some((id, (r.ts, r.cpu, r.pos)));
+    } else if stream.set(tid, id) {
+        payload_comm(comms, tid, id, (r.ts, r.cpu, r.pos), batch);
     }
 }
 
-/// The `PayloadComm` record of [`note`].
+/// The `PayloadComm` record of [`note`], naming `tid` by name id `id` at `at` (time, CPU,
+/// offset).
 #[cold]
 #[inline(never)]
-fn payload_comm(comms: &[Comm], tid: Tid, id: u32, r: &SchedRecord, batch: &mut SchedBatch) {
-    let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, r.ts, r.cpu, r.pos);
+fn payload_comm(comms: &[Comm], tid: Tid, id: u32, at: (u64, u32, u64), batch: &mut SchedBatch) {
+    let (ts, cpu, pos) = at;
+    let mut p = SchedRecord::new(SchedRecordKind::PayloadComm, ts, cpu, pos);
     p.a = tid;
     p.value = batch.push_comm(comm_of(comms, id));
     batch.records.push(p);

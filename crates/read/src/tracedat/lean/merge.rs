@@ -30,6 +30,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use stallscope_model::sched_record::IDLE_TID;
 use stallscope_model::{Comm, Cpu, DataQuality, SchedBatch, SchedRecord, SchedRecordKind, Tid, Ts};
 
 use crate::lean::LeanBail;
@@ -326,6 +327,7 @@ impl Merge {
             }
             let Some((_, s)) = best else {
                 self.sink.finish();
+                self.stream.finish(batch);
                 break;
             };
             let limit = second.unwrap_or((Ts::MAX, usize::MAX));
@@ -396,6 +398,9 @@ struct Stream {
     comm_ids: HashMap<Comm, u32>,
     /// Current name of each tid.
     names: StreamNames,
+    /// The idle task's latest name (global id) and where the event giving it is (time,
+    /// CPU, offset): its `PayloadComm` comes at the end of the stream.
+    idle: Option<(u32, (Ts, Cpu, u64))>,
     /// Timestamp of the last record emitted.
     last_ts: Ts,
 }
@@ -454,7 +459,11 @@ impl Stream {
             }
             SchedRecordKind::Fork => {
                 let g = gid(names[0])?;
-                self.names.set(r.a, g);
+                if r.a == IDLE_TID {
+                    self.idle = Some((g, at));
+                } else {
+                    self.names.set(r.a, g);
+                }
                 r.value =
                     batch.push_comm(self.comms.get(g as usize).copied().unwrap_or(Comm::EMPTY));
             }
@@ -482,8 +491,17 @@ impl Stream {
     /// when due.
     #[inline(always)]
     fn note(&mut self, tid: Tid, id: u32, at: (Ts, Cpu, u64), batch: &mut SchedBatch) {
-        if self.names.set(tid, id) {
+        if tid == IDLE_TID {
+            self.idle = Some((id, at));
+        } else if self.names.set(tid, id) {
             self.push_name(tid, id, at, batch);
+        }
+    }
+
+    /// The end of the stream: the idle task's `PayloadComm` record, if any event named it.
+    fn finish(&mut self, batch: &mut SchedBatch) {
+        if let Some((id, at)) = self.idle.take() {
+            self.push_name(IDLE_TID, id, at, batch);
         }
     }
 

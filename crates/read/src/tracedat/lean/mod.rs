@@ -287,6 +287,9 @@ pub fn compare_with_general(name: &str, bytes: Vec<u8>) -> Result<bool, String> 
             Err(e) => return Err(format!("lean took a file the general reader fails on: {e}")),
         }
     }
+    batch.clear();
+    enc.finish(&mut batch);
+    resolve(&batch, &mut want);
     let gq = json(general.quality());
     for (piece, (got, lq)) in ["whole CPUs", "1-sub-buffer pieces"].iter().zip(lean_runs) {
         if let Some(i) = (0..got.len().min(want.len())).find(|&i| got[i] != want[i]) {
