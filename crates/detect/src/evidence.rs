@@ -5,20 +5,33 @@
 //! for text inputs and `PATH:0xOFFSET` for binary ones; `text` is the normalized `dump`
 //! line (the CLI replaces it with the original line for text inputs).
 
-use stallscope_model::{Event, Evidence, SpanPos};
+use stallscope_model::{Event, EventKind, Evidence, SpanPos};
 
 /// An event kept as evidence (a copy without its call chain).
 pub type Kept = Event;
 
 /// A copy of `ev` worth keeping (call chain dropped).
+///
+/// Detectors keep a few events per scheduler event, so the scheduler kinds (plain data)
+/// are copied here, inline, straight from `ev`: the derived `clone` is a call that writes
+/// a temporary field by field, and copying that temporary on stalls on store forwarding.
 #[inline]
 pub fn keep(ev: &Event) -> Kept {
+    let kind = match &ev.kind {
+        EventKind::Switch(s) => EventKind::Switch(*s),
+        EventKind::Waking(w) => EventKind::Waking(*w),
+        EventKind::Wakeup(w) => EventKind::Wakeup(*w),
+        EventKind::WakeupNew(w) => EventKind::WakeupNew(*w),
+        EventKind::Migrate(m) => EventKind::Migrate(*m),
+        EventKind::StatRuntime(r) => EventKind::StatRuntime(*r),
+        other => other.clone(),
+    };
     Event {
         ts: ev.ts,
         cpu: ev.cpu,
         pid: ev.pid,
         span: ev.span,
-        kind: ev.kind.clone(),
+        kind,
         callchain: None,
     }
 }

@@ -116,7 +116,6 @@ struct Waiter {
     tid: Tid,
     since: Ts,
     cpu: Cpu,
-    start: Kept,
     /// Its own CPU went idle during the wait: a queued task would have run, so the trace
     /// is missing events (or the task is throttled); no incident is taken from this wait.
     own_cpu_idled: bool,
@@ -124,10 +123,12 @@ struct Waiter {
 
 /// The waiting tasks: a dense list (iterated on every switch to or from idle) indexed by
 /// tid through a [`PerTask`] slot (`0` = not waiting, else list index + 1). The list's order
-/// does not matter: every use either looks at one task or at each task once.
+/// does not matter: every use either looks at one task or at each task once. The event that
+/// started each wait is in `starts`, at the same index (the scans stay on the small records).
 #[derive(Default)]
 struct Waiting {
     list: Vec<Waiter>,
+    starts: Vec<Kept>,
     slot: PerTask<u32>,
 }
 
@@ -147,13 +148,22 @@ impl Waiting {
         self.index(tid).map(|i| &mut self.list[i])
     }
 
-    /// Adds or replaces the wait of `w.tid`.
-    fn insert(&mut self, w: Waiter) {
+    /// The event that started the wait of `tid`.
+    fn start(&self, tid: Tid) -> Option<&Kept> {
+        self.index(tid).map(|i| &self.starts[i])
+    }
+
+    /// Adds or replaces the wait of `w.tid`, started by `start`.
+    fn insert(&mut self, w: Waiter, start: &Event) {
         match self.index(w.tid) {
-            Some(i) => self.list[i] = w,
+            Some(i) => {
+                self.list[i] = w;
+                self.starts[i] = keep(start);
+            }
             None => {
                 *self.slot.entry(w.tid) = self.list.len() as u32 + 1;
                 self.list.push(w);
+                self.starts.push(keep(start));
             }
         }
     }
@@ -161,6 +171,7 @@ impl Waiting {
     fn remove(&mut self, tid: Tid) {
         let Some(i) = self.index(tid) else { return };
         self.list.swap_remove(i);
+        self.starts.swap_remove(i);
         *self.slot.entry(tid) = 0;
         if let Some(moved) = self.list.get(i) {
             *self.slot.entry(moved.tid) = i as u32 + 1;
@@ -170,7 +181,8 @@ impl Waiting {
 
 #[derive(Default)]
 struct CpuIdle {
-    idle_since: Option<(Ts, Kept)>,
+    /// The switch to idle (its time is the start of the idle period).
+    idle_since: Option<Kept>,
 }
 
 struct Incident {
@@ -217,7 +229,7 @@ impl IdleWhileRunnable {
     }
 
     fn incident(&mut self, tid: Tid, idle_cpu: Cpu, idle: (Ts, &Kept), now: Ts, end: &Event) {
-        let Some(w) = self.waiting.get(tid) else {
+        let (Some(w), Some(start)) = (self.waiting.get(tid), self.waiting.start(tid)) else {
             return;
         };
         if w.cpu == idle_cpu || w.own_cpu_idled {
@@ -229,7 +241,7 @@ impl IdleWhileRunnable {
             return;
         }
         let key = (tid, w.cpu, idle_cpu);
-        let evidence = vec![w.start.clone(), idle.1.clone(), keep(end)];
+        let evidence = vec![start.clone(), idle.1.clone(), keep(end)];
         let g = self.groups.entry(key).or_insert_with(|| Group {
             count: 0,
             total: 0,
@@ -343,7 +355,8 @@ impl Detector for IdleWhileRunnable {
             EventKind::Switch(s) => {
                 let c = ev.cpu;
                 if s.prev.pid == 0 {
-                    if let Some((since, k)) = self.cpu(c).idle_since.take() {
+                    if let Some(k) = self.cpu(c).idle_since.take() {
+                        let since = k.ts;
                         let min = self.min_overlap;
                         let hits: Vec<Tid> = self
                             .waiting
@@ -362,7 +375,7 @@ impl Detector for IdleWhileRunnable {
                     self.cpu(c).idle_since = None;
                 }
                 if s.next.pid == 0 {
-                    self.cpu(c).idle_since = Some((ev.ts, keep(ev)));
+                    self.cpu(c).idle_since = Some(keep(ev));
                     for w in &mut self.waiting.list {
                         w.own_cpu_idled |= w.cpu == c;
                     }
@@ -398,9 +411,7 @@ impl Detector for IdleWhileRunnable {
                         .cpus
                         .iter()
                         .enumerate()
-                        .filter_map(|(c, s)| {
-                            s.idle_since.as_ref().map(|(t0, k)| (c as Cpu, *t0, k))
-                        })
+                        .filter_map(|(c, s)| s.idle_since.as_ref().map(|k| (c as Cpu, k.ts, k)))
                         .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
                         .map(|(c, t0, k)| (c, t0, k.clone()))
                         .collect();
@@ -416,13 +427,15 @@ impl Detector for IdleWhileRunnable {
                         }
                         _ => ev.cpu,
                     };
-                    self.waiting.insert(Waiter {
-                        tid,
-                        since,
-                        cpu,
-                        start: keep(ev),
-                        own_cpu_idled: false,
-                    });
+                    self.waiting.insert(
+                        Waiter {
+                            tid,
+                            since,
+                            cpu,
+                            own_cpu_idled: false,
+                        },
+                        ev,
+                    );
                 }
             }
             Transition::Migrated { tid, to_cpu, .. } => {

@@ -207,7 +207,9 @@ struct Culprit {
     slices: u64,
     prio: i32,
     vruntime: Option<u64>,
-    first_in: Option<Kept>,
+    /// Its switch-in before it first ran during the wait: an index into the wait's
+    /// `first_ins` (meaningful only with that wait).
+    first_in: Option<u32>,
 }
 
 /// A wait in progress.
@@ -219,6 +221,8 @@ struct Wait {
     cpu: Cpu,
     start: Kept,
     culprits: Vec<Culprit>,
+    /// The culprits' switch-in events (see [`Culprit::first_in`]).
+    first_ins: Vec<Kept>,
     victim_moves: Vec<Kept>,
     culprit_moves: Vec<(Tid, Kept)>,
     /// Time the waiter's CPU spent idle during the wait (should be ~0 for a queued task).
@@ -387,14 +391,20 @@ impl RunqueueStarvation {
                         k.prio = prio;
                         k.vruntime = vr;
                     }
-                    None => wait.culprits.push(Culprit {
-                        tid: prev,
-                        run_ns: overlap,
-                        slices: 1,
-                        prio,
-                        vruntime: vr,
-                        first_in: run.switch_in.clone(),
-                    }),
+                    None => {
+                        let first_in = run.switch_in.as_ref().map(|k| {
+                            wait.first_ins.push(k.clone());
+                            wait.first_ins.len() as u32 - 1
+                        });
+                        wait.culprits.push(Culprit {
+                            tid: prev,
+                            run_ns: overlap,
+                            slices: 1,
+                            prio,
+                            vruntime: vr,
+                            first_in,
+                        })
+                    }
                 }
             }
         }
@@ -427,6 +437,7 @@ impl RunqueueStarvation {
                 w.cpu = cpu;
                 w.start = start;
                 w.culprits.clear();
+                w.first_ins.clear();
                 w.victim_moves.clear();
                 w.culprit_moves.clear();
                 w.idle_ns = 0;
@@ -440,6 +451,7 @@ impl RunqueueStarvation {
                 cpu,
                 start,
                 culprits: Vec::new(),
+                first_ins: Vec::new(),
                 victim_moves: Vec::new(),
                 culprit_moves: Vec::new(),
                 idle_ns: 0,
@@ -503,14 +515,20 @@ impl RunqueueStarvation {
                             k.run_ns += overlap;
                             k.slices += 1;
                         }
-                        None => w.culprits.push(Culprit {
-                            tid: r,
-                            run_ns: overlap,
-                            slices: 1,
-                            prio,
-                            vruntime: vr,
-                            first_in: switch_in,
-                        }),
+                        None => {
+                            let first_in = switch_in.map(|k| {
+                                w.first_ins.push(k);
+                                w.first_ins.len() as u32 - 1
+                            });
+                            w.culprits.push(Culprit {
+                                tid: r,
+                                run_ns: overlap,
+                                slices: 1,
+                                prio,
+                                vruntime: vr,
+                                first_in,
+                            })
+                        }
                     }
                 }
                 w.cpu = to;
@@ -636,7 +654,12 @@ impl RunqueueStarvation {
         if waited > g.worst.wait || g.worst.evidence.is_empty() {
             let mut evidence = vec![wait.start.clone()];
             evidence.extend(wait.victim_moves.iter().cloned());
-            evidence.extend(culprits.iter().take(3).filter_map(|k| k.first_in.clone()));
+            evidence.extend(
+                culprits
+                    .iter()
+                    .take(3)
+                    .filter_map(|k| wait.first_ins.get(k.first_in? as usize).cloned()),
+            );
             evidence.extend(wait.culprit_moves.iter().map(|(_, e)| e.clone()));
             evidence.push(keep(ev));
             g.worst = Worst {

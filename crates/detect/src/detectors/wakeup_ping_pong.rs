@@ -166,7 +166,8 @@ struct CpuPP {
     cur: Option<(Tid, Ts)>,
     /// Last non-idle task, its switch-out time and run length.
     last_task: Option<(Tid, Ts, u64)>,
-    last_wake: Option<(Tid, Tid, Kept)>,
+    /// The last wakeup on this CPU: waker `pid`, wakee in the payload.
+    last_wake: Option<Kept>,
     switches: u64,
     first: Option<Ts>,
     last: Ts,
@@ -242,7 +243,7 @@ impl WakeupPingPong {
                     let key = if a < next { (a, next) } else { (next, a) };
                     let side = usize::from(a != key.0);
                     let completions = cpu.completions;
-                    let woke = matches!(&cpu.last_wake, Some((w, e, _)) if *w == a && *e == next);
+                    let woke = cpu.last_wake.as_ref().and_then(wake_pair) == Some((a, next));
                     let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
@@ -267,7 +268,7 @@ impl WakeupPingPong {
                     }
                     if p.evidence.len() < 6 {
                         if woke {
-                            if let Some((_, _, k)) = &cpu.last_wake {
+                            if let Some(k) = &cpu.last_wake {
                                 p.evidence.push(k.clone());
                             }
                         }
@@ -475,6 +476,14 @@ impl WakeupPingPong {
     }
 }
 
+/// Waker and wakee of a kept wakeup.
+fn wake_pair(k: &Kept) -> Option<(Tid, Tid)> {
+    match &k.kind {
+        EventKind::Waking(w) | EventKind::Wakeup(w) => Some((k.pid, w.task.pid)),
+        _ => None,
+    }
+}
+
 /// Drops the rarest pairs (keeps those with at least the median handoff count, and at least 2).
 fn prune(pairs: &mut FxHashMap<(Tid, Tid), Pair>) {
     let mut counts: Vec<u64> = pairs.values().map(Pair::total).collect();
@@ -494,12 +503,11 @@ impl Detector for WakeupPingPong {
             EventKind::Switch(s) => {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
             }
-            EventKind::Waking(w) | EventKind::Wakeup(w)
+            EventKind::Waking(_) | EventKind::Wakeup(_)
                 if ev.pid > 0 && (matches!(ev.kind, EventKind::Waking(_)) || !self.saw_waking) =>
             {
                 self.saw_waking |= matches!(ev.kind, EventKind::Waking(_));
-                let k = keep(ev);
-                self.cpu(ev.cpu).last_wake = Some((ev.pid, w.task.pid, k));
+                self.cpu(ev.cpu).last_wake = Some(keep(ev));
             }
             // Block tracepoints are native events (readers decode them into BlockEvent).
             EventKind::Block(b) if b.action == stallscope_model::BlockAction::Complete => {
