@@ -80,6 +80,10 @@ pub struct Engine {
     timeline: Timeline,
     /// The detectors fed with events.
     detectors: Vec<Box<dyn Detector>>,
+    /// `event_kinds` of each of `detectors`.
+    kinds: Vec<u32>,
+    /// Indices in `detectors` of those that want transitions.
+    transitions: Vec<usize>,
     /// Selection position of each of `detectors` (outcomes keep the selection order).
     positions: Vec<usize>,
     /// Parked detectors (fed nothing), with their selection positions.
@@ -121,6 +125,55 @@ macro_rules! context {
     };
 }
 
+/// One bit per event kind, for [`crate::Detector::event_kinds`] ([`kind`] names them).
+pub fn kind_bit(k: &EventKind) -> u32 {
+    match k {
+        EventKind::Switch(_) => kind::SWITCH,
+        EventKind::Waking(_) => kind::WAKING,
+        EventKind::Wakeup(_) => kind::WAKEUP,
+        EventKind::WakeupNew(_) => kind::WAKEUP_NEW,
+        EventKind::Migrate(_) => kind::MIGRATE,
+        EventKind::Fork { .. } => kind::FORK,
+        EventKind::Exit(_) => kind::EXIT,
+        EventKind::Exec { .. } => kind::EXEC,
+        EventKind::StatRuntime(_) => kind::STAT_RUNTIME,
+        EventKind::Lost { .. } => kind::LOST,
+        EventKind::TaskComm { .. } => kind::TASK_COMM,
+        EventKind::Block(_) => kind::BLOCK,
+        EventKind::Generic(_) => kind::GENERIC,
+    }
+}
+
+/// The [`kind_bit`] of each [`EventKind`] variant.
+pub mod kind {
+    /// `Switch`.
+    pub const SWITCH: u32 = 1 << 0;
+    /// `Waking`.
+    pub const WAKING: u32 = 1 << 1;
+    /// `Wakeup`.
+    pub const WAKEUP: u32 = 1 << 2;
+    /// `WakeupNew`.
+    pub const WAKEUP_NEW: u32 = 1 << 3;
+    /// `Migrate`.
+    pub const MIGRATE: u32 = 1 << 4;
+    /// `Fork`.
+    pub const FORK: u32 = 1 << 5;
+    /// `Exit`.
+    pub const EXIT: u32 = 1 << 6;
+    /// `Exec`.
+    pub const EXEC: u32 = 1 << 7;
+    /// `StatRuntime`.
+    pub const STAT_RUNTIME: u32 = 1 << 8;
+    /// `Lost`.
+    pub const LOST: u32 = 1 << 9;
+    /// `TaskComm`.
+    pub const TASK_COMM: u32 = 1 << 10;
+    /// `Block`.
+    pub const BLOCK: u32 = 1 << 11;
+    /// `Generic`.
+    pub const GENERIC: u32 = 1 << 12;
+}
+
 /// A small distinct number per native kind (for the seen-names bit mask).
 fn native_index(k: &EventKind) -> u32 {
     match k {
@@ -152,6 +205,8 @@ impl Engine {
                 WakeupSelector::declared_in(metas.iter().copied()),
             )),
             positions: (0..detectors.len()).collect(),
+            kinds: Vec::new(),
+            transitions: Vec::new(),
             detectors,
             parked: Vec::new(),
             declared_complete: !metas.is_empty()
@@ -187,6 +242,7 @@ impl Engine {
         if !self.declared_complete {
             return;
         }
+        self.kinds.clear(); // asked again for the detectors that stay
         let has = |n: &str| self.declared.contains(n);
         let mut i = 0;
         while i < self.detectors.len() {
@@ -250,10 +306,16 @@ impl Engine {
             self.first.get_or_insert(ev.ts);
             self.last = Some(ev.ts);
         }
+        if self.kinds.len() != self.detectors.len() {
+            self.interests();
+        }
         {
             let cx = context!(self);
-            for d in &mut self.detectors {
-                d.on_event(ev, &cx);
+            let bit = kind_bit(&ev.kind);
+            for (d, kinds) in self.detectors.iter_mut().zip(&self.kinds) {
+                if kinds & bit != 0 {
+                    d.on_event(ev, &cx);
+                }
             }
         }
         let buf = &mut self.buf;
@@ -263,11 +325,29 @@ impl Engine {
             return;
         }
         let cx = context!(self);
-        for d in &mut self.detectors {
-            for t in &self.buf {
-                d.on_transition(t, ev, &cx);
+        for &i in &self.transitions {
+            if let Some(d) = self.detectors.get_mut(i) {
+                for t in &self.buf {
+                    d.on_transition(t, ev, &cx);
+                }
             }
         }
+    }
+
+    /// Calls every detector with every event and transition, whatever they say they look
+    /// at (tests compare the outcomes).
+    #[cfg(test)]
+    fn call_everything(&mut self) {
+        self.kinds = vec![u32::MAX; self.detectors.len()];
+        self.transitions = (0..self.detectors.len()).collect();
+    }
+
+    /// Asks the fed detectors what they look at (once, before the first event).
+    fn interests(&mut self) {
+        self.kinds = self.detectors.iter().map(|d| d.event_kinds()).collect();
+        self.transitions = (0..self.detectors.len())
+            .filter(|&i| self.detectors[i].wants_transitions())
+            .collect();
     }
 
     /// Feeds a whole CPU profile to every detector (`on_profile`); detectors that need
@@ -389,6 +469,53 @@ mod tests {
         assert_eq!(ids, want, "selection order kept");
         let found = b.iter().find(|(id, _)| *id == "runqueue-starvation");
         assert!(matches!(found, Some((_, Ok(f))) if f.len() == 1));
+    }
+
+    #[test]
+    fn skipped_calls_change_no_outcome() {
+        use stallscope_model::{BlockAction, FieldValue};
+        const US: Ts = 1000;
+        // A and B alternate on CPU 0 every 100 µs (A wakes B, B runs a work item, an I/O
+        // completes, B wakes A), with runtime updates; then C starves behind A.
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let (a, b, c) = (
+            t("fio", 10, 120),
+            t("kworker/0:1", 20, 120),
+            t("c", 30, 120),
+        );
+        let work = vec![("function".to_string(), FieldValue::UInt(0xffff_0010))];
+        let mut tr = Trace::new();
+        tr.sw(0, 0, idle(), "R", a);
+        let rounds = 2000;
+        for k in 0..rounds {
+            let at = k * 100 * US;
+            tr.wake(at + 10 * US, 0, 10, b, 0)
+                .stat(at + 15 * US, 0, a, 1000 + k)
+                .sw(at + 20 * US, 0, a, "R+", b)
+                .generic(at + 30 * US, 0, 20, "workqueue_execute_start", work.clone())
+                .block(at + 40 * US, 0, 20, BlockAction::Complete)
+                .wake(at + 50 * US, 0, 20, a, 0)
+                .sw(at + 60 * US, 0, b, "S", a);
+        }
+        let end = rounds * 100 * US;
+        tr.wake(end, 1, 0, c, 0)
+            .sw(end + 1, 1, idle(), "R", idle())
+            .sw(end + 30 * MS, 0, a, "S", c);
+        let (mut all, mut told) = (engine(&meta, false), engine(&meta, false));
+        all.call_everything();
+        for ev in &tr.events {
+            all.process(ev);
+            told.process(ev);
+        }
+        let (x, y) = (outcomes(all), outcomes(told));
+        for id in ["runqueue-starvation", "wakeup-ping-pong"] {
+            assert!(
+                x.iter()
+                    .any(|(d, r)| *d == id && matches!(r, Ok(f) if !f.is_empty())),
+                "the test needs {id} findings: {x:#?}"
+            );
+        }
+        assert_eq!(x, y);
     }
 
     #[test]

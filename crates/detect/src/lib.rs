@@ -73,6 +73,16 @@ impl DetectorInfo {
 pub trait Detector {
     /// The detector's description.
     fn info(&self) -> &'static DetectorInfo;
+    /// The event kinds `on_event` looks at ([`engine::kind_bit`] bits); the engine does not
+    /// call it for the others. Default: every kind.
+    fn event_kinds(&self) -> u32 {
+        u32::MAX
+    }
+    /// Whether `on_transition` looks at transitions (the engine does not call it otherwise).
+    /// Default: true.
+    fn wants_transitions(&self) -> bool {
+        true
+    }
     /// A raw event (before the timeline applied it).
     fn on_event(&mut self, _ev: &Event, _cx: &Context<'_>) {}
     /// A timeline transition caused by `ev`.

@@ -2,7 +2,7 @@
 
 use stallscope_model::{
     BlockAction, BlockDev, BlockEvent, Comm, Cpu, Event, EventKind, Finding, GenericEvent, Migrate,
-    PrevState, Span, SpanPos, Switch, TaskRef, Tid, TraceMeta, Ts, Wakeup,
+    PrevState, Span, SpanPos, StatRuntime, Switch, TaskRef, Tid, TraceMeta, Ts, Wakeup,
 };
 
 use crate::{registry, Engine, Params};
@@ -98,6 +98,20 @@ impl Trace {
                 name: name.into(),
                 fields,
             })),
+        )
+    }
+
+    /// `sched_stat_runtime` charging `task` 1 ms, with `vruntime`.
+    pub fn stat(&mut self, ts: Ts, cpu: Cpu, task: TaskRef, vruntime: u64) -> &mut Self {
+        self.push(
+            ts,
+            cpu,
+            task.pid,
+            EventKind::StatRuntime(StatRuntime {
+                task,
+                runtime: MS,
+                vruntime: Some(vruntime),
+            }),
         )
     }
 

@@ -174,6 +174,10 @@ impl Detector for DispatchStarvation {
         &INFO
     }
 
+    fn wants_transitions(&self) -> bool {
+        false
+    }
+
     fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
         self.tracker.process(ev);
         self.blocked.process(ev);

@@ -185,6 +185,14 @@ impl Detector for LockSpinning {
         &INFO
     }
 
+    fn event_kinds(&self) -> u32 {
+        0 // profiles only
+    }
+
+    fn wants_transitions(&self) -> bool {
+        false
+    }
+
     fn on_profile(&mut self, p: &Profile, cx: &Context<'_>) {
         if matches!(&p.unit, WeightUnit::Period(e) if e == OFF_CPU_EVENT) {
             for (k, b) in blocked_by_path(p, cx.paths) {

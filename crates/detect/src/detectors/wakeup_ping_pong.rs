@@ -498,6 +498,15 @@ impl Detector for WakeupPingPong {
         &INFO
     }
 
+    fn event_kinds(&self) -> u32 {
+        use crate::engine::kind;
+        kind::SWITCH | kind::WAKING | kind::WAKEUP | kind::BLOCK | kind::GENERIC
+    }
+
+    fn wants_transitions(&self) -> bool {
+        false
+    }
+
     fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
         match &ev.kind {
             EventKind::Switch(s) => {

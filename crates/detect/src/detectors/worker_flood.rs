@@ -395,6 +395,10 @@ impl Detector for WorkerFlood {
         &INFO
     }
 
+    fn wants_transitions(&self) -> bool {
+        false
+    }
+
     fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
         self.max_cpu = Some(self.max_cpu.map_or(ev.cpu, |c| c.max(ev.cpu)));
         match &ev.kind {
