@@ -56,8 +56,11 @@ impl DataMap {
                 .len(len)
                 .map(file)?
         };
-        // A hint only: failure changes nothing.
+        // Hints only: failure changes nothing. With `HugePage`, pages the kernel has to
+        // read again from the file (evicted from the page cache) come back as 2 MiB folios,
+        // which the mapping, populating and dropping handle as one entry instead of 512.
         let _ = map.advise(memmap2::Advice::Sequential);
+        let _ = map.advise(memmap2::Advice::HugePage);
         Ok(DataMap { map, base })
     }
 
