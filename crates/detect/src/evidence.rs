@@ -5,7 +5,7 @@
 //! for text inputs and `PATH:0xOFFSET` for binary ones; `text` is the normalized `dump`
 //! line (the CLI replaces it with the original line for text inputs).
 
-use stallscope_model::{Event, EventKind, Evidence, SpanPos};
+use stallscope_model::{Event, EventKind, Evidence, Span, SpanPos};
 
 /// An event kept as evidence (a copy without its call chain).
 pub type Kept = Event;
@@ -33,6 +33,89 @@ pub fn keep(ev: &Event) -> Kept {
         span: ev.span,
         kind,
         callchain: None,
+    }
+}
+
+/// Makes `dst` a kept copy of `ev` in place ([`keep`] without a temporary: for a
+/// scheduler kind of the same variant only the payload is copied).
+#[inline]
+pub fn keep_into(dst: &mut Kept, ev: &Event) {
+    dst.ts = ev.ts;
+    dst.cpu = ev.cpu;
+    dst.pid = ev.pid;
+    dst.span = ev.span;
+    match (&mut dst.kind, &ev.kind) {
+        (EventKind::Switch(d), EventKind::Switch(s)) => *d = *s,
+        (EventKind::Waking(d), EventKind::Waking(s)) => *d = *s,
+        (EventKind::Wakeup(d), EventKind::Wakeup(s)) => *d = *s,
+        (EventKind::WakeupNew(d), EventKind::WakeupNew(s)) => *d = *s,
+        (EventKind::Migrate(d), EventKind::Migrate(s)) => *d = *s,
+        (EventKind::StatRuntime(d), EventKind::StatRuntime(s)) => *d = *s,
+        (EventKind::Switch(_), _)
+        | (EventKind::Waking(_), _)
+        | (EventKind::Wakeup(_), _)
+        | (EventKind::WakeupNew(_), _)
+        | (EventKind::Migrate(_), _)
+        | (EventKind::StatRuntime(_), _)
+        | (EventKind::Fork { .. }, _)
+        | (EventKind::Exit(_), _)
+        | (EventKind::Exec { .. }, _)
+        | (EventKind::Lost { .. }, _)
+        | (EventKind::TaskComm { .. }, _)
+        | (EventKind::Block(_), _)
+        | (EventKind::Generic(_), _) => dst.kind = keep(ev).kind,
+    }
+    dst.callchain = None;
+}
+
+/// An optional kept event whose storage stays: setting it copies in place ([`keep_into`]),
+/// for the events a detector replaces on every switch or wakeup.
+#[derive(Clone, Debug)]
+pub struct KeptSlot {
+    set: bool,
+    ev: Kept,
+}
+
+impl Default for KeptSlot {
+    fn default() -> Self {
+        KeptSlot {
+            set: false,
+            ev: Event {
+                ts: 0,
+                cpu: 0,
+                pid: -1,
+                span: Span::default(),
+                kind: EventKind::Lost { count: None },
+                callchain: None,
+            },
+        }
+    }
+}
+
+impl KeptSlot {
+    /// Keeps `ev`.
+    #[inline]
+    pub fn set(&mut self, ev: &Event) {
+        keep_into(&mut self.ev, ev);
+        self.set = true;
+    }
+
+    /// Empties the slot.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.set = false;
+    }
+
+    /// The kept event, if any.
+    #[inline]
+    pub fn get(&self) -> Option<&Kept> {
+        self.set.then_some(&self.ev)
+    }
+
+    /// The last event kept, even after [`KeptSlot::clear`] (a blank one before any).
+    #[inline]
+    pub fn ev(&self) -> &Kept {
+        &self.ev
     }
 }
 
@@ -64,5 +147,47 @@ pub fn render(paths: &[String], events: &[&Kept]) -> Vec<Evidence> {
 fn span_key(p: SpanPos) -> u64 {
     match p {
         SpanPos::Line(l) | SpanPos::Byte(l) => l,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{idle, t, Trace, MS};
+    use stallscope_model::{BlockAction, FieldValue};
+
+    #[test]
+    fn kept_in_place_equals_a_fresh_copy() {
+        let mut tr = Trace::new();
+        let (a, b) = (t("a", 10, 120), t("b", 20, 100));
+        let field = vec![("function".to_string(), FieldValue::UInt(7))];
+        tr.sw(MS, 0, idle(), "R", a)
+            .sw(2 * MS, 1, b, "D", a)
+            .wake(3 * MS, 0, 10, b, 1)
+            .generic(4 * MS, 1, 20, "workqueue_execute_start", field)
+            .stat(5 * MS, 0, a, 99)
+            .block(6 * MS, 1, 20, BlockAction::Complete)
+            .migrate(7 * MS, 0, b, 1, 0)
+            .sw(8 * MS, 0, a, "S", b);
+        let mut evs = tr.events.clone();
+        evs[1].callchain = Some(vec![1, 2, 3].into_boxed_slice());
+        // every event kept over every other (same variant and variant changes)
+        for first in &evs {
+            for ev in &evs {
+                let mut k = keep(first);
+                keep_into(&mut k, ev);
+                assert_eq!(k, keep(ev));
+                assert!(k.callchain.is_none());
+            }
+        }
+        let mut slot = KeptSlot::default();
+        assert!(slot.get().is_none());
+        for ev in &evs {
+            slot.set(ev);
+            assert_eq!(slot.get(), Some(&keep(ev)));
+        }
+        slot.clear();
+        assert!(slot.get().is_none());
+        assert_eq!(slot.ev(), &keep(&evs[evs.len() - 1]));
     }
 }

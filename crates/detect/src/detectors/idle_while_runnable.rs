@@ -24,7 +24,7 @@ use stallscope_timeline::{TaskState, Transition};
 
 use super::fmt::{dur, i};
 use super::sched::cpu_list_contains;
-use crate::evidence::{keep, render, Kept};
+use crate::evidence::{keep, keep_into, render, Kept, KeptSlot};
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
@@ -124,7 +124,8 @@ struct Waiter {
 /// The waiting tasks: a dense list (iterated on every switch to or from idle) indexed by
 /// tid through a [`PerTask`] slot (`0` = not waiting, else list index + 1). The list's order
 /// does not matter: every use either looks at one task or at each task once. The event that
-/// started each wait is in `starts`, at the same index (the scans stay on the small records).
+/// started each wait is in `starts`, at the same index (the scans stay on the small records);
+/// `starts` may be longer than `list`, its spare entries reused in place ([`keep_into`]).
 #[derive(Default)]
 struct Waiting {
     list: Vec<Waiter>,
@@ -150,7 +151,7 @@ impl Waiting {
 
     /// The event that started the wait of `tid`.
     fn start(&self, tid: Tid) -> Option<&Kept> {
-        self.index(tid).map(|i| &self.starts[i])
+        self.starts.get(self.index(tid)?)
     }
 
     /// Adds or replaces the wait of `w.tid`, started by `start`.
@@ -158,12 +159,18 @@ impl Waiting {
         match self.index(w.tid) {
             Some(i) => {
                 self.list[i] = w;
-                self.starts[i] = keep(start);
+                if let Some(k) = self.starts.get_mut(i) {
+                    keep_into(k, start);
+                }
             }
             None => {
                 *self.slot.entry(w.tid) = self.list.len() as u32 + 1;
+                let i = self.list.len();
                 self.list.push(w);
-                self.starts.push(keep(start));
+                match self.starts.get_mut(i) {
+                    Some(k) => keep_into(k, start),
+                    None => self.starts.push(keep(start)),
+                }
             }
         }
     }
@@ -171,7 +178,8 @@ impl Waiting {
     fn remove(&mut self, tid: Tid) {
         let Some(i) = self.index(tid) else { return };
         self.list.swap_remove(i);
-        self.starts.swap_remove(i);
+        // the last wait's start moves to `i`, the removed one becomes spare storage
+        self.starts.swap(i, self.list.len());
         *self.slot.entry(tid) = 0;
         if let Some(moved) = self.list.get(i) {
             *self.slot.entry(moved.tid) = i as u32 + 1;
@@ -182,7 +190,7 @@ impl Waiting {
 #[derive(Default)]
 struct CpuIdle {
     /// The switch to idle (its time is the start of the idle period).
-    idle_since: Option<Kept>,
+    idle_since: KeptSlot,
 }
 
 struct Incident {
@@ -355,8 +363,10 @@ impl Detector for IdleWhileRunnable {
             EventKind::Switch(s) => {
                 let c = ev.cpu;
                 if s.prev.pid == 0 {
-                    if let Some(k) = self.cpu(c).idle_since.take() {
-                        let since = k.ts;
+                    let idle = self.cpu(c);
+                    let was_idle = idle.idle_since.get().map(|k| k.ts);
+                    idle.idle_since.clear();
+                    if let Some(since) = was_idle {
                         let min = self.min_overlap;
                         let hits: Vec<Tid> = self
                             .waiting
@@ -367,22 +377,26 @@ impl Detector for IdleWhileRunnable {
                             })
                             .map(|w| w.tid)
                             .collect();
-                        for t in hits {
-                            self.incident(t, c, (since, &k), ev.ts, ev);
+                        if !hits.is_empty() {
+                            // still there: clearing keeps the storage
+                            let k = self.cpu(c).idle_since.ev().clone();
+                            for t in hits {
+                                self.incident(t, c, (since, &k), ev.ts, ev);
+                            }
                         }
                     }
                 } else {
-                    self.cpu(c).idle_since = None;
+                    self.cpu(c).idle_since.clear();
                 }
                 if s.next.pid == 0 {
-                    self.cpu(c).idle_since = Some(keep(ev));
+                    self.cpu(c).idle_since.set(ev);
                     for w in &mut self.waiting.list {
                         w.own_cpu_idled |= w.cpu == c;
                     }
                 }
             }
             EventKind::Lost { .. } => {
-                self.cpu(ev.cpu).idle_since = None;
+                self.cpu(ev.cpu).idle_since.clear();
             }
             EventKind::TaskComm { .. } => {}
             _ => {
@@ -390,7 +404,7 @@ impl Detector for IdleWhileRunnable {
                 // missing if we thought it idle), and that task is not waiting.
                 if ev.pid > 0 {
                     if let Some(c) = self.cpus.get_mut(ev.cpu as usize) {
-                        c.idle_since = None;
+                        c.idle_since.clear();
                     }
                     self.waiting.remove(ev.pid);
                 }
@@ -411,7 +425,7 @@ impl Detector for IdleWhileRunnable {
                         .cpus
                         .iter()
                         .enumerate()
-                        .filter_map(|(c, s)| s.idle_since.as_ref().map(|k| (c as Cpu, k.ts, k)))
+                        .filter_map(|(c, s)| s.idle_since.get().map(|k| (c as Cpu, k.ts, k)))
                         .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
                         .map(|(c, t0, k)| (c, t0, k.clone()))
                         .collect();

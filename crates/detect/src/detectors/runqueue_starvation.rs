@@ -38,7 +38,7 @@ use stallscope_timeline::{RunnableCause, TaskState, Transition};
 
 use super::fmt::{dur, i, permille, ratio_permille};
 use super::sched::{describe_prio, nice_of_prio, weight_of_nice};
-use crate::evidence::{keep, render, Kept};
+use crate::evidence::{keep, keep_into, render, Kept, KeptSlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
@@ -255,7 +255,7 @@ struct TaskStat {
 struct CpuRun {
     runner: Option<Tid>,
     since: Ts,
-    switch_in: Option<Kept>,
+    switch_in: KeptSlot,
     waiters: Vec<Tid>,
 }
 
@@ -392,7 +392,7 @@ impl RunqueueStarvation {
                         k.vruntime = vr;
                     }
                     None => {
-                        let first_in = run.switch_in.as_ref().map(|k| {
+                        let first_in = run.switch_in.get().map(|k| {
                             wait.first_ins.push(k.clone());
                             wait.first_ins.len() as u32 - 1
                         });
@@ -411,7 +411,11 @@ impl RunqueueStarvation {
         let run = self.cpu(c);
         run.runner = Some(next);
         run.since = ts;
-        run.switch_in = (next > 0).then(|| keep(ev));
+        if next > 0 {
+            run.switch_in.set(ev);
+        } else {
+            run.switch_in.clear();
+        }
     }
 
     fn start_wait(
@@ -428,14 +432,13 @@ impl RunqueueStarvation {
             }
             _ => ev.cpu,
         };
-        let start = keep(ev);
         let wait = match self.spare.pop() {
             Some(mut w) => {
                 w.since = since;
                 w.cause = cause;
                 w.start_cpu = cpu;
                 w.cpu = cpu;
-                w.start = start;
+                keep_into(&mut w.start, ev);
                 w.culprits.clear();
                 w.first_ins.clear();
                 w.victim_moves.clear();
@@ -449,7 +452,7 @@ impl RunqueueStarvation {
                 cause,
                 start_cpu: cpu,
                 cpu,
-                start,
+                start: keep(ev),
                 culprits: Vec::new(),
                 first_ins: Vec::new(),
                 victim_moves: Vec::new(),
@@ -496,7 +499,7 @@ impl RunqueueStarvation {
     fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
         // what ran on the old CPU while the waiter was queued there, up to the migration
         let (runner, since, switch_in) = match self.cpus.get(from as usize) {
-            Some(r) => (r.runner, r.since, r.switch_in.clone()),
+            Some(r) => (r.runner, r.since, r.switch_in.get().cloned()),
             None => (None, 0, None),
         };
         let (prio, vr) = match runner {

@@ -25,7 +25,7 @@ use stallscope_model::{
 };
 
 use super::fmt::{dur, i, permille, ratio_permille};
-use crate::evidence::{keep, render, Kept};
+use crate::evidence::{keep, render, Kept, KeptSlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
@@ -167,7 +167,7 @@ struct CpuPP {
     /// Last non-idle task, its switch-out time and run length.
     last_task: Option<(Tid, Ts, u64)>,
     /// The last wakeup on this CPU: waker `pid`, wakee in the payload.
-    last_wake: Option<Kept>,
+    last_wake: KeptSlot,
     switches: u64,
     first: Option<Ts>,
     last: Ts,
@@ -243,7 +243,7 @@ impl WakeupPingPong {
                     let key = if a < next { (a, next) } else { (next, a) };
                     let side = usize::from(a != key.0);
                     let completions = cpu.completions;
-                    let woke = cpu.last_wake.as_ref().and_then(wake_pair) == Some((a, next));
+                    let woke = cpu.last_wake.get().and_then(wake_pair) == Some((a, next));
                     let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
@@ -268,7 +268,7 @@ impl WakeupPingPong {
                     }
                     if p.evidence.len() < 6 {
                         if woke {
-                            if let Some(k) = &cpu.last_wake {
+                            if let Some(k) = cpu.last_wake.get() {
                                 p.evidence.push(k.clone());
                             }
                         }
@@ -516,7 +516,7 @@ impl Detector for WakeupPingPong {
                 if ev.pid > 0 && (matches!(ev.kind, EventKind::Waking(_)) || !self.saw_waking) =>
             {
                 self.saw_waking |= matches!(ev.kind, EventKind::Waking(_));
-                self.cpu(ev.cpu).last_wake = Some(keep(ev));
+                self.cpu(ev.cpu).last_wake.set(ev);
             }
             // Block tracepoints are native events (readers decode them into BlockEvent).
             EventKind::Block(b) if b.action == stallscope_model::BlockAction::Complete => {
