@@ -27,7 +27,28 @@ impl<T: Default> PerTask<T> {
     }
 }
 
+impl<T: Default> PerTask<T> {
+    /// The index of `tid`'s record (created when missing), for [`PerTask::at`] /
+    /// [`PerTask::at_mut`]: one lookup for several uses. Indices stay valid.
+    #[inline]
+    pub fn index(&mut self, tid: Tid) -> usize {
+        self.table.slot(tid).0
+    }
+}
+
 impl<T> PerTask<T> {
+    /// The record at `i` (from [`PerTask::index`]).
+    #[inline]
+    pub fn at(&self, i: usize) -> &T {
+        &self.table.get(i).data
+    }
+
+    /// The record at `i` (from [`PerTask::index`]), mutable.
+    #[inline]
+    pub fn at_mut(&mut self, i: usize) -> &mut T {
+        &mut self.table.get_mut(i).data
+    }
+
     /// The record of `tid`, if any.
     #[inline]
     pub fn get(&self, tid: Tid) -> Option<&T> {
@@ -64,5 +85,11 @@ mod tests {
         *p.entry(-7) += 1;
         assert_eq!(p.get(5), Some(&5));
         assert_eq!(p.get_mut(-7).copied(), Some(1));
+        let i = p.index(5);
+        *p.at_mut(i) += 1;
+        assert_eq!((p.at(i), p.get(5)), (&6, Some(&6)));
+        let j = p.index(9);
+        assert_ne!(i, j);
+        assert_eq!((p.at(j), p.at(i)), (&0, &6));
     }
 }

@@ -133,8 +133,16 @@ struct Waiting {
     slot: PerTask<u32>,
 }
 
+/// Up to this many waiting tasks, [`Waiting::index`] scans the list.
+const SHORT_LIST: usize = 8;
+
 impl Waiting {
     fn index(&self, tid: Tid) -> Option<usize> {
+        // A few waiting tasks (the usual case): scanning them is cheaper than the lookup,
+        // and gives the same index (`slot` is kept for longer lists).
+        if self.list.len() <= SHORT_LIST {
+            return self.list.iter().position(|w| w.tid == tid);
+        }
         match self.slot.get(tid) {
             Some(&i) if i > 0 => Some(i as usize - 1),
             _ => None,

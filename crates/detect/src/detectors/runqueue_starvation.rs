@@ -418,9 +418,10 @@ impl RunqueueStarvation {
         }
     }
 
+    /// `at`: the index of `tid`'s record in `tasks`.
     fn start_wait(
         &mut self,
-        tid: Tid,
+        (tid, at): (Tid, usize),
         since: Ts,
         cause: RunnableCause,
         uncertain_start: bool,
@@ -462,7 +463,7 @@ impl RunqueueStarvation {
             }),
         };
         let (min_samples, min_period) = (self.min_samples, self.min_period);
-        let t = self.tasks.entry(tid);
+        let t = self.tasks.at_mut(at);
         if cause == RunnableCause::Wakeup && !matches!(ev.kind, EventKind::WakeupNew(_)) {
             if let Some(last) = t.last_wakeup {
                 t.intervals.add(since.saturating_sub(last));
@@ -565,10 +566,9 @@ impl RunqueueStarvation {
         }
     }
 
-    fn end_wait(&mut self, tid: Tid, ts: Ts, end_cpu: Cpu, ev: &Event) {
-        let Some(t) = self.tasks.get_mut(tid) else {
-            return;
-        };
+    /// `at`: the index of `tid`'s record in `tasks`.
+    fn end_wait(&mut self, (tid, at): (Tid, usize), ts: Ts, end_cpu: Cpu, ev: &Event) {
+        let t = self.tasks.at_mut(at);
         let Some(wait) = t.wait.take() else { return };
         let waited = ts.saturating_sub(wait.since);
         let cpu_of_wait = wait.cpu;
@@ -1027,12 +1027,15 @@ impl Detector for RunqueueStarvation {
     fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
         match *t {
             Transition::State { ts, tid, from, to } => {
+                // The task's record, created now (it is by the end anyway; a new record has
+                // no wait and was not seen before, as a missing one).
+                let at = self.tasks.index(tid);
                 if let TaskState::Runnable { .. } = from {
                     match to {
-                        TaskState::Running { cpu, .. } => self.end_wait(tid, ts, cpu, ev),
+                        TaskState::Running { cpu, .. } => self.end_wait((tid, at), ts, cpu, ev),
                         _ => {
                             // the timeline reset the task (counted there as data quality)
-                            if let Some(w) = self.tasks.get_mut(tid).and_then(|s| s.wait.take()) {
+                            if let Some(w) = self.tasks.at_mut(at).wait.take() {
                                 self.remove_waiter(w.cpu, tid);
                                 self.recycle(w);
                             }
@@ -1041,11 +1044,10 @@ impl Detector for RunqueueStarvation {
                 }
                 if let TaskState::Runnable { since, cause } = to {
                     // Unknown after the task was first seen: the timeline reset it
-                    let uncertain = from == TaskState::Unknown
-                        && self.tasks.get(tid).is_some_and(|t| t.seen_before);
-                    self.start_wait(tid, since, cause, uncertain, ev);
+                    let uncertain = from == TaskState::Unknown && self.tasks.at(at).seen_before;
+                    self.start_wait((tid, at), since, cause, uncertain, ev);
                 }
-                self.tasks.entry(tid).seen_before = true;
+                self.tasks.at_mut(at).seen_before = true;
             }
             Transition::Migrated {
                 tid,

@@ -108,3 +108,55 @@ fn a_record_in_a_task_context_means_the_cpu_is_not_idle() {
     tr.sw(11 * MS, 0, h, "S", v);
     assert!(run(ID, &[], &tr).is_empty());
 }
+
+#[test]
+fn waiting_lookups_agree_across_the_short_list_limit() {
+    use super::{Waiter, Waiting, SHORT_LIST};
+    let mut tr = Trace::new();
+    for pid in 1..=40 {
+        tr.wake(pid as u64, 0, 0, t("w", pid, 120), 0);
+    }
+    let mut w = Waiting::default();
+    let mut model: Vec<i32> = Vec::new();
+    let check = |w: &Waiting, model: &[i32]| {
+        for pid in 1..=40 {
+            let i = w.index(pid);
+            assert_eq!(i.is_some(), model.contains(&pid), "pid {pid}");
+            if let Some(i) = i {
+                assert_eq!(w.list[i].tid, pid);
+                assert_eq!(w.start(pid).map(|k| k.ts), Some(pid as u64));
+                assert_eq!(w.slot.get(pid), Some(&(i as u32 + 1)), "slot kept");
+            }
+        }
+    };
+    // grow past the limit, shrink below it, grow again
+    for (pid, ev) in (1..=30).zip(&tr.events) {
+        let waiter = Waiter {
+            tid: pid,
+            since: ev.ts,
+            cpu: 0,
+            own_cpu_idled: false,
+        };
+        w.insert(waiter, ev);
+        model.push(pid);
+        check(&w, &model);
+    }
+    assert!(w.list.len() > SHORT_LIST);
+    for pid in (1..=30).filter(|p| p % 3 != 0) {
+        w.remove(pid);
+        model.retain(|&p| p != pid);
+        check(&w, &model);
+    }
+    assert!(w.list.len() <= SHORT_LIST + 2);
+    for (pid, ev) in (31..=40).zip(&tr.events[30..]) {
+        let waiter = Waiter {
+            tid: pid,
+            since: ev.ts,
+            cpu: 0,
+            own_cpu_idled: false,
+        };
+        w.insert(waiter, ev);
+        model.push(pid);
+        check(&w, &model);
+    }
+}
