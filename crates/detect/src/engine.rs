@@ -394,7 +394,7 @@ impl Engine {
             .collect();
         EngineOutput {
             outcomes,
-            quality: self.timeline.quality().clone(),
+            quality: self.timeline.quality(),
             events,
             events_read: self.events,
             first_ts: self.first,

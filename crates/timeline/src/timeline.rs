@@ -139,6 +139,22 @@ pub struct Timeline {
     tasks: TaskTable<TaskState>,
     wakeups: WakeupSelector,
     dq: DataQuality,
+    /// Occurrences of the problems that can come by the million (a trace whose switches
+    /// contradict each other: `switch_prev_mismatch`, `impossible_transition`), indexed by
+    /// [`Flood`]: the first [`DataQuality::MAX_EXAMPLES`] go to `dq` with their examples,
+    /// the rest are only counted here and added by [`Timeline::quality`].
+    floods: [u64; 2],
+}
+
+/// The frequent problems counted in [`Timeline::floods`].
+#[derive(Clone, Copy)]
+enum Flood {
+    PrevMismatch = 0,
+    Impossible = 1,
+}
+
+impl Flood {
+    const KEYS: [&'static str; 2] = ["switch_prev_mismatch", "impossible_transition"];
 }
 
 /// The state a switch-out leaves the task in.
@@ -175,12 +191,32 @@ impl Timeline {
             tasks: TaskTable::default(),
             wakeups,
             dq: DataQuality::default(),
+            floods: [0; 2],
         }
     }
 
     /// Data-quality counters so far.
-    pub fn quality(&self) -> &DataQuality {
-        &self.dq
+    pub fn quality(&self) -> DataQuality {
+        let mut dq = self.dq.clone();
+        for (key, n) in Flood::KEYS.iter().zip(self.floods) {
+            let past_examples = n.saturating_sub(DataQuality::MAX_EXAMPLES as u64);
+            if past_examples > 0 {
+                // the counter exists (its first occurrences were added): no new example
+                dq.add(key, Severity::Warning, "", past_examples, String::new);
+            }
+        }
+        dq
+    }
+
+    /// Counts one occurrence of `flood`: into `dq` with `add` while examples are kept,
+    /// else only in `floods` (no map lookup, no example text).
+    #[inline]
+    fn flood(&mut self, flood: Flood, add: impl FnOnce(&mut DataQuality)) {
+        let n = &mut self.floods[flood as usize];
+        *n += 1;
+        if *n <= DataQuality::MAX_EXAMPLES as u64 {
+            add(&mut self.dq);
+        }
     }
 
     /// Per-task states and names.
@@ -232,13 +268,15 @@ impl Timeline {
 
     /// Counts an impossible transition; `what` builds the example text only when it is kept.
     fn impossible(&mut self, ev: &Event, what: impl FnOnce() -> String) {
-        self.dq.add(
-            "impossible_transition",
-            Severity::Warning,
-            "an event contradicts the task's known state (the task's state was reset)",
-            1,
-            || format!("{}: {}", at(ev), what()),
-        );
+        self.flood(Flood::Impossible, |dq| {
+            dq.add(
+                Flood::KEYS[Flood::Impossible as usize],
+                Severity::Warning,
+                "an event contradicts the task's known state (the task's state was reset)",
+                1,
+                || format!("{}: {}", at(ev), what()),
+            )
+        });
     }
 
     /// Makes the task recorded as running on `cpu` (if any) `Unknown`: the trace says
@@ -368,8 +406,10 @@ impl Timeline {
         let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
         if let Some(cur) = self.cpus[c] {
             if cur != prev {
-                self.dq.add("switch_prev_mismatch", Severity::Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)", 1, || {
-                    format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev))
+                self.flood(Flood::PrevMismatch, |dq| {
+                    dq.add(Flood::KEYS[Flood::PrevMismatch as usize], Severity::Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)", 1, || {
+                        format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev))
+                    })
                 });
                 self.forget_current(c, ts, sink);
             }
@@ -574,6 +614,33 @@ mod tests {
         assert_eq!(tl.quality().count("switch_prev_mismatch"), 1);
         assert_eq!(tl.state(3), TaskState::Unknown);
         assert_eq!(tl.current(0), Some(8));
+    }
+
+    #[test]
+    fn floods_keep_the_first_examples_and_every_count() {
+        // every switch after the first names a prev the CPU was not running
+        let evs: Vec<Event> = (1..=12u64)
+            .map(|k| sw(k, 0, 100 + k as Tid, "S", 200 + k as Tid))
+            .collect();
+        let (tl, _) = run(&evs);
+        let dq = tl.quality();
+        assert_eq!(dq.count("switch_prev_mismatch"), 11);
+        let (_, e) = dq
+            .entries()
+            .find(|(k, _)| *k == "switch_prev_mismatch")
+            .expect("counted");
+        assert_eq!(e.examples.len(), DataQuality::MAX_EXAMPLES);
+        assert!(
+            e.examples[0].contains("prev_pid=102 but the CPU was running pid 201"),
+            "{:?}",
+            e.examples
+        );
+        assert!(e.examples[4].contains("prev_pid=106 "), "{:?}", e.examples);
+        assert_eq!(
+            tl.quality().count("switch_prev_mismatch"),
+            11,
+            "asking twice adds nothing"
+        );
     }
 
     #[test]
