@@ -176,13 +176,15 @@ impl Inputs {
     /// another core: the caller's own pass touches them first, and the check then reads
     /// them from its cache instead of paying the misses in a separate pass.
     pub fn next_batch_unchecked(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
-        out.clear();
         if let Some(e) = self.deferred.take() {
+            out.clear();
             return Err(e);
         }
         let result = if self.sources.len() == 1 {
+            // the reader replaces `out`'s contents (and may reuse its old events' storage)
             self.sources[0].reader.next_batch(out).map(|_| ())
         } else {
+            out.clear();
             self.merge_batch(out)
         };
         let n = out.len() as u64;

@@ -85,6 +85,9 @@ pub struct Worker {
     /// The last batch received; its `events` are handed out by `next_batch` or moved to
     /// `queued` by `next_event`.
     current: Batch,
+    /// `current.events` was handed out: it now holds the caller's previous events, which
+    /// go back to the decoding thread with the batch (overwritten there, not dropped here).
+    handed: bool,
     /// Which decoding thread `current` came from.
     current_from: usize,
     /// The decoding side's counters, merged over all batches received.
@@ -137,6 +140,7 @@ impl Worker {
             turn: 0,
             dq: current.dq.clone(),
             current,
+            handed: false,
             current_from: 0,
             decode_dq: DataQuality::default(),
             queued: VecDeque::new(),
@@ -190,7 +194,7 @@ impl Worker {
             if let Some(ev) = self.queued.pop_front() {
                 return Ok(Some(ev));
             }
-            if !self.current.events.is_empty() {
+            if !self.handed && !self.current.events.is_empty() {
                 let events = std::mem::take(&mut self.current.events);
                 let mut queued = VecDeque::from(events);
                 std::mem::swap(&mut self.queued, &mut queued);
@@ -208,19 +212,30 @@ impl Worker {
     /// The next batch of events in `out` (cleared first); `Ok(false)` with `out` empty at
     /// the end. See [`crate::EventReader::next_batch`].
     pub fn next_batch(&mut self, out: &mut Vec<Event>) -> Result<bool, ReadError> {
-        out.clear();
         loop {
             if !self.queued.is_empty() {
+                out.clear();
                 out.extend(self.queued.drain(..));
                 return Ok(true);
             }
-            if !self.current.events.is_empty() {
-                // `out`'s old (empty) buffer goes back to the worker with this batch
+            if !self.handed && !self.current.events.is_empty() {
+                // `out`'s old events go back to the decoding thread with this batch: it
+                // writes new ones over them (the caller's thread does not drop them)
                 std::mem::swap(out, &mut self.current.events);
+                self.handed = true;
                 return Ok(true);
             }
-            if !self.advance()? {
-                return Ok(false);
+            match self.advance() {
+                Ok(true) => {}
+                // `out` must not keep the caller's old events
+                Ok(false) => {
+                    out.clear();
+                    return Ok(false);
+                }
+                Err(e) => {
+                    out.clear();
+                    return Err(e);
+                }
             }
         }
     }
@@ -240,6 +255,7 @@ impl Worker {
             Ok(b) => {
                 self.turn = (from + 1) % self.rx.len();
                 let done = std::mem::replace(&mut self.current, b);
+                self.handed = false;
                 let _ = self.recycle[self.current_from].send(done);
                 self.current_from = from;
                 self.decode_dq.merge(&self.current.decode_dq);
@@ -278,12 +294,13 @@ impl DecodeSide {
     /// Decodes record batches into event batches until the last one or a closed channel.
     fn run(mut self) {
         loop {
+            // A reused batch still holds the caller's old events: decoding writes over them.
             let mut b = self.reuse.try_recv().unwrap_or_default();
-            b.events.clear();
             if b.events.capacity() == 0 {
                 b.events.reserve(BATCH);
             }
             let Ok(mut recs) = self.rx.recv() else {
+                b.events.clear();
                 b.end = Some(Err(ReadError::new(
                     &self.path,
                     None,
@@ -294,6 +311,7 @@ impl DecodeSide {
                 return;
             };
             self.decoder.set_tables(&recs.tables);
+            let mut n = 0;
             for (i, p) in recs.records.iter().enumerate() {
                 // The record a few ahead is asked for now (its bytes were last touched by
                 // the reading thread, on another core).
@@ -310,15 +328,18 @@ impl DecodeSide {
                         &recs.bytes[start..start + p.rec().len as usize]
                     }
                 };
-                // Decoded in place into a blank slot, dropped again for a side-band-only
-                // record or a skip counted in `dq`.
-                b.events.push(BLANK);
-                if let Some(slot) = b.events.last_mut() {
-                    if !self.decoder.decode_into(rec, p, &mut self.dq, slot) {
-                        b.events.pop();
+                // Decoded in place over an old event (or a blank slot), which the next record
+                // reuses after a side-band-only record or a skip counted in `dq`.
+                if n == b.events.len() {
+                    b.events.push(BLANK);
+                }
+                if let Some(slot) = b.events.get_mut(n) {
+                    if self.decoder.decode_into(rec, p, &mut self.dq, slot) {
+                        n += 1;
                     }
                 }
             }
+            b.events.truncate(n);
             if let Some(m) = &recs.map {
                 self.dropped_below = m.drop_pages(self.dropped_below, recs.low_water);
             }
