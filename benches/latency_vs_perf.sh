@@ -16,7 +16,8 @@
 #   2. cargo build --release -j2 -p stallscope-cli   (binary: ${CARGO_TARGET_DIR:-target}/release/stallscope)
 #      and, the same way, $DIR/small.perf.data with LOOPS/10 (for the memory-growth check)
 #   3. for latency and timehist: run perf and stallscope $RUNS times each under
-#      /usr/bin/time -f '%e %U %S %M' (wall seconds, CPU seconds = user + sys, peak RSS KiB),
+#      /usr/bin/time -f '%U %S %M' (CPU seconds = user + sys, 10 ms steps; peak RSS KiB), wall
+#      seconds in ms steps from bash's $EPOCHREALTIME around it,
 #      output to /dev/null, and print the medians and minimums and the ratios perf time /
 #      stallscope time (of the medians, and of the minimums: on a shared machine the minimum
 #      is the least disturbed run) and stallscope RSS / perf RSS; the load average is printed
@@ -90,12 +91,19 @@ measure() {
     local secs=() cpus=() kibs=() i
     MEDIAN_S="" MEDIAN_CPU="" MEDIAN_KIB="" MIN_S="" MIN_CPU=""
     for ((i = 1; i <= RUNS; i++)); do
+        local t0 t1
+        t0=$EPOCHREALTIME
         if ! /usr/bin/time -o "$TIME_OUT" -f '%e %U %S %M' "$@" > /dev/null 2> /dev/null; then
             log "$name: run $i FAILED ($(tail -1 "$TIME_OUT"))"
             return 0
         fi
+        t1=$EPOCHREALTIME
         local s u y k c
         read -r s u y k < <(tail -1 "$TIME_OUT")
+        # Wall time in ms steps from the shell's clock (time's %e has 10 ms steps, too
+        # coarse at 0.13 s); it includes starting the tool under /usr/bin/time, the same
+        # for both tools.
+        s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
         c=$(awk -v u="$u" -v y="$y" 'BEGIN { printf "%.2f", u + y }')
         secs+=("$s")
         cpus+=("$c")
