@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use crate::prefetch::prefetch;
+
 use stallscope_model::{
     Comm, Cpu, DataQuality, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid, Ts,
 };
@@ -436,6 +438,11 @@ impl CpuDecoder {
             let r = match &map {
                 Some(m) => {
                     let base = w_off as usize;
+                    // The next sub-buffer's first lines: the hardware prefetchers stop at
+                    // 4 KiB boundaries, so its header would otherwise be a cache miss.
+                    for line in [0, 64, 128, 192] {
+                        prefetch(&m[..], base + end + line);
+                    }
                     match m.get(base + self.page_pos..base + end) {
                         Some(page) => self.page(page, at, run),
                         None => Err(LeanBail::new("CPU data outside the mapped file")),
