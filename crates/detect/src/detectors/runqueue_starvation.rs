@@ -232,6 +232,31 @@ struct Wait {
     uncertain_start: bool,
 }
 
+impl Wait {
+    /// A task first seen running during this wait: `overlap` ns in one slice, its
+    /// (prio, vruntime) and, when known, the switch-in that started its run.
+    fn add_culprit(
+        &mut self,
+        tid: Tid,
+        overlap: u64,
+        (prio, vr): (i32, Option<u64>),
+        switch_in: Option<Kept>,
+    ) {
+        let first_in = switch_in.map(|k| {
+            self.first_ins.push(k);
+            self.first_ins.len() as u32 - 1
+        });
+        self.culprits.push(Culprit {
+            tid,
+            run_ns: overlap,
+            slices: 1,
+            prio,
+            vruntime: vr,
+            first_in,
+        });
+    }
+}
+
 /// Per-task statistics.
 #[derive(Default)]
 struct TaskStat {
@@ -392,18 +417,7 @@ impl RunqueueStarvation {
                         k.vruntime = vr;
                     }
                     None => {
-                        let first_in = run.switch_in.get().map(|k| {
-                            wait.first_ins.push(k.clone());
-                            wait.first_ins.len() as u32 - 1
-                        });
-                        wait.culprits.push(Culprit {
-                            tid: prev,
-                            run_ns: overlap,
-                            slices: 1,
-                            prio,
-                            vruntime: vr,
-                            first_in,
-                        })
+                        wait.add_culprit(prev, overlap, (prio, vr), run.switch_in.get().cloned())
                     }
                 }
             }
@@ -519,20 +533,7 @@ impl RunqueueStarvation {
                             k.run_ns += overlap;
                             k.slices += 1;
                         }
-                        None => {
-                            let first_in = switch_in.map(|k| {
-                                w.first_ins.push(k);
-                                w.first_ins.len() as u32 - 1
-                            });
-                            w.culprits.push(Culprit {
-                                tid: r,
-                                run_ns: overlap,
-                                slices: 1,
-                                prio,
-                                vruntime: vr,
-                                first_in,
-                            })
-                        }
+                        None => w.add_culprit(r, overlap, (prio, vr), switch_in),
                     }
                 }
                 w.cpu = to;

@@ -130,14 +130,14 @@ fn waiting_lookups_agree_across_the_short_list_limit() {
         }
     };
     // grow past the limit, shrink below it, grow again
+    let waiter = |pid, ev: &stallscope_model::Event| Waiter {
+        tid: pid,
+        since: ev.ts,
+        cpu: 0,
+        own_cpu_idled: false,
+    };
     for (pid, ev) in (1..=30).zip(&tr.events) {
-        let waiter = Waiter {
-            tid: pid,
-            since: ev.ts,
-            cpu: 0,
-            own_cpu_idled: false,
-        };
-        w.insert(waiter, ev);
+        w.insert(waiter(pid, ev), ev);
         model.push(pid);
         check(&w, &model);
     }
@@ -149,13 +149,7 @@ fn waiting_lookups_agree_across_the_short_list_limit() {
     }
     assert!(w.list.len() <= SHORT_LIST + 2);
     for (pid, ev) in (31..=40).zip(&tr.events[30..]) {
-        let waiter = Waiter {
-            tid: pid,
-            since: ev.ts,
-            cpu: 0,
-            own_cpu_idled: false,
-        };
-        w.insert(waiter, ev);
+        w.insert(waiter(pid, ev), ev);
         model.push(pid);
         check(&w, &model);
     }
