@@ -265,6 +265,14 @@ fn trim(s: &str) -> &str {
     }
 }
 
+/// The value `v` of a field line's `offset:` / `size:` part (`what` names it in the error).
+#[inline]
+fn number(v: &str, what: &str) -> Result<u32, String> {
+    trim(v)
+        .parse::<u32>()
+        .map_err(|_| format!("bad {what} {v:?}"))
+}
+
 /// Parses `field:DECL;\toffset:N;\tsize:N;\tsigned:N;` (`field special:` accepted too).
 pub fn parse_field_line(line: &str) -> Result<Field, String> {
     let mut decl = None;
@@ -284,20 +292,12 @@ pub fn parse_field_line(line: &str) -> Result<Field, String> {
             }
             Some(b'o') => {
                 if let Some(v) = part.strip_prefix("offset:") {
-                    offset = Some(
-                        trim(v)
-                            .parse::<u32>()
-                            .map_err(|_| format!("bad offset {v:?}"))?,
-                    );
+                    offset = Some(number(v, "offset")?);
                 }
             }
             Some(b's') => {
                 if let Some(v) = part.strip_prefix("size:") {
-                    size = Some(
-                        trim(v)
-                            .parse::<u32>()
-                            .map_err(|_| format!("bad size {v:?}"))?,
-                    );
+                    size = Some(number(v, "size")?);
                 } else if let Some(v) = part.strip_prefix("signed:") {
                     signed = Some(trim(v) == "1");
                 }
