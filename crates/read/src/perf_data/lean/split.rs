@@ -1,23 +1,30 @@
 //! Cutting the data section into segments that two walker threads read at once.
 //!
-//! Records can only be found by walking from the start, so a cut is a guess: the byte
-//! pattern of a `FINISHED_ROUND` record (`44 00 00 00 | 00 00 | 08 00`: type 68, misc 0,
-//! size 8) followed by a chain of plausible record headers. The guess is checked when the
-//! walker of the segment before reaches it: it must land on the cut exactly (a record
+//! Records can only be found by walking from the start, so a cut is a guess, checked when
+//! the walker of the segment before reaches it: it must land on the cut exactly (a record
 //! straddling it is a bail-out, so a wrong guess can only send the file to the general
 //! reader, never change the output).
 //!
+//! The guess is the first offset after the cell start, 8-byte aligned in the data section
+//! (perf pads every record to 8 bytes), from which [`CHAIN`] record headers in a row have
+//! known types and sizes that are multiples of 8: inside a record that is as good as
+//! impossible, and it is found within a record or two, reading a few KiB. A cut may fall
+//! inside a round: the segment's last piece and the next segment's first piece of that
+//! round are each sorted by their walker and merged by the orderer at the round end, which
+//! is the same stable order. Where no such offset turns up within [`ALIGNED_SEARCH`] bytes
+//! (a file whose records are not padded), the cut falls back to the end of the first
+//! plausible `FINISHED_ROUND` record (`44 00 00 00 | 00 00 | 08 00`: type 68, misc 0,
+//! size 8), which can be megabytes away (rounds on the bench trace are up to 4 MiB).
+//!
 //! [`Cuts`] places one candidate per grid cell of [`SEGMENT`] bytes (cell k: the first
-//! plausible round end in `k·SEGMENT .. (k+1)·SEGMENT`) so that each cut is found on its
-//! own, by whichever walker needs it first: the search (on average half the distance
-//! between two round ends, over 1 MiB on the bench trace) runs on the walker threads
-//! instead of delaying their start. Segment k runs from cut k to the next cut found (a
-//! cell without a round end gives an empty segment):
+//! cut found in `k·SEGMENT .. (k+1)·SEGMENT`) so that each cut is found on its own, by
+//! whichever walker needs it first. Segment k runs from cut k to the next cut found (a
+//! cell without any gives an empty segment):
 //!
 //! ```text
-//! data   |0 ........ |S ....R.... |2S ......... |3S ..R...... |4S ...
-//! cuts   0               ^ cut 1     (none: cell 2 empty)  ^ cut 3
-//! segs   [ 0 .......... )[ 1 ...................... )[2)[ 3 ...... )
+//! data   |0 ........ |S R....... |2S ......... |3S R........ |4S ...
+//! cuts   0            ^ cut 1     (none: cell 2 empty) ^ cut 3
+//! segs   [ 0 ......... )[ 1 ........................ )[2)[ 3 ...... )
 //! ```
 
 use std::sync::{Arc, OnceLock};
@@ -30,6 +37,9 @@ pub const SEGMENT: u64 = 16 << 20;
 const ROUND: [u8; 8] = [68, 0, 0, 0, 0, 0, 8, 0];
 /// Record headers checked after a candidate cut.
 const CHAIN: usize = 32;
+/// How far into a cell aligned record boundaries are looked for before falling back to
+/// round ends.
+const ALIGNED_SEARCH: usize = 64 << 10;
 
 /// The cuts of one data section, found lazily (see the module docs).
 pub struct Cuts {
@@ -76,7 +86,8 @@ impl Cuts {
             // The pages the search maps are the tail of the segment before the cut (and
             // the first page after it): they stay mapped for its walker, which drops them
             // as it passes (at most about a segment's worth per cut in flight).
-            first_round_end(data, from, self.seg)
+            first_aligned_boundary(data, from, self.seg)
+                .or_else(|| first_round_end(data, from, self.seg))
         })
     }
 
@@ -92,6 +103,22 @@ impl Cuts {
             .unwrap_or(len);
         (base + start as u64, base + end as u64)
     }
+}
+
+/// The first offset in `data[from..from + min(seg, ALIGNED_SEARCH)]`, a multiple of 8,
+/// from which [`CHAIN`] headers look like padded records ([`plausible_padded`]).
+fn first_aligned_boundary(data: &[u8], from: usize, seg: usize) -> Option<usize> {
+    let start = from.checked_next_multiple_of(8)?;
+    let stop = data.len().min(from.saturating_add(seg.min(ALIGNED_SEARCH)));
+    (start..stop)
+        .step_by(8)
+        .find(|&at| plausible_padded(data, at))
+}
+
+/// True when [`CHAIN`] record headers from `at` have known types and sizes that are
+/// non-zero multiples of 8.
+fn plausible_padded(data: &[u8], at: usize) -> bool {
+    chain_ok(data, at, |size| size >= 8 && size % 8 == 0)
 }
 
 /// The end of the first plausible FINISHED_ROUND record starting in `data[from..from +
@@ -113,14 +140,20 @@ fn first_round_end(data: &[u8], from: usize, seg: usize) -> Option<usize> {
 }
 
 /// True when [`CHAIN`] record headers from `at` have sane sizes and known types.
-fn plausible(data: &[u8], mut at: usize) -> bool {
+fn plausible(data: &[u8], at: usize) -> bool {
+    chain_ok(data, at, |size| size >= 8)
+}
+
+/// True when [`CHAIN`] record headers from `at` (or those up to the end of `data`) have
+/// known types and sizes that `size_ok` accepts.
+fn chain_ok(data: &[u8], mut at: usize, size_ok: impl Fn(usize) -> bool) -> bool {
     for _ in 0..CHAIN {
         let (Some(t), Some(s)) = (data.get(at..at + 4), data.get(at + 6..at + 8)) else {
             return at == data.len();
         };
         let rtype = u32::from_le_bytes([t[0], t[1], t[2], t[3]]);
         let size = usize::from(u16::from_le_bytes([s[0], s[1]]));
-        if size < 8 || !matches!(rtype, 1..=21 | 64..=83) {
+        if !size_ok(size) || !matches!(rtype, 1..=21 | 64..=83) {
             return false;
         }
         at += size;
@@ -146,34 +179,51 @@ mod tests {
         Arc::new(map)
     }
 
-    #[test]
-    fn cuts_follow_round_ends_and_cover_the_data() {
-        // Records: 8-byte rounds between 40-byte samples, ~100 MiB.
+    /// Records of about 100 MiB: `sample_len`-byte samples, 1000 between two rounds, and
+    /// the offsets where records start.
+    fn records(sample_len: u16) -> (Vec<u8>, Vec<usize>) {
         let mut data = Vec::new();
-        let mut sample = vec![0u8; 40];
+        let mut starts = Vec::new();
+        let mut sample = vec![0u8; usize::from(sample_len)];
         sample[0] = 9;
-        sample[6] = 40;
+        sample[6..8].copy_from_slice(&sample_len.to_le_bytes());
         while data.len() < 100 << 20 {
             for _ in 0..1000 {
+                starts.push(data.len());
                 data.extend_from_slice(&sample);
             }
+            starts.push(data.len());
             data.extend_from_slice(&ROUND);
         }
-        let cuts = Cuts::new(mapped(&data, 1000, "rounds"), SEGMENT);
+        (data, starts)
+    }
+
+    /// The segments of `data` (mapped behind 1000 bytes), checked to cover it end to end.
+    fn segments(data: &[u8], name: &str) -> Vec<(u64, u64)> {
+        let cuts = Cuts::new(mapped(data, 1000, name), SEGMENT);
         let segs: Vec<(u64, u64)> = (0..cuts.count()).map(|i| cuts.segment(i)).collect();
         assert!(segs.len() >= 2, "{segs:?}");
         assert_eq!(segs[0].0, 1000);
         assert_eq!(segs.last().unwrap().1, 1000 + data.len() as u64);
-        for (i, w) in segs.windows(2).enumerate() {
+        for w in segs.windows(2) {
             assert_eq!(w[0].1, w[1].0);
-            let cut = (w[1].0 - 1000) as usize;
-            assert_eq!(&data[cut - 8..cut], &ROUND);
-            // The first round end in its cell.
-            let cell = (i + 1) * SEGMENT as usize;
-            assert!(cut >= cell + 8 && cut - 8 < cell + 40_008, "{cut} {cell}");
+        }
+        segs
+    }
+
+    #[test]
+    fn cuts_of_padded_records_are_the_first_record_start_in_their_cell() {
+        let (data, starts) = records(40);
+        let segs = segments(&data, "padded");
+        for (i, s) in segs.iter().enumerate().skip(1) {
+            let cut = (s.0 - 1000) as usize;
+            let cell = i * SEGMENT as usize;
+            let first = starts[starts.partition_point(|&o| o < cell)];
+            // Not a round end (those are 40 KB apart): a cut inside a round.
+            assert_eq!(cut, first, "segment {i}");
         }
         // Asked in any order, from two threads: the same segments.
-        let cuts = Arc::new(Cuts::new(mapped(&data, 1000, "rounds2"), SEGMENT));
+        let cuts = Arc::new(Cuts::new(mapped(&data, 1000, "padded2"), SEGMENT));
         let other = cuts.clone();
         let t = std::thread::spawn(move || {
             (0..other.count())
@@ -184,7 +234,26 @@ mod tests {
         let mut back = t.join().unwrap();
         back.reverse();
         assert_eq!(back, segs);
-        // No round pattern: every cell after the first is empty.
+    }
+
+    #[test]
+    fn cuts_of_unpadded_records_follow_round_ends() {
+        // 36-byte samples: no chain of sizes that are multiples of 8.
+        let (data, starts) = records(36);
+        let segs = segments(&data, "unpadded");
+        for (i, s) in segs.iter().enumerate().skip(1) {
+            let cut = (s.0 - 1000) as usize;
+            assert_eq!(&data[cut - 8..cut], &ROUND);
+            assert!(starts.binary_search(&cut).is_ok());
+            // The first round end in its cell.
+            let cell = i * SEGMENT as usize;
+            assert!(cut >= cell + 8 && cut - 8 < cell + 36_008, "{cut} {cell}");
+        }
+    }
+
+    #[test]
+    fn data_without_records_is_not_cut() {
+        // No plausible header anywhere: every cell after the first is empty.
         let flat = vec![1u8; 80 << 20];
         let cuts = Cuts::new(mapped(&flat, 0, "flat"), SEGMENT);
         assert_eq!(cuts.count(), 5);

@@ -35,6 +35,8 @@ use crate::tracefs_format::{CommCache, Endian, LocKind, PrevStateTable, StrAcces
 
 /// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
 pub const SKIP: u32 = u32::MAX - 1;
+/// The huge page size the page drops round to.
+const HUGE_PAGE: u64 = 2 << 20;
 /// Bytes between two page drops / progress updates.
 const STEP: u64 = 1 << 20;
 /// How far ahead of the walk the CPU is asked to load record headers.
@@ -249,8 +251,14 @@ impl Walker {
             if left == 0 {
                 self.pos = pos;
                 self.report();
-                // The segment's last pages too (drop_pages works in huge pages); pages
-                // shared with the next segment are read again if needed.
+                // The segment's last pages too (drop_pages works in huge pages), through
+                // the end of the huge page holding `end`: the next segment's walker, which
+                // runs beside this one, has usually read and dropped its start already,
+                // and the last records here mapped it again (a page it still needs is
+                // read again).
+                self.dropped_to = self
+                    .map
+                    .drop_pages(self.dropped_to, end.saturating_add(HUGE_PAGE - 1));
                 self.dropped_to = self.map.drop_pages_to_end(self.dropped_to, end);
                 break Ok(Step::Done);
             }
