@@ -503,16 +503,16 @@ mod tests {
                     match item {
                         Some(e) => w.entries.push(*e),
                         None => {
-                            super::super::walk::sort_piece(w, &mut Vec::new());
+                            super::super::walk::sort_last_piece(w);
                             w.round_ends.push(w.entries.len());
                         }
                     }
                     if cut && rnd(12) == 0 {
-                        super::super::walk::sort_piece(w, &mut Vec::new());
+                        super::super::walk::sort_last_piece(w);
                         bufs.push(Walked::default());
                     }
                 }
-                super::super::walk::sort_piece(bufs.last_mut().unwrap(), &mut Vec::new());
+                super::super::walk::sort_last_piece(bufs.last_mut().unwrap());
                 let n = bufs.len();
                 let mut o = Orderer::default();
                 let mut batch = SchedBatch::default();

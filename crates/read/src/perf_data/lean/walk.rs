@@ -149,6 +149,9 @@ pub struct Walker {
     reported: u64,
     /// Merge buffer of [`sort_by_time`].
     scratch: Vec<Entry>,
+    /// Where the entries of the piece being walked go back in time (indices in the
+    /// output): the starts of its sorted runs after the first.
+    descents: Vec<usize>,
     dropped_to: u64,
 }
 
@@ -200,6 +203,7 @@ impl Walker {
             progress,
             reported: pos,
             scratch: Vec::new(),
+            descents: Vec::new(),
             dropped_to: pos,
         }
     }
@@ -224,15 +228,14 @@ impl Walker {
         let base = map.base;
         let mut pos = self.pos;
         let end = self.end;
-        // Whether the entries since the last round end are out of time order (pieces
-        // usually are not: then there is nothing to sort), and the newest time.
+        // Where the entries since the last round end go back in time (pieces usually do
+        // not: then there is nothing to sort), and the newest time.
         let from = out.round_ends.last().copied().unwrap_or(0);
-        let mut prev_ts = out
-            .entries
-            .get(from..)
-            .and_then(|p| p.last())
-            .map_or(0, |e| e.rec.ts);
-        let mut descent = false;
+        let mut descents = std::mem::take(&mut self.descents);
+        descents.clear();
+        let carried = out.entries.get(from..).unwrap_or(&[]);
+        descents.extend(run_starts(carried).map(|i| from + i));
+        let mut prev_ts = carried.last().map_or(0, |e| e.rec.ts);
         let res = loop {
             if pos >= self.next_step {
                 self.pos = pos;
@@ -282,20 +285,23 @@ impl Walker {
             match rtype {
                 rt::SAMPLE => {
                     let ts = self.sample(rec, pos, &mut out.entries)?;
-                    descent |= ts < prev_ts;
+                    if ts < prev_ts {
+                        descents.push(out.entries.len() - 1);
+                    }
                     prev_ts = ts;
                 }
                 rt::COMM | rt::FORK | rt::EXIT => {
                     let ts = self.side_band(rec, rtype, pos, &mut out.entries)?;
-                    descent |= ts < prev_ts;
+                    if ts < prev_ts {
+                        descents.push(out.entries.len() - 1);
+                    }
                     prev_ts = ts;
                 }
                 rt::FINISHED_ROUND => {
-                    if descent {
-                        sort_piece(out, &mut self.scratch);
-                    }
+                    sort_piece(out, &descents, &mut self.scratch);
+                    descents.clear();
                     out.round_ends.push(out.entries.len());
-                    (prev_ts, descent) = (0, false);
+                    prev_ts = 0;
                 }
                 // EVENT_UPDATE renames attrs at most: no event changes (tracepoint names
                 // come from their formats; other attrs become `Other` records).
@@ -304,9 +310,8 @@ impl Walker {
             }
             pos += u64::from(size);
         };
-        if descent {
-            sort_piece(out, &mut self.scratch);
-        }
+        sort_piece(out, &descents, &mut self.scratch);
+        self.descents = descents;
         res
     }
 
@@ -557,29 +562,50 @@ fn stat_runtime(raw: &[u8], t: &TaskAccess, runtime: &Int, names: &mut NameIds) 
     ))
 }
 
-/// Sorts the entries after the last round end by time, stably (file order on ties): each
+/// Sorts the entries after the last round end by time, stably (file order on ties), given
+/// where they go back in time (`descents`, indices in `out.entries`, increasing): each
 /// piece of a round between two hand-overs or round ends arrives sorted, so the receiver's
 /// stable sort of a round is a merge of a few runs, with the same result.
-pub(super) fn sort_piece(out: &mut Walked, scratch: &mut Vec<Entry>) {
+pub(super) fn sort_piece(out: &mut Walked, descents: &[usize], scratch: &mut Vec<Entry>) {
     let from = out.round_ends.last().copied().unwrap_or(0);
-    if let Some(piece) = out.entries.get_mut(from..) {
-        sort_by_time(piece, scratch);
+    if let (Some(piece), false) = (out.entries.get_mut(from..), descents.is_empty()) {
+        let starts: Vec<usize> = descents.iter().map(|d| d - from).collect();
+        merge_sorted_runs(piece, &starts, scratch);
     }
+}
+
+/// [`sort_piece`] finding the descents itself (tests build pieces without a walker).
+#[cfg(test)]
+pub(super) fn sort_last_piece(out: &mut Walked) {
+    let from = out.round_ends.last().copied().unwrap_or(0);
+    let descents: Vec<usize> = run_starts(out.entries.get(from..).unwrap_or(&[]))
+        .map(|i| from + i)
+        .collect();
+    sort_piece(out, &descents, &mut Vec::new());
+}
+
+/// Where `v` goes back in time: the starts of its sorted runs after the first.
+fn run_starts(v: &[Entry]) -> impl Iterator<Item = usize> + '_ {
+    (1..v.len()).filter(|&i| v[i].rec.ts < v[i - 1].rec.ts)
 }
 
 /// Sorts entries made of runs, each sorted by time and in file order among equal times
 /// (a walker's piece: one run per CPU buffer read; a receiver's round: sorted pieces), by
-/// time, stably: adjacent runs are merged pairwise through `scratch` until one is left
-/// (a natural merge sort; the standard stable sort would allocate a buffer per call).
+/// time, stably.
 pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
-    let descent = |i: &usize| v[*i].rec.ts < v[*i - 1].rec.ts;
-    // One run (sorted already): no work, no allocation.
-    let Some(first) = (1..v.len()).find(descent) else {
+    let starts: Vec<usize> = run_starts(v).collect();
+    merge_sorted_runs(v, &starts, scratch);
+}
+
+/// [`sort_by_time`] given the starts of the runs after the first (`starts`, increasing,
+/// inside `v`): adjacent runs are merged pairwise through `scratch` until one is left (a
+/// natural merge sort; the standard stable sort would allocate a buffer per call).
+fn merge_sorted_runs(v: &mut [Entry], starts: &[usize], scratch: &mut Vec<Entry>) {
+    if starts.is_empty() {
         return;
-    };
-    let mut bounds: Vec<usize> = [0, first]
-        .into_iter()
-        .chain((first + 1..v.len()).filter(descent))
+    }
+    let mut bounds: Vec<usize> = std::iter::once(0)
+        .chain(starts.iter().copied())
         .chain(std::iter::once(v.len()))
         .collect();
     while bounds.len() > 2 {
