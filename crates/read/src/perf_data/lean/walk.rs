@@ -591,7 +591,8 @@ fn run_starts(v: &[Entry]) -> impl Iterator<Item = usize> + '_ {
 
 /// Sorts entries made of runs, each sorted by time and in file order among equal times
 /// (a walker's piece: one run per CPU buffer read; a receiver's round: sorted pieces), by
-/// time, stably.
+/// time, stably (the walker knows the runs: [`sort_piece`]; tests do not).
+#[cfg(test)]
 pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
     let starts: Vec<usize> = run_starts(v).collect();
     merge_sorted_runs(v, &starts, scratch);
