@@ -6,10 +6,10 @@
 //!           data, decoders) → a [`plan::Plan`] per attr; bail-out unless it is the common
 //!           case (file mode, little endian, no data-quality note, every tracepoint with
 //!           its format)
-//! cut       [`split::Cuts`]: the mapped data section is cut after FINISHED_ROUND
-//!           records into segments of about 16 MiB, each cut searched by the walker that
-//!           first needs it (a cut that is not a record boundary is caught by the walker
-//!           before it and bails out)
+//! cut       [`split::Cuts`]: the mapped data section is cut at record boundaries
+//!           (found by their headers; a round may span two segments) into segments of
+//!           about 8 MiB, each cut searched by the walker that first needs it (a cut that
+//!           is not a record boundary is caught by the walker before it and bails out)
 //! threads   two [`walk::Walker`]s take the segments in turn (even / odd): each walks its
 //!           segment and decodes each record into an entry (a SchedRecord + name ids),
 //!           sorts each piece of a round by time, notes where rounds end; hands them over

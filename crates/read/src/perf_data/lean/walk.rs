@@ -147,7 +147,7 @@ pub struct Walker {
     progress: Arc<AtomicU64>,
     /// Position up to which the walked bytes were added to `progress`.
     reported: u64,
-    /// Merge buffer of [`sort_by_time`].
+    /// Merge buffer of [`merge_sorted_runs`].
     scratch: Vec<Entry>,
     /// Where the entries of the piece being walked go back in time (indices in the
     /// output): the starts of its sorted runs after the first.
