@@ -411,7 +411,9 @@ impl Pipeline {
         let mut pos = start;
         while end - pos >= 8 && !self.queue.has_ready() {
             let at = (pos - base) as usize;
+            // Two lines: a record is about 100 bytes.
             prefetch(data, at + PREFETCH_AHEAD);
+            prefetch(data, at + PREFETCH_AHEAD + 64);
             let (Some(rtype), Some(size)) = (e.u32(data, at), e.u16(data, at + 6)) else {
                 break;
             };
