@@ -304,9 +304,11 @@ impl TracepointDecoder {
     /// Like [`TracepointDecoder::decode`], with task names looked up in `names` (keep one
     /// cache per reader).
     /// Like [`TracepointDecoder::decode_cached`], writing the kind into `out`: the
-    /// scheduler switch and wakeups field by field in place (built in a temporary and copied,
-    /// they are read back with wider loads than they were stored with: a store-forwarding
-    /// stall per event), the rest by assignment. `false` (and `out` partly written) when the
+    /// scheduler switch, wakeups and runtime field by field in place (built in a temporary
+    /// and copied, they are read back with wider loads than they were stored with: a
+    /// store-forwarding stall per event), the rest by assignment. A slot that already holds
+    /// the same kind (an event batch is reused, and most events are one of three kinds) is
+    /// written over without being reset first. `false` (and `out` partly written) when the
     /// record is too short; the same records fail as in `decode_cached`.
     #[inline(always)]
     pub fn decode_into(&self, rec: &[u8], names: &mut CommCache, out: &mut EventKind) -> bool {
@@ -322,13 +324,15 @@ impl TracepointDecoder {
                 table,
                 next,
             } => {
-                *out = EventKind::Switch(Switch {
-                    prev: BLANK,
-                    prev_state: Default::default(),
-                    next: BLANK,
-                });
+                if !matches!(out, EventKind::Switch(_)) {
+                    *out = EventKind::Switch(Switch {
+                        prev: BLANK,
+                        prev_state: Default::default(),
+                        next: BLANK,
+                    });
+                }
                 let EventKind::Switch(sw) = out else {
-                    return false; // not reached: assigned just above
+                    return false; // not reached: a switch, as made sure just above
                 };
                 (|| {
                     prev.read_into(rec, names, &mut sw.prev)?;
@@ -342,24 +346,59 @@ impl TracepointDecoder {
                 task,
                 target_cpu,
             } => {
-                let blank = Wakeup {
-                    task: BLANK,
-                    target_cpu: None,
-                };
-                *out = match which {
-                    0 => EventKind::Waking(blank),
-                    1 => EventKind::Wakeup(blank),
-                    _ => EventKind::WakeupNew(blank),
-                };
+                let same = matches!(
+                    (which, &*out),
+                    (0, EventKind::Waking(_))
+                        | (1, EventKind::Wakeup(_))
+                        | (2.., EventKind::WakeupNew(_))
+                );
+                if !same {
+                    let blank = Wakeup {
+                        task: BLANK,
+                        target_cpu: None,
+                    };
+                    *out = match which {
+                        0 => EventKind::Waking(blank),
+                        1 => EventKind::Wakeup(blank),
+                        _ => EventKind::WakeupNew(blank),
+                    };
+                }
                 let (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w)) = out
                 else {
-                    return false; // not reached: assigned just above
+                    return false; // not reached: a wakeup, as made sure just above
                 };
                 (|| {
                     task.read_into(rec, names, &mut w.task)?;
-                    if let Some(t) = target_cpu {
-                        w.target_cpu = u32::try_from(t.get_i64(rec)?).ok();
-                    }
+                    w.target_cpu = match target_cpu {
+                        Some(t) => u32::try_from(t.get_i64(rec)?).ok(),
+                        None => None,
+                    };
+                    Some(())
+                })()
+                .is_some()
+            }
+            TracepointDecoder::StatRuntime {
+                task,
+                runtime,
+                vruntime,
+            } => {
+                if !matches!(out, EventKind::StatRuntime(_)) {
+                    *out = EventKind::StatRuntime(StatRuntime {
+                        task: BLANK,
+                        runtime: 0,
+                        vruntime: None,
+                    });
+                }
+                let EventKind::StatRuntime(st) = out else {
+                    return false; // not reached: a runtime event, as made sure just above
+                };
+                (|| {
+                    task.read_into(rec, names, &mut st.task)?;
+                    st.runtime = runtime.get_u64(rec)?;
+                    st.vruntime = match vruntime {
+                        Some(v) => Some(v.get_u64(rec)?),
+                        None => None,
+                    };
                     Some(())
                 })()
                 .is_some()
@@ -563,6 +602,78 @@ mod tests {
                 m.dest_cpu
             ),
             ("perf", 14000, 120, 0, 1)
+        );
+    }
+
+    /// A `sched_stat_runtime` format of a kernel that still had `vruntime` (< 6.8).
+    const STAT_RUNTIME_WITH_VRUNTIME: &str = "name: sched_stat_runtime
+ID: 363
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;
+\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;
+\tfield:u64 runtime;\toffset:32;\tsize:8;\tsigned:0;
+\tfield:u64 vruntime;\toffset:40;\tsize:8;\tsigned:0;
+
+print fmt: \"comm=%s pid=%d runtime=%Lu [ns] vruntime=%Lu [ns]\", REC->comm, REC->pid, (unsigned long long)REC->runtime, (unsigned long long)REC->vruntime
+";
+
+    #[test]
+    fn decoding_in_place_over_any_earlier_kind_equals_decoding_afresh() {
+        let mut no_target = format("sched_sched_waking.format");
+        no_target.fields.retain(|x| x.name != "target_cpu");
+        let formats = [
+            format("sched_sched_switch.format"),
+            format("sched_sched_waking.format"),
+            format("sched_sched_wakeup.format"),
+            no_target,
+            format("sched_sched_stat_runtime.format"),
+            EventFormat::parse("sched", STAT_RUNTIME_WITH_VRUNTIME).unwrap(),
+            format("sched_sched_migrate_task.format"),
+        ];
+        let decoders: Vec<_> = formats
+            .iter()
+            .map(|f| {
+                let (d, why) = TracepointDecoder::new(f, Endian::Little, &modern());
+                assert!(why.is_none(), "{why:?}");
+                d
+            })
+            .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let (mut names, mut afresh) = (CommCache::default(), CommCache::default());
+        let mut slot = EventKind::Lost { count: None };
+        let mut kinds_seen = std::collections::HashSet::new();
+        for i in 0..2000 {
+            let which = (next() % decoders.len() as u64) as usize;
+            let mut rec: Vec<u8> = (0..64).map(|_| next() as u8).collect();
+            // A 6.18 `__data_loc` comm (stat_runtime, migrate): 5 bytes at 44.
+            rec[8..12].copy_from_slice(&0x0005_002cu32.to_le_bytes());
+            rec[48] = 0;
+            // Some records are too short for their format.
+            let len = if i % 17 == 0 { 30 } else { 64 };
+            let rec = &rec[..len];
+            let ok = decoders[which].decode_into(rec, &mut names, &mut slot);
+            let expected = decoders[which].decode_cached(rec, &mut afresh);
+            assert_eq!(ok, expected.is_ok(), "record {i}");
+            if let Ok(kind) = expected {
+                assert_eq!(slot, kind, "record {i}");
+                kinds_seen.insert(std::mem::discriminant(&kind));
+            }
+        }
+        assert_eq!(
+            kinds_seen.len(),
+            5,
+            "switch, waking, wakeup, runtime, migrate"
         );
     }
 
