@@ -39,6 +39,31 @@ pub const DECODERS: usize = 2;
 /// How many records ahead a decoding thread prefetches.
 const PREFETCH_RECORDS: usize = 4;
 
+/// How many event slots ahead of the one being written a decoding thread prefetches.
+const SLOT_PREFETCH: usize = 16;
+
+/// Asks the CPU to start loading the cache lines of slot `i` of `events` (an event or
+/// spare capacity; a hint only, nothing past the allocation).
+#[inline(always)]
+fn prefetch_slot(events: &Vec<Event>, i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if i < events.capacity() {
+        let at = events.as_ptr().wrapping_add(i).cast::<i8>();
+        for line in (0..std::mem::size_of::<Event>()).step_by(64) {
+            // SAFETY: a prefetch hint never faults and reads nothing architecturally; the
+            // address is inside the vector's allocation, and SSE is part of the x86_64
+            // baseline.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    at.wrapping_add(line),
+                );
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (events, i);
+}
+
 /// Released records, their bytes, and the reading side's state after them.
 #[derive(Default)]
 struct RecordBatch {
@@ -328,6 +353,9 @@ impl DecodeSide {
                         &recs.bytes[start..start + p.rec().len as usize]
                     }
                 };
+                // The slot written a few records later: its lines are fetched (from the
+                // caller's CPU, which read the batch last) before the writes need them.
+                prefetch_slot(&b.events, n + SLOT_PREFETCH);
                 // Decoded in place over an old event (or a blank slot), which the next record
                 // reuses after a side-band-only record or a skip counted in `dq`.
                 if n == b.events.len() {
