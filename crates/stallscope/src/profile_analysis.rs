@@ -326,8 +326,23 @@ impl Collector {
     }
 
     /// Takes one event of the event pass: samples of CPU-time events and task names are
-    /// kept; other events cost one comparison.
+    /// kept; other events cost one comparison (inlined into the event loop: the switches of
+    /// a trace without samples, call chains or blocked switch-outs stop here too).
+    #[inline]
     pub fn push(&mut self, ev: &Event) {
+        match &ev.kind {
+            EventKind::Switch(_)
+                if self.samples == 0 && ev.callchain.is_none() && self.blocked.is_empty() => {}
+            EventKind::Switch(_) | EventKind::TaskComm { .. } | EventKind::Generic(_) => {
+                self.push_kept_kinds(ev)
+            }
+            _ => {}
+        }
+    }
+
+    /// [`Collector::push`] of the kinds it may keep or use.
+    #[inline(never)]
+    fn push_kept_kinds(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::TaskComm { .. } => {}
             EventKind::Switch(sw) => {
