@@ -174,7 +174,12 @@ pub mod kind {
     pub const GENERIC: u32 = 1 << 12;
 }
 
-/// A small distinct number per native kind (for the seen-names bit mask).
+/// [`native_index`] of the kinds without a native name (side-band, lost, generic).
+const NOT_NATIVE: u32 = 9;
+
+/// A small distinct number per native kind (for the seen-names bit mask); [`NOT_NATIVE`]
+/// for the others.
+#[inline]
 fn native_index(k: &EventKind) -> u32 {
     match k {
         EventKind::Switch(_) => 0,
@@ -188,7 +193,7 @@ fn native_index(k: &EventKind) -> u32 {
         EventKind::StatRuntime(_) => 8,
         // one bit per block action: each has its own tracepoint name
         EventKind::Block(b) => 10 + b.action as u32,
-        _ => 9,
+        _ => NOT_NATIVE,
     }
 }
 
@@ -285,20 +290,15 @@ impl Engine {
                 return; // outside the requested range: not part of the analysis
             }
         }
-        match native_name(&ev.kind) {
-            Some(n) => {
-                let bit = 1u32 << native_index(&ev.kind);
-                if self.seen_mask & bit == 0 {
-                    self.seen_mask |= bit;
-                    self.seen_native.insert(n);
-                }
+        // a native kind's name is noted the first time its bit is missing from the mask
+        let index = native_index(&ev.kind);
+        if index != NOT_NATIVE {
+            if self.seen_mask & (1u32 << index) == 0 {
+                self.note_native(&ev.kind, index);
             }
-            None => {
-                if let EventKind::Generic(g) = &ev.kind {
-                    if !self.seen_generic.contains(&g.name) {
-                        self.seen_generic.insert(g.name.clone());
-                    }
-                }
+        } else if let EventKind::Generic(g) = &ev.kind {
+            if !self.seen_generic.contains(&g.name) {
+                self.seen_generic.insert(g.name.clone());
             }
         }
         if !matches!(ev.kind, EventKind::TaskComm { .. }) {
@@ -331,6 +331,16 @@ impl Engine {
                     d.on_transition(t, ev, &cx);
                 }
             }
+        }
+    }
+
+    /// Notes the first event of a native kind ([`native_index`] `index`).
+    #[cold]
+    #[inline(never)]
+    fn note_native(&mut self, k: &EventKind, index: u32) {
+        if let Some(n) = native_name(k) {
+            self.seen_mask |= 1u32 << index;
+            self.seen_native.insert(n);
         }
     }
 

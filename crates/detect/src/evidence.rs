@@ -5,7 +5,7 @@
 //! for text inputs and `PATH:0xOFFSET` for binary ones; `text` is the normalized `dump`
 //! line (the CLI replaces it with the original line for text inputs).
 
-use stallscope_model::{Event, EventKind, Evidence, Span, SpanPos};
+use stallscope_model::{Cpu, Event, EventKind, Evidence, Span, SpanPos, Tid, Ts};
 
 /// An event kept as evidence (a copy without its call chain).
 pub type Kept = Event;
@@ -119,6 +119,112 @@ impl KeptSlot {
     }
 }
 
+/// A kept event of a kind known where it is kept, as plain data: the event's fields and
+/// its payload `T` (`Switch`, `Wakeup`…) with the variant that wraps it. Keeping one is a
+/// few stores, with no dispatch on the kind and nothing to drop (for the events a detector
+/// replaces on every switch or wakeup); [`KeptCopy::kept`] builds the [`Kept`] event, equal
+/// to [`keep`] of the original.
+#[derive(Clone, Copy, Debug)]
+pub struct KeptCopy<T: Copy> {
+    /// The event's time.
+    pub ts: Ts,
+    /// The event's CPU.
+    pub cpu: Cpu,
+    /// The event's context task.
+    pub pid: Tid,
+    /// The event's source.
+    pub span: Span,
+    /// The event's payload.
+    pub payload: T,
+    /// The [`EventKind`] variant holding `payload`.
+    wrap: fn(T) -> EventKind,
+}
+
+impl<T: Copy> KeptCopy<T> {
+    /// Keeps `ev`, whose kind is `wrap(payload)`.
+    #[inline]
+    pub fn new(ev: &Event, payload: T, wrap: fn(T) -> EventKind) -> Self {
+        KeptCopy {
+            ts: ev.ts,
+            cpu: ev.cpu,
+            pid: ev.pid,
+            span: ev.span,
+            payload,
+            wrap,
+        }
+    }
+
+    /// The kept event.
+    pub fn kept(&self) -> Kept {
+        Event {
+            ts: self.ts,
+            cpu: self.cpu,
+            pid: self.pid,
+            span: self.span,
+            kind: (self.wrap)(self.payload),
+            callchain: None,
+        }
+    }
+}
+
+/// An optional [`KeptCopy`] whose storage stays: setting it writes the fields in place and
+/// clearing it only marks it empty. (Building a new `Option<KeptCopy>` on every switch went
+/// through a stack temporary that the compiler reads back with a load straddling two of its
+/// stores: a store-forwarding stall per switch.)
+#[derive(Clone, Copy, Debug)]
+pub struct KeptCopySlot<T: Copy> {
+    live: bool,
+    kept: Option<KeptCopy<T>>,
+}
+
+impl<T: Copy> Default for KeptCopySlot<T> {
+    fn default() -> Self {
+        KeptCopySlot {
+            live: false,
+            kept: None,
+        }
+    }
+}
+
+impl<T: Copy> KeptCopySlot<T> {
+    /// Keeps `ev`, whose kind is `wrap(*payload)`.
+    #[inline]
+    pub fn set(&mut self, ev: &Event, payload: &T, wrap: fn(T) -> EventKind) {
+        match &mut self.kept {
+            Some(k) => {
+                k.ts = ev.ts;
+                k.cpu = ev.cpu;
+                k.pid = ev.pid;
+                k.span = ev.span;
+                k.payload = *payload;
+                k.wrap = wrap;
+            }
+            None => self.kept = Some(KeptCopy::new(ev, *payload, wrap)),
+        }
+        self.live = true;
+    }
+
+    /// Empties the slot.
+    #[inline]
+    pub fn clear(&mut self) {
+        self.live = false;
+    }
+
+    /// The kept event, if any.
+    #[inline]
+    pub fn get(&self) -> Option<&KeptCopy<T>> {
+        self.kept.as_ref().filter(|_| self.live)
+    }
+
+    /// The kept event, if any, leaving the slot empty.
+    #[inline]
+    pub fn take(&mut self) -> Option<KeptCopy<T>> {
+        let k = self.get().copied();
+        self.live = false;
+        k
+    }
+}
+
 /// `PATH:LINE` or `PATH:0xOFFSET` for `ev`, naming the input by its path.
 pub fn source(paths: &[String], ev: &Event) -> String {
     let path = paths
@@ -189,5 +295,31 @@ mod tests {
         slot.clear();
         assert!(slot.get().is_none());
         assert_eq!(slot.ev(), &keep(&evs[evs.len() - 1]));
+        // plain-data copies of the scheduler kinds
+        for ev in &evs {
+            let copy = match &ev.kind {
+                EventKind::Switch(s) => KeptCopy::new(ev, *s, EventKind::Switch).kept(),
+                EventKind::Waking(w) => KeptCopy::new(ev, *w, EventKind::Waking).kept(),
+                EventKind::Wakeup(w) => KeptCopy::new(ev, *w, EventKind::Wakeup).kept(),
+                EventKind::Migrate(m) => KeptCopy::new(ev, *m, EventKind::Migrate).kept(),
+                _ => continue,
+            };
+            assert_eq!(copy, keep(ev));
+        }
+        let mut slot = KeptCopySlot::default();
+        assert!(slot.get().is_none());
+        for ev in &evs {
+            if let EventKind::Switch(s) = &ev.kind {
+                slot.set(ev, s, EventKind::Switch);
+                assert_eq!(slot.get().map(KeptCopy::kept), Some(keep(ev)));
+            }
+        }
+        slot.clear();
+        assert!(slot.get().is_none());
+        if let EventKind::Switch(s) = &evs[1].kind {
+            slot.set(&evs[1], s, EventKind::Switch);
+        }
+        assert_eq!(slot.take().map(|k| k.kept()), Some(keep(&evs[1])));
+        assert!(slot.get().is_none());
     }
 }

@@ -13,6 +13,10 @@ const SUB: u64 = 1 << SUB_BITS;
 pub struct LogHist {
     buckets: Vec<u32>,
     count: u64,
+    /// Where [`LogHist::median_tracked`] last ended: a bucket index, and the number of
+    /// values in the buckets below it.
+    cursor: usize,
+    below: u64,
 }
 
 fn index(v: u64) -> usize {
@@ -43,7 +47,11 @@ impl LogHist {
         if i >= self.buckets.len() {
             self.buckets.resize(i + 1, 0);
         }
-        self.buckets[i] = self.buckets[i].saturating_add(1);
+        let before = self.buckets[i];
+        self.buckets[i] = before.saturating_add(1);
+        if i < self.cursor && before != u32::MAX {
+            self.below += 1;
+        }
         self.count += 1;
     }
 
@@ -55,6 +63,29 @@ impl LogHist {
     /// The lower bound of the bucket holding the median (0 when empty).
     pub fn median(&self) -> u64 {
         self.quantile_permille(500)
+    }
+
+    /// [`LogHist::median`], walking from the bucket where the previous call ended instead of
+    /// from the first one: a median asked for again and again as values come moves by a few
+    /// buckets at most.
+    pub fn median_tracked(&mut self) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let rank = (self.count * 500 / 1000).min(self.count - 1);
+        // the answer is the first bucket whose values and those below it outnumber `rank`
+        while self.cursor > 0 && self.below > rank {
+            self.cursor -= 1;
+            self.below -= u64::from(self.buckets[self.cursor]);
+        }
+        while let Some(&n) = self.buckets.get(self.cursor) {
+            if self.below + u64::from(n) > rank {
+                return lower(self.cursor);
+            }
+            self.below += u64::from(n);
+            self.cursor += 1;
+        }
+        lower(self.buckets.len().saturating_sub(1))
     }
 
     /// Lower bound of the bucket holding the `q`/1000 quantile.
@@ -114,6 +145,29 @@ mod tests {
             assert!(lower(i) <= v, "{v}: lower {}", lower(i));
             assert!(v - lower(i) <= v / 8, "{v}: lower {}", lower(i));
         }
+    }
+
+    #[test]
+    fn tracked_median_equals_the_scan() {
+        // values spread over many buckets, drifting up and down, medians asked in between
+        let mut h = LogHist::default();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for k in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let scale = if (k / 3000) % 2 == 0 {
+                1 << 14
+            } else {
+                1 << 24
+            };
+            h.add(x % scale + (k % 7) * 1000);
+            if k % 5 == 0 || k < 100 {
+                assert_eq!(h.median_tracked(), h.median(), "after {} values", k + 1);
+            }
+        }
+        assert_ne!(h.median(), 0);
+        assert_eq!(LogHist::default().median_tracked(), 0);
     }
 
     #[test]

@@ -18,13 +18,13 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Tid, Ts, Window,
+    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Switch, Tid, Ts, Window,
 };
 use stallscope_timeline::{TaskState, Transition};
 
 use super::fmt::{dur, i};
 use super::sched::cpu_list_contains;
-use crate::evidence::{keep, keep_into, render, Kept, KeptSlot};
+use crate::evidence::{keep, keep_into, render, Kept, KeptCopySlot};
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
@@ -121,8 +121,9 @@ struct Waiter {
     own_cpu_idled: bool,
 }
 
-/// The waiting tasks: a dense list (iterated on every switch to or from idle) indexed by
-/// tid through a [`PerTask`] slot (`0` = not waiting, else list index + 1). The list's order
+/// The waiting tasks: a dense list (iterated on every switch to or from idle), indexed by
+/// tid through a [`PerTask`] slot (`0` = not waiting, else list index + 1) while it holds
+/// more than [`SHORT_LIST`] tasks (a short list is scanned; its slots are all 0). The list's order
 /// does not matter: every use either looks at one task or at each task once. The event that
 /// started each wait is in `starts`, at the same index (the scans stay on the small records);
 /// `starts` may be longer than `list`, its spare entries reused in place ([`keep_into`]).
@@ -137,18 +138,28 @@ struct Waiting {
 const SHORT_LIST: usize = 8;
 
 impl Waiting {
+    /// Inlined: it runs for nearly every event (a record in a task's context removes the
+    /// task's wait), and the usual answer is a short scan finding nothing.
+    #[inline(always)]
     fn index(&self, tid: Tid) -> Option<usize> {
         // A few waiting tasks (the usual case): scanning them is cheaper than the lookup,
         // and gives the same index (`slot` is kept for longer lists).
         if self.list.len() <= SHORT_LIST {
             return self.list.iter().position(|w| w.tid == tid);
         }
+        self.index_in_long_list(tid)
+    }
+
+    /// [`Waiting::index`] when the list is long (out of line: rare).
+    #[inline(never)]
+    fn index_in_long_list(&self, tid: Tid) -> Option<usize> {
         match self.slot.get(tid) {
             Some(&i) if i > 0 => Some(i as usize - 1),
             _ => None,
         }
     }
 
+    #[inline]
     fn get(&self, tid: Tid) -> Option<&Waiter> {
         self.index(tid).map(|i| &self.list[i])
     }
@@ -172,9 +183,16 @@ impl Waiting {
                 }
             }
             None => {
-                *self.slot.entry(w.tid) = self.list.len() as u32 + 1;
                 let i = self.list.len();
                 self.list.push(w);
+                if self.list.len() == SHORT_LIST + 1 {
+                    // the list becomes long: every waiter gets its slot
+                    for (k, w) in self.list.iter().enumerate() {
+                        *self.slot.entry(w.tid) = k as u32 + 1;
+                    }
+                } else if self.list.len() > SHORT_LIST {
+                    *self.slot.entry(self.list[i].tid) = i as u32 + 1;
+                }
                 match self.starts.get_mut(i) {
                     Some(k) => keep_into(k, start),
                     None => self.starts.push(keep(start)),
@@ -183,14 +201,32 @@ impl Waiting {
         }
     }
 
+    #[inline]
     fn remove(&mut self, tid: Tid) {
-        let Some(i) = self.index(tid) else { return };
+        if let Some(i) = self.index(tid) {
+            self.remove_at(i, tid);
+        }
+    }
+
+    /// [`Waiting::remove`] of `tid`, found at `i`.
+    fn remove_at(&mut self, i: usize, tid: Tid) {
+        let was_long = self.list.len() > SHORT_LIST;
         self.list.swap_remove(i);
         // the last wait's start moves to `i`, the removed one becomes spare storage
         self.starts.swap(i, self.list.len());
+        if !was_long {
+            return; // a short list has no slots
+        }
         *self.slot.entry(tid) = 0;
-        if let Some(moved) = self.list.get(i) {
-            *self.slot.entry(moved.tid) = i as u32 + 1;
+        if self.list.len() > SHORT_LIST {
+            if let Some(moved) = self.list.get(i) {
+                *self.slot.entry(moved.tid) = i as u32 + 1;
+            }
+        } else {
+            // the list becomes short: its slots are cleared (they would go stale)
+            for w in &self.list {
+                *self.slot.entry(w.tid) = 0;
+            }
         }
     }
 }
@@ -198,7 +234,7 @@ impl Waiting {
 #[derive(Default)]
 struct CpuIdle {
     /// The switch to idle (its time is the start of the idle period).
-    idle_since: KeptSlot,
+    idle_since: KeptCopySlot<Switch>,
 }
 
 struct Incident {
@@ -371,10 +407,8 @@ impl Detector for IdleWhileRunnable {
             EventKind::Switch(s) => {
                 let c = ev.cpu;
                 if s.prev.pid == 0 {
-                    let idle = self.cpu(c);
-                    let was_idle = idle.idle_since.get().map(|k| k.ts);
-                    idle.idle_since.clear();
-                    if let Some(since) = was_idle {
+                    if let Some(was_idle) = self.cpu(c).idle_since.take() {
+                        let since = was_idle.ts;
                         let min = self.min_overlap;
                         let hits: Vec<Tid> = self
                             .waiting
@@ -386,8 +420,7 @@ impl Detector for IdleWhileRunnable {
                             .map(|w| w.tid)
                             .collect();
                         if !hits.is_empty() {
-                            // still there: clearing keeps the storage
-                            let k = self.cpu(c).idle_since.ev().clone();
+                            let k = was_idle.kept();
                             for t in hits {
                                 self.incident(t, c, (since, &k), ev.ts, ev);
                             }
@@ -397,7 +430,7 @@ impl Detector for IdleWhileRunnable {
                     self.cpu(c).idle_since.clear();
                 }
                 if s.next.pid == 0 {
-                    self.cpu(c).idle_since.set(ev);
+                    self.cpu(c).idle_since.set(ev, s, EventKind::Switch);
                     for w in &mut self.waiting.list {
                         w.own_cpu_idled |= w.cpu == c;
                     }
@@ -435,7 +468,7 @@ impl Detector for IdleWhileRunnable {
                         .enumerate()
                         .filter_map(|(c, s)| s.idle_since.get().map(|k| (c as Cpu, k.ts, k)))
                         .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
-                        .map(|(c, t0, k)| (c, t0, k.clone()))
+                        .map(|(c, t0, k)| (c, t0, k.kept()))
                         .collect();
                     for (c, t0, k) in idle {
                         self.incident(tid, c, (t0, &k), ts, ev);

@@ -31,14 +31,14 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, PrevState, Tid, Ts,
-    Window,
+    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, PrevState, Switch,
+    Tid, Ts, Window,
 };
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
 
 use super::fmt::{dur, i, permille, ratio_permille};
 use super::sched::{describe_prio, nice_of_prio, weight_of_nice};
-use crate::evidence::{keep, keep_into, render, Kept, KeptSlot};
+use crate::evidence::{keep, keep_into, render, Kept, KeptCopy, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
@@ -222,7 +222,7 @@ struct Wait {
     start: Kept,
     culprits: Vec<Culprit>,
     /// The culprits' switch-in events (see [`Culprit::first_in`]).
-    first_ins: Vec<Kept>,
+    first_ins: Vec<KeptCopy<Switch>>,
     victim_moves: Vec<Kept>,
     culprit_moves: Vec<(Tid, Kept)>,
     /// Time the waiter's CPU spent idle during the wait (should be ~0 for a queued task).
@@ -233,6 +233,31 @@ struct Wait {
 }
 
 impl Wait {
+    /// A new wait (out of line: waits are recycled, so this runs only for the first few).
+    #[cold]
+    #[inline(never)]
+    fn new_boxed(
+        since: Ts,
+        cause: RunnableCause,
+        cpu: Cpu,
+        uncertain_start: bool,
+        ev: &Event,
+    ) -> Box<Wait> {
+        Box::new(Wait {
+            since,
+            cause,
+            start_cpu: cpu,
+            cpu,
+            start: keep(ev),
+            culprits: Vec::new(),
+            first_ins: Vec::new(),
+            victim_moves: Vec::new(),
+            culprit_moves: Vec::new(),
+            idle_ns: 0,
+            uncertain_start,
+        })
+    }
+
     /// A task first seen running during this wait: `overlap` ns in one slice, its
     /// (prio, vruntime) and, when known, the switch-in that started its run.
     fn add_culprit(
@@ -240,7 +265,7 @@ impl Wait {
         tid: Tid,
         overlap: u64,
         (prio, vr): (i32, Option<u64>),
-        switch_in: Option<Kept>,
+        switch_in: Option<KeptCopy<Switch>>,
     ) {
         let first_in = switch_in.map(|k| {
             self.first_ins.push(k);
@@ -280,8 +305,19 @@ struct TaskStat {
 struct CpuRun {
     runner: Option<Tid>,
     since: Ts,
-    switch_in: KeptSlot,
+    switch_in: KeptCopySlot<Switch>,
     waiters: Vec<Tid>,
+}
+
+/// Why a wait was flagged (see the module docs).
+#[derive(Clone, Copy)]
+struct Flags {
+    /// At least `threshold_ns`.
+    abs: bool,
+    /// Extreme relative to the task's median.
+    rel: bool,
+    /// Longer than the periodic task's period.
+    over_period: bool,
 }
 
 /// The worst wait of a group.
@@ -379,8 +415,33 @@ impl RunqueueStarvation {
         }
     }
 
+    /// Custom events (bpftrace, kprobes) carrying `pid` and `vruntime` fields (out of line:
+    /// rare, and kept out of the per-event code).
+    #[inline(never)]
+    fn note_custom_vruntime(&mut self, g: &stallscope_model::GenericEvent) {
+        let field = |name: &str| {
+            g.fields
+                .iter()
+                .find(|(k, _)| k == name)
+                .and_then(|(_, v)| match v {
+                    FieldValue::Int(x) => u64::try_from(*x).ok(),
+                    FieldValue::UInt(x) => Some(*x),
+                    FieldValue::Str(t) => t.trim().parse().ok(),
+                    FieldValue::Bytes(_) => None,
+                })
+        };
+        if let (Some(pid), Some(v)) = (field("pid"), field("vruntime")) {
+            if let Ok(pid) = Tid::try_from(pid) {
+                if pid > 0 {
+                    self.tasks.entry(pid).vruntime = Some(v);
+                }
+            }
+        }
+    }
+
     /// A switch on `ev.cpu`: credits the outgoing task to every waiter of that CPU.
-    fn on_switch(&mut self, ev: &Event, prev: Tid, next: Tid) {
+    fn on_switch(&mut self, ev: &Event, s: &Switch) {
+        let (prev, next) = (s.prev.pid, s.next.pid);
         let ts = ev.ts;
         let c = ev.cpu;
         self.cpu(c);
@@ -417,7 +478,7 @@ impl RunqueueStarvation {
                         k.vruntime = vr;
                     }
                     None => {
-                        wait.add_culprit(prev, overlap, (prio, vr), run.switch_in.get().cloned())
+                        wait.add_culprit(prev, overlap, (prio, vr), run.switch_in.get().copied())
                     }
                 }
             }
@@ -426,7 +487,7 @@ impl RunqueueStarvation {
         run.runner = Some(next);
         run.since = ts;
         if next > 0 {
-            run.switch_in.set(ev);
+            run.switch_in.set(ev, s, EventKind::Switch);
         } else {
             run.switch_in.clear();
         }
@@ -462,19 +523,7 @@ impl RunqueueStarvation {
                 w.uncertain_start = uncertain_start;
                 w
             }
-            None => Box::new(Wait {
-                since,
-                cause,
-                start_cpu: cpu,
-                cpu,
-                start: keep(ev),
-                culprits: Vec::new(),
-                first_ins: Vec::new(),
-                victim_moves: Vec::new(),
-                culprit_moves: Vec::new(),
-                idle_ns: 0,
-                uncertain_start,
-            }),
+            None => Wait::new_boxed(since, cause, cpu, uncertain_start, ev),
         };
         let (min_samples, min_period) = (self.min_samples, self.min_period);
         let t = self.tasks.at_mut(at);
@@ -483,7 +532,7 @@ impl RunqueueStarvation {
                 t.intervals.add(since.saturating_sub(last));
                 let n = t.intervals.count();
                 if n >= min_samples && refresh_due(n) {
-                    let m = t.intervals.median();
+                    let m = t.intervals.median_tracked();
                     // periodic: at least half of the intervals within 20 % of the median
                     t.period = if m >= min_period && t.intervals.count_near(m, 200) * 2 >= n {
                         m
@@ -514,7 +563,7 @@ impl RunqueueStarvation {
     fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
         // what ran on the old CPU while the waiter was queued there, up to the migration
         let (runner, since, switch_in) = match self.cpus.get(from as usize) {
-            Some(r) => (r.runner, r.since, r.switch_in.get().cloned()),
+            Some(r) => (r.runner, r.since, r.switch_in.get().copied()),
             None => (None, 0, None),
         };
         let (prio, vr) = match runner {
@@ -587,7 +636,7 @@ impl RunqueueStarvation {
         t.waits.add(waited);
         let n = t.waits.count();
         if refresh_due(n) {
-            t.median_wait = t.waits.median();
+            t.median_wait = t.waits.median_tracked();
         }
         let (victim_prio, victim_vr) = (t.prio, t.vruntime);
         self.remove_waiter(cpu_of_wait, tid);
@@ -598,6 +647,39 @@ impl RunqueueStarvation {
             self.recycle(wait);
             return;
         }
+        let flags = Flags {
+            abs,
+            rel,
+            over_period,
+        };
+        self.group_flagged(
+            tid,
+            wait,
+            waited,
+            flags,
+            (victim_prio, victim_vr),
+            (ts, end_cpu, ev),
+        );
+    }
+
+    /// A flagged wait of `tid` that ended at `ts` on `end_cpu` with `ev`: merged into its
+    /// (victim, main culprit) group. Out of line and cold: most waits are not flagged, and
+    /// keeping this out of [`RunqueueStarvation::end_wait`] keeps the per-transition code small.
+    #[cold]
+    #[inline(never)]
+    fn group_flagged(
+        &mut self,
+        tid: Tid,
+        wait: Box<Wait>,
+        waited: u64,
+        Flags {
+            abs,
+            rel,
+            over_period,
+        }: Flags,
+        (victim_prio, victim_vr): (Option<i32>, Option<u64>),
+        (ts, end_cpu, ev): (Ts, Cpu, &Event),
+    ) {
         let mut culprits = wait.culprits.clone();
         culprits.sort_by(|a, b| b.run_ns.cmp(&a.run_ns).then(a.tid.cmp(&b.tid)));
         let main = culprits.first().map_or(-1, |k| k.tid);
@@ -662,7 +744,7 @@ impl RunqueueStarvation {
                 culprits
                     .iter()
                     .take(3)
-                    .filter_map(|k| wait.first_ins.get(k.first_in? as usize).cloned()),
+                    .filter_map(|k| wait.first_ins.get(k.first_in? as usize).map(KeptCopy::kept)),
             );
             evidence.extend(wait.culprit_moves.iter().map(|(_, e)| e.clone()));
             evidence.push(keep(ev));
@@ -966,7 +1048,7 @@ impl Detector for RunqueueStarvation {
             EventKind::Switch(s) => {
                 self.note_prio(s.prev.pid, s.prev.prio);
                 self.note_prio(s.next.pid, s.next.prio);
-                self.on_switch(ev, s.prev.pid, s.next.pid);
+                self.on_switch(ev, s);
             }
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
                 self.note_prio(w.task.pid, w.task.prio)
@@ -978,27 +1060,7 @@ impl Detector for RunqueueStarvation {
                     }
                 }
             }
-            EventKind::Generic(g) => {
-                // custom events (bpftrace, kprobes) carrying `pid` and `vruntime` fields
-                let field = |name: &str| {
-                    g.fields
-                        .iter()
-                        .find(|(k, _)| k == name)
-                        .and_then(|(_, v)| match v {
-                            FieldValue::Int(x) => u64::try_from(*x).ok(),
-                            FieldValue::UInt(x) => Some(*x),
-                            FieldValue::Str(t) => t.trim().parse().ok(),
-                            FieldValue::Bytes(_) => None,
-                        })
-                };
-                if let (Some(pid), Some(v)) = (field("pid"), field("vruntime")) {
-                    if let Ok(pid) = Tid::try_from(pid) {
-                        if pid > 0 {
-                            self.tasks.entry(pid).vruntime = Some(v);
-                        }
-                    }
-                }
-            }
+            EventKind::Generic(g) => self.note_custom_vruntime(g),
             EventKind::Lost { .. } => {
                 // the CPU's runner is unknown until its next switch
                 let run = self.cpu(ev.cpu);

@@ -21,11 +21,12 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, Tid, Ts, Window,
+    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, Tid, Ts, Wakeup,
+    Window,
 };
 
 use super::fmt::{dur, i, permille, ratio_permille};
-use crate::evidence::{keep, render, Kept, KeptSlot};
+use crate::evidence::{keep, render, Kept, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
@@ -166,8 +167,9 @@ struct CpuPP {
     cur: Option<(Tid, Ts)>,
     /// Last non-idle task, its switch-out time and run length.
     last_task: Option<(Tid, Ts, u64)>,
-    /// The last wakeup on this CPU: waker `pid`, wakee in the payload.
-    last_wake: KeptSlot,
+    /// The last wakeup on this CPU (`sched_waking`, or `sched_wakeup` without those): waker
+    /// `pid`, wakee in the payload.
+    last_wake: KeptCopySlot<Wakeup>,
     switches: u64,
     first: Option<Ts>,
     last: Ts,
@@ -243,7 +245,8 @@ impl WakeupPingPong {
                     let key = if a < next { (a, next) } else { (next, a) };
                     let side = usize::from(a != key.0);
                     let completions = cpu.completions;
-                    let woke = cpu.last_wake.get().and_then(wake_pair) == Some((a, next));
+                    let woke =
+                        cpu.last_wake.get().map(|k| (k.pid, k.payload.task.pid)) == Some((a, next));
                     let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
@@ -269,7 +272,7 @@ impl WakeupPingPong {
                     if p.evidence.len() < 6 {
                         if woke {
                             if let Some(k) = cpu.last_wake.get() {
-                                p.evidence.push(k.clone());
+                                p.evidence.push(k.kept());
                             }
                         }
                         p.evidence.push(keep(ev));
@@ -476,14 +479,6 @@ impl WakeupPingPong {
     }
 }
 
-/// Waker and wakee of a kept wakeup.
-fn wake_pair(k: &Kept) -> Option<(Tid, Tid)> {
-    match &k.kind {
-        EventKind::Waking(w) | EventKind::Wakeup(w) => Some((k.pid, w.task.pid)),
-        _ => None,
-    }
-}
-
 /// Drops the rarest pairs (keeps those with at least the median handoff count, and at least 2).
 fn prune(pairs: &mut FxHashMap<(Tid, Tid), Pair>) {
     let mut counts: Vec<u64> = pairs.values().map(Pair::total).collect();
@@ -512,11 +507,17 @@ impl Detector for WakeupPingPong {
             EventKind::Switch(s) => {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
             }
-            EventKind::Waking(_) | EventKind::Wakeup(_)
+            EventKind::Waking(w) | EventKind::Wakeup(w)
                 if ev.pid > 0 && (matches!(ev.kind, EventKind::Waking(_)) || !self.saw_waking) =>
             {
-                self.saw_waking |= matches!(ev.kind, EventKind::Waking(_));
-                self.cpu(ev.cpu).last_wake.set(ev);
+                let waking = matches!(ev.kind, EventKind::Waking(_));
+                self.saw_waking |= waking;
+                let wrap: fn(Wakeup) -> EventKind = if waking {
+                    EventKind::Waking
+                } else {
+                    EventKind::Wakeup
+                };
+                self.cpu(ev.cpu).last_wake.set(ev, w, wrap);
             }
             // Block tracepoints are native events (readers decode them into BlockEvent).
             EventKind::Block(b) if b.action == stallscope_model::BlockAction::Complete => {
