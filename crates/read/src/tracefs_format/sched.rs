@@ -19,7 +19,9 @@
 //! [`EventKind::Generic`] (the reason is kept for a data-quality note). Every other event is
 //! generic: all non-common fields decoded by [`decode_field`].
 
-use stallscope_model::{EventKind, GenericEvent, Migrate, StatRuntime, Switch, TaskRef, Wakeup};
+use stallscope_model::{
+    EventKind, GenericEvent, Migrate, PrevState, StatRuntime, Switch, TaskRef, Wakeup,
+};
 
 use super::access::{decode_field, IntAccessor, StrAccessor};
 use super::comm_cache::CommCache;
@@ -312,11 +314,6 @@ impl TracepointDecoder {
     /// record is too short; the same records fail as in `decode_cached`.
     #[inline(always)]
     pub fn decode_into(&self, rec: &[u8], names: &mut CommCache, out: &mut EventKind) -> bool {
-        const BLANK: TaskRef = TaskRef {
-            comm: stallscope_model::Comm::EMPTY,
-            pid: 0,
-            prio: -1,
-        };
         match self {
             TracepointDecoder::Switch {
                 prev,
@@ -325,11 +322,7 @@ impl TracepointDecoder {
                 next,
             } => {
                 if !matches!(out, EventKind::Switch(_)) {
-                    *out = EventKind::Switch(Switch {
-                        prev: BLANK,
-                        prev_state: Default::default(),
-                        next: BLANK,
-                    });
+                    reset(out, &BLANK_SWITCH);
                 }
                 let EventKind::Switch(sw) = out else {
                     return false; // not reached: a switch, as made sure just above
@@ -353,15 +346,7 @@ impl TracepointDecoder {
                         | (2.., EventKind::WakeupNew(_))
                 );
                 if !same {
-                    let blank = Wakeup {
-                        task: BLANK,
-                        target_cpu: None,
-                    };
-                    *out = match which {
-                        0 => EventKind::Waking(blank),
-                        1 => EventKind::Wakeup(blank),
-                        _ => EventKind::WakeupNew(blank),
-                    };
+                    reset(out, &BLANK_WAKEUPS[usize::from(*which).min(2)]);
                 }
                 let (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w)) = out
                 else {
@@ -383,11 +368,7 @@ impl TracepointDecoder {
                 vruntime,
             } => {
                 if !matches!(out, EventKind::StatRuntime(_)) {
-                    *out = EventKind::StatRuntime(StatRuntime {
-                        task: BLANK,
-                        runtime: 0,
-                        vruntime: None,
-                    });
+                    reset(out, &BLANK_STAT_RUNTIME);
                 }
                 let EventKind::StatRuntime(st) = out else {
                     return false; // not reached: a runtime event, as made sure just above
@@ -504,6 +485,69 @@ impl TracepointDecoder {
             } => generic_kind(system, name, fields, *endian, rec)?,
         })
     }
+}
+
+/// A task before its fields are read.
+const BLANK_TASK: TaskRef = TaskRef {
+    comm: stallscope_model::Comm::EMPTY,
+    pid: 0,
+    prio: -1,
+};
+/// The kinds [`TracepointDecoder::decode_into`] writes field by field, before any field is
+/// written (in memory, copied from there by [`reset`]).
+static BLANK_SWITCH: EventKind = EventKind::Switch(Switch {
+    prev: BLANK_TASK,
+    prev_state: PrevState::RUNNING,
+    next: BLANK_TASK,
+});
+/// Waking, wakeup, wakeup_new (the decoder's `which`).
+static BLANK_WAKEUPS: [EventKind; 3] = {
+    let w = Wakeup {
+        task: BLANK_TASK,
+        target_cpu: None,
+    };
+    [
+        EventKind::Waking(w),
+        EventKind::Wakeup(w),
+        EventKind::WakeupNew(w),
+    ]
+};
+static BLANK_STAT_RUNTIME: EventKind = EventKind::StatRuntime(StatRuntime {
+    task: BLANK_TASK,
+    runtime: 0,
+    vruntime: None,
+});
+
+/// `*out = blank.clone()` for a `blank` without heap data, copied from memory straight
+/// into `out`. (A plain assignment of a new value builds it on the stack with overlapping
+/// stores, drops the old value and copies: a store-forwarding stall per event, since most
+/// slots held another kind.)
+#[inline(always)]
+fn reset(out: &mut EventKind, blank: &'static EventKind) {
+    // Exhaustive, so that a new kind must be sorted into one arm or the other.
+    let owns_heap = |k: &EventKind| match k {
+        EventKind::Switch(_)
+        | EventKind::Waking(_)
+        | EventKind::Wakeup(_)
+        | EventKind::WakeupNew(_)
+        | EventKind::Migrate(_)
+        | EventKind::Fork { .. }
+        | EventKind::Exit(_)
+        | EventKind::StatRuntime(_)
+        | EventKind::Lost { .. }
+        | EventKind::TaskComm { .. } => false,
+        EventKind::Exec { .. } | EventKind::Block(_) | EventKind::Generic(_) => true,
+    };
+    debug_assert!(!owns_heap(blank));
+    if owns_heap(out) {
+        // Dropped here, out of the usual path.
+        *out = EventKind::Lost { count: None };
+    }
+    // SAFETY: `out` is a valid, aligned, exclusive reference and `blank` a valid value
+    // that does not overlap it. Neither owns heap data (checked above; the blanks are
+    // built without any), so the bitwise copy is a plain copy of `blank`, and not dropping
+    // the old value of `out` leaks nothing.
+    unsafe { std::ptr::copy_nonoverlapping(blank, out, 1) };
 }
 
 /// A generic event with every field of `rec` decoded (kept out of line: the inlined
