@@ -518,7 +518,11 @@ mod tests {
             told.process(ev);
         }
         let (x, y) = (outcomes(all), outcomes(told));
-        for id in ["runqueue-starvation", "wakeup-ping-pong"] {
+        for id in [
+            "runqueue-starvation",
+            "wakeup-ping-pong",
+            "idle-while-runnable",
+        ] {
             assert!(
                 x.iter()
                     .any(|(d, r)| *d == id && matches!(r, Ok(f) if !f.is_empty())),
