@@ -36,8 +36,9 @@ pub const BATCH: usize = 8192;
 pub const IN_FLIGHT: usize = 2;
 /// Decoding threads.
 pub const DECODERS: usize = 2;
-/// How many records ahead a decoding thread prefetches.
-const PREFETCH_RECORDS: usize = 4;
+/// How many records ahead a decoding thread prefetches (their lines come from the reading
+/// thread's CPU: 12 takes ~2-3 % off `analyze`'s CPU time against 4).
+const PREFETCH_RECORDS: usize = 12;
 
 /// How many event slots ahead of the one being written a decoding thread prefetches.
 const SLOT_PREFETCH: usize = 16;
