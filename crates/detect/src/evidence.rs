@@ -3,7 +3,9 @@
 //! A detector keeps the few events that prove a finding as [`Kept`] copies (no call chain)
 //! while it runs, and renders them only for findings it reports. `source` is `PATH:LINE`
 //! for text inputs and `PATH:0xOFFSET` for binary ones; `text` is the normalized `dump`
-//! line (the CLI replaces it with the original line for text inputs).
+//! line (the CLI replaces it with the original line for text inputs). The events a
+//! detector replaces on every switch or wakeup are kept as plain data ([`KeptCopy`], in a
+//! [`KeptCopySlot`]) and become [`Kept`] events only when a finding uses them.
 
 use stallscope_model::{Cpu, Event, EventKind, Evidence, Span, SpanPos, Tid, Ts};
 
@@ -66,57 +68,6 @@ pub fn keep_into(dst: &mut Kept, ev: &Event) {
         | (EventKind::Generic(_), _) => dst.kind = keep(ev).kind,
     }
     dst.callchain = None;
-}
-
-/// An optional kept event whose storage stays: setting it copies in place ([`keep_into`]),
-/// for the events a detector replaces on every switch or wakeup.
-#[derive(Clone, Debug)]
-pub struct KeptSlot {
-    set: bool,
-    ev: Kept,
-}
-
-impl Default for KeptSlot {
-    fn default() -> Self {
-        KeptSlot {
-            set: false,
-            ev: Event {
-                ts: 0,
-                cpu: 0,
-                pid: -1,
-                span: Span::default(),
-                kind: EventKind::Lost { count: None },
-                callchain: None,
-            },
-        }
-    }
-}
-
-impl KeptSlot {
-    /// Keeps `ev`.
-    #[inline]
-    pub fn set(&mut self, ev: &Event) {
-        keep_into(&mut self.ev, ev);
-        self.set = true;
-    }
-
-    /// Empties the slot.
-    #[inline]
-    pub fn clear(&mut self) {
-        self.set = false;
-    }
-
-    /// The kept event, if any.
-    #[inline]
-    pub fn get(&self) -> Option<&Kept> {
-        self.set.then_some(&self.ev)
-    }
-
-    /// The last event kept, even after [`KeptSlot::clear`] (a blank one before any).
-    #[inline]
-    pub fn ev(&self) -> &Kept {
-        &self.ev
-    }
 }
 
 /// A kept event of a kind known where it is kept, as plain data: the event's fields and
@@ -286,15 +237,6 @@ mod tests {
                 assert!(k.callchain.is_none());
             }
         }
-        let mut slot = KeptSlot::default();
-        assert!(slot.get().is_none());
-        for ev in &evs {
-            slot.set(ev);
-            assert_eq!(slot.get(), Some(&keep(ev)));
-        }
-        slot.clear();
-        assert!(slot.get().is_none());
-        assert_eq!(slot.ev(), &keep(&evs[evs.len() - 1]));
         // plain-data copies of the scheduler kinds
         for ev in &evs {
             let copy = match &ev.kind {
