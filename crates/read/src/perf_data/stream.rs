@@ -30,7 +30,7 @@ pub const CHUNK_SIZE: usize = 1 << 20;
 /// Bytes of a page, and of a huge page (x86-64, arm64 with 4 KiB pages): the units
 /// [`DataMap::drop_pages_to_end`] and [`DataMap::drop_pages`] drop.
 const PAGE: u64 = 4 << 10;
-const HUGE_PAGE: u64 = 2 << 20;
+pub(crate) const HUGE_PAGE: u64 = 2 << 20;
 
 /// `RecordRef::chunk` of a record inside the mapped data section (`file_off` locates it).
 pub const MAPPED: u32 = u32::MAX;

@@ -27,7 +27,7 @@ use stallscope_model::{Comm, EventKind, PrevState, SchedRecord, SchedRecordKind,
 
 use super::super::attr::{parse_sample, parse_trailer, Layout};
 use super::super::pipeline::rt;
-use super::super::stream::{prefetch, DataMap};
+use super::super::stream::{prefetch, DataMap, HUGE_PAGE};
 use super::names::{NameIds, SharedNames, NO_NAME};
 use super::plan::{Int, Payload, Plan, SampleAt, TaskAccess};
 use crate::lean::LeanBail;
@@ -35,8 +35,6 @@ use crate::tracefs_format::{CommCache, Endian, LocKind, PrevStateTable, StrAcces
 
 /// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
 pub const SKIP: u32 = u32::MAX - 1;
-/// The huge page size the page drops round to.
-const HUGE_PAGE: u64 = 2 << 20;
 /// Bytes between two progress updates (and looks at the pages to drop).
 const STEP: u64 = 1 << 20;
 /// Bytes walked before the pages behind the walk are dropped: each drop unmaps pages
@@ -576,9 +574,8 @@ fn stat_runtime(raw: &[u8], t: &TaskAccess, runtime: &Int, names: &mut NameIds) 
 /// stable sort of a round is a merge of a few runs, with the same result.
 pub(super) fn sort_piece(out: &mut Walked, descents: &[usize], scratch: &mut Vec<Entry>) {
     let from = out.round_ends.last().copied().unwrap_or(0);
-    if let (Some(piece), false) = (out.entries.get_mut(from..), descents.is_empty()) {
-        let starts: Vec<usize> = descents.iter().map(|d| d - from).collect();
-        merge_sorted_runs(piece, &starts, scratch);
+    if let Some(piece) = out.entries.get_mut(from..) {
+        merge_sorted_runs(piece, descents.iter().map(|d| d - from), scratch);
     }
 }
 
@@ -603,18 +600,24 @@ fn run_starts(v: &[Entry]) -> impl Iterator<Item = usize> + '_ {
 #[cfg(test)]
 pub(super) fn sort_by_time(v: &mut [Entry], scratch: &mut Vec<Entry>) {
     let starts: Vec<usize> = run_starts(v).collect();
-    merge_sorted_runs(v, &starts, scratch);
+    merge_sorted_runs(v, starts, scratch);
 }
 
 /// [`sort_by_time`] given the starts of the runs after the first (`starts`, increasing,
 /// inside `v`): adjacent runs are merged pairwise through `scratch` until one is left (a
 /// natural merge sort; the standard stable sort would allocate a buffer per call).
-fn merge_sorted_runs(v: &mut [Entry], starts: &[usize], scratch: &mut Vec<Entry>) {
-    if starts.is_empty() {
+fn merge_sorted_runs(
+    v: &mut [Entry],
+    starts: impl IntoIterator<Item = usize>,
+    scratch: &mut Vec<Entry>,
+) {
+    let mut starts = starts.into_iter().peekable();
+    // One run (sorted already): no work, no allocation.
+    if starts.peek().is_none() {
         return;
     }
     let mut bounds: Vec<usize> = std::iter::once(0)
-        .chain(starts.iter().copied())
+        .chain(starts)
         .chain(std::iter::once(v.len()))
         .collect();
     while bounds.len() > 2 {
