@@ -177,6 +177,18 @@ pub mod kind {
 /// [`native_index`] of the kinds without a native name (side-band, lost, generic).
 const NOT_NATIVE: u32 = 9;
 
+/// The [`kind_bit`]s of the scheduler kinds: each one's [`native_index`] is its bit's
+/// position, so its seen-names bit is its kind bit.
+const SCHED_KINDS: u32 = kind::SWITCH
+    | kind::WAKING
+    | kind::WAKEUP
+    | kind::WAKEUP_NEW
+    | kind::MIGRATE
+    | kind::FORK
+    | kind::EXIT
+    | kind::EXEC
+    | kind::STAT_RUNTIME;
+
 /// A small distinct number per native kind (for the seen-names bit mask); [`NOT_NATIVE`]
 /// for the others.
 #[inline]
@@ -290,18 +302,17 @@ impl Engine {
                 return; // outside the requested range: not part of the analysis
             }
         }
-        // a native kind's name is noted the first time its bit is missing from the mask
-        let index = native_index(&ev.kind);
-        if index != NOT_NATIVE {
-            if self.seen_mask & (1u32 << index) == 0 {
-                self.note_native(&ev.kind, index);
+        // One dispatch on the kind: its bit selects the detectors, and a scheduler kind's
+        // name is noted the first time its bit is missing from the seen mask.
+        let bit = kind_bit(&ev.kind);
+        if bit & SCHED_KINDS != 0 {
+            if self.seen_mask & bit == 0 {
+                self.note_native(&ev.kind, bit.trailing_zeros());
             }
-        } else if let EventKind::Generic(g) = &ev.kind {
-            if !self.seen_generic.contains(&g.name) {
-                self.seen_generic.insert(g.name.clone());
-            }
+        } else {
+            self.note_other_kind(&ev.kind);
         }
-        if !matches!(ev.kind, EventKind::TaskComm { .. }) {
+        if bit != kind::TASK_COMM {
             self.events += 1;
             self.first.get_or_insert(ev.ts);
             self.last = Some(ev.ts);
@@ -311,7 +322,6 @@ impl Engine {
         }
         {
             let cx = context!(self);
-            let bit = kind_bit(&ev.kind);
             for (d, kinds) in self.detectors.iter_mut().zip(&self.kinds) {
                 if kinds & bit != 0 {
                     d.on_event(ev, &cx);
@@ -341,6 +351,22 @@ impl Engine {
         if let Some(n) = native_name(k) {
             self.seen_mask |= 1u32 << index;
             self.seen_native.insert(n);
+        }
+    }
+
+    /// Notes the name of an event that is not of a scheduler kind: a block action's
+    /// (native) or a generic event's (out of line: scheduler kinds are the usual events).
+    #[inline(never)]
+    fn note_other_kind(&mut self, k: &EventKind) {
+        let index = native_index(k);
+        if index != NOT_NATIVE {
+            if self.seen_mask & (1u32 << index) == 0 {
+                self.note_native(k, index);
+            }
+        } else if let EventKind::Generic(g) = k {
+            if !self.seen_generic.contains(&g.name) {
+                self.seen_generic.insert(g.name.clone());
+            }
         }
     }
 
@@ -542,6 +568,65 @@ mod tests {
             parked.process(ev);
         }
         assert!(parked.parking_failed());
+    }
+
+    #[test]
+    fn a_scheduler_kinds_seen_bit_is_its_kind_bit() {
+        use stallscope_model::{Migrate, PrevState, StatRuntime, Switch, Wakeup};
+        let task = t("a", 10, 120);
+        let wakeup = Wakeup {
+            task,
+            target_cpu: Some(1),
+        };
+        let sched = [
+            EventKind::Switch(Switch {
+                prev: task,
+                prev_state: PrevState::default(),
+                next: task,
+            }),
+            EventKind::Waking(wakeup),
+            EventKind::Wakeup(wakeup),
+            EventKind::WakeupNew(wakeup),
+            EventKind::Migrate(Migrate {
+                task,
+                orig_cpu: 0,
+                dest_cpu: 1,
+            }),
+            EventKind::Fork {
+                parent_comm: task.comm,
+                parent_pid: 10,
+                child_comm: task.comm,
+                child_pid: 11,
+            },
+            EventKind::Exit(task),
+            EventKind::Exec {
+                filename: "/bin/true".into(),
+                pid: 10,
+                old_pid: 10,
+            },
+            EventKind::StatRuntime(StatRuntime {
+                task,
+                runtime: 5,
+                vruntime: None,
+            }),
+        ];
+        let mut all = 0;
+        for k in &sched {
+            assert_eq!(1u32 << native_index(k), kind_bit(k), "{k:?}");
+            all |= kind_bit(k);
+        }
+        assert_eq!(all, SCHED_KINDS);
+        let others = [
+            EventKind::Lost { count: None },
+            EventKind::TaskComm {
+                tgid: 1,
+                tid: 1,
+                comm: task.comm,
+            },
+        ];
+        for k in &others {
+            assert_eq!(kind_bit(k) & SCHED_KINDS, 0, "{k:?}");
+        }
     }
 
     #[test]

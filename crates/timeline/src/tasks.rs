@@ -115,10 +115,12 @@ impl<T: Default> TaskTable<T> {
     }
 
     /// Records the name a payload gives `tid` (ignored once a side-band record named it).
+    /// The name is stored without comparing it first: a store of the unchanged name is
+    /// cheaper than the comparison, and the name usually is unchanged.
     #[inline]
     pub fn note_payload_comm(&mut self, i: usize, comm: &Comm) {
         let s = &mut self.slots[i];
-        if !s.named_by_sideband && s.comm != *comm && !comm.is_empty() {
+        if !s.named_by_sideband && !comm.is_empty() {
             s.comm = *comm;
         }
     }

@@ -25,7 +25,7 @@
 //! a periodic task (regular wakeup intervals) — at least one period long. Flagged waits of
 //! the same victim behind the same main culprit (who ran longest during the wait) merge into
 //! one finding with counts and the worst instance. Memory: one record per CPU, per task
-//! (two small histograms), per waiting task, per (victim, culprit) group.
+//! (two small histograms and the storage of its last wait), per (victim, culprit) group.
 
 use std::collections::BTreeMap;
 
@@ -233,7 +233,8 @@ struct Wait {
 }
 
 impl Wait {
-    /// A new wait (out of line: waits are recycled, so this runs only for the first few).
+    /// A new wait (out of line: a task's wait storage is reused by its next wait, so this
+    /// runs once per task).
     #[cold]
     #[inline(never)]
     fn new_boxed(
@@ -295,9 +296,35 @@ struct TaskStat {
     last_wakeup: Option<Ts>,
     wakeups: u64,
     waits_longer_than_period: u64,
+    /// The task's wait: in progress while `waiting`. A finished wait stays (its allocation
+    /// and vector capacities are reused in place by the task's next wait: a wait starts
+    /// and ends on almost every wakeup).
     wait: Option<Box<Wait>>,
+    /// `wait` is in progress.
+    waiting: bool,
     /// A transition of this task was seen (so a later `Unknown` state is a reset).
     seen_before: bool,
+}
+
+impl TaskStat {
+    /// The wait in progress, if any.
+    #[inline]
+    fn wait_mut(&mut self) -> Option<&mut Wait> {
+        match self.waiting {
+            true => self.wait.as_deref_mut(),
+            false => None,
+        }
+    }
+
+    /// Ends the wait in progress without judging it (its storage stays): its current and
+    /// starting CPUs, when there was one.
+    #[inline]
+    fn drop_wait(&mut self) -> Option<(Cpu, Cpu)> {
+        if !std::mem::take(&mut self.waiting) {
+            return None;
+        }
+        self.wait.as_deref().map(|w| (w.cpu, w.start_cpu))
+    }
 }
 
 /// Per CPU: who runs since when, and who waits there.
@@ -366,15 +393,7 @@ pub struct RunqueueStarvation {
     tasks: PerTask<TaskStat>,
     cpus: Vec<CpuRun>,
     groups: FxHashMap<(Tid, Tid), Group>,
-    /// Finished waits kept for reuse (their allocation and vector capacities): a wait
-    /// starts and ends on almost every wakeup. Boxed: the boxes move in and out of
-    /// [`TaskStat::wait`] without copying.
-    #[allow(clippy::vec_box)]
-    spare: Vec<Box<Wait>>,
 }
-
-/// Finished waits kept for reuse at most.
-const SPARE_WAITS: usize = 64;
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
 fn refresh_due(n: u64) -> bool {
@@ -394,14 +413,6 @@ impl RunqueueStarvation {
             tasks: PerTask::default(),
             cpus: Vec::new(),
             groups: FxHashMap::default(),
-            spare: Vec::new(),
-        }
-    }
-
-    /// Keeps a finished wait's allocation for the next one.
-    fn recycle(&mut self, wait: Box<Wait>) {
-        if self.spare.len() < SPARE_WAITS {
-            self.spare.push(wait);
         }
     }
 
@@ -450,7 +461,7 @@ impl RunqueueStarvation {
         let (runner, since) = (run.runner, run.since);
         if prev == 0 && runner == Some(0) {
             for &w in &run.waiters {
-                if let Some(wait) = tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) {
+                if let Some(wait) = tasks.get_mut(w).and_then(TaskStat::wait_mut) {
                     wait.idle_ns += ts.saturating_sub(since.max(wait.since));
                 }
             }
@@ -465,7 +476,7 @@ impl RunqueueStarvation {
                 if w == prev {
                     continue; // the waiter itself never culprits its own wait
                 }
-                let Some(wait) = tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) else {
+                let Some(wait) = tasks.get_mut(w).and_then(TaskStat::wait_mut) else {
                     continue; // waiter list and wait are updated together; nothing to credit
                 };
                 let start = since.max(wait.since);
@@ -508,8 +519,10 @@ impl RunqueueStarvation {
             }
             _ => ev.cpu,
         };
-        let wait = match self.spare.pop() {
-            Some(mut w) => {
+        let (min_samples, min_period) = (self.min_samples, self.min_period);
+        let t = self.tasks.at_mut(at);
+        match &mut t.wait {
+            Some(w) => {
                 w.since = since;
                 w.cause = cause;
                 w.start_cpu = cpu;
@@ -521,12 +534,10 @@ impl RunqueueStarvation {
                 w.culprit_moves.clear();
                 w.idle_ns = 0;
                 w.uncertain_start = uncertain_start;
-                w
             }
-            None => Wait::new_boxed(since, cause, cpu, uncertain_start, ev),
-        };
-        let (min_samples, min_period) = (self.min_samples, self.min_period);
-        let t = self.tasks.at_mut(at);
+            None => t.wait = Some(Wait::new_boxed(since, cause, cpu, uncertain_start, ev)),
+        }
+        t.waiting = true;
         if cause == RunnableCause::Wakeup && !matches!(ev.kind, EventKind::WakeupNew(_)) {
             if let Some(last) = t.last_wakeup {
                 t.intervals.add(since.saturating_sub(last));
@@ -545,18 +556,19 @@ impl RunqueueStarvation {
             t.last_wakeup = Some(since);
             t.wakeups += 1;
         }
-        if let Some(old) = t.wait.replace(wait) {
-            self.recycle(old);
-        }
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
             run.waiters.push(tid);
         }
     }
 
+    /// Removes `tid` from `cpu`'s waiters (a task is listed at most once per CPU; the
+    /// list's order does not matter: each waiter's wait is credited on its own).
     fn remove_waiter(&mut self, cpu: Cpu, tid: Tid) {
         if let Some(run) = self.cpus.get_mut(cpu as usize) {
-            run.waiters.retain(|&w| w != tid);
+            if let Some(k) = run.waiters.iter().position(|&w| w == tid) {
+                run.waiters.swap_remove(k);
+            }
         }
     }
 
@@ -573,7 +585,7 @@ impl RunqueueStarvation {
                 .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime)),
             _ => (-1, None),
         };
-        let moved_waiter = match self.tasks.get_mut(tid).and_then(|t| t.wait.as_deref_mut()) {
+        let moved_waiter = match self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
             Some(w) => {
                 if let Some(r) = runner.filter(|&r| r > 0 && r != tid && w.cpu == from) {
                     let overlap = ev.ts.saturating_sub(since.max(w.since));
@@ -608,7 +620,7 @@ impl RunqueueStarvation {
             if w == tid {
                 continue;
             }
-            if let Some(wait) = self.tasks.get_mut(w).and_then(|t| t.wait.as_deref_mut()) {
+            if let Some(wait) = self.tasks.get_mut(w).and_then(TaskStat::wait_mut) {
                 if wait.culprits.iter().any(|k| k.tid == tid) && wait.culprit_moves.len() < 4 {
                     wait.culprit_moves.push((tid, keep(ev)));
                 }
@@ -619,16 +631,21 @@ impl RunqueueStarvation {
     /// `at`: the index of `tid`'s record in `tasks`.
     fn end_wait(&mut self, (tid, at): (Tid, usize), ts: Ts, end_cpu: Cpu, ev: &Event) {
         let t = self.tasks.at_mut(at);
-        let Some(wait) = t.wait.take() else { return };
+        if !std::mem::take(&mut t.waiting) {
+            return;
+        }
+        let Some(wait) = t.wait.as_deref() else {
+            return;
+        };
         let waited = ts.saturating_sub(wait.since);
-        let cpu_of_wait = wait.cpu;
+        let (cpu_of_wait, start_cpu, cause) = (wait.cpu, wait.start_cpu, wait.cause);
         // judge against what was known before this wait
         let abs = waited >= self.threshold;
         let rel = waited >= self.relative_min
             && t.waits.count() >= self.min_samples
             && t.median_wait > 0
             && waited >= self.relative_factor.saturating_mul(t.median_wait);
-        let periodic = wait.cause == RunnableCause::Wakeup && t.period > 0;
+        let periodic = cause == RunnableCause::Wakeup && t.period > 0;
         let over_period = periodic && waited >= t.period;
         if over_period {
             t.waits_longer_than_period += 1;
@@ -640,11 +657,10 @@ impl RunqueueStarvation {
         }
         let (victim_prio, victim_vr) = (t.prio, t.vruntime);
         self.remove_waiter(cpu_of_wait, tid);
-        if cpu_of_wait != wait.start_cpu {
-            self.remove_waiter(wait.start_cpu, tid);
+        if cpu_of_wait != start_cpu {
+            self.remove_waiter(start_cpu, tid);
         }
         if !(abs || rel || over_period) {
-            self.recycle(wait);
             return;
         }
         let flags = Flags {
@@ -652,14 +668,19 @@ impl RunqueueStarvation {
             rel,
             over_period,
         };
+        // the wait's storage goes back to the task afterwards
+        let Some(wait) = self.tasks.at_mut(at).wait.take() else {
+            return;
+        };
         self.group_flagged(
             tid,
-            wait,
+            &wait,
             waited,
             flags,
             (victim_prio, victim_vr),
             (ts, end_cpu, ev),
         );
+        self.tasks.at_mut(at).wait = Some(wait);
     }
 
     /// A flagged wait of `tid` that ended at `ts` on `end_cpu` with `ev`: merged into its
@@ -670,7 +691,7 @@ impl RunqueueStarvation {
     fn group_flagged(
         &mut self,
         tid: Tid,
-        wait: Box<Wait>,
+        wait: &Wait,
         waited: u64,
         Flags {
             abs,
@@ -773,7 +794,6 @@ impl RunqueueStarvation {
                 evidence,
             };
         }
-        self.recycle(wait);
     }
 
     fn finding(&self, (victim, main): (Tid, Tid), g: &Group, cx: &Context<'_>) -> Option<Finding> {
@@ -1079,10 +1099,10 @@ impl Detector for RunqueueStarvation {
             }
             // …and a task seen running cannot be waiting: its switch-in record is missing,
             // so its "wait" is not one; it is dropped.
-            if let Some(w) = self.tasks.get_mut(ev.pid).and_then(|t| t.wait.take()) {
-                self.remove_waiter(w.cpu, ev.pid);
-                self.remove_waiter(w.start_cpu, ev.pid);
-                self.recycle(w);
+            if let Some((cpu, start_cpu)) = self.tasks.get_mut(ev.pid).and_then(TaskStat::drop_wait)
+            {
+                self.remove_waiter(cpu, ev.pid);
+                self.remove_waiter(start_cpu, ev.pid);
             }
         }
     }
@@ -1098,9 +1118,8 @@ impl Detector for RunqueueStarvation {
                         TaskState::Running { cpu, .. } => self.end_wait((tid, at), ts, cpu, ev),
                         _ => {
                             // the timeline reset the task (counted there as data quality)
-                            if let Some(w) = self.tasks.at_mut(at).wait.take() {
-                                self.remove_waiter(w.cpu, tid);
-                                self.recycle(w);
+                            if let Some((cpu, _)) = self.tasks.at_mut(at).drop_wait() {
+                                self.remove_waiter(cpu, tid);
                             }
                         }
                     }
