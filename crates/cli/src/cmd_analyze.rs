@@ -261,10 +261,6 @@ struct Pass {
     profile_dq: DataQuality,
 }
 
-/// Events per [`stallscope::Inputs::check_order`] call in [`analysis_pass`]: 64 events of
-/// 128 bytes (8 KiB) stay in L1 between the detectors' pass and the check.
-const ORDER_CHECK_RUN: usize = 64;
-
 /// Reads the inputs once through a new engine; `park`: detectors the inputs cannot satisfy
 /// get no events (`Engine::park_unmeetable`; the caller checks `Engine::parking_failed`).
 fn analysis_pass(
@@ -296,20 +292,17 @@ fn analysis_pass(
         engine.park_unmeetable();
     }
     let mut profile = stallscope::profile_analysis::Collector::new(symbols, text_profiles);
-    let mut batch = Vec::new();
+    let mut buf = Vec::new();
     if let Some(inputs) = inputs.as_mut() {
-        while inputs.next_batch_unchecked(&mut batch)? {
-            // The order check follows each short run of events while they are still in L1
-            // (a whole batch, up to 1 MiB, is not: checking it afterwards paid L2 latency
-            // per event). Checking a batch in consecutive pieces counts the same.
-            for run in batch.chunks(ORDER_CHECK_RUN) {
-                for ev in run {
-                    engine.process(ev);
-                    profile.push(ev);
-                }
-                inputs.check_order(run);
+        // Runs of up to 64 events, each checked for order by `Inputs` right after this
+        // pass, while they are still in L1 (a whole batch, up to 1 MiB, is not).
+        let mut visit = |run: &[stallscope::model::Event]| {
+            for ev in run {
+                engine.process(ev);
+                profile.push(ev);
             }
-        }
+        };
+        while inputs.visit_batch(&mut buf, &mut visit)? {}
     }
     let mut profile_dq = profile.finish(&mut engine, &meta_refs, time)?;
     profile_dq.merge(&stallscope::profile_analysis::feed_text_profiles(

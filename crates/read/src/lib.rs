@@ -53,6 +53,23 @@ pub trait EventReader: Send {
         }
         Ok(!out.is_empty())
     }
+    /// Hands the next events in order to `visit`, in one or more calls with consecutive
+    /// slices, and returns `Ok(true)`; `Ok(false)` at the end. Equivalent to
+    /// [`EventReader::next_batch`] into `buf` and one call; readers that build events
+    /// from something smaller override it to build them a few at a time where they are
+    /// used (`buf` is then scratch space). On an `Err`, the events read before the error
+    /// were visited first.
+    fn visit_batch(
+        &mut self,
+        buf: &mut Vec<Event>,
+        visit: &mut dyn FnMut(&[Event]),
+    ) -> Result<bool, ReadError> {
+        let more = self.next_batch(buf);
+        if !buf.is_empty() {
+            visit(buf);
+        }
+        more
+    }
     /// Recoverable problems met so far.
     fn quality(&self) -> &DataQuality;
     /// `(bytes consumed, total bytes)` of the input when known, for progress display.
@@ -83,6 +100,16 @@ pub fn open(
     open_as(input, format, index)
 }
 
+/// Whether a perf.data input is a plain regular file that the lean event reader may open
+/// again by path (not stdin, not decompressed, not a FIFO), and the general reader is not
+/// asked for (`STALLSCOPE_GENERAL_READER=1`, for comparisons).
+fn lean_events_apply(input: &Input) -> bool {
+    input.compression.is_none()
+        && input.path != "-"
+        && std::fs::metadata(&input.path).is_ok_and(|m| m.is_file())
+        && std::env::var_os("STALLSCOPE_GENERAL_READER").is_none_or(|v| v != "1")
+}
+
 /// Opens an already opened input as `format`.
 pub fn open_as(
     input: Input,
@@ -90,6 +117,14 @@ pub fn open_as(
     index: u16,
 ) -> Result<Box<dyn EventReader>, ReadError> {
     Ok(match format {
+        InputFormat::PerfData if lean_events_apply(&input) => {
+            // The lean walkers build the same events faster; anything unusual sends the
+            // file down the general reader (at open, or later without changing the result).
+            match perf_data::lean::events::LeanEventReader::open(&input.path, index) {
+                Ok(r) => Box::new(r),
+                Err(_) => Box::new(perf_data::PerfDataReader::open(input, index)?),
+            }
+        }
         InputFormat::PerfData | InputFormat::PerfPipe => {
             Box::new(perf_data::PerfDataReader::open(input, index)?)
         }

@@ -41,9 +41,14 @@ pub struct Progress {
 /// Counts `ev` if it goes back in time within its input; returns the merge key (the input's
 /// high-water mark, so a backwards event keeps its place in input order).
 fn note_order(dq: &mut DataQuality, s: &mut Source, ev: &Event) -> Ts {
-    if let Some(last) = s.last_ts {
+    let path = &s.reader.meta().path;
+    note_order_at(dq, &mut s.last_ts, path, ev)
+}
+
+/// [`note_order`] given the input's high-water mark `last_ts` and path.
+fn note_order_at(dq: &mut DataQuality, last_ts: &mut Option<Ts>, path: &str, ev: &Event) -> Ts {
+    if let Some(last) = *last_ts {
         if ev.ts < last {
-            let path = &s.reader.meta().path;
             let (ts, back, span) = (ev.ts, last - ev.ts, ev.span.pos());
             dq.add(
                 "out_of_order_events",
@@ -54,10 +59,33 @@ fn note_order(dq: &mut DataQuality, s: &mut Source, ev: &Event) -> Ts {
             );
         }
     }
-    let hw = s.last_ts.map_or(ev.ts, |l| l.max(ev.ts));
-    s.last_ts = Some(hw);
+    let hw = last_ts.map_or(ev.ts, |l| l.max(ev.ts));
+    *last_ts = Some(hw);
     hw
 }
+
+/// Counts the events of `batch` that go back in time (one input's, high-water mark
+/// `last_ts`).
+fn check_run(dq: &mut DataQuality, last_ts: &mut Option<Ts>, path: &str, batch: &[Event]) {
+    // fast check of the whole batch; the per-event bookkeeping only if one goes back
+    let mut hw = last_ts.unwrap_or(0);
+    let backwards = batch.iter().any(|e| {
+        let back = e.ts < hw;
+        hw = hw.max(e.ts);
+        back
+    });
+    if backwards {
+        for e in batch {
+            note_order_at(dq, last_ts, path, e);
+        }
+    } else if let Some(last) = batch.last() {
+        *last_ts = Some(last_ts.map_or(last.ts, |l| l.max(last.ts)));
+    }
+}
+
+/// Events per order check in [`Inputs::visit_batch`]: 64 events of 128 bytes (8 KiB)
+/// stay in L1 between the caller's pass and the check.
+const CHECK_RUN: usize = 64;
 
 impl Inputs {
     /// Opens every path (`-` = stdin), sniffing formats unless `forced`.
@@ -208,19 +236,53 @@ impl Inputs {
             return;
         }
         let s = &mut self.sources[0];
-        // fast check of the whole batch; the per-event bookkeeping only if one goes back
-        let mut hw = s.last_ts.unwrap_or(0);
-        let backwards = batch.iter().any(|e| {
-            let back = e.ts < hw;
-            hw = hw.max(e.ts);
-            back
-        });
-        if backwards {
-            for e in batch {
-                note_order(&mut self.dq, s, e);
+        let path = &s.reader.meta().path;
+        check_run(&mut self.dq, &mut s.last_ts, path, batch);
+    }
+
+    /// Hands the next events in time order to `visit` in runs of up to 64 (each checked
+    /// for going back in time right after the visit, while it is in L1) and returns
+    /// `Ok(true)`; `Ok(false)` when every input is exhausted. A single input's reader may
+    /// build its events a few at a time where they are used
+    /// ([`EventReader::visit_batch`]); `buf` is scratch space.
+    pub fn visit_batch(
+        &mut self,
+        buf: &mut Vec<Event>,
+        visit: &mut dyn FnMut(&[Event]),
+    ) -> Result<bool, ReadError> {
+        if self.sources.len() != 1 {
+            // merged inputs: checked while merging
+            let more = self.next_batch_unchecked(buf)?;
+            for run in buf.chunks(CHECK_RUN) {
+                visit(run);
             }
-        } else if let Some(last) = batch.last() {
-            s.last_ts = Some(s.last_ts.map_or(last.ts, |l| l.max(last.ts)));
+            return Ok(more);
+        }
+        if let Some(e) = self.deferred.take() {
+            return Err(e);
+        }
+        let Inputs { sources, dq, .. } = self;
+        let s = &mut sources[0];
+        let path = s.reader.meta().path.clone();
+        let last_ts = &mut s.last_ts;
+        let mut n = 0u64;
+        let result = s.reader.visit_batch(buf, &mut |evs| {
+            n += evs.len() as u64;
+            for run in evs.chunks(CHECK_RUN) {
+                visit(run);
+                check_run(dq, last_ts, &path, run);
+            }
+        });
+        self.events += n;
+        self.report_progress_after(n);
+        match result {
+            Ok(more) => Ok(more),
+            Err(e) if n == 0 => Err(e),
+            Err(e) => {
+                // the events before the error went out first
+                self.deferred = Some(e);
+                Ok(true)
+            }
         }
     }
 

@@ -28,6 +28,7 @@
 //! data-quality note) is a [`LeanBail`]: the caller then runs the general reader.
 
 mod emit;
+pub mod events;
 mod names;
 mod plan;
 mod split;
@@ -43,9 +44,9 @@ use stallscope_model::SchedBatch;
 use super::pipeline::Pipeline;
 use crate::lean::{LeanBail, SchedSource};
 use crate::Input;
-use emit::Orderer;
+use emit::{Orderer, Records, Sink};
 use plan::Plan;
-use walk::{Step, Walked, Walker};
+use walk::{FullEvents, Step, Walked, Walker};
 
 /// Entries per hand-over from the walker to the caller.
 const BATCH_ENTRIES: usize = 16 * 1024;
@@ -80,7 +81,13 @@ pub fn open_lean_segmented(path: &str, segment: u64) -> Result<PerfLeanSource, L
         .clone()
         .ok_or_else(|| LeanBail::new("data section not mapped"))?;
     drop(pipeline);
-    Ok(PerfLeanSource::spawn(map, plan, segment))
+    Ok(PerfLeanSource::spawn(
+        map,
+        plan,
+        segment,
+        None,
+        Records::default(),
+    ))
 }
 
 /// One walker thread and its channels.
@@ -89,12 +96,13 @@ struct Lane {
     empty: SyncSender<Walked>,
 }
 
-/// A running lean reader: the walker threads and their channels.
-pub struct PerfLeanSource {
+/// A running lean reader: the walker threads and their channels; what it hands out is
+/// its [`Sink`]'s (`SchedBatch`es by default).
+pub struct PerfLeanSource<S: Sink = Records> {
     waking_declared: bool,
     lanes: Vec<Lane>,
     threads: Vec<JoinHandle<()>>,
-    orderer: Orderer,
+    orderer: Orderer<S>,
     /// Segment being received (walker `seg % lanes`), and how many there are.
     seg: usize,
     segs: usize,
@@ -103,8 +111,16 @@ pub struct PerfLeanSource {
     done: bool,
 }
 
-impl PerfLeanSource {
-    fn spawn(map: Arc<super::stream::DataMap>, plan: Plan, segment: u64) -> PerfLeanSource {
+impl<S: Sink> PerfLeanSource<S> {
+    /// Starts the walkers over `map` (in the event-building mode when `full` is given)
+    /// and an orderer releasing into `sink`.
+    fn spawn(
+        map: Arc<super::stream::DataMap>,
+        plan: Plan,
+        segment: u64,
+        full: Option<Arc<FullEvents>>,
+        sink: S,
+    ) -> PerfLeanSource<S> {
         let progress = Arc::new(AtomicU64::new(0));
         let waking_declared = plan.waking_declared;
         let total = map.map.len() as u64;
@@ -125,8 +141,13 @@ impl PerfLeanSource {
         let mut threads = Vec::new();
         for lane in 0..n_lanes {
             let cuts = cuts.clone();
-            let mut walker =
-                Walker::new(map.clone(), plan.clone(), progress.clone(), names.clone());
+            let mut walker = Walker::new(
+                map.clone(),
+                plan.clone(),
+                progress.clone(),
+                names.clone(),
+                full.clone(),
+            );
             let (full_tx, full_rx) = sync_channel::<Result<Walked, LeanBail>>(in_flight);
             // Room for every buffer a lane can have out (in flight, plus those the orderer
             // holds): a buffer dropped for want of room would be allocated again, and each
@@ -177,7 +198,7 @@ impl PerfLeanSource {
             waking_declared,
             lanes,
             threads,
-            orderer: Orderer::new(names),
+            orderer: Orderer::new(names, sink),
             seg: 0,
             segs,
             progress,
@@ -187,21 +208,25 @@ impl PerfLeanSource {
     }
 }
 
-impl PerfLeanSource {
+impl<S: Sink> PerfLeanSource<S> {
     /// Segments the data section was cut into (1: read by one thread).
     #[doc(hidden)]
     pub fn segment_count(&self) -> usize {
         self.segs
     }
-}
 
-impl SchedSource for PerfLeanSource {
-    fn waking_declared(&self) -> bool {
-        self.waking_declared
+    /// `(bytes walked, data bytes)`.
+    fn walked(&self) -> (u64, u64) {
+        (
+            self.progress.load(Ordering::Relaxed).min(self.total),
+            self.total,
+        )
     }
 
-    fn next_batch(&mut self, batch: &mut SchedBatch) -> Result<bool, LeanBail> {
-        batch.clear();
+    /// Replaces `batch`'s contents with the next released entries' output (at least one
+    /// item) and returns `Ok(true)`; `Ok(false)` with `batch` empty at the end.
+    fn next_into(&mut self, batch: &mut S::Batch) -> Result<bool, LeanBail> {
+        S::clear(batch);
         if self.lanes.is_empty() {
             return Err(LeanBail::new("could not start the lean reader threads"));
         }
@@ -239,23 +264,30 @@ impl SchedSource for PerfLeanSource {
                 self.done = true;
                 return Err(bail);
             }
-            if !batch.records.is_empty() {
+            if !S::is_empty(batch) {
                 return Ok(true);
             }
             // Only FORK / EXIT side-band records, or a segment end: nothing to hand over yet.
         }
         Ok(false)
     }
+}
+
+impl SchedSource for PerfLeanSource<Records> {
+    fn waking_declared(&self) -> bool {
+        self.waking_declared
+    }
+
+    fn next_batch(&mut self, batch: &mut SchedBatch) -> Result<bool, LeanBail> {
+        self.next_into(batch)
+    }
 
     fn progress(&self) -> (u64, u64) {
-        (
-            self.progress.load(Ordering::Relaxed).min(self.total),
-            self.total,
-        )
+        self.walked()
     }
 }
 
-impl Drop for PerfLeanSource {
+impl<S: Sink> Drop for PerfLeanSource<S> {
     fn drop(&mut self) {
         // Closing the channels stops the walkers at their next send.
         self.lanes.clear();

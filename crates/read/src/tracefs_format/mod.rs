@@ -47,5 +47,6 @@ pub(crate) use format_batch::{default_threads as threads_for_formats, map_in_par
 pub use format_file::{EventFormat, Field, FieldKind, LocKind};
 pub use header_page::HeaderPage;
 pub use prev_state::PrevStateTable;
+pub(crate) use sched::{reset as reset_kind, BLANK_STAT_RUNTIME, BLANK_SWITCH, BLANK_WAKEUPS};
 pub use sched::{DecodeFailure, TracepointDecoder};
 pub use tracing_data::{parse_saved_cmdlines, BlobCursor, TracingData};

@@ -495,13 +495,13 @@ const BLANK_TASK: TaskRef = TaskRef {
 };
 /// The kinds [`TracepointDecoder::decode_into`] writes field by field, before any field is
 /// written (in memory, copied from there by [`reset`]).
-static BLANK_SWITCH: EventKind = EventKind::Switch(Switch {
+pub(crate) static BLANK_SWITCH: EventKind = EventKind::Switch(Switch {
     prev: BLANK_TASK,
     prev_state: PrevState::RUNNING,
     next: BLANK_TASK,
 });
 /// Waking, wakeup, wakeup_new (the decoder's `which`).
-static BLANK_WAKEUPS: [EventKind; 3] = {
+pub(crate) static BLANK_WAKEUPS: [EventKind; 3] = {
     let w = Wakeup {
         task: BLANK_TASK,
         target_cpu: None,
@@ -512,7 +512,7 @@ static BLANK_WAKEUPS: [EventKind; 3] = {
         EventKind::WakeupNew(w),
     ]
 };
-static BLANK_STAT_RUNTIME: EventKind = EventKind::StatRuntime(StatRuntime {
+pub(crate) static BLANK_STAT_RUNTIME: EventKind = EventKind::StatRuntime(StatRuntime {
     task: BLANK_TASK,
     runtime: 0,
     vruntime: None,
@@ -523,7 +523,7 @@ static BLANK_STAT_RUNTIME: EventKind = EventKind::StatRuntime(StatRuntime {
 /// stores, drops the old value and copies: a store-forwarding stall per event, since most
 /// slots held another kind.)
 #[inline(always)]
-fn reset(out: &mut EventKind, blank: &'static EventKind) {
+pub(crate) fn reset(out: &mut EventKind, blank: &'static EventKind) {
     // Exhaustive, so that a new kind must be sorted into one arm or the other.
     let owns_heap = |k: &EventKind| match k {
         EventKind::Switch(_)

@@ -14,6 +14,9 @@
 //!   ([`StreamNames`] on interned ids); a fork sets the child's name; Fork / TaskComm
 //!   records get their name's index in the batch. The idle task's (tid 0) latest name is
 //!   kept and given once, after the last record.
+//! * What a released entry becomes is the [`Sink`]'s business: [`Records`] makes the
+//!   `SchedBatch` records above; [`Entries`] hands the entries on as they are (the
+//!   walkers' event-building mode: `super::events` builds the events).
 //! * The general reader's out-of-order check: a released record older than one already
 //!   emitted would be a data-quality note there, so it is a bail-out here.
 
@@ -56,8 +59,7 @@ struct Held {
 /// one or two more. Past [`MAX_RUNS`] runs, all of them are merged into one owned run
 /// (the same queue in the same order), which keeps the merge narrow and the number of
 /// buffers held bounded.
-#[derive(Default)]
-pub struct Orderer {
+pub struct Orderer<S: Sink> {
     /// The walkers' name table.
     names: SharedNames,
     /// Buffers with queued entries, oldest first.
@@ -73,7 +75,25 @@ pub struct Orderer {
     pending: usize,
     limit: u64,
     max_ts: u64,
-    out: Emit,
+    /// Names by id (a mirror of the walkers' interner).
+    comms: Vec<Comm>,
+    /// Time of the last entry released.
+    last_emitted: u64,
+    out: S,
+}
+
+/// What released entries become (module docs).
+pub trait Sink {
+    /// Where they go.
+    type Batch;
+    /// Appends what `e` stands for to `batch` (`comms`: names by id).
+    fn one(&mut self, comms: &[Comm], e: &Entry, batch: &mut Self::Batch);
+    /// Appends what comes after the last entry.
+    fn end(&mut self, comms: &[Comm], batch: &mut Self::Batch);
+    /// Empties `batch`.
+    fn clear(batch: &mut Self::Batch);
+    /// Whether `batch` is empty.
+    fn is_empty(batch: &Self::Batch) -> bool;
 }
 
 /// The entries of `r`.
@@ -89,13 +109,29 @@ fn run_entries<'a>(held: &'a [Held], own: &'a [Entry], r: &Run) -> &'a [Entry] {
     all.get(r.start..r.end).unwrap_or(&[])
 }
 
-impl Orderer {
-    /// An orderer reading names from the walkers' table.
-    pub fn new(names: SharedNames) -> Orderer {
+impl<S: Sink> Orderer<S> {
+    /// An orderer reading names from the walkers' table, releasing into `out`.
+    pub fn new(names: SharedNames, out: S) -> Orderer<S> {
         Orderer {
             names,
-            ..Orderer::default()
+            held: Vec::new(),
+            next_id: 0,
+            freed: Vec::new(),
+            runs: Vec::new(),
+            own: Vec::new(),
+            spare: Vec::new(),
+            pending: 0,
+            limit: 0,
+            max_ts: 0,
+            comms: Vec::new(),
+            last_emitted: 0,
+            out,
         }
+    }
+
+    /// The walkers' name table.
+    pub fn names(&self) -> &SharedNames {
+        &self.names
     }
 
     /// Queues the entries of `w` (a walker's buffer, kept until its entries are released;
@@ -106,10 +142,10 @@ impl Orderer {
         mut w: Walked,
         tag: usize,
         last: bool,
-        batch: &mut SchedBatch,
+        batch: &mut S::Batch,
     ) -> Result<(), LeanBail> {
         // Every name id in `w` was interned before `w` was sent.
-        copy_new(&self.names, &mut self.out.comms);
+        copy_new(&self.names, &mut self.comms);
         let id = self.next_id;
         self.next_id += 1;
         let round_ends = std::mem::take(&mut w.round_ends);
@@ -134,7 +170,7 @@ impl Orderer {
         round_ends: &[usize],
         len: usize,
         last: bool,
-        batch: &mut SchedBatch,
+        batch: &mut S::Batch,
     ) -> Result<(), LeanBail> {
         let mut start = 0;
         for &end in round_ends {
@@ -147,10 +183,7 @@ impl Orderer {
         self.queue(id, start, len)?;
         if last {
             self.release(u64::MAX, batch)?;
-            // The end of the stream: the idle task's name (see `sched_record`).
-            if let Some((id, at)) = self.out.idle.take() {
-                payload_comm(&self.out.comms, IDLE_TID, id, at, batch);
-            }
+            self.out.end(&self.comms, batch);
         }
         Ok(())
     }
@@ -207,19 +240,22 @@ impl Orderer {
     }
 
     /// Emits, in time order, every queued entry with time ≤ `limit` into `batch`.
-    fn release(&mut self, limit: u64, batch: &mut SchedBatch) -> Result<(), LeanBail> {
+    fn release(&mut self, limit: u64, batch: &mut S::Batch) -> Result<(), LeanBail> {
         let Orderer {
             held,
             own,
             runs,
             pending,
             out,
+            comms,
+            last_emitted,
             ..
         } = self;
+        let comms: &[Comm] = comms;
         let mut parts = [&[][..]; MAX_RUNS];
         let n = runs.len().min(MAX_RUNS);
         let mut first: Option<&Entry> = None;
-        let mut newest = out.last_emitted;
+        let mut newest = *last_emitted;
         for (p, r) in parts.iter_mut().zip(runs.iter_mut()) {
             let all = run_entries(held, own, r);
             let k = match all.last() {
@@ -239,10 +275,10 @@ impl Orderer {
         // The merge is in time order: only its first entry can be older than the last
         // one emitted before.
         if let Some(f) = first {
-            if f.rec.ts < out.last_emitted {
+            if f.rec.ts < *last_emitted {
                 return Err(LeanBail::new(format!(
                     "a record older than one already emitted at offset {:#x}",
-                    f.rec.pos
+                    f.pos()
                 )));
             }
         }
@@ -250,10 +286,10 @@ impl Orderer {
             for (k, e) in es.iter().enumerate() {
                 // The walkers wrote these entries: ask for them ahead of their turn.
                 crate::prefetch::prefetch(es, k + PREFETCH_AHEAD);
-                out.one(e, batch);
+                out.one(comms, e, batch);
             }
         });
-        out.last_emitted = newest;
+        *last_emitted = newest;
         runs.retain(|r| r.start < r.end);
         Ok(())
     }
@@ -322,29 +358,23 @@ fn merge(parts: &mut [&[Entry]], mut visit: impl FnMut(&[Entry])) {
     }
 }
 
-/// The emitting state: names by id (a mirror of the walker's interner) and per tid, and
-/// the time of the last record emitted.
+/// The [`Sink`] of the latency path: `SchedBatch` records, with the names per tid of the
+/// name rule.
 #[derive(Default)]
-struct Emit {
-    comms: Vec<Comm>,
+pub struct Records {
     stream: StreamNames,
-    last_emitted: u64,
     /// The idle task's latest name id and where the event giving it is (time, CPU,
     /// offset): its `PayloadComm` comes at the end of the stream.
     idle: Option<(u32, (u64, u32, u64))>,
 }
 
-impl Emit {
+impl Sink for Records {
+    type Batch = SchedBatch;
+
     /// Appends the records of one released entry to `batch`.
     #[inline(always)]
-    fn one(&mut self, e: &Entry, batch: &mut SchedBatch) {
-        let Emit {
-            comms,
-            stream,
-            idle,
-            ..
-        } = self;
-        let comms: &[Comm] = comms;
+    fn one(&mut self, comms: &[Comm], e: &Entry, batch: &mut SchedBatch) {
+        let Records { stream, idle } = self;
         let (n1, n2) = e.names();
         use SchedRecordKind as K;
         // `b` and `value` without the packed name ids (back at the encoder's values).
@@ -385,11 +415,54 @@ impl Emit {
             out.value = value;
         }
     }
+
+    fn clear(batch: &mut SchedBatch) {
+        batch.clear();
+    }
+
+    fn is_empty(batch: &SchedBatch) -> bool {
+        batch.records.is_empty()
+    }
+
+    fn end(&mut self, comms: &[Comm], batch: &mut SchedBatch) {
+        // The end of the stream: the idle task's name (see `sched_record`).
+        if let Some((id, at)) = self.idle.take() {
+            payload_comm(comms, IDLE_TID, id, at, batch);
+        }
+    }
+}
+
+/// The [`Sink`] of the event-building mode: the released entries themselves (FORK / EXIT
+/// placeholders left out), for `super::events` to build the events from on the caller's
+/// thread.
+#[derive(Default)]
+pub struct Entries;
+
+impl Sink for Entries {
+    type Batch = Vec<Entry>;
+
+    #[inline(always)]
+    fn one(&mut self, _: &[Comm], e: &Entry, out: &mut Vec<Entry>) {
+        let skip = e.rec.kind == SchedRecordKind::Other && e.names().0 == SKIP;
+        if !skip {
+            out.push(*e);
+        }
+    }
+
+    fn end(&mut self, _: &[Comm], _: &mut Vec<Entry>) {}
+
+    fn clear(batch: &mut Vec<Entry>) {
+        batch.clear();
+    }
+
+    fn is_empty(batch: &Vec<Entry>) -> bool {
+        batch.is_empty()
+    }
 }
 
 /// The name of id `id` (empty for an unknown one).
 #[inline]
-fn comm_of(comms: &[Comm], id: u32) -> Comm {
+pub fn comm_of(comms: &[Comm], id: u32) -> Comm {
     comms.get(id as usize).copied().unwrap_or(Comm::EMPTY)
 }
 
@@ -514,7 +587,7 @@ mod tests {
                 }
                 super::super::walk::sort_last_piece(bufs.last_mut().unwrap());
                 let n = bufs.len();
-                let mut o = Orderer::default();
+                let mut o = Orderer::new(SharedNames::default(), Records::default());
                 let mut batch = SchedBatch::default();
                 let mut res = Ok(());
                 let mut back = 0;

@@ -91,6 +91,8 @@ pub struct TaskAccess {
     pub comm: StrAccessor,
     /// Task id.
     pub pid: Int,
+    /// Priority, when the format has it (read by the event-building mode).
+    pub prio: Option<Int>,
 }
 
 /// How the payload of one attr's samples is decoded.
@@ -129,6 +131,9 @@ pub enum Payload {
         task: TaskAccess,
         /// Runtime.
         runtime: Int,
+        /// Whether the format has `vruntime` (kernels before 6.8): the event-building mode
+        /// then builds these events with the general decoder.
+        vruntime: bool,
     },
     /// Any other tracepoint: decoded by the general decoder.
     General(Box<TracepointDecoder>),
@@ -141,6 +146,8 @@ pub enum Payload {
 pub struct SampleAt {
     /// TIME.
     pub time: usize,
+    /// TID (the sample's pid, tid: the tid is the u32 at `tid + 4`).
+    pub tid: Option<usize>,
     /// CPU (u32).
     pub cpu: Option<usize>,
     /// The u32 size in front of the RAW data.
@@ -162,6 +169,7 @@ impl SampleAt {
         ];
         Some(SampleAt {
             time: f.time?,
+            tid: f.tid,
             cpu: f.cpu,
             raw: f.raw,
             min_len: ends.iter().flatten().copied().max().unwrap_or(8),
@@ -182,6 +190,12 @@ pub struct Plan {
     pub ids: AttrIds,
     /// Whether the trace declares `sched_waking`.
     pub waking_declared: bool,
+    /// The general decoder of every tracepoint attr (index = attr), for the records the
+    /// event-building mode does not build itself.
+    pub general: Vec<Option<Box<TracepointDecoder>>>,
+    /// Per attr: a software `dummy` event (perf's carrier of side-band records: no
+    /// samples expected).
+    pub dummy: Vec<bool>,
 }
 
 impl Plan {
@@ -230,7 +244,23 @@ impl Plan {
         if payloads.len() != p.attrs.len() || tables.layouts.len() != p.attrs.len() {
             return Err(LeanBail::new("decode tables out of step with the attrs"));
         }
+        let general = tables
+            .decoders
+            .iter()
+            .map(|d| match d {
+                AttrDecoder::Tracepoint(t) => Some(Box::new(t.clone())),
+                _ => None,
+            })
+            .collect();
+        // PERF_TYPE_SOFTWARE (1), PERF_COUNT_SW_DUMMY (9)
+        let dummy = p
+            .attrs
+            .iter()
+            .map(|a| a.kind == 1 && a.config == 9)
+            .collect();
         Ok(Plan {
+            dummy,
+            general,
             samples: tables.layouts.iter().map(SampleAt::of).collect(),
             layouts: tables.layouts.clone(),
             payloads,
@@ -241,6 +271,31 @@ impl Plan {
                 .iter()
                 .any(|e| e == "sched_waking" || e.ends_with(":sched_waking")),
         })
+    }
+
+    /// Whether the event-building mode (walkers that keep what a whole [`Event`] needs:
+    /// see `super::walk`) can read this file: every attr a tracepoint whose samples have
+    /// TID and fixed offsets (so no call chain, which entries do not carry), or perf's
+    /// `dummy` side-band carrier (a sample of it is a bail-out).
+    ///
+    /// [`Event`]: stallscope_model::Event
+    pub fn check_events_mode(&self) -> Result<(), LeanBail> {
+        for (i, p) in self.payloads.iter().enumerate() {
+            if matches!(p, Payload::NotTracepoint) {
+                if self.dummy.get(i) == Some(&true) {
+                    continue;
+                }
+                return Err(LeanBail::new("an attr that is not a tracepoint"));
+            }
+            match self.samples.get(i) {
+                Some(Some(s)) if s.tid.is_some() => {}
+                _ => return Err(LeanBail::new("samples without TID or with a call chain")),
+            }
+            if self.general.get(i).is_none_or(|g| g.is_none()) {
+                return Err(LeanBail::new("a tracepoint without its general decoder"));
+            }
+        }
+        Ok(())
     }
 
     /// The attr of a record (the general reader's rule: [`AttrIds::attr_of`]).
@@ -278,11 +333,9 @@ fn payload_of(t: &TracepointDecoder, f: &EventFormat) -> Option<Payload> {
         let cf = f.field(c)?;
         let comm = StrAccessor::new(cf, e)?;
         let pid = int(p)?;
-        if let Some(pr) = pr {
-            // Optional: read (bounds) only when the format has it.
-            let _ = int(pr);
-        }
-        Some((TaskAccess { comm, pid }, str_end(cf)))
+        // Optional: read (bounds) only when the format has it.
+        let prio = pr.and_then(&mut *int);
+        Some((TaskAccess { comm, pid, prio }, str_end(cf)))
     };
     let payload = match t {
         TracepointDecoder::Switch { table, .. } => {
@@ -314,11 +367,12 @@ fn payload_of(t: &TracepointDecoder, f: &EventFormat) -> Option<Payload> {
         TracepointDecoder::StatRuntime { .. } => {
             let (task, a) = task("comm", "pid", None, &mut int)?;
             let runtime = int("runtime")?;
-            let _ = int("vruntime");
+            let vruntime = int("vruntime").is_some();
             Payload::StatRuntime {
                 need: a,
                 task,
                 runtime,
+                vruntime,
             }
         }
         other => return Some(Payload::General(Box::new(other.clone()))),
@@ -353,10 +407,12 @@ fn payload_of(t: &TracepointDecoder, f: &EventFormat) -> Option<Payload> {
             need: n,
             task,
             runtime,
+            vruntime,
         } => Payload::StatRuntime {
             need: n.max(need),
             task,
             runtime,
+            vruntime,
         },
         other => other,
     })

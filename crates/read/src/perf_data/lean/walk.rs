@@ -15,6 +15,16 @@
 //! resident memory stays at that much per walker plus the entries in flight. (Reading the segments with `pread` into a reused buffer instead was measured:
 //! the kernel's copy costs more than mapping and dropping the pages.)
 //!
+//! **Event-building mode** (`full` set, for readers that hand out whole [`Event`]s): a
+//! switch, wakeup or stat_runtime entry also keeps what the event needs beyond the latency
+//! fields: the priorities, one byte each (`prio + 1`, so -1 .. 254) in the top 16 bits of
+//! `pos` ([`Entry::pos`] masks them; offsets stay below 2^48), and the sample's tid (a
+//! wakeup's waker: the top 32 bits of `value`; a switch's and a stat_runtime's must be
+//! the previous / charged task, whose tid the entry has). Any other record, or one of
+//! those three that does not fit (another tid, a priority out of range, a stat_runtime
+//! with `vruntime`), is decoded whole by the general decoder into [`FullEvents`] under its
+//! offset, and its entry is an `Other` with `n1` = [`FULL`].
+//!
 //! Anything the general reader would report (a data-quality note or an error: LOST records,
 //! unknown types or sample ids, short records, impossible sizes, truncation, compressed
 //! records) ends the walk with a [`LeanBail`].
@@ -23,7 +33,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use stallscope_model::sched_record::fill_from_kind;
-use stallscope_model::{Comm, EventKind, PrevState, SchedRecord, SchedRecordKind, Tid};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use stallscope_model::{
+    Comm, Event, EventKind, PrevState, SchedRecord, SchedRecordKind, Span, Tid,
+};
 
 use super::super::attr::{parse_sample, parse_trailer, Layout};
 use super::super::pipeline::rt;
@@ -35,6 +50,15 @@ use crate::tracefs_format::{CommCache, Endian, LocKind, PrevStateTable, StrAcces
 
 /// `n1` of an entry that emits nothing (FORK / EXIT side-band records).
 pub const SKIP: u32 = u32::MAX - 1;
+/// `n1` of an event-building mode entry whose event is in [`FullEvents`].
+pub const FULL: u32 = u32::MAX - 2;
+/// The bits of [`SchedRecord::pos`] that hold the offset (the priorities above them in
+/// the event-building mode).
+pub const POS_MASK: u64 = (1 << 48) - 1;
+
+/// The events the event-building mode's walkers decoded whole, by record offset (rare
+/// records: forks, migrations, other tracepoints), until the orderer emits them.
+pub type FullEvents = Mutex<HashMap<u64, Event>>;
 /// Bytes between two progress updates (and looks at the pages to drop).
 const STEP: u64 = 1 << 20;
 /// Bytes walked before the pages behind the walk are dropped: each drop unmaps pages
@@ -87,6 +111,19 @@ impl Entry {
             SchedRecordKind::Lost | SchedRecordKind::PayloadComm => (NO_NAME, NO_NAME),
             _ => (r.value as u32, NO_NAME),
         }
+    }
+
+    /// The record's offset (without the priorities of the event-building mode).
+    #[inline]
+    pub fn pos(&self) -> u64 {
+        self.rec.pos & POS_MASK
+    }
+
+    /// Priority `i` (0: the first task's, 1: a switch's next task) of an event-building
+    /// mode entry.
+    #[inline]
+    pub fn prio(&self, i: u32) -> i32 {
+        i32::from((self.rec.pos >> (48 + 8 * i)) as u8) - 1
     }
 
     /// Replaces the name ids.
@@ -157,6 +194,8 @@ pub struct Walker {
     /// output): the starts of its sorted runs after the first.
     descents: Vec<usize>,
     dropped_to: u64,
+    /// Event-building mode: where whole events go (module docs).
+    full: Option<Arc<FullEvents>>,
 }
 
 /// What [`Walker::step`] decoded, in file order, for [`super::emit::Orderer`].
@@ -187,12 +226,13 @@ fn bail<T>(why: &str, off: u64) -> Result<T, LeanBail> {
 
 impl Walker {
     /// A walker over the whole of `map`, adding the bytes it walks to `progress`,
-    /// interning names in `names`.
+    /// interning names in `names`; in the event-building mode when `full` is given.
     pub fn new(
         map: Arc<DataMap>,
         plan: Plan,
         progress: Arc<AtomicU64>,
         names: SharedNames,
+        full: Option<Arc<FullEvents>>,
     ) -> Walker {
         let pos = map.base;
         let end = map.base + map.map.len() as u64;
@@ -209,6 +249,7 @@ impl Walker {
             scratch: Vec::new(),
             descents: Vec::new(),
             dropped_to: pos,
+            full,
         }
     }
 
@@ -224,9 +265,13 @@ impl Walker {
         self.dropped_to = self.pos;
     }
 
-    /// [`Walker::step`]'s loop.
+    /// [`Walker::step`]'s loop (`EVENTS`: the event-building mode).
     #[inline(always)]
-    fn walk(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
+    fn walk<const EVENTS: bool>(
+        &mut self,
+        out: &mut Walked,
+        want: usize,
+    ) -> Result<Step, LeanBail> {
         let map = self.map.clone();
         let data = &map.map[..];
         let base = map.base;
@@ -290,7 +335,11 @@ impl Walker {
             let rec = &data[at..at + usize::from(size)];
             match rtype {
                 rt::SAMPLE => {
-                    let ts = self.sample(rec, pos, &mut out.entries)?;
+                    let ts = if EVENTS {
+                        self.sample_for_events(rec, pos, &mut out.entries)?
+                    } else {
+                        self.sample(rec, pos, &mut out.entries)?
+                    };
                     if ts < prev_ts {
                         descents.push(out.entries.len() - 1);
                     }
@@ -325,7 +374,11 @@ impl Walker {
     /// decoded entries in file order and the round ends.
     pub fn step(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
         out.entries.reserve(want.saturating_sub(out.entries.len()));
-        self.walk(out, want)
+        if self.full.is_some() {
+            self.walk::<true>(out, want)
+        } else {
+            self.walk::<false>(out, want)
+        }
     }
 
     /// Adds the bytes walked since the last report to `progress`.
@@ -403,6 +456,7 @@ impl Walker {
                 need,
                 task: t,
                 runtime,
+                ..
             } if raw.len() >= *need => stat_runtime(raw, t, runtime, names),
             Payload::General(d) => match d.decode_cached(raw, &mut self.cache) {
                 Ok(kind) => {
@@ -422,6 +476,170 @@ impl Walker {
             }
             None => bail("a tracepoint payload too short for its format", pos),
         }
+    }
+
+    /// A SAMPLE record in the event-building mode (module docs; returns its time).
+    #[inline(always)]
+    fn sample_for_events(
+        &mut self,
+        rec: &[u8],
+        pos: u64,
+        out: &mut Vec<Entry>,
+    ) -> Result<u64, LeanBail> {
+        let Some(attr) = self.plan.attr_of(rec, true) else {
+            return bail("a sample of unknown id", pos);
+        };
+        let ai = usize::from(attr);
+        // `Plan::check_events_mode`: every attr a tracepoint with fixed offsets and TID, or
+        // a dummy (whose samples are not expected).
+        let (Some(payload), Some(Some(fixed))) =
+            (self.plan.payloads.get(ai), self.plan.samples.get(ai))
+        else {
+            return bail("a sample of an attr without fixed offsets", pos);
+        };
+        if matches!(payload, Payload::NotTracepoint) {
+            return bail("a sample of an attr that is not a tracepoint", pos);
+        }
+        let parsed = match fixed.tid {
+            Some(t) if rec.len() >= fixed.min_len => {
+                fixed_fields(rec, fixed).zip(Endian::Little.u32(rec, t + 4).map(|v| v as Tid))
+            }
+            _ => None,
+        };
+        let Some(((ts, cpu, raw), tid)) = parsed else {
+            return bail(
+                "a sample too short for its sample_type, or without time",
+                pos,
+            );
+        };
+        let Some(raw) = raw else {
+            return bail("a tracepoint sample without payload", pos);
+        };
+        use SchedRecordKind as K;
+        let names = &mut self.names;
+        // (kind, a, b, prev_state, value, priorities, names), or `None`: built whole
+        let compact = match payload {
+            Payload::Switch {
+                need,
+                prev,
+                prev_state,
+                table,
+                next,
+            } if raw.len() >= *need => {
+                let Some((_, (a, b, st, _), (n1, n2))) =
+                    switch(raw, prev, prev_state, table, next, names)
+                else {
+                    return bail("a tracepoint payload too short for its format", pos);
+                };
+                let prios = prio_byte(raw, prev).zip(prio_byte(raw, next));
+                match prios {
+                    Some((p, q)) if tid == a => Some((K::Switch, a, b, st, 0, [p, q], (n1, n2))),
+                    _ => None,
+                }
+            }
+            Payload::Wakeup {
+                need,
+                kind,
+                task: t,
+                target_cpu,
+            } if raw.len() >= *need => {
+                let Some((a, n)) = task(raw, t, names) else {
+                    return bail("a tracepoint payload too short for its format", pos);
+                };
+                // The general decoder's `u32::try_from(target_cpu)`: none when negative;
+                // above i32::MAX it is a CPU number an entry cannot hold.
+                let target = match target_cpu {
+                    Some(c) => match c.i64(raw) {
+                        Some(v) if v < 0 || v > i64::from(u32::MAX) => Some(-1),
+                        Some(v) => Tid::try_from(v).ok(),
+                        None => return bail("a tracepoint payload too short for its format", pos),
+                    },
+                    None => Some(-1),
+                };
+                match (target, prio_byte(raw, t)) {
+                    (Some(b), Some(p)) => Some((
+                        *kind,
+                        a,
+                        b,
+                        PrevState::default(),
+                        u64::from(tid as u32) << 32,
+                        [p, 0],
+                        (n, NO_NAME),
+                    )),
+                    _ => None,
+                }
+            }
+            Payload::StatRuntime {
+                need,
+                task: t,
+                runtime,
+                vruntime,
+            } if raw.len() >= *need => {
+                let Some((_, (a, _, _, v), (n, _))) = stat_runtime(raw, t, runtime, names) else {
+                    return bail("a tracepoint payload too short for its format", pos);
+                };
+                (tid == a && !*vruntime).then_some((
+                    K::StatRuntime,
+                    a,
+                    0,
+                    PrevState::default(),
+                    v,
+                    [0, 0],
+                    (n, NO_NAME),
+                ))
+            }
+            Payload::General(_) => None,
+            _ => return bail("a tracepoint payload too short for its format", pos),
+        };
+        match compact {
+            Some((kind, a, b, st, value, [p, q], (n1, n2))) => {
+                let packed = pos | (u64::from(p) << 48) | (u64::from(q) << 56);
+                let mut e = entry(kind, (ts, cpu, packed), (a, b, st, value), (n1, n2));
+                if kind != K::Switch && kind != K::StatRuntime {
+                    // a wakeup: the waker's tid above the name id
+                    e.rec.value |= value;
+                }
+                out.push(e);
+            }
+            None => self.whole(ai, raw, (ts, cpu, pos), tid, out)?,
+        }
+        Ok(ts)
+    }
+
+    /// A sample decoded whole by the general decoder into [`FullEvents`] (event-building
+    /// mode), and its `Other` entry.
+    #[cold]
+    #[inline(never)]
+    fn whole(
+        &mut self,
+        attr: usize,
+        raw: &[u8],
+        (ts, cpu, pos): (u64, u32, u64),
+        tid: Tid,
+        out: &mut Vec<Entry>,
+    ) -> Result<(), LeanBail> {
+        let (Some(Some(d)), Some(full)) = (self.plan.general.get(attr), self.full.as_ref()) else {
+            return bail("a tracepoint without its general decoder", pos);
+        };
+        let Ok(kind) = d.decode_cached(raw, &mut self.cache) else {
+            return bail("a tracepoint payload too short for its format", pos);
+        };
+        let ev = Event {
+            ts,
+            cpu,
+            pid: tid,
+            span: Span::byte(0, pos),
+            kind,
+            callchain: None,
+        };
+        match full.lock() {
+            Ok(mut m) => m.insert(pos, ev),
+            Err(_) => return bail("another walker failed", pos),
+        };
+        let mut r = SchedRecord::new(SchedRecordKind::Other, ts, cpu, pos);
+        r.value = u64::from(FULL);
+        out.push(Entry { rec: r });
+        Ok(())
     }
 
     /// A COMM / FORK / EXIT record: its time and attr as the general reader finds them
@@ -517,6 +735,17 @@ fn task(raw: &[u8], t: &TaskAccess, names: &mut NameIds) -> Option<(Tid, u32)> {
         ref c => names.id(c.bytes(raw)?),
     };
     Some((pid, id))
+}
+
+/// A task's priority as an entry byte (`prio + 1`; -1 when the format has none, as the
+/// general decoder says), `None` outside -1 ..= 254.
+#[inline(always)]
+fn prio_byte(raw: &[u8], t: &TaskAccess) -> Option<u8> {
+    let p = match &t.prio {
+        Some(p) => p.i32(raw)?,
+        None => -1,
+    };
+    u8::try_from(p.checked_add(1)?).ok()
 }
 
 /// A `sched_switch` payload.
