@@ -456,11 +456,12 @@ impl Detector for IdleWhileRunnable {
     fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
         match *t {
             Transition::State { ts, tid, from, to } => {
-                let waiting_since = match from {
-                    TaskState::Runnable { .. } => self.waiting.get(tid).map(|w| w.since),
+                let waiting_at = match from {
+                    TaskState::Runnable { .. } => self.waiting.index(tid),
                     _ => None,
                 };
-                if let Some(since) = waiting_since {
+                if let Some(at) = waiting_at {
+                    let since = self.waiting.list[at].since;
                     let min = self.min_overlap;
                     let idle: Vec<(Cpu, Ts, Kept)> = self
                         .cpus
@@ -473,7 +474,8 @@ impl Detector for IdleWhileRunnable {
                     for (c, t0, k) in idle {
                         self.incident(tid, c, (t0, &k), ts, ev);
                     }
-                    self.waiting.remove(tid);
+                    // incidents leave the waiting list as it was: the wait is still at `at`
+                    self.waiting.remove_at(at, tid);
                 }
                 if let TaskState::Runnable { since, .. } = to {
                     let cpu = match &ev.kind {

@@ -162,6 +162,67 @@ impl Pair {
     }
 }
 
+/// One CPU's pairs: stored in a vector, found through a map by their tids, and the pair
+/// found last is remembered (a ping-pong hands off within one pair again and again: its
+/// next handoff is found without hashing).
+#[derive(Default)]
+struct Pairs {
+    list: Vec<Pair>,
+    /// `(tids[0], tids[1])` → position in `list`.
+    index: FxHashMap<(Tid, Tid), u32>,
+    /// The pair found last: its tids and position in `list`.
+    last: Option<((Tid, Tid), u32)>,
+}
+
+impl Pairs {
+    /// The pair of `key` (`key.0 < key.1`), made by `make` when new.
+    #[inline]
+    fn get_or_insert(&mut self, key: (Tid, Tid), make: impl FnOnce() -> Pair) -> &mut Pair {
+        let i = match self.last {
+            Some((k, i)) if k == key => i as usize,
+            _ => self.find_or_insert(key, make),
+        };
+        &mut self.list[i]
+    }
+
+    /// [`Pairs::get_or_insert`] through the map: the position of the pair.
+    fn find_or_insert(&mut self, key: (Tid, Tid), make: impl FnOnce() -> Pair) -> usize {
+        let list = &mut self.list;
+        let i = *self.index.entry(key).or_insert_with(|| {
+            list.push(make());
+            // INVARIANT: at most MAX_PAIRS + 1 pairs are held.
+            (list.len() - 1) as u32
+        });
+        self.last = Some((key, i));
+        i as usize
+    }
+
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    fn values(&self) -> std::slice::Iter<'_, Pair> {
+        self.list.iter()
+    }
+
+    /// Drops the rarest pairs (keeps those with at least the median handoff count, and at
+    /// least 2).
+    fn prune(&mut self) {
+        let mut counts: Vec<u64> = self.list.iter().map(Pair::total).collect();
+        counts.sort_unstable();
+        let Some(&median) = counts.get(counts.len() / 2) else {
+            return;
+        };
+        let cut = median.max(2);
+        self.list.retain(|p| p.total() >= cut);
+        self.index.clear();
+        for (i, p) in self.list.iter().enumerate() {
+            self.index.insert((p.tids[0], p.tids[1]), i as u32);
+        }
+        self.last = None;
+    }
+}
+
 #[derive(Default)]
 struct CpuPP {
     cur: Option<(Tid, Ts)>,
@@ -174,7 +235,7 @@ struct CpuPP {
     first: Option<Ts>,
     last: Ts,
     completions: u64,
-    pairs: FxHashMap<(Tid, Tid), Pair>,
+    pairs: Pairs,
 }
 
 /// The detector.
@@ -247,7 +308,7 @@ impl WakeupPingPong {
                     let completions = cpu.completions;
                     let woke =
                         cpu.last_wake.get().map(|k| (k.pid, k.payload.task.pid)) == Some((a, next));
-                    let p = cpu.pairs.entry(key).or_insert_with(|| Pair {
+                    let p = cpu.pairs.get_or_insert(key, || Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
                         runs: [LogHist::default(), LogHist::default()],
@@ -278,7 +339,7 @@ impl WakeupPingPong {
                         p.evidence.push(keep(ev));
                     }
                     if cpu.pairs.len() > MAX_PAIRS {
-                        prune(&mut cpu.pairs);
+                        cpu.pairs.prune();
                     }
                 }
             }
@@ -479,15 +540,6 @@ impl WakeupPingPong {
     }
 }
 
-/// Drops the rarest pairs (keeps those with at least the median handoff count, and at least 2).
-fn prune(pairs: &mut FxHashMap<(Tid, Tid), Pair>) {
-    let mut counts: Vec<u64> = pairs.values().map(Pair::total).collect();
-    counts.sort_unstable();
-    // INVARIANT: called only when the map holds more than MAX_PAIRS pairs (non-empty).
-    let cut = counts[counts.len() / 2].max(2);
-    pairs.retain(|_, p| p.total() >= cut);
-}
-
 impl Detector for WakeupPingPong {
     fn info(&self) -> &'static DetectorInfo {
         &INFO
@@ -569,3 +621,49 @@ impl Detector for WakeupPingPong {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod pairs_tests {
+    use super::*;
+
+    fn pair(key: (Tid, Tid)) -> Pair {
+        Pair {
+            tids: [key.0, key.1],
+            handoffs: [0; 2],
+            runs: [LogHist::default(), LogHist::default()],
+            wakes: [0; 2],
+            preempted_after_waking: [0; 2],
+            first: 0,
+            last: 0,
+            completions_at_first: 0,
+            completions_at_last: 0,
+            evidence: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn pairs_are_found_again_after_other_pairs_and_after_pruning() {
+        let mut pairs = Pairs::default();
+        // pair (1, k) gets k handoffs, for k in 2..=9; then (1, 2) again
+        for k in 2..=9 {
+            for _ in 0..k {
+                pairs.get_or_insert((1, k), || pair((1, k))).handoffs[0] += 1;
+            }
+        }
+        pairs.get_or_insert((1, 2), || pair((1, 2))).handoffs[1] += 1;
+        assert_eq!(pairs.len(), 8);
+        let total =
+            |pairs: &mut Pairs, k: Tid| pairs.get_or_insert((1, k), || pair((1, k))).total();
+        assert_eq!(total(&mut pairs, 2), 3);
+        assert_eq!(total(&mut pairs, 7), 7);
+        // totals 3, 3..9: the median (of 8, the 5th smallest) is 6; pairs below it go
+        pairs.prune();
+        let mut kept: Vec<Tid> = pairs.values().map(|p| p.tids[1]).collect();
+        kept.sort_unstable();
+        assert_eq!(kept, vec![6, 7, 8, 9]);
+        assert_eq!(total(&mut pairs, 8), 8, "a kept pair keeps its counts");
+        assert_eq!(total(&mut pairs, 2), 0, "a dropped pair starts again");
+        assert_eq!(pairs.len(), 5);
+        assert_eq!(total(&mut pairs, 9), 9);
+    }
+}
