@@ -348,30 +348,38 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
         OutputFormat::Text => {}
         OutputFormat::Json => out.write_all(b"{\"rows\":[")?,
     }
-    let mut batch = Vec::new();
-    while inputs.next_batch(&mut batch)? {
-        for ev in &batch {
-            th.process(ev, &mut |r| {
-                if !show_rows || io_err.is_some() {
+    let mut buf = Vec::new();
+    // Events come a run at a time (the lean perf.data reader builds them where they are
+    // used); a write error ends the rows, and the command after the run.
+    let mut more = true;
+    while more {
+        more = inputs.visit_batch(&mut buf, &mut |run| {
+            for ev in run {
+                if io_err.is_some() {
                     return;
                 }
-                let res = match args.format {
-                    OutputFormat::Text => text.row(out, r),
-                    OutputFormat::Json => {
-                        let sep: &[u8] = if first { b"\n" } else { b",\n" };
-                        first = false;
-                        out.write_all(sep).and_then(|()| {
-                            serde_json::to_writer(&mut *out, r).map_err(std::io::Error::other)
-                        })
+                th.process(ev, &mut |r| {
+                    if !show_rows || io_err.is_some() {
+                        return;
                     }
-                };
-                if let Err(e) = res {
-                    io_err = Some(e);
-                }
-            });
-            if let Some(e) = io_err.take() {
-                return Err(CliError::Io(e));
+                    let res = match args.format {
+                        OutputFormat::Text => text.row(out, r),
+                        OutputFormat::Json => {
+                            let sep: &[u8] = if first { b"\n" } else { b",\n" };
+                            first = false;
+                            out.write_all(sep).and_then(|()| {
+                                serde_json::to_writer(&mut *out, r).map_err(std::io::Error::other)
+                            })
+                        }
+                    };
+                    if let Err(e) = res {
+                        io_err = Some(e);
+                    }
+                });
             }
+        })?;
+        if let Some(e) = io_err.take() {
+            return Err(CliError::Io(e));
         }
     }
     let summary = (args.summary || args.with_summary).then(|| th.summary());
