@@ -219,9 +219,11 @@ fn damaged_copies_end_like_the_general_reader() {
     let data_off = u64::from_le_bytes(src[40..48].try_into().unwrap()) as usize;
     let path = dir.join("bad.perf.data");
     let p = path.to_str().unwrap();
-    // A record well inside the data (the walkers hand out events before reaching it).
+    let data_size = u64::from_le_bytes(src[48..56].try_into().unwrap()) as usize;
+    // A record three quarters into the data (the walkers hand out the events of the rounds
+    // that end before it: this file's rounds are long, so a few dozen).
     let mut at = data_off;
-    for _ in 0..3000 {
+    while at < data_off + data_size * 3 / 4 {
         at += usize::from(u16::from_le_bytes([src[at + 6], src[at + 7]]));
     }
     let variants: Vec<(&str, Vec<u8>)> = vec![
@@ -249,7 +251,7 @@ fn damaged_copies_end_like_the_general_reader() {
         assert!(lean.bailed_out().is_some(), "{what}: the walkers must stop");
         let want = general(p);
         assert!(
-            got.0.len() > 100,
+            got.0.len() > 50,
             "{what}: the damage must come after events ({} before it)",
             got.0.len()
         );

@@ -88,6 +88,15 @@ pub trait Sink {
     type Batch;
     /// Appends what `e` stands for to `batch` (`comms`: names by id).
     fn one(&mut self, comms: &[Comm], e: &Entry, batch: &mut Self::Batch);
+    /// [`Sink::one`] for each of `es`, consecutive released entries.
+    #[inline(always)]
+    fn run(&mut self, comms: &[Comm], es: &[Entry], batch: &mut Self::Batch) {
+        for (k, e) in es.iter().enumerate() {
+            // The walkers wrote these entries: ask for them ahead of their turn.
+            crate::prefetch::prefetch(es, k + PREFETCH_AHEAD);
+            self.one(comms, e, batch);
+        }
+    }
     /// Appends what comes after the last entry.
     fn end(&mut self, comms: &[Comm], batch: &mut Self::Batch);
     /// Empties `batch`.
@@ -282,13 +291,7 @@ impl<S: Sink> Orderer<S> {
                 )));
             }
         }
-        merge(&mut parts[..n], |es| {
-            for (k, e) in es.iter().enumerate() {
-                // The walkers wrote these entries: ask for them ahead of their turn.
-                crate::prefetch::prefetch(es, k + PREFETCH_AHEAD);
-                out.one(comms, e, batch);
-            }
-        });
+        merge(&mut parts[..n], |es| out.run(comms, es, batch));
         *last_emitted = newest;
         runs.retain(|r| r.start < r.end);
         Ok(())
@@ -432,9 +435,9 @@ impl Sink for Records {
     }
 }
 
-/// The [`Sink`] of the event-building mode: the released entries themselves (FORK / EXIT
-/// placeholders left out), for `super::events` to build the events from on the caller's
-/// thread.
+/// The [`Sink`] of the event-building mode: the released entries themselves, copied a
+/// stretch at a time (the FORK / EXIT placeholders too: they build no event), for
+/// `super::events` to build the events from on the caller's thread.
 #[derive(Default)]
 pub struct Entries;
 
@@ -443,10 +446,12 @@ impl Sink for Entries {
 
     #[inline(always)]
     fn one(&mut self, _: &[Comm], e: &Entry, out: &mut Vec<Entry>) {
-        let skip = e.rec.kind == SchedRecordKind::Other && e.names().0 == SKIP;
-        if !skip {
-            out.push(*e);
-        }
+        out.push(*e);
+    }
+
+    #[inline(always)]
+    fn run(&mut self, _: &[Comm], es: &[Entry], out: &mut Vec<Entry>) {
+        out.extend_from_slice(es);
     }
 
     fn end(&mut self, _: &[Comm], _: &mut Vec<Entry>) {}

@@ -36,7 +36,7 @@ use super::super::PerfDataReader;
 use super::emit::{comm_of, Entries};
 use super::names::{copy_new, SharedNames};
 use super::plan::Plan;
-use super::walk::{Entry, FullEvents, FULL, POS_MASK};
+use super::walk::{Entry, FullEvents, FULL, POS_MASK, SKIP};
 use super::{split, PerfLeanSource};
 use crate::lean::LeanBail;
 use crate::tracefs_format::{reset_kind, BLANK_STAT_RUNTIME, BLANK_SWITCH, BLANK_WAKEUPS};
@@ -111,7 +111,8 @@ struct Builder {
 impl Builder {
     /// Writes the event of entry `e` into `slot` (any earlier event), field by field in
     /// place: building it apart and moving it in stalled on store forwarding at every
-    /// event. `false`, with `broken` set, when it cannot be built.
+    /// event. `false` when the entry stands for no event (a FORK / EXIT side-band
+    /// placeholder) or, with `broken` set, cannot be built.
     #[inline(always)]
     fn build_into(&mut self, e: &Entry, slot: &mut Event) -> bool {
         use SchedRecordKind as K;
@@ -189,8 +190,9 @@ impl Builder {
                 Some(ev) => *slot = ev,
                 None => return false,
             },
-            // The walkers make no other entries in this mode (FORK / EXIT placeholders
-            // stay with the orderer).
+            // A FORK / EXIT side-band record: ordered, no event.
+            K::Other if n1 == SKIP => return false,
+            // The walkers make no other entries in this mode.
             _ => {
                 self.broken = self.broken.or(Some(pos));
                 return false;
@@ -421,13 +423,14 @@ impl EventReader for LeanEventReader {
             out.extend(self.single.drain(..).rev());
             return Ok(true);
         }
-        let mut taken = Vec::new();
-        let more = self.visit_batch(&mut taken, &mut |evs| out.extend_from_slice(evs));
-        if out.is_empty() {
-            // `taken` holds the general reader's batch when it took over
-            std::mem::swap(out, &mut taken);
+        let mut scratch = Vec::new();
+        loop {
+            let more = self.visit_batch(&mut scratch, &mut |evs| out.extend_from_slice(evs))?;
+            // (a batch of FORK / EXIT placeholders alone builds no event: go on)
+            if !more || !out.is_empty() {
+                return Ok(more);
+            }
         }
-        more
     }
 
     fn visit_batch(
