@@ -212,8 +212,13 @@ impl Waiting {
     fn remove_at(&mut self, i: usize, tid: Tid) {
         let was_long = self.list.len() > SHORT_LIST;
         self.list.swap_remove(i);
-        // the last wait's start moves to `i`, the removed one becomes spare storage
-        self.starts.swap(i, self.list.len());
+        // the last wait's start moves to `i`, the removed one becomes spare storage (no swap
+        // when the removed wait was the last: swapping a 128-byte event with itself still
+        // copies it, and with one waiter that is every removal)
+        let last = self.list.len();
+        if i != last {
+            self.starts.swap(i, last);
+        }
         if !was_long {
             return; // a short list has no slots
         }
