@@ -239,16 +239,7 @@ fn damaged_copies_bail_out_without_panicking() {
 
     // Random byte flips anywhere: never a panic; when the lean path still answers, it
     // answers what the general reader would.
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    for _ in 0..40 {
-        let mut bytes = src.clone();
-        for _ in 0..8 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let i = (seed as usize) % bytes.len();
-            bytes[i] = (seed >> 32) as u8;
-        }
+    for bytes in lean_support::flipped_copies(&src, 40) {
         std::fs::write(&path, &bytes).unwrap();
         if let Ok(got) = lean_records(path_s) {
             assert_eq!(

@@ -6,6 +6,8 @@
 //! small segments read by two threads; on damaged copies, where the walkers stop half
 //! way, the general reader takes over without changing the result (events, notes, error).
 
+mod lean_support;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -260,17 +262,8 @@ fn damaged_copies_end_like_the_general_reader() {
 
     // Random byte flips anywhere: never a panic, and the same result as the general reader
     // (when both open the file).
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut bailed = 0;
-    for _ in 0..40 {
-        let mut bytes = src.clone();
-        for _ in 0..8 {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let i = (seed as usize) % bytes.len();
-            bytes[i] = (seed >> 32) as u8;
-        }
+    for bytes in lean_support::flipped_copies(&src, 40) {
         std::fs::write(&path, &bytes).unwrap();
         if let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 64 << 10) {
             let got = drain_visiting(&mut lean);

@@ -34,6 +34,13 @@
 //! the per-record dispatch), and maps the pages a little ahead in one call. Unknown record
 //! types are skipped by size and counted; truncation and impossible sizes are fatal errors
 //! naming the byte offset.
+//!
+//! [`crate::open`] reads a plain perf.data file (not stdin, not compressed, file mode,
+//! scheduler tracepoints without call chains: what `perf sched record` and `perf record -e
+//! sched:*` write) with [`lean::events::LeanEventReader`] instead: the same events built
+//! from the lean walkers' compact entries, about a sixth less CPU; anything else, and any
+//! file on which its walkers stop, is read by this reader. `STALLSCOPE_GENERAL_READER=1`
+//! forces this reader (for comparisons).
 
 mod attr;
 mod decode;

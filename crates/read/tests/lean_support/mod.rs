@@ -1,4 +1,5 @@
-//! `fixtures/lean-paths.txt` for the lean-path tests (perf_data_lean and tracedat_lean here,
+//! `fixtures/lean-paths.txt` for the lean-path tests (perf_data_lean, perf_data_lean_events
+//! (byte-flipped copies only) and tracedat_lean here,
 //! and crates/cli/tests/lean_latency.rs, which includes this file by path): every
 //! scheduler-bearing perf.data / trace.dat fixture and whether the lean readers must take it.
 
@@ -32,4 +33,27 @@ pub fn lean_paths(root: &Path) -> Vec<(String, bool)> {
 /// Whether `path` is a trace.dat fixture (else perf.data).
 pub fn is_tracedat(path: &str) -> bool {
     !path.contains(".perf.data")
+}
+
+/// `count` copies of `src`, each with 8 bytes set to pseudo-random values at pseudo-random
+/// places (a fixed seed: the same copies every run), for robustness tests.
+pub fn flipped_copies(src: &[u8], count: usize) -> Vec<Vec<u8>> {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    (0..count)
+        .map(|_| {
+            let mut bytes = src.to_vec();
+            for _ in 0..8 {
+                let r = next();
+                let i = (r as usize) % bytes.len();
+                bytes[i] = (r >> 32) as u8;
+            }
+            bytes
+        })
+        .collect()
 }
