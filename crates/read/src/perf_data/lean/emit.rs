@@ -75,8 +75,6 @@ pub struct Orderer<S: Sink> {
     pending: usize,
     limit: u64,
     max_ts: u64,
-    /// Names by id (a mirror of the walkers' interner).
-    comms: Vec<Comm>,
     /// Time of the last entry released.
     last_emitted: u64,
     out: S,
@@ -86,19 +84,21 @@ pub struct Orderer<S: Sink> {
 pub trait Sink {
     /// Where they go.
     type Batch;
-    /// Appends what `e` stands for to `batch` (`comms`: names by id).
-    fn one(&mut self, comms: &[Comm], e: &Entry, batch: &mut Self::Batch);
+    /// Takes the names the walkers interned since the last call (before each buffer).
+    fn names_from(&mut self, names: &SharedNames);
+    /// Appends what `e` stands for to `batch`.
+    fn one(&mut self, e: &Entry, batch: &mut Self::Batch);
     /// [`Sink::one`] for each of `es`, consecutive released entries.
     #[inline(always)]
-    fn run(&mut self, comms: &[Comm], es: &[Entry], batch: &mut Self::Batch) {
+    fn run(&mut self, es: &[Entry], batch: &mut Self::Batch) {
         for (k, e) in es.iter().enumerate() {
             // The walkers wrote these entries: ask for them ahead of their turn.
             crate::prefetch::prefetch(es, k + PREFETCH_AHEAD);
-            self.one(comms, e, batch);
+            self.one(e, batch);
         }
     }
     /// Appends what comes after the last entry.
-    fn end(&mut self, comms: &[Comm], batch: &mut Self::Batch);
+    fn end(&mut self, batch: &mut Self::Batch);
     /// Empties `batch`.
     fn clear(batch: &mut Self::Batch);
     /// Whether `batch` is empty.
@@ -132,7 +132,6 @@ impl<S: Sink> Orderer<S> {
             pending: 0,
             limit: 0,
             max_ts: 0,
-            comms: Vec::new(),
             last_emitted: 0,
             out,
         }
@@ -154,7 +153,7 @@ impl<S: Sink> Orderer<S> {
         batch: &mut S::Batch,
     ) -> Result<(), LeanBail> {
         // Every name id in `w` was interned before `w` was sent.
-        copy_new(&self.names, &mut self.comms);
+        self.out.names_from(&self.names);
         let id = self.next_id;
         self.next_id += 1;
         let round_ends = std::mem::take(&mut w.round_ends);
@@ -192,7 +191,7 @@ impl<S: Sink> Orderer<S> {
         self.queue(id, start, len)?;
         if last {
             self.release(u64::MAX, batch)?;
-            self.out.end(&self.comms, batch);
+            self.out.end(batch);
         }
         Ok(())
     }
@@ -256,11 +255,9 @@ impl<S: Sink> Orderer<S> {
             runs,
             pending,
             out,
-            comms,
             last_emitted,
             ..
         } = self;
-        let comms: &[Comm] = comms;
         let mut parts = [&[][..]; MAX_RUNS];
         let n = runs.len().min(MAX_RUNS);
         let mut first: Option<&Entry> = None;
@@ -291,7 +288,7 @@ impl<S: Sink> Orderer<S> {
                 )));
             }
         }
-        merge(&mut parts[..n], |es| out.run(comms, es, batch));
+        merge(&mut parts[..n], |es| out.run(es, batch));
         *last_emitted = newest;
         runs.retain(|r| r.start < r.end);
         Ok(())
@@ -365,6 +362,8 @@ fn merge(parts: &mut [&[Entry]], mut visit: impl FnMut(&[Entry])) {
 /// name rule.
 #[derive(Default)]
 pub struct Records {
+    /// Names by id (a mirror of the walkers' interner).
+    comms: Vec<Comm>,
     stream: StreamNames,
     /// The idle task's latest name id and where the event giving it is (time, CPU,
     /// offset): its `PayloadComm` comes at the end of the stream.
@@ -374,10 +373,19 @@ pub struct Records {
 impl Sink for Records {
     type Batch = SchedBatch;
 
+    fn names_from(&mut self, names: &SharedNames) {
+        copy_new(names, &mut self.comms);
+    }
+
     /// Appends the records of one released entry to `batch`.
     #[inline(always)]
-    fn one(&mut self, comms: &[Comm], e: &Entry, batch: &mut SchedBatch) {
-        let Records { stream, idle } = self;
+    fn one(&mut self, e: &Entry, batch: &mut SchedBatch) {
+        let Records {
+            comms,
+            stream,
+            idle,
+        } = self;
+        let comms: &[Comm] = comms;
         let (n1, n2) = e.names();
         use SchedRecordKind as K;
         // `b` and `value` without the packed name ids (back at the encoder's values).
@@ -427,10 +435,10 @@ impl Sink for Records {
         batch.records.is_empty()
     }
 
-    fn end(&mut self, comms: &[Comm], batch: &mut SchedBatch) {
+    fn end(&mut self, batch: &mut SchedBatch) {
         // The end of the stream: the idle task's name (see `sched_record`).
         if let Some((id, at)) = self.idle.take() {
-            payload_comm(comms, IDLE_TID, id, at, batch);
+            payload_comm(&self.comms, IDLE_TID, id, at, batch);
         }
     }
 }
@@ -445,16 +453,19 @@ impl Sink for Entries {
     type Batch = Vec<Entry>;
 
     #[inline(always)]
-    fn one(&mut self, _: &[Comm], e: &Entry, out: &mut Vec<Entry>) {
+    fn names_from(&mut self, _: &SharedNames) {}
+
+    #[inline(always)]
+    fn one(&mut self, e: &Entry, out: &mut Vec<Entry>) {
         out.push(*e);
     }
 
     #[inline(always)]
-    fn run(&mut self, _: &[Comm], es: &[Entry], out: &mut Vec<Entry>) {
+    fn run(&mut self, es: &[Entry], out: &mut Vec<Entry>) {
         out.extend_from_slice(es);
     }
 
-    fn end(&mut self, _: &[Comm], _: &mut Vec<Entry>) {}
+    fn end(&mut self, _: &mut Vec<Entry>) {}
 
     fn clear(batch: &mut Vec<Entry>) {
         batch.clear();
