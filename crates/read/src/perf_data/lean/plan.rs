@@ -131,12 +131,12 @@ pub enum Payload {
         task: TaskAccess,
         /// Runtime.
         runtime: Int,
-        /// Whether the format has `vruntime` (kernels before 6.8): the event-building mode
+        /// Whether the format has `vruntime` (older kernels): the event-building mode
         /// then builds these events with the general decoder.
         vruntime: bool,
     },
-    /// Any other tracepoint: decoded by the general decoder.
-    General(Box<TracepointDecoder>),
+    /// Any other tracepoint: decoded by the general decoder ([`Plan::general`]).
+    General,
     /// Not a tracepoint: an `Other` record.
     NotTracepoint,
 }
@@ -190,8 +190,8 @@ pub struct Plan {
     pub ids: AttrIds,
     /// Whether the trace declares `sched_waking`.
     pub waking_declared: bool,
-    /// The general decoder of every tracepoint attr (index = attr), for the records the
-    /// event-building mode does not build itself.
+    /// The general decoder of every tracepoint attr (index = attr): for the `General`
+    /// payloads, and for the records the event-building mode does not build itself.
     pub general: Vec<Option<Box<TracepointDecoder>>>,
     /// Per attr: a software `dummy` event (perf's carrier of side-band records: no
     /// samples expected).
@@ -375,7 +375,7 @@ fn payload_of(t: &TracepointDecoder, f: &EventFormat) -> Option<Payload> {
                 vruntime,
             }
         }
-        other => return Some(Payload::General(Box::new(other.clone()))),
+        _ => return Some(Payload::General),
     };
     // The int fields' ends were collected in `need`.
     Some(match payload {

@@ -381,8 +381,8 @@ impl Walker {
         }
     }
 
-    /// The loop of the latency mode, a function of its own (sharing one with the
-    /// event-building loop cost the latency path ~3 % CPU).
+    /// The loop of the latency mode, a function of its own: compiled as it was before the
+    /// event-building mode existed, whatever that mode's loop needs.
     #[inline(never)]
     fn walk_records(&mut self, out: &mut Walked, want: usize) -> Result<Step, LeanBail> {
         self.walk::<false>(out, want)
@@ -471,13 +471,16 @@ impl Walker {
                 runtime,
                 ..
             } if raw.len() >= *need => stat_runtime(raw, t, runtime, names),
-            Payload::General(d) => match d.decode_cached(raw, &mut self.cache) {
-                Ok(kind) => {
-                    let mut r = SchedRecord::new(K::Other, ts, cpu, pos);
-                    let n = from_kind(&kind, &mut r, &mut self.names);
-                    Some((r.kind, (r.a, r.b, r.prev_state, r.value), n))
-                }
-                Err(_) => None,
+            Payload::General => match self.plan.general.get(ai).and_then(|d| d.as_ref()) {
+                Some(d) => match d.decode_cached(raw, &mut self.cache) {
+                    Ok(kind) => {
+                        let mut r = SchedRecord::new(K::Other, ts, cpu, pos);
+                        let n = from_kind(&kind, &mut r, &mut self.names);
+                        Some((r.kind, (r.a, r.b, r.prev_state, r.value), n))
+                    }
+                    Err(_) => None,
+                },
+                None => None,
             },
             Payload::NotTracepoint => Some((K::Other, (0, 0, none, 0), (NO_NAME, NO_NAME))),
             _ => None,
@@ -601,7 +604,7 @@ impl Walker {
                     (n, NO_NAME),
                 ))
             }
-            Payload::General(_) => None,
+            Payload::General => None,
             _ => return bail("a tracepoint payload too short for its format", pos),
         };
         match compact {
