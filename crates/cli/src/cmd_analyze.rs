@@ -297,8 +297,8 @@ fn analysis_pass(
         // Runs of up to 64 events, each checked for order by `Inputs` right after this
         // pass, while they are still in L1 (a whole batch, up to 1 MiB, is not).
         let mut visit = |run: &[stallscope::model::Event]| {
+            engine.process_run(run);
             for ev in run {
-                engine.process(ev);
                 profile.push(ev);
             }
         };

@@ -1,9 +1,14 @@
 //! [`Engine`]: runs the timeline and the selected detectors over one time-ordered event
 //! stream.
 //!
-//! Per event: every detector's `on_event` (timeline still in its state before the event),
-//! then the timeline applies the event, then every detector's `on_transition` for each
-//! transition it produced. Events outside the optional time range are not analyzed.
+//! Per run of events ([`Engine::process_run`]; [`Engine::process`] is a run of one): the
+//! timeline applies every event of the run, keeping the transitions each one produced, then
+//! each detector gets the run ([`crate::Detector::on_run`]: per event, `on_event`, then
+//! `on_transition` for each of that event's transitions). A detector keeps its own state and
+//! never looks at the timeline per event, so how the stream is cut into runs changes nothing;
+//! one call per detector and run (instead of per event and transition) is what makes runs
+//! worth it. Quiet transitions ([`is_quiet`]) are not kept when no detector wants them.
+//! Events outside the optional time range are not analyzed.
 //! At the end, each detector whose needed events are absent from the inputs (neither declared
 //! by a header nor seen) is reported as skipped instead of contributing findings.
 //!
@@ -80,17 +85,22 @@ pub struct Engine {
     timeline: Timeline,
     /// The detectors fed with events.
     detectors: Vec<Box<dyn Detector>>,
-    /// `event_kinds` of each of `detectors`.
-    kinds: Vec<u32>,
-    /// Indices in `detectors` of those that want transitions.
-    transitions: Vec<usize>,
+    /// The detectors' interests were asked (see [`Engine::interests`]).
+    interests_known: bool,
+    /// No detector wants quiet transitions ([`is_quiet`]): the timeline's are not kept.
+    drop_quiet: bool,
+    /// Test only: every detector gets every event and transition.
+    everything: bool,
+    /// The run being fed: each event's [`kind_bit`].
+    bits: Vec<u32>,
+    /// The run being fed: its transitions, with the index of the event that caused each.
+    run_transitions: Vec<(u32, Transition)>,
     /// Selection position of each of `detectors` (outcomes keep the selection order).
     positions: Vec<usize>,
     /// Parked detectors (fed nothing), with their selection positions.
     parked: Vec<(usize, Box<dyn Detector>)>,
     /// Every input declares all the events it holds (see [`Engine::park_unmeetable`]).
     declared_complete: bool,
-    buf: Vec<Transition>,
     paths: Vec<String>,
     system: Option<SystemContext>,
     kallsyms: Option<std::sync::Arc<str>>,
@@ -174,6 +184,33 @@ pub mod kind {
     pub const GENERIC: u32 = 1 << 12;
 }
 
+/// A run of events as detectors get it ([`crate::Detector::on_run`]).
+pub struct Run<'a> {
+    /// The events, in order.
+    pub events: &'a [Event],
+    /// Each event's [`kind_bit`].
+    pub bits: &'a [u32],
+    /// The transitions the timeline made of the events, in order, each with the index in
+    /// `events` of the event that caused it. Quiet transitions ([`is_quiet`]) are left out
+    /// when no detector wants them.
+    pub transitions: &'a [(u32, Transition)],
+    /// Test only: every event and transition goes to every detector.
+    pub everything: bool,
+}
+
+/// Whether `t` is a *quiet* transition (see [`crate::Detector::ignores_quiet_transitions`]):
+/// a state change between two states that are each running, sleeping, blocked or dead.
+#[inline]
+pub fn is_quiet(t: &Transition) -> bool {
+    use stallscope_timeline::TaskState::{Runnable, Unknown};
+    match t {
+        Transition::State { from, to, .. } => {
+            !matches!(from, Runnable { .. } | Unknown) && !matches!(to, Runnable { .. } | Unknown)
+        }
+        _ => false,
+    }
+}
+
 /// [`native_index`] of the kinds without a native name (side-band, lost, generic).
 const NOT_NATIVE: u32 = 9;
 
@@ -222,15 +259,17 @@ impl Engine {
                 WakeupSelector::declared_in(metas.iter().copied()),
             )),
             positions: (0..detectors.len()).collect(),
-            kinds: Vec::new(),
-            transitions: Vec::new(),
+            interests_known: false,
+            drop_quiet: false,
+            everything: false,
+            bits: Vec::new(),
+            run_transitions: Vec::new(),
             detectors,
             parked: Vec::new(),
             declared_complete: !metas.is_empty()
                 && metas
                     .iter()
                     .all(|m| m.format == Some(InputFormat::PerfData)),
-            buf: Vec::new(),
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system: metas.iter().find_map(|m| m.system_context.clone()),
             kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
@@ -259,7 +298,7 @@ impl Engine {
         if !self.declared_complete {
             return;
         }
-        self.kinds.clear(); // asked again for the detectors that stay
+        self.interests_known = false; // asked again for the detectors that stay
         let has = |n: &str| self.declared.contains(n);
         let mut i = 0;
         while i < self.detectors.len() {
@@ -295,52 +334,69 @@ impl Engine {
             .any(|(_, d)| d.info().unmet(&has).is_none())
     }
 
-    /// Feeds one event.
+    /// Feeds one event (a run of one: see [`Engine::process_run`]).
     pub fn process(&mut self, ev: &Event) {
+        self.process_run(std::slice::from_ref(ev));
+    }
+
+    /// Feeds a run of consecutive events: the timeline applies them all, then each
+    /// detector gets the run with the transitions ([`crate::Detector::on_run`]). The result
+    /// does not depend on how the stream is cut into runs. Events outside the optional time
+    /// range are not analyzed.
+    pub fn process_run(&mut self, evs: &[Event]) {
         if let Some((a, b)) = self.time {
-            if ev.ts < a || ev.ts > b {
-                return; // outside the requested range: not part of the analysis
+            if evs.iter().any(|ev| ev.ts < a || ev.ts > b) {
+                // outside the requested range: not part of the analysis
+                for ev in evs.iter().filter(|ev| ev.ts >= a && ev.ts <= b) {
+                    self.apply_run(std::slice::from_ref(ev));
+                }
+                return;
             }
         }
-        // One dispatch on the kind: its bit selects the detectors, and a scheduler kind's
-        // name is noted the first time its bit is missing from the seen mask.
-        let bit = kind_bit(&ev.kind);
-        if bit & SCHED_KINDS != 0 {
-            if self.seen_mask & bit == 0 {
-                self.note_native(&ev.kind, bit.trailing_zeros());
-            }
-        } else {
-            self.note_other_kind(&ev.kind);
-        }
-        if bit != kind::TASK_COMM {
-            self.events += 1;
-            self.first.get_or_insert(ev.ts);
-            self.last = Some(ev.ts);
-        }
-        if self.kinds.len() != self.detectors.len() {
+        self.apply_run(evs);
+    }
+
+    /// [`Engine::process_run`] of events in the time range.
+    fn apply_run(&mut self, evs: &[Event]) {
+        if !self.interests_known {
             self.interests();
         }
-        {
-            let cx = context!(self);
-            for (d, kinds) in self.detectors.iter_mut().zip(&self.kinds) {
-                if kinds & bit != 0 {
-                    d.on_event(ev, &cx);
+        self.bits.clear();
+        self.run_transitions.clear();
+        for (k, ev) in evs.iter().enumerate() {
+            // One dispatch on the kind: its bit selects what detectors look at, and a
+            // scheduler kind's name is noted the first time its bit is missing from the
+            // seen mask.
+            let bit = kind_bit(&ev.kind);
+            if bit & SCHED_KINDS != 0 {
+                if self.seen_mask & bit == 0 {
+                    self.note_native(&ev.kind, bit.trailing_zeros());
                 }
+            } else {
+                self.note_other_kind(&ev.kind);
             }
-        }
-        let buf = &mut self.buf;
-        buf.clear();
-        self.timeline.process(ev, &mut |t| buf.push(t));
-        if self.buf.is_empty() {
-            return;
-        }
-        let cx = context!(self);
-        for &i in &self.transitions {
-            if let Some(d) = self.detectors.get_mut(i) {
-                for t in &self.buf {
-                    d.on_transition(t, ev, &cx);
+            if bit != kind::TASK_COMM {
+                self.events += 1;
+                self.first.get_or_insert(ev.ts);
+                self.last = Some(ev.ts);
+            }
+            self.bits.push(bit);
+            let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
+            let k = k as u32;
+            self.timeline.process(ev, &mut |t| {
+                if !(drop_quiet && is_quiet(&t)) {
+                    list.push((k, t));
                 }
-            }
+            });
+        }
+        let run = Run {
+            events: evs,
+            bits: &self.bits,
+            transitions: &self.run_transitions,
+            everything: self.everything,
+        };
+        for d in &mut self.detectors {
+            d.on_run(&run);
         }
     }
 
@@ -374,16 +430,18 @@ impl Engine {
     /// at (tests compare the outcomes).
     #[cfg(test)]
     fn call_everything(&mut self) {
-        self.kinds = vec![u32::MAX; self.detectors.len()];
-        self.transitions = (0..self.detectors.len()).collect();
+        self.everything = true;
+        self.interests_known = false;
     }
 
-    /// Asks the fed detectors what they look at (once, before the first event).
+    /// Asks the fed detectors whether any wants quiet transitions (before the first event).
     fn interests(&mut self) {
-        self.kinds = self.detectors.iter().map(|d| d.event_kinds()).collect();
-        self.transitions = (0..self.detectors.len())
-            .filter(|&i| self.detectors[i].wants_transitions())
-            .collect();
+        self.interests_known = true;
+        self.drop_quiet = !self.everything
+            && self
+                .detectors
+                .iter()
+                .all(|d| !d.wants_transitions() || d.ignores_quiet_transitions());
     }
 
     /// Feeds a whole CPU profile to every detector (`on_profile`); detectors that need
@@ -507,13 +565,11 @@ mod tests {
         assert!(matches!(found, Some((_, Ok(f))) if f.len() == 1));
     }
 
-    #[test]
-    fn skipped_calls_change_no_outcome() {
+    /// A and B alternate on CPU 0 every 100 µs (A wakes B, B runs a work item, an I/O
+    /// completes, B wakes A), with runtime updates; then C starves behind A.
+    fn alternating() -> Trace {
         use stallscope_model::{BlockAction, FieldValue};
         const US: Ts = 1000;
-        // A and B alternate on CPU 0 every 100 µs (A wakes B, B runs a work item, an I/O
-        // completes, B wakes A), with runtime updates; then C starves behind A.
-        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
         let (a, b, c) = (
             t("fio", 10, 120),
             t("kworker/0:1", 20, 120),
@@ -537,11 +593,20 @@ mod tests {
         tr.wake(end, 1, 0, c, 0)
             .sw(end + 1, 1, idle(), "R", idle())
             .sw(end + 30 * MS, 0, a, "S", c);
+        tr
+    }
+
+    #[test]
+    fn skipped_calls_change_no_outcome() {
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let tr = alternating();
         let (mut all, mut told) = (engine(&meta, false), engine(&meta, false));
         all.call_everything();
         for ev in &tr.events {
             all.process(ev);
-            told.process(ev);
+        }
+        for run in tr.events.chunks(64) {
+            told.process_run(run);
         }
         let (x, y) = (outcomes(all), outcomes(told));
         for id in [
@@ -556,6 +621,89 @@ mod tests {
             );
         }
         assert_eq!(x, y);
+    }
+
+    /// Data-quality counters and examples, by key.
+    fn quality(o: &EngineOutput) -> Vec<(String, u64, Vec<String>)> {
+        let mut v: Vec<_> = o
+            .quality
+            .entries()
+            .map(|(k, e)| (k.to_string(), e.count, e.examples.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn runs_of_any_length_end_alike() {
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let mut tr = alternating();
+        // a second CPU's events interleaved, so that runs mix CPUs
+        let (d, e) = (t("d", 40, 120), t("e", 50, 139));
+        let last = tr.events.last().map_or(0, |ev| ev.ts);
+        for k in 0..300 {
+            let at = last + 1 + k * 7 * MS;
+            tr.wake(at, 1, 0, d, 1)
+                .sw(at + MS, 1, idle(), "R", e)
+                .sw(at + 3 * MS, 1, e, "R", d)
+                .sw(at + 4 * MS, 1, d, "S", e)
+                .sw(at + 6 * MS, 1, e, "S", idle());
+        }
+        let one_by_one = {
+            let mut en = engine(&meta, false);
+            for ev in &tr.events {
+                en.process(ev);
+            }
+            en.finish()
+        };
+        for len in [2, 7, 64, 1000, tr.events.len()] {
+            let mut en = engine(&meta, false);
+            for run in tr.events.chunks(len) {
+                en.process_run(run);
+            }
+            let by_runs = en.finish();
+            assert_eq!(quality(&by_runs), quality(&one_by_one), "runs of {len}");
+            assert_eq!(by_runs.events_read, one_by_one.events_read);
+            assert_eq!(
+                (by_runs.first_ts, by_runs.last_ts),
+                (one_by_one.first_ts, one_by_one.last_ts)
+            );
+            let found = |o: &EngineOutput| -> Vec<(&'static str, Result<Vec<Finding>, String>)> {
+                o.outcomes
+                    .iter()
+                    .map(|d| (d.id, d.result.clone()))
+                    .collect()
+            };
+            assert_eq!(found(&by_runs), found(&one_by_one), "runs of {len}");
+        }
+        assert!(
+            one_by_one
+                .outcomes
+                .iter()
+                .filter(|d| matches!(&d.result, Ok(f) if !f.is_empty()))
+                .count()
+                >= 3
+        );
+    }
+
+    #[test]
+    fn a_time_range_cuts_runs_as_it_cuts_events() {
+        let meta = perf_data(&["sched:sched_switch", "sched:sched_waking"]);
+        let tr = alternating();
+        let (a, b) = (50 * MS, 150 * MS);
+        let mut whole = engine(&meta, false);
+        whole.set_time_range(a, b);
+        for run in tr.events.chunks(64) {
+            whole.process_run(run);
+        }
+        let mut inside = engine(&meta, false);
+        for ev in tr.events.iter().filter(|ev| ev.ts >= a && ev.ts <= b) {
+            inside.process(ev);
+        }
+        let (x, y) = (whole.finish(), inside.finish());
+        assert_eq!(x.events_read, y.events_read);
+        assert!(x.events_read > 0 && x.events_read < tr.events.len() as u64);
+        assert_eq!(quality(&x), quality(&y));
     }
 
     #[test]

@@ -67,26 +67,62 @@ impl DetectorInfo {
     }
 }
 
-/// A pathology detector. Call order per event (see [`engine::Engine::process`]):
-/// `on_event` with the timeline in its state *before* the event, then `on_transition` for
-/// each transition the event caused, with the timeline *after* it. `finish` once at the end.
+/// A pathology detector. The engine feeds it runs of events ([`Detector::on_run`]): per
+/// event, in order, `on_event` (if its kind is one of [`Detector::event_kinds`]), then
+/// `on_transition` for each transition the timeline made of that event. The timeline
+/// applies a whole run before the detectors see it, so a detector keeps whatever state it
+/// needs itself; the timeline is at hand (through [`Context`]) in `finish`, once at the end.
 pub trait Detector {
     /// The detector's description.
     fn info(&self) -> &'static DetectorInfo;
-    /// The event kinds `on_event` looks at ([`engine::kind_bit`] bits); the engine does not
-    /// call it for the others. Default: every kind.
+    /// The event kinds `on_event` looks at ([`engine::kind_bit`] bits); it is not called
+    /// for the others. Default: every kind.
     fn event_kinds(&self) -> u32 {
         u32::MAX
     }
-    /// Whether `on_transition` looks at transitions (the engine does not call it otherwise).
+    /// Whether `on_transition` looks at transitions (it is not called otherwise).
     /// Default: true.
     fn wants_transitions(&self) -> bool {
         true
     }
-    /// A raw event (before the timeline applied it).
-    fn on_event(&mut self, _ev: &Event, _cx: &Context<'_>) {}
+    /// Whether `on_transition` changes nothing for a *quiet* transition, so it need not be
+    /// called with one: a [`Transition::State`] whose `from` and `to` are each running,
+    /// sleeping, blocked or dead (neither is runnable nor unknown), such as a task that
+    /// blocks at a switch-out. A task's first transition starts from unknown, so it is
+    /// never quiet. Default: false.
+    fn ignores_quiet_transitions(&self) -> bool {
+        false
+    }
+    /// A raw event.
+    fn on_event(&mut self, _ev: &Event) {}
     /// A timeline transition caused by `ev`.
-    fn on_transition(&mut self, _t: &Transition, _ev: &Event, _cx: &Context<'_>) {}
+    fn on_transition(&mut self, _t: &Transition, _ev: &Event) {}
+    /// A run of events and the transitions they caused: `on_event` and `on_transition`
+    /// as described on the trait. The default is that loop, compiled for each detector
+    /// (its calls are direct, and one call a run replaces one a detector and event).
+    fn on_run(&mut self, run: &engine::Run<'_>) {
+        let (kinds, wants, skip_quiet) = match run.everything {
+            true => (u32::MAX, true, false),
+            false => (
+                self.event_kinds(),
+                self.wants_transitions(),
+                self.ignores_quiet_transitions(),
+            ),
+        };
+        let mut transitions = run.transitions.iter().peekable();
+        for (k, (ev, bit)) in run.events.iter().zip(run.bits).enumerate() {
+            if kinds & bit != 0 {
+                self.on_event(ev);
+            }
+            if wants {
+                while let Some((_, t)) = transitions.next_if(|(i, _)| *i as usize == k) {
+                    if !(skip_quiet && engine::is_quiet(t)) {
+                        self.on_transition(t, ev);
+                    }
+                }
+            }
+        }
+    }
     /// A whole CPU profile (profile detectors, whose `needs` name [`PROFILE_NEED`]).
     fn on_profile(&mut self, _p: &Profile, _cx: &Context<'_>) {}
     /// The findings, after the last event.

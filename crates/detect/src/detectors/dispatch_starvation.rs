@@ -178,7 +178,7 @@ impl Detector for DispatchStarvation {
         false
     }
 
-    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+    fn on_event(&mut self, ev: &Event) {
         self.tracker.process(ev);
         self.blocked.process(ev);
     }

@@ -407,7 +407,12 @@ impl Detector for IdleWhileRunnable {
         &INFO
     }
 
-    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+    fn ignores_quiet_transitions(&self) -> bool {
+        // Waits start at a transition to runnable and end at one from runnable.
+        true
+    }
+
+    fn on_event(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::Switch(s) => {
                 let c = ev.cpu;
@@ -458,7 +463,7 @@ impl Detector for IdleWhileRunnable {
         }
     }
 
-    fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
+    fn on_transition(&mut self, t: &Transition, ev: &Event) {
         match *t {
             Transition::State { ts, tid, from, to } => {
                 let waiting_at = match from {

@@ -1063,7 +1063,15 @@ impl Detector for RunqueueStarvation {
         &INFO
     }
 
-    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+    fn ignores_quiet_transitions(&self) -> bool {
+        // Waits start at a transition to runnable and end at one from runnable. A task's
+        // first transition (from unknown) is never quiet, so `seen_before` is the same; a
+        // record a quiet transition would have created holds no priority or vruntime, which
+        // reads as no record.
+        true
+    }
+
+    fn on_event(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::Switch(s) => {
                 self.note_prio(s.prev.pid, s.prev.prio);
@@ -1107,7 +1115,7 @@ impl Detector for RunqueueStarvation {
         }
     }
 
-    fn on_transition(&mut self, t: &Transition, ev: &Event, _cx: &Context<'_>) {
+    fn on_transition(&mut self, t: &Transition, ev: &Event) {
         match *t {
             Transition::State { ts, tid, from, to } => {
                 // The task's record, created now (it is by the end anyway; a new record has

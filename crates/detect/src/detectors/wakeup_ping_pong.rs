@@ -554,7 +554,7 @@ impl Detector for WakeupPingPong {
         false
     }
 
-    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+    fn on_event(&mut self, ev: &Event) {
         match &ev.kind {
             EventKind::Switch(s) => {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)

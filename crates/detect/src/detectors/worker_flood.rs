@@ -399,7 +399,7 @@ impl Detector for WorkerFlood {
         false
     }
 
-    fn on_event(&mut self, ev: &Event, _cx: &Context<'_>) {
+    fn on_event(&mut self, ev: &Event) {
         self.max_cpu = Some(self.max_cpu.map_or(ev.cpu, |c| c.max(ev.cpu)));
         match &ev.kind {
             EventKind::Generic(g) if WorkEventKind::from_name(&g.name).is_some() => {
