@@ -49,7 +49,7 @@ fn check(data: &[u8]) {
     }
     let Some(p) = path.to_str() else { return };
     for visiting in [false, true] {
-        let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 4096) else {
+        let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 4096, 2) else {
             break;
         };
         let got = drain(&mut lean, visiting);

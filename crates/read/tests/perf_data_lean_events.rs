@@ -160,13 +160,14 @@ fn lean_events_equal_the_general_readers_events() {
         assert_eq!(lean.bailed_out(), None, "{what}: the walkers stopped");
         assert_same(&what, &got, &want);
         assert_eq!((dq, err), (want_dq, want_err), "{what}: notes and errors");
-        // by runs, and cut into small segments read by two threads
-        for seg in [64 << 10, 300 << 10] {
-            let mut cut = LeanEventReader::open_segmented(p, 0, seg).unwrap();
+        // by runs, and cut into small segments read by one walker thread or two
+        for (seg, walkers) in [(64 << 10, 2), (300 << 10, 2), (64 << 10, 1)] {
+            let mut cut = LeanEventReader::open_segmented(p, 0, seg, walkers).unwrap();
             let (got, _, err) = drain_visiting(&mut cut);
-            assert_eq!(cut.bailed_out(), None, "{what} cut {seg}");
-            assert_eq!(err, None, "{what} cut {seg}");
-            assert_same(&format!("{what} cut {seg}"), &got, &want);
+            let how = format!("{what} cut {seg}, {walkers} walker(s)");
+            assert_eq!(cut.bailed_out(), None, "{how}");
+            assert_eq!(err, None, "{how}");
+            assert_same(&how, &got, &want);
         }
         taken += 1;
         events += want.len();
@@ -247,7 +248,7 @@ fn damaged_copies_end_like_the_general_reader() {
     ];
     for (what, bytes) in variants {
         std::fs::write(&path, &bytes).unwrap();
-        let mut lean = LeanEventReader::open_segmented(p, 0, 64 << 10)
+        let mut lean = LeanEventReader::open_segmented(p, 0, 64 << 10, 2)
             .unwrap_or_else(|b| panic!("{what}: the damage is in the data: {}", b.reason));
         let got = drain(&mut lean);
         assert!(lean.bailed_out().is_some(), "{what}: the walkers must stop");
@@ -263,9 +264,12 @@ fn damaged_copies_end_like_the_general_reader() {
     // Random byte flips anywhere: never a panic, and the same result as the general reader
     // (when both open the file).
     let mut bailed = 0;
-    for bytes in lean_support::flipped_copies(&src, 40) {
+    for (k, bytes) in lean_support::flipped_copies(&src, 40)
+        .into_iter()
+        .enumerate()
+    {
         std::fs::write(&path, &bytes).unwrap();
-        if let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 64 << 10) {
+        if let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 64 << 10, 1 + k % 2) {
             let got = drain_visiting(&mut lean);
             bailed += usize::from(lean.bailed_out().is_some());
             let want = general(p);

@@ -84,7 +84,7 @@ pub fn open_lean_segmented(path: &str, segment: u64) -> Result<PerfLeanSource, L
     Ok(PerfLeanSource::spawn(
         map,
         plan,
-        segment,
+        (segment, 2),
         None,
         Records::default(),
     ))
@@ -112,12 +112,13 @@ pub struct PerfLeanSource<S: Sink = Records> {
 }
 
 impl<S: Sink> PerfLeanSource<S> {
-    /// Starts the walkers over `map` (in the event-building mode when `full` is given)
-    /// and an orderer releasing into `sink`.
+    /// Starts up to `walkers` walkers over `map`, cut into segments of about `segment`
+    /// bytes (in the event-building mode when `full` is given), and an orderer releasing
+    /// into `sink`.
     fn spawn(
         map: Arc<super::stream::DataMap>,
         plan: Plan,
-        segment: u64,
+        (segment, walkers): (u64, usize),
         full: Option<Arc<FullEvents>>,
         sink: S,
     ) -> PerfLeanSource<S> {
@@ -127,7 +128,7 @@ impl<S: Sink> PerfLeanSource<S> {
         // The cuts are searched by the walkers, each when first needed.
         let cuts = Arc::new(split::Cuts::new(map.clone(), segment));
         let segs = cuts.count();
-        let n_lanes = segs.min(2);
+        let n_lanes = segs.min(walkers).max(1);
         // A lane may run a whole segment ahead of the one being received (records are
         // about 100 bytes), and no further: memory stays bounded whatever the file length.
         let in_flight = if n_lanes > 1 {

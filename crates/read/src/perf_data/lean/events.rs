@@ -60,6 +60,19 @@ fn has_compressed_records(head: &[u8]) -> bool {
         .is_some_and(|b: [u8; 8]| u64::from_le_bytes(b) & (1 << HEADER_COMPRESSED) != 0)
 }
 
+/// Walker threads in the event-building mode: one on a machine with two CPUs or fewer,
+/// two otherwise. There the caller's thread, which builds the events and analyzes them, is
+/// the slowest stage: one walker stays ahead of it on the other CPU, while a second one
+/// takes CPU time from the caller and adds merging (`analyze` of a 6 M-event file on two
+/// CPUs: 0.279 s against 0.294 s wall, 455 against 469 ms CPU, 36 against 48 MiB). The
+/// `latency` mode keeps two: its caller's thread does little, the walkers are the slowest.
+fn event_walkers() -> usize {
+    match std::thread::available_parallelism() {
+        Ok(n) if n.get() > 2 => 2,
+        _ => 1,
+    }
+}
+
 /// A slot for [`Builder::build_into`].
 fn blank_event() -> Event {
     Event {
@@ -242,16 +255,18 @@ impl LeanEventReader {
     /// Opens the perf.data file at `path` as input number `index`; a bail-out when it is
     /// not the common case the walkers model (the caller then opens the general reader).
     pub fn open(path: &str, index: u16) -> Result<LeanEventReader, LeanBail> {
-        Self::open_segmented(path, index, split::SEGMENT)
+        Self::open_segmented(path, index, split::SEGMENT, event_walkers())
     }
 
-    /// [`LeanEventReader::open`] with data-section segments of about `segment` bytes
-    /// (tests use small ones to exercise the cuts on small files).
+    /// [`LeanEventReader::open`] with data-section segments of about `segment` bytes and
+    /// up to `walkers` walker threads (tests use small segments to exercise the cuts on
+    /// small files, and both walker counts).
     #[doc(hidden)]
     pub fn open_segmented(
         path: &str,
         index: u16,
         segment: u64,
+        walkers: usize,
     ) -> Result<LeanEventReader, LeanBail> {
         let input = Input::open(path).map_err(|e| LeanBail::new(e.to_string()))?;
         if input.compression.is_some() {
@@ -275,7 +290,8 @@ impl LeanEventReader {
         let meta = pipeline.meta.clone();
         drop(pipeline);
         let full: Arc<FullEvents> = Arc::new(Mutex::new(Default::default()));
-        let mut source = PerfLeanSource::spawn(map, plan, segment, Some(full.clone()), Entries);
+        let mut source =
+            PerfLeanSource::spawn(map, plan, (segment, walkers), Some(full.clone()), Entries);
         let names = source.orderer.names().clone();
         let (walked, total) = (source.progress.clone(), source.total);
         let (tx, rx) = sync_channel::<Msg>(IN_FLIGHT);
