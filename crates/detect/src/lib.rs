@@ -109,17 +109,28 @@ pub trait Detector {
                 self.ignores_quiet_transitions(),
             ),
         };
-        let mut transitions = run.transitions.iter().peekable();
-        for (k, (ev, bit)) in run.events.iter().zip(run.bits).enumerate() {
+        let (events, bits, transitions) = (run.events, run.bits, run.transitions);
+        if !wants {
+            for (ev, &bit) in events.iter().zip(bits) {
+                if kinds & bit != 0 {
+                    self.on_event(ev);
+                }
+            }
+            return;
+        }
+        let mut next = 0; // the next transition
+        for (k, (ev, &bit)) in events.iter().zip(bits).enumerate() {
             if kinds & bit != 0 {
                 self.on_event(ev);
             }
-            if wants {
-                while let Some((_, t)) = transitions.next_if(|(i, _)| *i as usize == k) {
-                    if !(skip_quiet && engine::is_quiet(t)) {
-                        self.on_transition(t, ev);
-                    }
+            while let Some((at, t)) = transitions.get(next) {
+                if *at as usize != k {
+                    break;
                 }
+                if !(skip_quiet && engine::is_quiet(t)) {
+                    self.on_transition(t, ev);
+                }
+                next += 1;
             }
         }
     }

@@ -402,6 +402,42 @@ impl IdleWhileRunnable {
     }
 }
 
+impl IdleWhileRunnable {
+    /// A switch on `ev.cpu`: the CPU leaves idle (incidents of tasks waiting elsewhere)
+    /// or enters it (out of line: the other kinds inline into the run loop).
+    #[inline(never)]
+    fn on_switch(&mut self, ev: &Event, s: &Switch) {
+        let c = ev.cpu;
+        if s.prev.pid == 0 {
+            if let Some(was_idle) = self.cpu(c).idle_since.take() {
+                let since = was_idle.ts;
+                let min = self.min_overlap;
+                let hits: Vec<Tid> = self
+                    .waiting
+                    .list
+                    .iter()
+                    .filter(|w| w.cpu != c && ev.ts.saturating_sub(since.max(w.since)) >= min)
+                    .map(|w| w.tid)
+                    .collect();
+                if !hits.is_empty() {
+                    let k = was_idle.kept();
+                    for t in hits {
+                        self.incident(t, c, (since, &k), ev.ts, ev);
+                    }
+                }
+            }
+        } else {
+            self.cpu(c).idle_since.clear();
+        }
+        if s.next.pid == 0 {
+            self.cpu(c).idle_since.set(ev, s, EventKind::Switch);
+            for w in &mut self.waiting.list {
+                w.own_cpu_idled |= w.cpu == c;
+            }
+        }
+    }
+}
+
 impl Detector for IdleWhileRunnable {
     fn info(&self) -> &'static DetectorInfo {
         &INFO
@@ -412,40 +448,11 @@ impl Detector for IdleWhileRunnable {
         true
     }
 
+    #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
+        // the small cases inline into the run loop, the switch out of line
         match &ev.kind {
-            EventKind::Switch(s) => {
-                let c = ev.cpu;
-                if s.prev.pid == 0 {
-                    if let Some(was_idle) = self.cpu(c).idle_since.take() {
-                        let since = was_idle.ts;
-                        let min = self.min_overlap;
-                        let hits: Vec<Tid> = self
-                            .waiting
-                            .list
-                            .iter()
-                            .filter(|w| {
-                                w.cpu != c && ev.ts.saturating_sub(since.max(w.since)) >= min
-                            })
-                            .map(|w| w.tid)
-                            .collect();
-                        if !hits.is_empty() {
-                            let k = was_idle.kept();
-                            for t in hits {
-                                self.incident(t, c, (since, &k), ev.ts, ev);
-                            }
-                        }
-                    }
-                } else {
-                    self.cpu(c).idle_since.clear();
-                }
-                if s.next.pid == 0 {
-                    self.cpu(c).idle_since.set(ev, s, EventKind::Switch);
-                    for w in &mut self.waiting.list {
-                        w.own_cpu_idled |= w.cpu == c;
-                    }
-                }
-            }
+            EventKind::Switch(s) => self.on_switch(ev, s),
             EventKind::Lost { .. } => {
                 self.cpu(ev.cpu).idle_since.clear();
             }

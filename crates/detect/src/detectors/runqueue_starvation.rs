@@ -450,7 +450,16 @@ impl RunqueueStarvation {
         }
     }
 
+    /// A switch event: the priorities it names, then [`RunqueueStarvation::on_switch`].
+    #[inline(never)]
+    fn switch_event(&mut self, ev: &Event, s: &Switch) {
+        self.note_prio(s.prev.pid, s.prev.prio);
+        self.note_prio(s.next.pid, s.next.prio);
+        self.on_switch(ev, s);
+    }
+
     /// A switch on `ev.cpu`: credits the outgoing task to every waiter of that CPU.
+    #[inline(always)]
     fn on_switch(&mut self, ev: &Event, s: &Switch) {
         let (prev, next) = (s.prev.pid, s.next.pid);
         let ts = ev.ts;
@@ -1071,13 +1080,11 @@ impl Detector for RunqueueStarvation {
         true
     }
 
+    #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
+        // the small cases inline into the run loop, the switch out of line
         match &ev.kind {
-            EventKind::Switch(s) => {
-                self.note_prio(s.prev.pid, s.prev.prio);
-                self.note_prio(s.next.pid, s.next.prio);
-                self.on_switch(ev, s);
-            }
+            EventKind::Switch(s) => self.switch_event(ev, s),
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
                 self.note_prio(w.task.pid, w.task.prio)
             }
