@@ -40,7 +40,7 @@ pub fn keep(ev: &Event) -> Kept {
 
 /// Makes `dst` a kept copy of `ev` in place ([`keep`] without a temporary: for a
 /// scheduler kind of the same variant only the payload is copied).
-#[inline]
+#[inline(always)]
 pub fn keep_into(dst: &mut Kept, ev: &Event) {
     dst.ts = ev.ts;
     dst.cpu = ev.cpu;

@@ -286,6 +286,35 @@ impl WakeupPingPong {
         crate::per_task::per_cpu(&mut self.cpus, c)
     }
 
+    /// A generic event: the work function a kworker runs (out of line: rare).
+    #[inline(never)]
+    fn on_generic(&mut self, ev: &Event, g: &stallscope_model::GenericEvent) {
+        match g.name.as_str() {
+            "workqueue_execute_start" if ev.pid > 0 => {
+                let f = g
+                    .fields
+                    .iter()
+                    .find(|(k, _)| k == "function")
+                    .map(|(_, v)| match v {
+                        FieldValue::Str(s) => s.clone(),
+                        FieldValue::UInt(u) => format!("{u:#x}"),
+                        FieldValue::Int(x) => format!("{x:#x}"),
+                        FieldValue::Bytes(_) => "?".to_string(),
+                    });
+                if let Some(f) = f {
+                    let list = self.work.entry(ev.pid).or_default();
+                    if let Some(e) = list.iter_mut().find(|(n, _)| *n == f) {
+                        e.1 += 1;
+                    } else if list.len() < 4 {
+                        list.push((f, 1));
+                    } // else: a kworker running many functions keeps its first four
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[inline(never)]
     fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
         let ts = ev.ts;
         let max_gap = self.max_gap;
@@ -554,7 +583,9 @@ impl Detector for WakeupPingPong {
         false
     }
 
+    #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
+        // the small cases inline into the run loop, the switch and work items out of line
         match &ev.kind {
             EventKind::Switch(s) => {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
@@ -576,29 +607,7 @@ impl Detector for WakeupPingPong {
                 self.saw_block = true;
                 self.cpu(ev.cpu).completions += 1;
             }
-            EventKind::Generic(g) => match g.name.as_str() {
-                "workqueue_execute_start" if ev.pid > 0 => {
-                    let f = g
-                        .fields
-                        .iter()
-                        .find(|(k, _)| k == "function")
-                        .map(|(_, v)| match v {
-                            FieldValue::Str(s) => s.clone(),
-                            FieldValue::UInt(u) => format!("{u:#x}"),
-                            FieldValue::Int(x) => format!("{x:#x}"),
-                            FieldValue::Bytes(_) => "?".to_string(),
-                        });
-                    if let Some(f) = f {
-                        let list = self.work.entry(ev.pid).or_default();
-                        if let Some(e) = list.iter_mut().find(|(n, _)| *n == f) {
-                            e.1 += 1;
-                        } else if list.len() < 4 {
-                            list.push((f, 1));
-                        } // else: a kworker running many functions keeps its first four
-                    }
-                }
-                _ => {}
-            },
+            EventKind::Generic(g) => self.on_generic(ev, g),
             _ => {}
         }
     }
