@@ -375,11 +375,6 @@ impl Engine {
             } else {
                 self.note_other_kind(&ev.kind);
             }
-            if bit != kind::TASK_COMM {
-                self.events += 1;
-                self.first.get_or_insert(ev.ts);
-                self.last = Some(ev.ts);
-            }
             self.bits.push(bit);
             let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
             let k = k as u32;
@@ -389,6 +384,15 @@ impl Engine {
                 }
             });
         }
+        // side-band task names are not analyzed events (rare: counted apart)
+        let analyzed = |(ev, &bit): (&Event, &u32)| (bit != kind::TASK_COMM).then_some(ev.ts);
+        let mut ts = evs.iter().zip(&self.bits).filter_map(analyzed);
+        if let Some(first) = ts.next() {
+            self.first.get_or_insert(first);
+            self.last = Some(ts.next_back().unwrap_or(first));
+        }
+        let comms = self.bits.iter().filter(|&&b| b == kind::TASK_COMM).count();
+        self.events += (evs.len() - comms) as u64;
         let run = Run {
             events: evs,
             bits: &self.bits,
