@@ -289,31 +289,31 @@ impl WakeupPingPong {
     /// A generic event: the work function a kworker runs (out of line: rare).
     #[inline(never)]
     fn on_generic(&mut self, ev: &Event, g: &stallscope_model::GenericEvent) {
-        match g.name.as_str() {
-            "workqueue_execute_start" if ev.pid > 0 => {
-                let f = g
-                    .fields
-                    .iter()
-                    .find(|(k, _)| k == "function")
-                    .map(|(_, v)| match v {
-                        FieldValue::Str(s) => s.clone(),
-                        FieldValue::UInt(u) => format!("{u:#x}"),
-                        FieldValue::Int(x) => format!("{x:#x}"),
-                        FieldValue::Bytes(_) => "?".to_string(),
-                    });
-                if let Some(f) = f {
-                    let list = self.work.entry(ev.pid).or_default();
-                    if let Some(e) = list.iter_mut().find(|(n, _)| *n == f) {
-                        e.1 += 1;
-                    } else if list.len() < 4 {
-                        list.push((f, 1));
-                    } // else: a kworker running many functions keeps its first four
-                }
-            }
-            _ => {}
+        if g.name != "workqueue_execute_start" || ev.pid <= 0 {
+            return;
+        }
+        let f = g
+            .fields
+            .iter()
+            .find(|(k, _)| k == "function")
+            .map(|(_, v)| match v {
+                FieldValue::Str(s) => s.clone(),
+                FieldValue::UInt(u) => format!("{u:#x}"),
+                FieldValue::Int(x) => format!("{x:#x}"),
+                FieldValue::Bytes(_) => "?".to_string(),
+            });
+        if let Some(f) = f {
+            let list = self.work.entry(ev.pid).or_default();
+            if let Some(e) = list.iter_mut().find(|(n, _)| *n == f) {
+                e.1 += 1;
+            } else if list.len() < 4 {
+                list.push((f, 1));
+            } // else: a kworker running many functions keeps its first four
         }
     }
 
+    /// A switch on `ev.cpu`: handoffs between the pair it ends and starts, run lengths
+    /// and the CPU's switch count (out of line: the other kinds inline into the run loop).
     #[inline(never)]
     fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
         let ts = ev.ts;
