@@ -286,7 +286,6 @@ impl Wait {
 /// Per-task statistics.
 #[derive(Default)]
 struct TaskStat {
-    prio: Option<i32>,
     vruntime: Option<u64>,
     waits: LogHist,
     median_wait: u64,
@@ -324,6 +323,57 @@ impl TaskStat {
             return None;
         }
         self.wait.as_deref().map(|w| (w.cpu, w.start_cpu))
+    }
+}
+
+/// Each task's last known priority (from the switch and wakeup events naming it): by tid in
+/// a plain array for the tids Linux hands out (below `PID_MAX_LIMIT`, 2^22), in a map for
+/// any other. Noted twice per switch, so one store instead of a task-table lookup.
+#[derive(Default)]
+struct Prios {
+    by_tid: Vec<i32>,
+    others: FxHashMap<Tid, i32>,
+}
+
+/// Tids below this are kept by index in [`Prios`] (the kernel's `PID_MAX_LIMIT`).
+const PRIO_TIDS: usize = 1 << 22;
+
+/// A [`Prios`] entry never set.
+const NO_PRIO: i32 = -1;
+
+impl Prios {
+    /// Notes `tid`'s priority (`tid > 0`, `prio >= 0`).
+    #[inline(always)]
+    fn set(&mut self, tid: Tid, prio: i32) {
+        let t = tid as usize;
+        match self.by_tid.get_mut(t) {
+            Some(p) => *p = prio,
+            None => self.set_growing(tid, prio),
+        }
+    }
+
+    /// [`Prios::set`] of a tid past the array (out of line: the array grows to the
+    /// largest tid seen, once).
+    #[cold]
+    #[inline(never)]
+    fn set_growing(&mut self, tid: Tid, prio: i32) {
+        let t = tid as usize;
+        if t < PRIO_TIDS {
+            self.by_tid.resize(t + 1, NO_PRIO);
+            self.by_tid[t] = prio;
+        } else {
+            self.others.insert(tid, prio);
+        }
+    }
+
+    /// `tid`'s last known priority.
+    #[inline]
+    fn get(&self, tid: Tid) -> Option<i32> {
+        let p = match usize::try_from(tid).ok().and_then(|t| self.by_tid.get(t)) {
+            Some(&p) => p,
+            None => self.others.get(&tid).copied().unwrap_or(NO_PRIO),
+        };
+        (p != NO_PRIO).then_some(p)
     }
 }
 
@@ -391,6 +441,7 @@ pub struct RunqueueStarvation {
     min_period: u64,
     min_repeats: u64,
     tasks: PerTask<TaskStat>,
+    prios: Prios,
     cpus: Vec<CpuRun>,
     groups: FxHashMap<(Tid, Tid), Group>,
 }
@@ -411,6 +462,7 @@ impl RunqueueStarvation {
             min_period: p.get("min_period_ns"),
             min_repeats: p.get("min_repeats"),
             tasks: PerTask::default(),
+            prios: Prios::default(),
             cpus: Vec::new(),
             groups: FxHashMap::default(),
         }
@@ -420,9 +472,10 @@ impl RunqueueStarvation {
         crate::per_task::per_cpu(&mut self.cpus, c)
     }
 
+    #[inline(always)]
     fn note_prio(&mut self, tid: Tid, prio: i32) {
         if tid > 0 && prio >= 0 {
-            self.tasks.entry(tid).prio = Some(prio);
+            self.prios.set(tid, prio);
         }
     }
 
@@ -478,9 +531,8 @@ impl RunqueueStarvation {
             // When the switch's prev is not the task we saw switched in (a switch record is
             // missing; the timeline counts it as data quality), the interval is credited to
             // prev: the kernel says it was running when the CPU switched.
-            let (prio, vr) = tasks
-                .get(prev)
-                .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime));
+            let prio = self.prios.get(prev).unwrap_or(-1);
+            let vr = tasks.get(prev).and_then(|t| t.vruntime);
             for &w in &run.waiters {
                 if w == prev {
                     continue; // the waiter itself never culprits its own wait
@@ -588,10 +640,10 @@ impl RunqueueStarvation {
             None => (None, 0, None),
         };
         let (prio, vr) = match runner {
-            Some(r) if r > 0 => self
-                .tasks
-                .get(r)
-                .map_or((-1, None), |t| (t.prio.unwrap_or(-1), t.vruntime)),
+            Some(r) if r > 0 => (
+                self.prios.get(r).unwrap_or(-1),
+                self.tasks.get(r).and_then(|t| t.vruntime),
+            ),
             _ => (-1, None),
         };
         let moved_waiter = match self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
@@ -664,7 +716,7 @@ impl RunqueueStarvation {
         if refresh_due(n) {
             t.median_wait = t.waits.median_tracked();
         }
-        let (victim_prio, victim_vr) = (t.prio, t.vruntime);
+        let (victim_prio, victim_vr) = (self.prios.get(tid), t.vruntime);
         self.remove_waiter(cpu_of_wait, tid);
         if cpu_of_wait != start_cpu {
             self.remove_waiter(start_cpu, tid);
