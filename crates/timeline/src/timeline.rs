@@ -129,8 +129,9 @@ pub enum Transition {
     },
 }
 
-/// Highest CPU number tracked (a larger one is corrupt input; counted, not tracked).
-const MAX_CPUS: usize = 1 << 16;
+/// Highest CPU number tracked (a larger one is corrupt input; counted, not tracked: the
+/// timeline ignores the events of such a CPU).
+pub const MAX_CPUS: usize = 1 << 16;
 
 /// The scheduler state machine.
 #[derive(Debug)]

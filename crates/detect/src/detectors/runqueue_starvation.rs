@@ -34,6 +34,7 @@ use stallscope_model::{
     Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, PrevState, Switch,
     Tid, Ts, Window,
 };
+use stallscope_timeline::timeline::MAX_CPUS;
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
 
 use super::fmt::{dur, i, permille, ratio_permille};
@@ -308,6 +309,15 @@ struct TaskStat {
 impl TaskStat {
     /// The wait in progress, if any.
     #[inline]
+    fn wait(&self) -> Option<&Wait> {
+        match self.waiting {
+            true => self.wait.as_deref(),
+            false => None,
+        }
+    }
+
+    /// The wait in progress, if any.
+    #[inline]
     fn wait_mut(&mut self) -> Option<&mut Wait> {
         match self.waiting {
             true => self.wait.as_deref_mut(),
@@ -397,6 +407,41 @@ struct Flags {
     over_period: bool,
 }
 
+/// The thresholds that flag a finished wait (see the module docs).
+#[derive(Clone, Copy)]
+struct Judge {
+    threshold: u64,
+    relative_min: u64,
+    relative_factor: u64,
+    min_samples: u64,
+}
+
+impl Judge {
+    /// Why the wait `w` of the task `t` is flagged if it ends after `waited` ns, judged
+    /// against what was known before this wait.
+    #[inline]
+    fn flags(self, t: &TaskStat, w: &Wait, waited: u64) -> Flags {
+        let rel = waited >= self.relative_min
+            && t.waits.count() >= self.min_samples
+            && t.median_wait > 0
+            && waited >= self.relative_factor.saturating_mul(t.median_wait);
+        let periodic = w.cause == RunnableCause::Wakeup && t.period > 0;
+        Flags {
+            abs: waited >= self.threshold,
+            rel,
+            over_period: periodic && waited >= t.period,
+        }
+    }
+}
+
+impl Flags {
+    /// The wait is flagged at all.
+    #[inline]
+    fn any(self) -> bool {
+        self.abs || self.rel || self.over_period
+    }
+}
+
 /// The worst wait of a group.
 struct Worst {
     wait: u64,
@@ -435,9 +480,9 @@ struct Group {
 pub struct RunqueueStarvation {
     threshold: u64,
     high: u64,
-    relative_min: u64,
-    relative_factor: u64,
     min_samples: u64,
+    /// What flags a wait.
+    judge: Judge,
     min_period: u64,
     min_repeats: u64,
     tasks: PerTask<TaskStat>,
@@ -455,9 +500,13 @@ impl RunqueueStarvation {
     fn new(p: &Params) -> RunqueueStarvation {
         RunqueueStarvation {
             threshold: p.get("threshold_ns"),
+            judge: Judge {
+                threshold: p.get("threshold_ns"),
+                relative_min: p.get("relative_min_ns"),
+                relative_factor: p.get("relative_factor"),
+                min_samples: p.get("min_samples"),
+            },
             high: p.get("high_ns"),
-            relative_min: p.get("relative_min_ns"),
-            relative_factor: p.get("relative_factor"),
             min_samples: p.get("min_samples"),
             min_period: p.get("min_period_ns"),
             min_repeats: p.get("min_repeats"),
@@ -518,7 +567,9 @@ impl RunqueueStarvation {
         let ts = ev.ts;
         let c = ev.cpu;
         self.cpu(c);
-        let RunqueueStarvation { cpus, tasks, .. } = self;
+        let RunqueueStarvation {
+            cpus, tasks, judge, ..
+        } = self;
         let run = &cpus[c as usize];
         let (runner, since) = (run.runner, run.since);
         if prev == 0 && runner == Some(0) {
@@ -533,11 +584,30 @@ impl RunqueueStarvation {
             // prev: the kernel says it was running when the CPU switched.
             let prio = self.prios.get(prev).unwrap_or(-1);
             let vr = tasks.get(prev).and_then(|t| t.vruntime);
+            // The waiter this switch picks ends its wait at this event (the timeline makes it
+            // running: a transition from runnable, `end_wait`); what it is credited now is
+            // only read if that wait is flagged, so it is credited only then.
+            let picked = match next > 0 && (c as usize) < MAX_CPUS {
+                true => next,
+                false => 0,
+            };
             for &w in &run.waiters {
                 if w == prev {
                     continue; // the waiter itself never culprits its own wait
                 }
-                let Some(wait) = tasks.get_mut(w).and_then(TaskStat::wait_mut) else {
+                let Some(t) = tasks.get_mut(w) else {
+                    continue; // waiter list and wait are updated together; nothing to credit
+                };
+                if w == picked {
+                    let flagged = match t.wait() {
+                        Some(wait) => judge.flags(t, wait, ts.saturating_sub(wait.since)).any(),
+                        None => true,
+                    };
+                    if !flagged {
+                        continue;
+                    }
+                }
+                let Some(wait) = t.wait_mut() else {
                     continue; // waiter list and wait are updated together; nothing to credit
                 };
                 let start = since.max(wait.since);
@@ -699,16 +769,9 @@ impl RunqueueStarvation {
             return;
         };
         let waited = ts.saturating_sub(wait.since);
-        let (cpu_of_wait, start_cpu, cause) = (wait.cpu, wait.start_cpu, wait.cause);
-        // judge against what was known before this wait
-        let abs = waited >= self.threshold;
-        let rel = waited >= self.relative_min
-            && t.waits.count() >= self.min_samples
-            && t.median_wait > 0
-            && waited >= self.relative_factor.saturating_mul(t.median_wait);
-        let periodic = cause == RunnableCause::Wakeup && t.period > 0;
-        let over_period = periodic && waited >= t.period;
-        if over_period {
+        let (cpu_of_wait, start_cpu) = (wait.cpu, wait.start_cpu);
+        let flags = self.judge.flags(t, wait, waited);
+        if flags.over_period {
             t.waits_longer_than_period += 1;
         }
         t.waits.add(waited);
@@ -721,14 +784,9 @@ impl RunqueueStarvation {
         if cpu_of_wait != start_cpu {
             self.remove_waiter(start_cpu, tid);
         }
-        if !(abs || rel || over_period) {
+        if !flags.any() {
             return;
         }
-        let flags = Flags {
-            abs,
-            rel,
-            over_period,
-        };
         // the wait's storage goes back to the task afterwards
         let Some(wait) = self.tasks.at_mut(at).wait.take() else {
             return;
