@@ -196,6 +196,9 @@ pub struct Run<'a> {
     pub transitions: &'a [(u32, Transition)],
     /// Test only: every event and transition goes to every detector.
     pub everything: bool,
+    /// `transitions` holds no quiet transition (no detector wants them): a detector that
+    /// ignores them need not look.
+    pub quiet_dropped: bool,
 }
 
 /// Whether `t` is a *quiet* transition (see [`crate::Detector::ignores_quiet_transitions`]):
@@ -398,6 +401,7 @@ impl Engine {
             bits: &self.bits,
             transitions: &self.run_transitions,
             everything: self.everything,
+            quiet_dropped: self.drop_quiet,
         };
         for d in &mut self.detectors {
             d.on_run(&run);

@@ -106,7 +106,7 @@ pub trait Detector {
             false => (
                 self.event_kinds(),
                 self.wants_transitions(),
-                self.ignores_quiet_transitions(),
+                self.ignores_quiet_transitions() && !run.quiet_dropped,
             ),
         };
         let (events, bits, transitions) = (run.events, run.bits, run.transitions);
