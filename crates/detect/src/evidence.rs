@@ -65,9 +65,17 @@ pub fn keep_into(dst: &mut Kept, ev: &Event) {
         | (EventKind::Lost { .. }, _)
         | (EventKind::TaskComm { .. }, _)
         | (EventKind::Block(_), _)
-        | (EventKind::Generic(_), _) => dst.kind = keep(ev).kind,
+        | (EventKind::Generic(_), _) => replace_kind(dst, ev),
     }
     dst.callchain = None;
+}
+
+/// [`keep_into`] when `dst` holds another kind (out of line: the temporary kind it builds
+/// would otherwise take room in every caller's frame).
+#[cold]
+#[inline(never)]
+fn replace_kind(dst: &mut Kept, ev: &Event) {
+    dst.kind = keep(ev).kind;
 }
 
 /// A kept event of a kind known where it is kept, as plain data: the event's fields and

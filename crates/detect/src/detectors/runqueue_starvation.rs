@@ -703,6 +703,8 @@ impl RunqueueStarvation {
         }
     }
 
+    /// A migration (out of line: rare, and kept out of the per-transition code).
+    #[inline(never)]
     fn on_migrate(&mut self, tid: Tid, from: Cpu, to: Cpu, ev: &Event) {
         // what ran on the old CPU while the waiter was queued there, up to the migration
         let (runner, since, switch_in) = match self.cpus.get(from as usize) {
