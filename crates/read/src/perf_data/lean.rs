@@ -15,7 +15,9 @@
 //!           sorts each piece of a round by time, notes where rounds end; hands them over
 //!           in runs of 16 Ki entries through its bounded channel (buffers go back for
 //!           reuse; one segment of look-ahead at most); drops the walked pages
-//!           (MADV_DONTNEED), so memory does not grow with the file
+//!           (MADV_DONTNEED), so memory does not grow with the file; with a single
+//!           walker in the event-building mode, no walker thread: the thread that orders
+//!           runs the walker itself when it needs entries ([`InlineWalker`])
 //! caller    [`emit::Orderer`]: receives the segments in file order, applies perf's round
 //!           ordering (merging the sorted pieces where they lie: a buffer is kept until
 //!           its entries are released, then goes back to its walker), the name rule and
@@ -90,10 +92,82 @@ pub fn open_lean_segmented(path: &str, segment: u64) -> Result<PerfLeanSource, L
     ))
 }
 
-/// One walker thread and its channels.
-struct Lane {
-    full: Receiver<Result<Walked, LeanBail>>,
-    empty: SyncSender<Walked>,
+/// Where the walked entries come from: a walker thread and its channels, or a walker run
+/// on the receiving thread itself ([`InlineWalker`]).
+enum Lane {
+    Thread {
+        full: Receiver<Result<Walked, LeanBail>>,
+        empty: SyncSender<Walked>,
+    },
+    Inline(Box<InlineWalker>),
+}
+
+impl Lane {
+    /// The next walked buffer.
+    fn next(&mut self) -> Result<Walked, LeanBail> {
+        match self {
+            Lane::Thread { full, .. } => match full.recv() {
+                Ok(w) => w,
+                // A walker stopped without finishing its segments: it panicked.
+                Err(_) => Err(LeanBail::new("a lean reader thread failed")),
+            },
+            Lane::Inline(w) => w.next(),
+        }
+    }
+
+    /// Gives a buffer whose entries are all released back for reuse.
+    fn recycle(&mut self, w: Walked) {
+        match self {
+            Lane::Thread { empty, .. } => {
+                let _ = empty.try_send(w);
+            }
+            Lane::Inline(i) => {
+                if i.spare.len() < IN_FLIGHT {
+                    i.spare.push(w);
+                }
+            }
+        }
+    }
+}
+
+/// The only walker, run by the thread that orders its entries when it needs more (the
+/// event-building mode with one walker): walking and ordering then take one CPU between
+/// them, and the thread that analyzes the events keeps the other to itself (with a walker
+/// thread of its own, the three threads shared two CPUs and the analysis waited its turn),
+/// and the entries are ordered on the core that wrote them.
+struct InlineWalker {
+    walker: Walker,
+    cuts: Arc<split::Cuts>,
+    /// The segment being walked (`segs`: all walked).
+    seg: usize,
+    segs: usize,
+    /// `walker` has the range of `seg`.
+    in_range: bool,
+    /// Buffers back from the orderer.
+    spare: Vec<Walked>,
+}
+
+impl InlineWalker {
+    /// The next walked buffer of the current segment (`seg_end` on its last).
+    fn next(&mut self) -> Result<Walked, LeanBail> {
+        if self.seg >= self.segs {
+            return Err(LeanBail::new("read past the last segment"));
+        }
+        if !self.in_range {
+            let (start, end) = self.cuts.segment(self.seg);
+            self.walker.set_range(start, end);
+            self.in_range = true;
+        }
+        let mut out = self.spare.pop().unwrap_or_default();
+        out.clear();
+        let step = self.walker.step(&mut out, BATCH_ENTRIES)?;
+        out.seg_end = matches!(step, Step::Done);
+        if out.seg_end {
+            self.seg += 1;
+            self.in_range = false;
+        }
+        Ok(out)
+    }
 }
 
 /// A running lean reader: the walker threads and their channels; what it hands out is
@@ -140,7 +214,25 @@ impl<S: Sink> PerfLeanSource<S> {
         let names = names::SharedNames::default();
         let mut lanes = Vec::new();
         let mut threads = Vec::new();
-        for lane in 0..n_lanes {
+        if n_lanes == 1 && full.is_some() {
+            let walker = Walker::new(
+                map.clone(),
+                plan.clone(),
+                progress.clone(),
+                names.clone(),
+                full.clone(),
+            );
+            lanes.push(Lane::Inline(Box::new(InlineWalker {
+                walker,
+                cuts: cuts.clone(),
+                seg: 0,
+                segs,
+                in_range: false,
+                spare: Vec::new(),
+            })));
+        }
+        let threaded = if lanes.is_empty() { n_lanes } else { 0 };
+        for lane in 0..threaded {
             let cuts = cuts.clone();
             let mut walker = Walker::new(
                 map.clone(),
@@ -184,7 +276,7 @@ impl<S: Sink> PerfLeanSource<S> {
             match spawned {
                 Ok(t) => {
                     threads.push(t);
-                    lanes.push(Lane {
+                    lanes.push(Lane::Thread {
                         full: full_rx,
                         empty: empty_tx,
                     });
@@ -233,19 +325,14 @@ impl<S: Sink> PerfLeanSource<S> {
         }
         while !self.done {
             let lane = self.seg % self.lanes.len();
-            let Some(l) = self.lanes.get(lane) else {
+            let Some(l) = self.lanes.get_mut(lane) else {
                 return Err(LeanBail::new("no lane"));
             };
-            let w = match l.full.recv() {
-                Ok(Ok(w)) => w,
-                Ok(Err(bail)) => {
+            let w = match l.next() {
+                Ok(w) => w,
+                Err(bail) => {
                     self.done = true;
                     return Err(bail);
-                }
-                Err(_) => {
-                    // A walker stopped without finishing its segments: it panicked.
-                    self.done = true;
-                    return Err(LeanBail::new("a lean reader thread failed"));
                 }
             };
             let seg_end = w.seg_end;
@@ -257,8 +344,8 @@ impl<S: Sink> PerfLeanSource<S> {
             self.done = last;
             // Buffers whose entries are all released go back to their walker for reuse.
             while let Some((lane, w)) = self.orderer.recycle() {
-                if let Some(l) = self.lanes.get(lane) {
-                    let _ = l.empty.try_send(w);
+                if let Some(l) = self.lanes.get_mut(lane) {
+                    l.recycle(w);
                 }
             }
             if let Err(bail) = res {

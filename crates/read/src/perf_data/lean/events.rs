@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! walkers   two threads, each decoding its segments into 40-byte entries that keep what
-//!           an Event needs (rare records are decoded whole by the general decoder)
-//! orderer   a third thread: perf's round ordering over the entries (`super::emit`) →
+//!           an Event needs (rare records are decoded whole by the general decoder); on
+//!           two CPUs or fewer, one walker, run by the orderer's thread (see
+//!           `event_walkers`)
+//! orderer   a thread of its own: perf's round ordering over the entries (`super::emit`) →
 //!           batches of entries through a bounded channel (they come back for reuse)
 //! caller    builds the events from the entries: `visit_batch` 64 at a time into slots
 //!           that stay in its L1 cache, handed to the analysis right away (a 128-byte
@@ -60,12 +62,16 @@ fn has_compressed_records(head: &[u8]) -> bool {
         .is_some_and(|b: [u8; 8]| u64::from_le_bytes(b) & (1 << HEADER_COMPRESSED) != 0)
 }
 
-/// Walker threads in the event-building mode: one on a machine with two CPUs or fewer,
-/// two otherwise. There the caller's thread, which builds the events and analyzes them, is
+/// Walkers in the event-building mode: one on a machine with two CPUs or fewer, two
+/// otherwise. There the caller's thread, which builds the events and analyzes them, is
 /// the slowest stage: one walker stays ahead of it on the other CPU, while a second one
 /// takes CPU time from the caller and adds merging (`analyze` of a 6 M-event file on two
-/// CPUs: 0.279 s against 0.294 s wall, 455 against 469 ms CPU, 36 against 48 MiB). The
-/// `latency` mode keeps two: its caller's thread does little, the walkers are the slowest.
+/// CPUs: 0.279 s against 0.294 s wall, 455 against 469 ms CPU, 36 against 48 MiB). The one
+/// walker runs on the ordering thread (no thread of its own): walking and ordering then
+/// share one CPU and the caller keeps the other (three threads on two CPUs made the caller
+/// wait its turn, 10 to 40 ms a run: 0.249 against 0.241 s wall, median of 15). The
+/// `latency` mode keeps two walker threads: its caller's thread does little, the walkers
+/// are the slowest.
 fn event_walkers() -> usize {
     match std::thread::available_parallelism() {
         Ok(n) if n.get() > 2 => 2,
