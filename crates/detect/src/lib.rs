@@ -67,6 +67,27 @@ impl DetectorInfo {
     }
 }
 
+/// [`Detector::on_run`]'s calls for the transitions of the event `ev` at index `k` of the
+/// run: those of `transitions` from `next` on that name `k`.
+#[inline(always)]
+fn feed_transitions<D: Detector + ?Sized>(
+    d: &mut D,
+    (k, ev): (usize, &Event),
+    transitions: &[(u32, Transition)],
+    next: &mut usize,
+    skip_quiet: bool,
+) {
+    while let Some((at, t)) = transitions.get(*next) {
+        if *at as usize != k {
+            break;
+        }
+        if !(skip_quiet && engine::is_quiet(t)) {
+            d.on_transition(t, ev);
+        }
+        *next += 1;
+    }
+}
+
 /// A pathology detector. The engine feeds it runs of events ([`Detector::on_run`]): per
 /// event, in order, `on_event` (if its kind is one of [`Detector::event_kinds`]), then
 /// `on_transition` for each transition the timeline made of that event. The timeline
@@ -119,19 +140,19 @@ pub trait Detector {
             return;
         }
         let mut next = 0; // the next transition
+        if kinds == u32::MAX {
+            // every kind: the bits need not be read
+            for (k, ev) in events.iter().enumerate() {
+                self.on_event(ev);
+                feed_transitions(self, (k, ev), transitions, &mut next, skip_quiet);
+            }
+            return;
+        }
         for (k, (ev, &bit)) in events.iter().zip(bits).enumerate() {
             if kinds & bit != 0 {
                 self.on_event(ev);
             }
-            while let Some((at, t)) = transitions.get(next) {
-                if *at as usize != k {
-                    break;
-                }
-                if !(skip_quiet && engine::is_quiet(t)) {
-                    self.on_transition(t, ev);
-                }
-                next += 1;
-            }
+            feed_transitions(self, (k, ev), transitions, &mut next, skip_quiet);
         }
     }
     /// A whole CPU profile (profile detectors, whose `needs` name [`PROFILE_NEED`]).
