@@ -403,6 +403,25 @@ impl IdleWhileRunnable {
 }
 
 impl IdleWhileRunnable {
+    /// The incidents of the wait of `tid` (since `since`) ending at `ts` with `ev`: the CPUs
+    /// idle long enough meanwhile (out of line: most waits overlap no idle CPU).
+    #[cold]
+    #[inline(never)]
+    fn idle_cpus_incidents(&mut self, (tid, since): (Tid, Ts), ts: Ts, ev: &Event) {
+        let min = self.min_overlap;
+        let idle: Vec<(Cpu, Ts, Kept)> = self
+            .cpus
+            .iter()
+            .enumerate()
+            .filter_map(|(c, s)| s.idle_since.get().map(|k| (c as Cpu, k.ts, k)))
+            .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
+            .map(|(c, t0, k)| (c, t0, k.kept()))
+            .collect();
+        for (c, t0, k) in idle {
+            self.incident(tid, c, (t0, &k), ts, ev);
+        }
+    }
+
     /// A switch on `ev.cpu`: the CPU leaves idle (incidents of tasks waiting elsewhere)
     /// or enters it (out of line: the other kinds inline into the run loop).
     #[inline(never)]
@@ -480,16 +499,13 @@ impl Detector for IdleWhileRunnable {
                 if let Some(at) = waiting_at {
                     let since = self.waiting.list[at].since;
                     let min = self.min_overlap;
-                    let idle: Vec<(Cpu, Ts, Kept)> = self
-                        .cpus
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(c, s)| s.idle_since.get().map(|k| (c as Cpu, k.ts, k)))
-                        .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
-                        .map(|(c, t0, k)| (c, t0, k.kept()))
-                        .collect();
-                    for (c, t0, k) in idle {
-                        self.incident(tid, c, (t0, &k), ts, ev);
+                    let overlapped = self.cpus.iter().any(|s| {
+                        s.idle_since
+                            .get()
+                            .is_some_and(|k| ts.saturating_sub(k.ts.max(since)) >= min)
+                    });
+                    if overlapped {
+                        self.idle_cpus_incidents((tid, since), ts, ev);
                     }
                     // incidents leave the waiting list as it was: the wait is still at `at`
                     self.waiting.remove_at(at, tid);
