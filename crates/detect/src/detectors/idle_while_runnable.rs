@@ -24,7 +24,7 @@ use stallscope_timeline::{TaskState, Transition};
 
 use super::fmt::{dur, i};
 use super::sched::cpu_list_contains;
-use crate::evidence::{keep, keep_into, render, Kept, KeptCopySlot};
+use crate::evidence::{keep, keep_into, render, Kept, KeptCopy, KeptCopySlot};
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
@@ -119,6 +119,15 @@ struct Waiter {
     /// Its own CPU went idle during the wait: a queued task would have run, so the trace
     /// is missing events (or the task is throttled); no incident is taken from this wait.
     own_cpu_idled: bool,
+}
+
+impl Waiter {
+    /// It waits on another CPU than `c`, idle from `since` to `now`, and overlaps that idle
+    /// time by at least `min` ns.
+    #[inline]
+    fn overlaps_idle(&self, c: Cpu, (since, now): (Ts, Ts), min: u64) -> bool {
+        self.cpu != c && now.saturating_sub(since.max(self.since)) >= min
+    }
 }
 
 /// The waiting tasks: a dense list (iterated on every switch to or from idle), indexed by
@@ -422,6 +431,26 @@ impl IdleWhileRunnable {
         }
     }
 
+    /// The incidents of the tasks that waited on other CPUs while the CPU of `ev`, which
+    /// leaves idle with it, was idle since `was_idle` (out of line: most idle periods
+    /// overlap no long wait).
+    #[cold]
+    #[inline(never)]
+    fn idle_end_incidents(&mut self, was_idle: &KeptCopy<Switch>, ev: &Event) {
+        let (c, since, min) = (ev.cpu, was_idle.ts, self.min_overlap);
+        let hits: Vec<Tid> = self
+            .waiting
+            .list
+            .iter()
+            .filter(|w| w.overlaps_idle(c, (since, ev.ts), min))
+            .map(|w| w.tid)
+            .collect();
+        let k = was_idle.kept();
+        for t in hits {
+            self.incident(t, c, (since, &k), ev.ts, ev);
+        }
+    }
+
     /// A switch on `ev.cpu`: the CPU leaves idle (incidents of tasks waiting elsewhere)
     /// or enters it (out of line: the other kinds inline into the run loop).
     #[inline(never)]
@@ -429,20 +458,13 @@ impl IdleWhileRunnable {
         let c = ev.cpu;
         if s.prev.pid == 0 {
             if let Some(was_idle) = self.cpu(c).idle_since.take() {
-                let since = was_idle.ts;
-                let min = self.min_overlap;
-                let hits: Vec<Tid> = self
-                    .waiting
-                    .list
+                let (since, min) = (was_idle.ts, self.min_overlap);
+                let waits = &self.waiting.list;
+                if waits
                     .iter()
-                    .filter(|w| w.cpu != c && ev.ts.saturating_sub(since.max(w.since)) >= min)
-                    .map(|w| w.tid)
-                    .collect();
-                if !hits.is_empty() {
-                    let k = was_idle.kept();
-                    for t in hits {
-                        self.incident(t, c, (since, &k), ev.ts, ev);
-                    }
+                    .any(|w| w.overlaps_idle(c, (since, ev.ts), min))
+                {
+                    self.idle_end_incidents(&was_idle, ev);
                 }
             }
         } else {

@@ -26,7 +26,7 @@ use stallscope_model::{
 };
 
 use super::fmt::{dur, i, permille, ratio_permille};
-use crate::evidence::{keep, render, Kept, KeptCopySlot};
+use crate::evidence::{keep, render, Kept, KeptCopy, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
@@ -160,6 +160,17 @@ impl Pair {
     fn total(&self) -> u64 {
         self.handoffs[0] + self.handoffs[1]
     }
+
+    /// Keeps a handoff as evidence: the wakeup that preceded it, if it is one of the pair's,
+    /// and the switch `ev` (out of line: only a pair's first handoffs are kept).
+    #[cold]
+    #[inline(never)]
+    fn keep_evidence(&mut self, wake: Option<&KeptCopy<Wakeup>>, ev: &Event) {
+        if let Some(k) = wake {
+            self.evidence.push(k.kept());
+        }
+        self.evidence.push(keep(ev));
+    }
 }
 
 /// One CPU's pairs: stored in a vector, found through a map by their tids, and the pair
@@ -185,7 +196,9 @@ impl Pairs {
         &mut self.list[i]
     }
 
-    /// [`Pairs::get_or_insert`] through the map: the position of the pair.
+    /// [`Pairs::get_or_insert`] through the map: the position of the pair (out of line: a
+    /// CPU's handoffs are mostly between the pair of the last one).
+    #[inline(never)]
     fn find_or_insert(&mut self, key: (Tid, Tid), make: impl FnOnce() -> Pair) -> usize {
         let list = &mut self.list;
         let i = *self.index.entry(key).or_insert_with(|| {
@@ -360,12 +373,7 @@ impl WakeupPingPong {
                         }
                     }
                     if p.evidence.len() < 6 {
-                        if woke {
-                            if let Some(k) = cpu.last_wake.get() {
-                                p.evidence.push(k.kept());
-                            }
-                        }
-                        p.evidence.push(keep(ev));
+                        p.keep_evidence(cpu.last_wake.get().filter(|_| woke), ev);
                     }
                     if cpu.pairs.len() > MAX_PAIRS {
                         cpu.pairs.prune();
