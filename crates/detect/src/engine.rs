@@ -366,6 +366,7 @@ impl Engine {
         }
         self.bits.clear();
         self.run_transitions.clear();
+        let mut all_bits = 0;
         for (k, ev) in evs.iter().enumerate() {
             // One dispatch on the kind: its bit selects what detectors look at, and a
             // scheduler kind's name is noted the first time its bit is missing from the
@@ -379,6 +380,7 @@ impl Engine {
                 self.note_other_kind(&ev.kind);
             }
             self.bits.push(bit);
+            all_bits |= bit;
             let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
             let k = k as u32;
             self.timeline.process(ev, &mut |t| {
@@ -388,14 +390,15 @@ impl Engine {
             });
         }
         // side-band task names are not analyzed events (rare: counted apart)
-        let analyzed = |(ev, &bit): (&Event, &u32)| (bit != kind::TASK_COMM).then_some(ev.ts);
-        let mut ts = evs.iter().zip(&self.bits).filter_map(analyzed);
-        if let Some(first) = ts.next() {
-            self.first.get_or_insert(first);
-            self.last = Some(ts.next_back().unwrap_or(first));
+        if all_bits & kind::TASK_COMM == 0 {
+            if let (Some(first), Some(last)) = (evs.first(), evs.last()) {
+                self.first.get_or_insert(first.ts);
+                self.last = Some(last.ts);
+            }
+            self.events += evs.len() as u64;
+        } else {
+            self.count_with_names(evs);
         }
-        let comms = self.bits.iter().filter(|&&b| b == kind::TASK_COMM).count();
-        self.events += (evs.len() - comms) as u64;
         let run = Run {
             events: evs,
             bits: &self.bits,
@@ -406,6 +409,21 @@ impl Engine {
         for d in &mut self.detectors {
             d.on_run(&run);
         }
+    }
+
+    /// The counts and times of [`Engine::apply_run`] for a run holding side-band task names,
+    /// which are not analyzed events (out of line: rare).
+    #[cold]
+    #[inline(never)]
+    fn count_with_names(&mut self, evs: &[Event]) {
+        let analyzed = |(ev, &bit): (&Event, &u32)| (bit != kind::TASK_COMM).then_some(ev.ts);
+        let mut ts = evs.iter().zip(&self.bits).filter_map(analyzed);
+        if let Some(first) = ts.next() {
+            self.first.get_or_insert(first);
+            self.last = Some(ts.next_back().unwrap_or(first));
+        }
+        let comms = self.bits.iter().filter(|&&b| b == kind::TASK_COMM).count();
+        self.events += (evs.len() - comms) as u64;
     }
 
     /// Notes the first event of a native kind ([`native_index`] `index`).
