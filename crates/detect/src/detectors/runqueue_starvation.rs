@@ -492,8 +492,11 @@ pub struct RunqueueStarvation {
 }
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
+/// (`n & (n - 1) == 0`: a power of two, or 0, which is a multiple of 32 too; without the
+/// `popcnt` instruction of newer CPUs `is_power_of_two` is a dozen instructions.)
+#[inline]
 fn refresh_due(n: u64) -> bool {
-    n.is_power_of_two() || n.is_multiple_of(32)
+    n & n.wrapping_sub(1) == 0 || n.is_multiple_of(32)
 }
 
 impl RunqueueStarvation {

@@ -328,3 +328,13 @@ fn vruntime_from_custom_events_gives_the_gap() {
         f.hint
     );
 }
+
+#[test]
+fn medians_refresh_at_powers_of_two_and_multiples_of_32() {
+    // the bit trick against the definition
+    for n in 0..5000u64 {
+        let want = n.is_power_of_two() || n % 32 == 0;
+        assert_eq!(super::refresh_due(n), want, "{n}");
+    }
+    assert!(super::refresh_due(1 << 40) && !super::refresh_due((1 << 40) + 1));
+}
