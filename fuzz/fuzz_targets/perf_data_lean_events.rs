@@ -48,8 +48,10 @@ fn check(data: &[u8]) {
         return;
     }
     let Some(p) = path.to_str() else { return };
-    for visiting in [false, true] {
-        let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 4096, 2) else {
+    // two walker threads, and one walker run on the ordering thread (the default on two
+    // CPUs or fewer)
+    for (visiting, walkers) in [(false, 2), (true, 1)] {
+        let Ok(mut lean) = LeanEventReader::open_segmented(p, 0, 4096, walkers) else {
             break;
         };
         let got = drain(&mut lean, visiting);
