@@ -19,6 +19,8 @@ pub mod prefetch;
 pub mod profile;
 pub mod ringbuf;
 pub mod sniff;
+#[doc(hidden)]
+pub mod test_rng;
 pub mod text_common;
 pub mod tracecmd_text;
 pub mod tracedat;

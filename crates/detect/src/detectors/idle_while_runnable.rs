@@ -121,12 +121,19 @@ struct Waiter {
     own_cpu_idled: bool,
 }
 
+/// A wait since `wait_since` and an idle period since `idle_since` overlap by at least `min`
+/// ns at `now`.
+#[inline]
+fn overlap_reaches(wait_since: Ts, idle_since: Ts, now: Ts, min: u64) -> bool {
+    now.saturating_sub(idle_since.max(wait_since)) >= min
+}
+
 impl Waiter {
     /// It waits on another CPU than `c`, idle from `since` to `now`, and overlaps that idle
     /// time by at least `min` ns.
     #[inline]
     fn overlaps_idle(&self, c: Cpu, (since, now): (Ts, Ts), min: u64) -> bool {
-        self.cpu != c && now.saturating_sub(since.max(self.since)) >= min
+        self.cpu != c && overlap_reaches(self.since, since, now, min)
     }
 }
 
@@ -423,7 +430,7 @@ impl IdleWhileRunnable {
             .iter()
             .enumerate()
             .filter_map(|(c, s)| s.idle_since.get().map(|k| (c as Cpu, k.ts, k)))
-            .filter(|(_, t0, _)| ts.saturating_sub((*t0).max(since)) >= min)
+            .filter(|&(_, t0, _)| overlap_reaches(since, t0, ts, min))
             .map(|(c, t0, k)| (c, t0, k.kept()))
             .collect();
         for (c, t0, k) in idle {
@@ -524,7 +531,7 @@ impl Detector for IdleWhileRunnable {
                     let overlapped = self.cpus.iter().any(|s| {
                         s.idle_since
                             .get()
-                            .is_some_and(|k| ts.saturating_sub(k.ts.max(since)) >= min)
+                            .is_some_and(|k| overlap_reaches(since, k.ts, ts, min))
                     });
                     if overlapped {
                         self.idle_cpus_incidents((tid, since), ts, ev);

@@ -478,9 +478,7 @@ struct Group {
 
 /// The detector.
 pub struct RunqueueStarvation {
-    threshold: u64,
     high: u64,
-    min_samples: u64,
     /// What flags a wait.
     judge: Judge,
     min_period: u64,
@@ -502,7 +500,6 @@ fn refresh_due(n: u64) -> bool {
 impl RunqueueStarvation {
     fn new(p: &Params) -> RunqueueStarvation {
         RunqueueStarvation {
-            threshold: p.get("threshold_ns"),
             judge: Judge {
                 threshold: p.get("threshold_ns"),
                 relative_min: p.get("relative_min_ns"),
@@ -510,7 +507,6 @@ impl RunqueueStarvation {
                 min_samples: p.get("min_samples"),
             },
             high: p.get("high_ns"),
-            min_samples: p.get("min_samples"),
             min_period: p.get("min_period_ns"),
             min_repeats: p.get("min_repeats"),
             tasks: PerTask::default(),
@@ -590,9 +586,10 @@ impl RunqueueStarvation {
             // The waiter this switch picks ends its wait at this event (the timeline makes it
             // running: a transition from runnable, `end_wait`); what it is credited now is
             // only read if that wait is flagged, so it is credited only then.
-            let picked = match next > 0 && (c as usize) < MAX_CPUS {
-                true => next,
-                false => 0,
+            let picked = if next > 0 && (c as usize) < MAX_CPUS {
+                next
+            } else {
+                0
             };
             for &w in &run.waiters {
                 if w == prev {
@@ -653,7 +650,7 @@ impl RunqueueStarvation {
             }
             _ => ev.cpu,
         };
-        let (min_samples, min_period) = (self.min_samples, self.min_period);
+        let (min_samples, min_period) = (self.judge.min_samples, self.min_period);
         let t = self.tasks.at_mut(at);
         match &mut t.wait {
             Some(w) => {
@@ -926,7 +923,7 @@ impl RunqueueStarvation {
         }
         let t = self.tasks.get(victim)?;
         let w = &g.worst;
-        let periodic = t.period > 0 && t.wakeups >= self.min_samples;
+        let periodic = t.period > 0 && t.wakeups >= self.judge.min_samples;
         let missed_permille = ratio_permille(t.waits_longer_than_period, t.wakeups);
         let rhythm_repeats = periodic && g.over_period >= self.min_repeats;
         // A queued task is picked before its CPU idles; a CPU idle for most of the wait means
@@ -938,7 +935,7 @@ impl RunqueueStarvation {
             FindingSeverity::Low
         } else if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
             FindingSeverity::High
-        } else if w.wait >= self.threshold || (rhythm_repeats && missed_permille >= 10) {
+        } else if w.wait >= self.judge.threshold || (rhythm_repeats && missed_permille >= 10) {
             FindingSeverity::Medium
         } else {
             FindingSeverity::Low

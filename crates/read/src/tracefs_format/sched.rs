@@ -687,13 +687,8 @@ print fmt: \"comm=%s pid=%d runtime=%Lu [ns] vruntime=%Lu [ns]\", REC->comm, REC
                 d
             })
             .collect();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = crate::test_rng::XorShift::default();
+        let mut next = move || rng.next_u64();
         let (mut names, mut afresh) = (CommCache::default(), CommCache::default());
         let mut slot = EventKind::Lost { count: None };
         let mut kinds_seen = std::collections::HashSet::new();

@@ -38,13 +38,8 @@ pub fn is_tracedat(path: &str) -> bool {
 /// `count` copies of `src`, each with 8 bytes set to pseudo-random values at pseudo-random
 /// places (a fixed seed: the same copies every run), for robustness tests.
 pub fn flipped_copies(src: &[u8], count: usize) -> Vec<Vec<u8>> {
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = stallscope_read::test_rng::XorShift::default();
+    let mut next = move || rng.next_u64();
     (0..count)
         .map(|_| {
             let mut bytes = src.to_vec();

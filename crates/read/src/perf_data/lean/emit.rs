@@ -645,13 +645,8 @@ mod tests {
     /// runs, with ties.
     #[test]
     fn sort_by_time_is_the_stable_sort() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut rnd = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut rng = crate::test_rng::XorShift::default();
+        let mut rnd = |n: u64| rng.next_u64() % n;
         let mut scratch = Vec::new();
         for case in 0..500 {
             let runs = 1 + case % 4;
