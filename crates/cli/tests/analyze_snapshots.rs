@@ -1,5 +1,6 @@
 //! Snapshot tests: `stallscope analyze --oneline --select ID` on every capture under
-//! fixtures/detectors/ID/ must print exactly fixtures/detectors/ID/expected-CASE.txt.
+//! fixtures/detectors/ID/ (`CASE.perf.data`, `CASE.dat.zst`) must print exactly
+//! fixtures/detectors/ID/expected-CASE.txt.
 //!
 //! The snapshots are regression guards (the facts in them are checked against perf by
 //! analyze_fixtures.rs); healthy controls (`healthy*` captures) must stay empty whatever the
@@ -44,12 +45,17 @@ fn detector_fixtures_match_their_snapshots() {
         };
         let mut files: Vec<PathBuf> = entries
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.to_string_lossy().ends_with(".perf.data"))
+            .filter(|p| {
+                let n = p.to_string_lossy();
+                n.ends_with(".perf.data") || n.ends_with(".dat.zst")
+            })
             .collect();
         files.sort();
         for file in files {
             let name = file.file_name().unwrap().to_string_lossy().into_owned();
-            let case = name.trim_end_matches(".perf.data");
+            let case = name
+                .trim_end_matches(".perf.data")
+                .trim_end_matches(".dat.zst");
             let got = oneline(id, &file);
             if case.starts_with("healthy") {
                 assert_eq!(got, "", "{id}/{case} is a healthy control");

@@ -257,6 +257,13 @@ impl Engine {
             .flat_map(|m| m.declared_events.iter())
             .map(|e| e.rsplit(':').next().unwrap_or(e).to_string())
             .collect();
+        let system: Option<SystemContext> = metas.iter().find_map(|m| m.system_context.clone());
+        let mut detectors = detectors;
+        if let Some(s) = &system {
+            for d in &mut detectors {
+                d.on_system(s);
+            }
+        }
         Engine {
             timeline: Timeline::new(WakeupSelector::preferring_waking(
                 WakeupSelector::declared_in(metas.iter().copied()),
@@ -274,7 +281,7 @@ impl Engine {
                     .iter()
                     .all(|m| m.format == Some(InputFormat::PerfData)),
             paths: metas.iter().map(|m| m.path.clone()).collect(),
-            system: metas.iter().find_map(|m| m.system_context.clone()),
+            system,
             kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
             declared,
             seen_native: BTreeSet::new(),

@@ -27,7 +27,7 @@ mod testutil;
 pub use engine::{Context, Engine};
 pub use params::{ParamInfo, ParamUnit, Params};
 
-use stallscope_model::{Event, Finding, Profile};
+use stallscope_model::{Event, Finding, Profile, SystemContext};
 use stallscope_timeline::Transition;
 
 /// The pseudo event name a profile detector lists in `needs`: a CPU profile with call stacks
@@ -114,6 +114,10 @@ pub trait Detector {
     fn ignores_quiet_transitions(&self) -> bool {
         false
     }
+    /// The system context recorded with the inputs (`stallscope record`: policies, nice,
+    /// cgroup weights, affinity, scheduler knobs), before the first event; not called when
+    /// no input carries one.
+    fn on_system(&mut self, _system: &SystemContext) {}
     /// A raw event.
     fn on_event(&mut self, _ev: &Event) {}
     /// A timeline transition caused by `ev`.

@@ -65,6 +65,7 @@ fn lost(ts: u64, cpu: u32) -> Event {
 
 fn finding(title: &str, start: u64, end: u64) -> Finding {
     Finding {
+        cause: None,
         detector: "runqueue-starvation".into(),
         severity: FindingSeverity::High,
         title: title.into(),

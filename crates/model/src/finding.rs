@@ -118,4 +118,18 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
     /// How to confirm or what to try.
     pub hint: String,
+    /// Why it happened, when the detector concludes a cause (see [`FindingCause`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<FindingCause>,
+}
+
+/// The cause a detector concludes for a finding: a stable kind (snake_case, never renamed) and
+/// a sentence with the numbers that support it (the first sentence of the hint, too).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FindingCause {
+    /// Stable kind: `higher_class`, `nice_weight`, `cgroup_weight`, `throttled`, `affinity`,
+    /// `interrupt_time`, `not_explained_by_weights`, `context_not_recorded`, `missing_events`.
+    pub kind: String,
+    /// One sentence with the supporting numbers.
+    pub text: String,
 }

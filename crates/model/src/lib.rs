@@ -26,7 +26,7 @@ pub use event::{
     Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime,
     Switch, TaskRef, Wakeup,
 };
-pub use finding::{Evidence, Finding, FindingSeverity, FindingTask, Window};
+pub use finding::{Evidence, Finding, FindingCause, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};
 pub use profile::{Profile, SymbolId, WeightUnit, WeightedStack};
 pub use quality::{DataQuality, Severity, StatEntry};

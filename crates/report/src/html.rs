@@ -526,6 +526,7 @@ mod tests {
     fn report() -> Report {
         let mut r = Report::new();
         r.findings.push(Finding {
+            cause: None,
             detector: "runqueue-starvation".into(),
             severity: FindingSeverity::High,
             title: "a <b> waited & </script> ran".into(),

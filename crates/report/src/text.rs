@@ -178,6 +178,7 @@ mod tests {
 
     fn finding(sev: FindingSeverity) -> Finding {
         Finding {
+            cause: None,
             detector: "runqueue-starvation".into(),
             severity: sev,
             title: "t waited".into(),

@@ -528,6 +528,7 @@ mod tests {
 
     fn finding(start: Ts, end: Ts, victim: Tid) -> Finding {
         Finding {
+            cause: None,
             detector: "runqueue-starvation".into(),
             severity: FindingSeverity::High,
             title: "t".into(),

@@ -475,6 +475,7 @@ fn finding(
         .map(|e| e.cpu)
         .collect();
     Finding {
+        cause: None,
         detector: INFO.id.to_string(),
         severity,
         title,

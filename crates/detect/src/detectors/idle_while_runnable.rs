@@ -394,6 +394,7 @@ impl IdleWhileRunnable {
         cpus.sort_unstable();
         let kept: Vec<&Kept> = g.worst.evidence.iter().collect();
         Some(Finding {
+            cause: None,
             detector: INFO.id.into(),
             severity,
             title,

@@ -485,6 +485,7 @@ fn blocked_finding(name: &PathName, b: &Blocked, params: &Params) -> Finding {
     m.insert("max_blocked_ns".to_string(), i(b.max_ns));
     m.insert("tasks".to_string(), i(b.tasks.len() as u64));
     Finding {
+        cause: None,
         detector: INFO.id.into(),
         severity: severity_of(share, params),
         title: format!(
@@ -827,6 +828,7 @@ fn finding(
 
     let cpus: Vec<Cpu> = g.cpus.keys().copied().collect();
     Some(Finding {
+        cause: None,
         detector: INFO.id.into(),
         severity,
         title,

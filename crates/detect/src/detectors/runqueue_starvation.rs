@@ -31,8 +31,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, PrevState, Switch,
-    Tid, Ts, Window,
+    Cpu, Event, EventKind, FieldValue, Finding, FindingCause, FindingSeverity, FindingTask,
+    PrevState, Switch, SystemContext, Tid, Ts, Window,
 };
 use stallscope_timeline::timeline::MAX_CPUS;
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
@@ -45,8 +45,12 @@ use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
 
+mod fair;
+
+use fair::{CauseKind, Class, FairClock, Trio, WaitFacts, EFFECTIVE, EQUAL, NICE};
+
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 7] = [
+pub static PARAMS: [ParamInfo; 9] = [
     ParamInfo {
         name: "threshold_ns",
         default: 10_000_000,
@@ -89,6 +93,18 @@ pub static PARAMS: [ParamInfo; 7] = [
         unit: ParamUnit::Count,
         doc: "a finding with no wait over threshold_ns needs this many flagged waits",
     },
+    ParamInfo {
+        name: "fair_lag_slices",
+        default: 3,
+        unit: ParamUnit::Count,
+        doc: "a wait is unfair when the victim was owed more than this many effective slices of CPU",
+    },
+    ParamInfo {
+        name: "weight_ratio",
+        default: 2,
+        unit: ParamUnit::Count,
+        doc: "the tasks that ran explain a wait by weight when theirs is at least this many times the victim's",
+    },
 ];
 
 /// Description.
@@ -110,61 +126,98 @@ const EXPLANATION: &str = r#"# runqueue-starvation
 
 ## What it finds
 A task that is **runnable** — woken, or preempted while still wanting the CPU — but does not
-get its CPU for a long time, while other tasks run there. The waiting task is the
-**victim**; every task that ran on that CPU during the wait is a **culprit**, with its run
-time and number of slices (the one that ran longest is the main culprit). A wait is flagged
-when it lasts at least `threshold_ns` (default 10 ms), or when it is extreme for that task
-(at least `relative_min_ns`, default 5 ms, and at least `relative_factor`, default 20, times
-the task's median wait once `min_samples`, default 20, waits are known), or when the task is
+get its CPU for a long time while other tasks run there, **more than fair sharing explains**.
+A wait is a candidate when it lasts at least `threshold_ns` (default 10 ms), or is extreme for
+the task (at least `relative_min_ns`, default 5 ms, and `relative_factor`, default 20, times
+its median wait once `min_samples`, default 20, waits are known), or when the task is
 **periodic** (at least `min_samples` wakeups, half of their intervals within 20 % of the
-median interval, which is at least `min_period_ns`, default 0.5 ms) and the wait is longer than its period: the task falls behind its own
-rhythm. Repeated flagged waits of one victim behind one main culprit become one finding
-with counts, the total, and the worst instance in detail.
+median interval, which is at least `min_period_ns`, default 0.5 ms) and the wait is longer
+than its period.
 
-Each finding says how the worst wait ended: the culprit **blocked** (it switched out
-sleeping), the culprit was **preempted** (it switched out runnable, `R`/`R+`), the culprit
-**migrated away** (`sched_migrate_task` moved it to another CPU), the **victim migrated**
-to another CPU, or the **victim was picked** after the CPU went idle. It gives the
-explanation the trace supports: kernel priorities (and so nice and CFS/EEVDF load weights)
-from the event payloads, cgroup CPU weights and policies from recorded system context
-(`stallscope record`), and the vruntime gap when events carry vruntime
-(`sched_stat_runtime` on kernels before 6.8, or any custom event with `pid` and `vruntime`
-fields).
+Each candidate is then judged against a **fair-share model** of its CPU: the runnable set
+(running task and queued tasks) and each member's weight, tracked through the wait. From it
+comes what the victim was **entitled to** during the wait — the CPU time an ideal fair
+scheduler would have given it (`worst_wait_entitled_ns`) — under three weightings: equal,
+nice weights (`sched_prio_to_weight` of the event's priority), and effective weights (nice ×
+recorded cgroup weight: v1 `cpu.shares` as is, v2 `cpu.weight` w as 1024·w/100; the task's
+static hierarchical share as if it were the one runnable member of its group). A fair-class
+scheduler (CFS, EEVDF) keeps a queued task's lag — entitled minus received — within about a
+slice, so the wait is **unfair** when the entitlement reaches `fair_lag_slices` (default 3) ×
+the effective slice: the larger of the EEVDF base slice (recorded `base_slice_ns`, else the
+kernel's rule 0.75 ms × (1 + log2(min(CPUs, 8)))) and the tick (1 s / recorded `HZ`, else
+4 ms), since a running task's expired slice is noticed at a tick.
+
+Every finding states its **cause** (JSON `cause.kind` and `cause.text`, the hint's first
+sentence):
+- `higher_class`: real-time or deadline tasks (kernel prio < 100) ran at least half of the
+  wait; the text says what bounds such waits on the kernel (the fair deadline server on 6.12+,
+  else RT throttling, `sched_rt_runtime_us`).
+- `nice_weight`: the nice weights cut the victim's entitlement at least `weight_ratio`
+  (default 2) times below what equal weights give.
+- `cgroup_weight`: the recorded cgroup weights cut it at least `weight_ratio` times below what
+  nice weights give (both groups and weights are named).
+- `throttled`: the victim's cgroup has a recorded bandwidth limit (`cpu.cfs_quota_us`,
+  `cpu.max`) and its CPU idled or others ran while it was queued; or a real-time victim waited
+  behind fair tasks or an idle CPU (RT throttling, the fair server: by design, so low).
+- `not_explained_by_weights`: equal effective weights, and yet the victim was owed more than
+  fair sharing allows (the EEVDF pick kept choosing another task; the vruntime gap when the
+  trace carries vruntime).
+- `context_not_recorded`: equal nice weights cannot explain it and the trace has no cgroup
+  context; the text gives the `stallscope record` command that records it.
+- `missing_events`: the CPU idled for more than half of the wait, or other tasks ran for less
+  than half of it: events are missing, or the task was throttled.
+Waits that fair sharing explains (equal weights, entitlement under the bound) are **not**
+reported here: they are saturation, reported once per CPU set by `cpu-saturation`.
+
+The role `culprit` goes only to a task that ran at least half of the worst wait; otherwise the
+finding says the wait was shared by N tasks and lists the top ones (`ran`) with their shares
+(`share_of_wait_permille`). Flagged waits of one victim behind one culprit (or shared) merge
+into one finding with counts and the worst instance. A wait still going on when the trace ends
+is reported as a lower bound ("waited ≥ 80 ms … still waiting when the trace ended",
+`worst_wait_censored`) when others were seen running in it.
+
+Each finding also says how the worst wait ended: the culprit **blocked**, was **preempted**
+(`R`/`R+`), **migrated away**, the **victim migrated**, or the **victim was picked** after
+the CPU went idle.
 
 ## Why it matters
 A runnable task that does not run is pure latency: a periodic thread misses deadlines, a
-request handler stalls, a lock holder delays every waiter. Usually the cause is a
-scheduling-class or weight imbalance (a nice −20 hog, a cgroup with a huge `cpu.weight`,
-an RT task), pinning that keeps tasks on one CPU, or a hog that never sleeps.
+request handler stalls, a lock holder delays every waiter. The cause decides the fix: a class
+or weight imbalance (an RT task, a nice −20 hog, a cgroup with a huge weight), a bandwidth
+limit, or a scheduler pick that no recorded weight explains.
 
 ## How to confirm
 `perf sched timehist -p PID --state` (or `stallscope timehist --pid PID`) around the
 window shows the victim's long "wait time"/"sch delay" and who ran meanwhile;
 `perf sched latency -p` shows its maximum delay. Check `chrt -p`, `ps -o ni`, the
-cgroups' `cpu.weight`/`cpu.shares`, and `taskset -p` of both tasks.
+cgroups' `cpu.weight`/`cpu.shares`/`cpu.max`, and `taskset -p` of both tasks — or record
+them with `sudo stallscope record -o trace.dat -- COMMAND`, which stores all of them.
 
 ## Limits
-A wait whose CPU is not known (no `target_cpu`, no migration events) is attributed to
-the CPU it ended on. The median and the period are learned as the trace goes, so waits
-before `min_samples` samples are judged by `threshold_ns` alone. Without system context
-the trace does not say why the kernel preferred the culprit beyond priorities; vruntime is
-only printed by older kernels. A wait during most of which its CPU was idle, or during less
-than half of which other tasks are seen running, contradicts a queued task (events are
-missing, or the task was throttled by CFS bandwidth control): it is reported as low, with
-those times. A wait during which a record shows the task itself running (its switch-in
-record is missing) is dropped; a wait that starts right after the timeline had to reset the
-task's state (contradicting switch records) is reported as low. Lost events (ring-buffer overruns) can hide switches inside a
-wait; they are shown in the data-quality block, and such waits are kept as measured.
+The model is static: a cgroup's weight is taken as going to its task on this CPU (siblings of
+one group on one CPU share it; ancestors' weights are not recorded), SCHED_IDLE and
+SCHED_BATCH are weighted by their nice value, and per-task custom slices are not known. Waits
+of real-time victims are judged by class only. A wait whose CPU is not known (no
+`target_cpu`, no migration events) is attributed to the CPU it ended on. Missing switch
+records leave tasks listed as runnable, which lowers entitlements (a missed finding, never a
+false one). In a VM, time the vCPU was descheduled by the host (steal) looks like the running
+task's: a single slice far longer than a tick with an equal-weight waiter points there or at
+a non-preemptible kernel section. The median and the period are learned as the trace goes,
+so waits before `min_samples` samples are judged by `threshold_ns` alone. A wait during which
+a record shows the task itself running is dropped; a wait that starts right after the
+timeline had to reset the task's state is reported as low. Lost events can hide switches
+inside a wait; they are shown in the data-quality block.
 
 ## Severity
-- **high**: the worst wait is at least `high_ns` (default 50 ms), or the victim is
-  periodic and at least 10 % of its wakeups waited longer than a period (at least
-  `min_repeats` times behind this culprit).
-- **medium**: the worst wait is at least `threshold_ns`, or a periodic victim waited
+- **high**: a cause other than `missing_events` and a worst wait of at least `high_ns`
+  (default 50 ms), or a periodic victim that waited longer than its period after at least
+  10 % of its wakeups (at least `min_repeats` times behind this culprit) — except that an
+  unfair wait with no task running most of it (contention, not a culprit) and a victim that
+  lowered its own weight (nice > 0) are at most medium.
+- **medium**: a worst wait of at least `threshold_ns`, or a periodic victim that waited
   longer than a period on at least 1 % of its wakeups.
-- **low**: only waits that are extreme relative to the task's own median, or a worst wait
-  the trace does not explain (CPU idle for more than half of it, other tasks running for
-  less than half of it, or a start right after contradicting switch records).
+- **low**: only waits that are extreme relative to the task's own median, `missing_events`,
+  or a start right after contradicting switch records.
 "#;
 
 /// Builds the detector.
@@ -185,6 +238,8 @@ pub enum WaitEnd {
     VictimMigrated,
     /// The CPU went idle (or its task was unknown) and then picked the victim.
     VictimPicked,
+    /// The trace ended during the wait.
+    TraceEnded,
 }
 
 impl WaitEnd {
@@ -196,6 +251,7 @@ impl WaitEnd {
             WaitEnd::CulpritMigratedAway => (2, "ended_culprit_migrated_away"),
             WaitEnd::VictimMigrated => (3, "ended_victim_migrated"),
             WaitEnd::VictimPicked => (4, "ended_victim_picked"),
+            WaitEnd::TraceEnded => (5, "still_waiting_at_trace_end"),
         }
     }
 }
@@ -231,6 +287,13 @@ struct Wait {
     /// The task's state before the wait was unknown after the trace's start (the timeline
     /// reset it because switch records contradicted each other).
     uncertain_start: bool,
+    /// The victim's class and effective weight when the wait started.
+    class: Class,
+    /// The reading of the current CPU's fair-share clock when the wait arrived there.
+    clock_from: Trio,
+    /// CPU time the victim was owed on the CPUs it left during the wait, per weighting (the
+    /// current CPU's share is added when the wait ends or moves).
+    owed: Trio,
 }
 
 impl Wait {
@@ -257,6 +320,9 @@ impl Wait {
             culprit_moves: Vec::new(),
             idle_ns: 0,
             uncertain_start,
+            class: Class::of(120, 1024),
+            clock_from: [0; 3],
+            owed: [0; 3],
         })
     }
 
@@ -394,6 +460,8 @@ struct CpuRun {
     since: Ts,
     switch_in: KeptCopySlot<Switch>,
     waiters: Vec<Tid>,
+    /// Fair-share clock of the CPU's runnable set (meaningful while it has waiters).
+    clock: FairClock,
 }
 
 /// Why a wait was flagged (see the module docs).
@@ -459,6 +527,11 @@ struct Worst {
     idle_ns: u64,
     /// See [`Wait::uncertain_start`].
     uncertain_start: bool,
+    /// Why it happened, and the numbers the cause was decided from.
+    cause: CauseKind,
+    facts: WaitFacts,
+    /// The wait was still going on when the trace ended (its length is a lower bound).
+    censored: bool,
     evidence: Vec<Kept>,
 }
 
@@ -469,7 +542,7 @@ struct Group {
     over_threshold: u64,
     over_relative: u64,
     over_period: u64,
-    ends: [u64; 5],
+    ends: [u64; 6],
     first: Ts,
     last: Ts,
     cpus: Vec<Cpu>,
@@ -487,6 +560,14 @@ pub struct RunqueueStarvation {
     prios: Prios,
     cpus: Vec<CpuRun>,
     groups: FxHashMap<(Tid, Tid), Group>,
+    /// Recorded cgroup factors (×1024) by task (empty without recorded cgroups).
+    cgroup_factor: FxHashMap<Tid, u64>,
+    /// Recorded system context (cgroup paths, quotas, knobs), when any.
+    system: Option<SystemContext>,
+    fair_lag_slices: u64,
+    weight_ratio: u64,
+    /// The latest switch time (the trace's end, for waits still going on).
+    last_ts: Ts,
 }
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
@@ -513,6 +594,11 @@ impl RunqueueStarvation {
             prios: Prios::default(),
             cpus: Vec::new(),
             groups: FxHashMap::default(),
+            cgroup_factor: FxHashMap::default(),
+            system: None,
+            fair_lag_slices: p.get("fair_lag_slices"),
+            weight_ratio: p.get("weight_ratio"),
+            last_ts: 0,
         }
     }
 
@@ -525,6 +611,78 @@ impl RunqueueStarvation {
         if tid > 0 && prio >= 0 {
             self.prios.set(tid, prio);
         }
+    }
+
+    /// `tid`'s class in the fair-share model: priority from the events, cgroup factor from
+    /// the recorded context.
+    #[inline]
+    fn class_of(&self, tid: Tid) -> Class {
+        let factor = match self.cgroup_factor.is_empty() {
+            true => 1024,
+            false => self.cgroup_factor.get(&tid).copied().unwrap_or(1024),
+        };
+        Class::of(self.prios.get(tid).unwrap_or(-1), factor)
+    }
+
+    /// Advances CPU `c`'s fair-share clock to `ts` (with the set it had until now).
+    #[inline]
+    fn advance_clock(&mut self, c: Cpu, ts: Ts) {
+        if let Some(run) = self.cpus.get_mut(c as usize) {
+            match run.waiters.is_empty() {
+                true => run.clock.touch(ts),
+                false => run.clock.advance(ts),
+            }
+        }
+    }
+
+    /// Recomputes the total weight of CPU `c`'s runnable set after a change (its clock was
+    /// advanced to the change's time); nothing to do while it has no waiter.
+    #[inline]
+    fn reset_set(&mut self, c: Cpu) {
+        let Some(run) = self.cpus.get(c as usize) else {
+            return;
+        };
+        if run.waiters.is_empty() {
+            return;
+        }
+        let mut total = [0u64; 3];
+        for &w in &run.waiters {
+            total = fair::add(total, self.class_of(w).weights());
+        }
+        let mut rt = false;
+        if let Some(r) = run.runner.filter(|&r| r > 0 && !run.waiters.contains(&r)) {
+            match self.class_of(r) {
+                c @ Class::Fair { .. } => total = fair::add(total, c.weights()),
+                Class::Rt(_) => rt = true,
+            }
+        }
+        self.cpus[c as usize].clock.set(total, rt);
+    }
+
+    /// The CPU's runner changed outside a switch (a lost-events record, or a record in
+    /// another task's context): the clock is advanced, the runner set, the set recomputed
+    /// (out of line: rare).
+    #[cold]
+    #[inline(never)]
+    /// `ts`: when the new runner started (the idle time before it goes to the waiters).
+    fn set_runner(&mut self, c: Cpu, runner: Option<Tid>, ts: Ts) {
+        self.advance_clock(c, ts);
+        let Some(run) = self.cpus.get_mut(c as usize) else {
+            return;
+        };
+        if run.runner == Some(0) {
+            // the CPU idled until now (its switch out of idle is missing): that is idle time
+            // of its waiters, and the new runner runs from now on
+            for &w in &run.waiters {
+                if let Some(wait) = self.tasks.get_mut(w).and_then(TaskStat::wait_mut) {
+                    wait.idle_ns += ts.saturating_sub(run.since.max(wait.since));
+                }
+            }
+            run.since = ts;
+            run.switch_in.clear();
+        }
+        run.runner = runner;
+        self.reset_set(c);
     }
 
     /// Custom events (bpftrace, kprobes) carrying `pid` and `vruntime` fields (out of line:
@@ -566,6 +724,8 @@ impl RunqueueStarvation {
         let ts = ev.ts;
         let c = ev.cpu;
         self.cpu(c);
+        self.advance_clock(c, ts);
+        self.last_ts = self.last_ts.max(ts);
         let RunqueueStarvation {
             cpus, tasks, judge, ..
         } = self;
@@ -633,6 +793,7 @@ impl RunqueueStarvation {
         } else {
             run.switch_in.clear();
         }
+        self.reset_set(c);
     }
 
     /// `at`: the index of `tid`'s record in `tasks`.
@@ -651,6 +812,9 @@ impl RunqueueStarvation {
             _ => ev.cpu,
         };
         let (min_samples, min_period) = (self.judge.min_samples, self.min_period);
+        let class = self.class_of(tid);
+        self.cpu(cpu);
+        self.advance_clock(cpu, ev.ts);
         let t = self.tasks.at_mut(at);
         match &mut t.wait {
             Some(w) => {
@@ -665,6 +829,7 @@ impl RunqueueStarvation {
                 w.culprit_moves.clear();
                 w.idle_ns = 0;
                 w.uncertain_start = uncertain_start;
+                w.owed = [0; 3];
             }
             None => t.wait = Some(Wait::new_boxed(since, cause, cpu, uncertain_start, ev)),
         }
@@ -691,15 +856,33 @@ impl RunqueueStarvation {
         if !run.waiters.contains(&tid) {
             run.waiters.push(tid);
         }
+        self.reset_set(cpu);
+        let now = self.cpus[cpu as usize].clock.now();
+        if let Some(w) = self.tasks.at_mut(at).wait.as_deref_mut() {
+            w.class = class;
+            w.clock_from = now;
+        }
     }
 
     /// Removes `tid` from `cpu`'s waiters (a task is listed at most once per CPU; the
     /// list's order does not matter: each waiter's wait is credited on its own).
-    fn remove_waiter(&mut self, cpu: Cpu, tid: Tid) {
+    /// The CPU's clock is advanced to `ts` first, and its set recomputed after.
+    fn remove_waiter(&mut self, cpu: Cpu, tid: Tid, ts: Ts) {
+        self.advance_clock(cpu, ts);
         if let Some(run) = self.cpus.get_mut(cpu as usize) {
             if let Some(k) = run.waiters.iter().position(|&w| w == tid) {
                 run.waiters.swap_remove(k);
             }
+        }
+        self.reset_set(cpu);
+    }
+
+    /// The CPU time owed to the wait `w` on `cpu` since it arrived there, read from the
+    /// CPU's clock (advanced to the present).
+    fn owed_here(&self, w: &Wait, cpu: Cpu) -> Trio {
+        match self.cpus.get(cpu as usize) {
+            Some(run) => fair::owed(w.class.weights(), w.clock_from, run.clock.now()),
+            None => [0; 3],
         }
     }
 
@@ -739,10 +922,23 @@ impl RunqueueStarvation {
             None => false,
         };
         if moved_waiter {
-            self.remove_waiter(from, tid);
+            // what it was owed on the old CPU; the new CPU's clock counts from here
+            self.remove_waiter(from, tid, ev.ts);
+            self.cpu(to);
+            self.advance_clock(to, ev.ts);
             let run = self.cpu(to);
             if !run.waiters.contains(&tid) {
                 run.waiters.push(tid);
+            }
+            self.reset_set(to);
+            let now_to = self.cpus[to as usize].clock.now();
+            let owed_from = match self.tasks.get(tid).and_then(TaskStat::wait) {
+                Some(w) => self.owed_here(w, from),
+                None => [0; 3],
+            };
+            if let Some(w) = self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
+                w.owed = fair::add(w.owed, owed_from);
+                w.clock_from = now_to;
             }
         }
         // a preempted culprit is itself a waiter: it may also be leaving other waiters' CPU
@@ -782,31 +978,88 @@ impl RunqueueStarvation {
             t.median_wait = t.waits.median_tracked();
         }
         let (victim_prio, victim_vr) = (self.prios.get(tid), t.vruntime);
-        self.remove_waiter(cpu_of_wait, tid);
+        self.remove_waiter(cpu_of_wait, tid, ts);
         if cpu_of_wait != start_cpu {
-            self.remove_waiter(start_cpu, tid);
+            self.remove_waiter(start_cpu, tid, ts);
         }
         if !flags.any() {
             return;
         }
         // the wait's storage goes back to the task afterwards
-        let Some(wait) = self.tasks.at_mut(at).wait.take() else {
+        let Some(mut wait) = self.tasks.at_mut(at).wait.take() else {
             return;
         };
+        wait.owed = fair::add(wait.owed, self.owed_here(&wait, cpu_of_wait));
         self.group_flagged(
             tid,
             &wait,
             waited,
             flags,
             (victim_prio, victim_vr),
-            (ts, end_cpu, ev),
+            (ts, end_cpu, Some(ev)),
         );
         self.tasks.at_mut(at).wait = Some(wait);
     }
 
-    /// A flagged wait of `tid` that ended at `ts` on `end_cpu` with `ev`: merged into its
-    /// (victim, main culprit) group. Out of line and cold: most waits are not flagged, and
-    /// keeping this out of [`RunqueueStarvation::end_wait`] keeps the per-transition code small.
+    /// The facts the cause of the flagged wait `wait` (of the task of priority
+    /// `victim_prio`, `waited` ns) is decided from, with its culprits sorted by run time.
+    fn wait_facts(
+        &self,
+        victim: Tid,
+        wait: &Wait,
+        waited: u64,
+        victim_prio: Option<i32>,
+        culprits: &[Culprit],
+    ) -> WaitFacts {
+        let nr_cpus = self
+            .system
+            .as_ref()
+            .and_then(|s| s.nr_cpus)
+            .unwrap_or(self.cpus.len() as u32);
+        let (slice, _) = fair::effective_slice(self.system.as_ref(), nr_cpus);
+        let victim_rt = match wait.class {
+            Class::Rt(p) => Some(p),
+            Class::Fair { .. } => None,
+        };
+        let victim_w = wait.class.weights();
+        let mut f = WaitFacts {
+            waited,
+            owed: wait.owed,
+            bound: self.fair_lag_slices.saturating_mul(slice),
+            victim_nice_w: Class::of(victim_prio.unwrap_or(-1), 1024).weights()[NICE],
+            victim_eff_w: victim_w[EFFECTIVE],
+            victim_rt,
+            idle_ns: wait.idle_ns,
+            weight_ratio: self.weight_ratio,
+            majority: culprits
+                .first()
+                .is_some_and(|k| k.run_ns.saturating_mul(2) >= waited),
+            ..WaitFacts::default()
+        };
+        for k in culprits {
+            f.ran_ns = f.ran_ns.saturating_add(k.run_ns);
+            if let Class::Rt(p) = Class::of(k.prio, 1024) {
+                if victim_rt.is_none_or(|v| p < v) {
+                    f.higher_class_ns = f.higher_class_ns.saturating_add(k.run_ns);
+                }
+            }
+        }
+        if let Some(sys) = &self.system {
+            f.context = sys.tasks.iter().any(|t| !t.cgroups.is_empty());
+            f.quota = sys
+                .tasks
+                .iter()
+                .find(|t| t.pid == victim)
+                .is_some_and(|t| fair::quota_of(&t.cgroups).is_some());
+        }
+        f
+    }
+
+    /// A flagged wait of `tid` that ended at `ts` on `end_cpu` with `end` (`None`: still
+    /// going on when the trace ended): its cause decided, and merged into its (victim, main
+    /// culprit) group — unless fair sharing of a saturated CPU explains it (`cpu-saturation`
+    /// reports those). Out of line and cold: most waits are not flagged, and keeping this
+    /// out of [`RunqueueStarvation::end_wait`] keeps the per-transition code small.
     #[cold]
     #[inline(never)]
     fn group_flagged(
@@ -820,16 +1073,30 @@ impl RunqueueStarvation {
             over_period,
         }: Flags,
         (victim_prio, victim_vr): (Option<i32>, Option<u64>),
-        (ts, end_cpu, ev): (Ts, Cpu, &Event),
+        (ts, end_cpu, end): (Ts, Cpu, Option<&Event>),
     ) {
         let mut culprits = wait.culprits.clone();
         culprits.sort_by(|a, b| b.run_ns.cmp(&a.run_ns).then(a.tid.cmp(&b.tid)));
-        let main = culprits.first().map_or(-1, |k| k.tid);
-        let (prev, prev_state) = match &ev.kind {
-            EventKind::Switch(s) => (s.prev.pid, s.prev_state),
+        let facts = self.wait_facts(tid, wait, waited, victim_prio, &culprits);
+        let cause = fair::decide(&facts);
+        if cause == CauseKind::FairShare {
+            return;
+        }
+        if end.is_none() && cause == CauseKind::MissingEvents {
+            return; // an unfinished wait with nobody seen running in it proves nothing
+        }
+        // the culprit role goes only to a task that ran at least half of the wait
+        let main = culprits
+            .first()
+            .filter(|k| k.run_ns.saturating_mul(2) >= waited)
+            .map_or(0, |k| k.tid);
+        let (prev, prev_state) = match end.map(|e| &e.kind) {
+            Some(EventKind::Switch(s)) => (s.prev.pid, s.prev_state),
             _ => (-1, PrevState::default()),
         };
-        let how = if !wait.victim_moves.is_empty() && end_cpu != wait.start_cpu {
+        let how = if end.is_none() {
+            WaitEnd::TraceEnded
+        } else if !wait.victim_moves.is_empty() && end_cpu != wait.start_cpu {
             WaitEnd::VictimMigrated
         } else if main > 0 && wait.culprit_moves.iter().any(|(k, _)| *k == main) {
             WaitEnd::CulpritMigratedAway
@@ -846,7 +1113,7 @@ impl RunqueueStarvation {
             over_threshold: 0,
             over_relative: 0,
             over_period: 0,
-            ends: [0; 5],
+            ends: [0; 6],
             first: wait.since,
             last: ts,
             cpus: Vec::new(),
@@ -863,6 +1130,9 @@ impl RunqueueStarvation {
                 migration: None,
                 idle_ns: 0,
                 uncertain_start: false,
+                cause,
+                facts,
+                censored: false,
                 evidence: Vec::new(),
             },
         });
@@ -889,7 +1159,8 @@ impl RunqueueStarvation {
                     .filter_map(|k| wait.first_ins.get(k.first_in? as usize).map(KeptCopy::kept)),
             );
             evidence.extend(wait.culprit_moves.iter().map(|(_, e)| e.clone()));
-            evidence.push(keep(ev));
+            evidence.extend(end.map(keep));
+            evidence.sort_by_key(|e| e.ts);
             g.worst = Worst {
                 wait: waited,
                 since: wait.since,
@@ -912,8 +1183,92 @@ impl RunqueueStarvation {
                         .map(|(_, e)| e.clone()),
                     _ => None,
                 },
+                cause,
+                facts,
+                censored: end.is_none(),
                 evidence,
             };
+        }
+    }
+
+    /// A record in the context of the waiting task `ev.pid`: its switch-in record is
+    /// missing (real traces drop switches out of idle). On the wait's CPU the wait ended when
+    /// that CPU last switched (`since_before`, as `perf sched timehist` takes it), or at the
+    /// record; a record on another CPU contradicts the wait, which is dropped (out of line:
+    /// rare). The wait's end, when it ended on this CPU.
+    #[cold]
+    #[inline(never)]
+    fn seen_running(&mut self, ev: &Event, since_before: Option<Ts>) -> Option<Ts> {
+        let tid = ev.pid;
+        let w = self.tasks.get(tid).and_then(TaskStat::wait)?;
+        if w.cpu == ev.cpu {
+            let end = since_before.unwrap_or(ev.ts).max(w.since).min(ev.ts);
+            let at = self.tasks.index(tid);
+            self.end_wait((tid, at), end, ev.cpu, ev);
+            return Some(end);
+        }
+        if let Some((cpu, start_cpu)) = self.tasks.get_mut(tid).and_then(TaskStat::drop_wait) {
+            self.remove_waiter(cpu, tid, ev.ts);
+            self.remove_waiter(start_cpu, tid, ev.ts);
+        }
+        None
+    }
+
+    /// Waits still going on when the trace ended: each is judged as if it ended then, its
+    /// length a lower bound ("≥ 614 ms, still waiting when the trace ended").
+    fn flush_censored(&mut self) {
+        let end = self.last_ts;
+        let waiting: Vec<Tid> = self
+            .cpus
+            .iter()
+            .flat_map(|r| r.waiters.iter().copied())
+            .collect();
+        for tid in waiting {
+            if self.tasks.get(tid).is_none() {
+                continue; // listed waiters have records; nothing to judge otherwise
+            }
+            let at = self.tasks.index(tid);
+            let t = self.tasks.at_mut(at);
+            let Some(wait) = t.wait() else {
+                continue; // already judged (listed on two CPUs)
+            };
+            let waited = end.saturating_sub(wait.since);
+            let flags = self.judge.flags(t, wait, waited);
+            let cpu = wait.cpu;
+            t.waiting = false;
+            self.advance_clock(cpu, end);
+            if !flags.abs {
+                continue; // only a long wait is worth a lower bound
+            }
+            // the task running on the wait's CPU at the end ran until then
+            let (runner, since, switch_in) = match self.cpus.get(cpu as usize) {
+                Some(r) => (r.runner, r.since, r.switch_in.get().copied()),
+                None => (None, 0, None),
+            };
+            let runner_class = runner.map(|r| (self.prios.get(r).unwrap_or(-1), None));
+            let Some(mut wait) = self.tasks.at_mut(at).wait.take() else {
+                continue;
+            };
+            if let (Some(r), Some(pv)) = (runner.filter(|&r| r > 0 && r != tid), runner_class) {
+                let overlap = end.saturating_sub(since.max(wait.since));
+                match wait.culprits.iter_mut().find(|k| k.tid == r) {
+                    Some(k) => {
+                        k.run_ns += overlap;
+                        k.slices += 1;
+                    }
+                    None => wait.add_culprit(r, overlap, pv, switch_in),
+                }
+            }
+            wait.owed = fair::add(wait.owed, self.owed_here(&wait, cpu));
+            let vr = self.tasks.at(at).vruntime;
+            self.group_flagged(
+                tid,
+                &wait,
+                waited,
+                flags,
+                (self.prios.get(tid), vr),
+                (end, cpu, None),
+            );
         }
     }
 
@@ -929,11 +1284,24 @@ impl RunqueueStarvation {
         // A queued task is picked before its CPU idles; a CPU idle for most of the wait means
         // missing events (or throttling): report it, but only as low.
         let ran: u64 = w.culprits.iter().map(|k| k.run_ns).sum();
-        let unexplained = w.idle_ns.saturating_mul(2) > w.wait || ran.saturating_mul(2) < w.wait;
+        // a real-time task held back so that fair tasks run is the kernel's design
+        let unexplained = w.cause == CauseKind::MissingEvents
+            || (w.cause == CauseKind::Throttled && w.facts.victim_rt.is_some());
         let suspect = unexplained || w.uncertain_start;
+        // a victim that lowered its own weight (nice > 0) is not harmed beyond its choice
+        let self_lowered = w.cause == CauseKind::NiceWeight && w.facts.victim_nice_w < fair::NICE_0;
+        // an unfair wait shared by many tasks, none of which ran most of it, is contention on a
+        // busy CPU more than one culprit's doing: at most medium
+        let shared = matches!(
+            w.cause,
+            CauseKind::NotExplainedByWeights | CauseKind::ContextNotRecorded
+        ) && !w.facts.majority;
         let severity = if suspect {
             FindingSeverity::Low
-        } else if w.wait >= self.high || (rhythm_repeats && missed_permille >= 100) {
+        } else if (w.wait >= self.high || (rhythm_repeats && missed_permille >= 100))
+            && !self_lowered
+            && !shared
+        {
             FindingSeverity::High
         } else if w.wait >= self.judge.threshold || (rhythm_repeats && missed_permille >= 10) {
             FindingSeverity::Medium
@@ -947,21 +1315,50 @@ impl RunqueueStarvation {
         } else {
             format!("CPU {} (ran on CPU {})", w.start_cpu, w.end_cpu)
         };
+        let waited = match w.censored {
+            true => format!("≥ {}", dur(w.wait)),
+            false => dur(w.wait),
+        };
         let mut title = match main_k {
             Some(k) => format!(
-                "{vcomm} (pid {victim}) waited {} runnable on {on} while {} (pid {main}) ran {} slice{} ({})",
-                dur(w.wait),
+                "{vcomm} (pid {victim}) waited {waited} runnable on {on} while {} (pid {main}) ran {} slice{} ({})",
                 cx.comm(main),
                 k.slices,
                 if k.slices == 1 { "" } else { "s" },
                 dur(k.run_ns)
             ),
+            None if ran.saturating_mul(2) < w.wait && w.idle_ns > 0 => format!(
+                "{vcomm} (pid {victim}) waited {waited} runnable on {on} while the CPU idled {} of it (other tasks ran {})",
+                dur(w.idle_ns),
+                dur(ran)
+            ),
+            None if !w.culprits.is_empty() => format!(
+                "{vcomm} (pid {victim}) waited {waited} runnable on {on}, shared by {} task{}: {}",
+                w.culprits.len(),
+                if w.culprits.len() == 1 { "" } else { "s" },
+                w.culprits
+                    .iter()
+                    .take(3)
+                    .map(|k| format!(
+                        "{} (pid {}) {}",
+                        cx.comm(k.tid),
+                        k.tid,
+                        permille(ratio_permille(k.run_ns, w.wait))
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
             None => format!(
-                "{vcomm} (pid {victim}) waited {} runnable on {on} with no other task recorded running there",
-                dur(w.wait)
+                "{vcomm} (pid {victim}) waited {waited} runnable on {on} with no other task recorded running there"
             ),
         };
-        if unexplained {
+        if w.censored {
+            title.push_str(" (still waiting when the trace ended)");
+        }
+        let idle_form = main_k.is_none() && ran.saturating_mul(2) < w.wait && w.idle_ns > 0;
+        if w.cause == CauseKind::MissingEvents && idle_form {
+            title.push_str(" — events may be missing (see data quality) or the task was throttled");
+        } else if w.cause == CauseKind::MissingEvents {
             title.push_str(&format!(
                 " — but other tasks ran for only {} of it and the CPU idled for {}: events may be missing (see data quality) or the task was throttled",
                 dur(ran),
@@ -1000,6 +1397,14 @@ impl RunqueueStarvation {
         m.insert("waits_over_relative".into(), i(g.over_relative));
         m.insert("waits_over_period".into(), i(g.over_period));
         m.insert("victim_median_wait_ns".into(), i(t.waits.median()));
+        m.insert("worst_wait_entitled_ns".into(), i(w.facts.owed[EFFECTIVE]));
+        m.insert("worst_wait_entitled_nice_ns".into(), i(w.facts.owed[NICE]));
+        m.insert(
+            "worst_wait_entitled_equal_ns".into(),
+            i(w.facts.owed[EQUAL]),
+        );
+        m.insert("fair_lag_bound_ns".into(), i(w.facts.bound));
+        m.insert("worst_wait_censored".into(), i(u64::from(w.censored)));
         for (k, n) in g.ends.iter().enumerate() {
             let name = [
                 "ended_culprit_blocked",
@@ -1007,6 +1412,7 @@ impl RunqueueStarvation {
                 "ended_culprit_migrated_away",
                 "ended_victim_migrated",
                 "ended_victim_picked",
+                "still_waiting_at_trace_end",
             ][k];
             m.insert(name.into(), i(*n));
         }
@@ -1031,10 +1437,16 @@ impl RunqueueStarvation {
             let mut tm = prio_measures(Some(k.prio).filter(|p| *p >= 0));
             tm.insert("run_ns".into(), i(k.run_ns));
             tm.insert("slices".into(), i(k.slices));
+            tm.insert(
+                "share_of_wait_permille".into(),
+                i(ratio_permille(k.run_ns, w.wait)),
+            );
+            // `culprit` only for the task that ran at least half of the wait
+            let role = if k.tid == main { "culprit" } else { "ran" };
             tasks.push(FindingTask {
                 pid: k.tid,
                 comm: cx.comm(k.tid).as_str().to_string(),
-                role: "culprit".into(),
+                role: role.into(),
                 measures: tm,
             });
         }
@@ -1045,7 +1457,8 @@ impl RunqueueStarvation {
                 m.insert("vruntime_gap_ns".into(), a as i64 - b as i64);
             }
         }
-        let hint = self.hint(victim, main, main_k, w, cx);
+        let cause = self.cause_text(victim, main_k, w, cx);
+        let hint = format!("{cause} {}", self.hint(victim, main, main_k, w, cx));
         let mut cpus = g.cpus.clone();
         cpus.sort_unstable();
         let kept: Vec<&Kept> = w.evidence.iter().collect();
@@ -1062,7 +1475,164 @@ impl RunqueueStarvation {
             measures: m,
             evidence: render(cx.paths, &kept),
             hint,
+            cause: Some(FindingCause {
+                kind: w.cause.id().into(),
+                text: cause,
+            }),
         })
+    }
+
+    /// The cause sentence of a finding (the JSON `cause.text` and the hint's first sentence).
+    fn cause_text(
+        &self,
+        victim: Tid,
+        main_k: Option<&Culprit>,
+        w: &Worst,
+        cx: &Context<'_>,
+    ) -> String {
+        let f = &w.facts;
+        let nr_cpus = cx
+            .system
+            .and_then(|s| s.nr_cpus)
+            .unwrap_or(self.cpus.len() as u32);
+        let (_, slice_from) = fair::effective_slice(cx.system, nr_cpus);
+        let owed = format!(
+            "entitled to {} of CPU during the {} wait (fair sharing keeps that under {}: {} × the effective slice, {slice_from})",
+            dur(f.owed[EFFECTIVE]),
+            dur(f.waited),
+            dur(f.bound),
+            self.fair_lag_slices
+        );
+        let top = main_k.or(w.culprits.first());
+        let name = |k: &Culprit| format!("{} (pid {})", cx.comm(k.tid), k.tid);
+        let cgroup_of = |pid: Tid| {
+            cx.task_context(pid)
+                .and_then(|t| fair::cgroup_text(&t.cgroups))
+                .unwrap_or_else(|| "the root group".into())
+        };
+        let weights_of = |k: &Culprit| {
+            Class::of(
+                k.prio,
+                self.cgroup_factor.get(&k.tid).copied().unwrap_or(1024),
+            )
+            .weights()
+        };
+        match w.cause {
+            CauseKind::HigherClass => {
+                let rt = w
+                    .culprits
+                    .iter()
+                    .find(|k| (0..100).contains(&k.prio))
+                    .or(top);
+                let (who, prio, policy) = match rt {
+                    Some(k) => (
+                        name(k),
+                        k.prio,
+                        cx.task_context(k.tid)
+                            .and_then(|t| t.policy.clone())
+                            .map(|p| format!("{p}, "))
+                            .unwrap_or_default(),
+                    ),
+                    None => ("a real-time task".into(), -1, String::new()),
+                };
+                format!(
+                    "Higher scheduling class: {who} is real-time or deadline ({policy}kernel prio {prio}) and real-time tasks ran {} of the {} wait; a fair-class task runs only when no such task is runnable. {}",
+                    dur(f.higher_class_ns),
+                    dur(f.waited),
+                    rt_limit_text(cx.system)
+                )
+            }
+            CauseKind::NiceWeight => format!(
+                "Nice weight: {} has load weight {} against the victim's {} (nice {}); with equal weights the victim would have been owed {} of the {} wait, with these nice weights only {}.",
+                top.map_or_else(|| "the culprit".into(), name),
+                top.map_or(0, |k| weights_of(k)[NICE]),
+                f.victim_nice_w,
+                nice_of_prio(w.victim_prio.unwrap_or(120)).unwrap_or(0),
+                dur(f.owed[EQUAL]),
+                dur(f.waited),
+                dur(f.owed[NICE])
+            ),
+            CauseKind::CgroupWeight => format!(
+                "cgroup weight: {} runs in {} and the victim in {}; their effective weights (nice × cgroup) are {} and {}, so with nice weights alone the victim would have been owed {} of the {} wait, with the cgroup weights only {}.",
+                top.map_or_else(|| "the culprit".into(), name),
+                top.map_or_else(|| "its group".into(), |k| cgroup_of(k.tid)),
+                cgroup_of(victim),
+                top.map_or(0, |k| weights_of(k)[EFFECTIVE]),
+                f.victim_eff_w,
+                dur(f.owed[NICE]),
+                dur(f.waited),
+                dur(f.owed[EFFECTIVE])
+            ),
+            CauseKind::Throttled if f.victim_rt.is_some() => format!(
+                "Real-time bandwidth control: this real-time task (kernel prio {}) waited {} while fair-class tasks ran {} and the CPU idled {}; that is the kernel holding real-time tasks back so that fair tasks run, by design. {}",
+                f.victim_rt.unwrap_or(-1),
+                dur(f.waited),
+                dur(f.ran_ns),
+                dur(f.idle_ns),
+                rt_limit_text(cx.system)
+            ),
+            CauseKind::Throttled => {
+                let q = cx
+                    .task_context(victim)
+                    .and_then(|t| fair::quota_of(&t.cgroups));
+                match q {
+                    Some((path, quota, period)) => format!(
+                        "CFS bandwidth throttling: the victim's cgroup {path} may run {quota} µs per {period} µs (cpu.cfs_quota_us / cpu.max); its CPU idled {} and other tasks ran {} of the {} wait while it was runnable.",
+                        dur(f.idle_ns),
+                        dur(f.ran_ns),
+                        dur(f.waited)
+                    ),
+                    None => "CFS bandwidth throttling of the victim's cgroup.".into(),
+                }
+            }
+            CauseKind::NotExplainedByWeights => {
+                let mut s = format!(
+                    "Not explained by the recorded weights: the victim (effective weight {}) was {owed}",
+                    f.victim_eff_w
+                );
+                match (main_k, top) {
+                    (Some(k), _) => {
+                        s.push_str(&format!(
+                            "; {} (effective weight {}) ran {} slice{} of it — the fair-class pick (EEVDF eligibility and virtual deadline) kept choosing it",
+                            name(k),
+                            weights_of(k)[EFFECTIVE],
+                            k.slices,
+                            if k.slices == 1 { "" } else { "s" }
+                        ));
+                        if let (Some(a), Some(b)) = (w.victim_vruntime, k.vruntime) {
+                            s.push_str(&format!(" (vruntime gap {} ns)", a as i64 - b as i64));
+                        } else {
+                            s.push_str(" (the trace carries no vruntime: `sched_stat_runtime` on kernels before 6.8 shows it)");
+                        }
+                    }
+                    (None, Some(_)) => s.push_str(&format!(
+                        "; no task ran most of it: {} tasks shared it, so it is contention on a busy CPU more than one culprit",
+                        w.culprits.len()
+                    )),
+                    (None, None) => {}
+                }
+                s.push('.');
+                s
+            }
+            CauseKind::ContextNotRecorded => format!(
+                "Not explained by nice: {}the victim was {owed}. cgroup CPU weights or a bandwidth limit would decide, and this trace does not record them: record with `sudo stallscope record -o trace.dat -- COMMAND` (stores cgroup cpu.weight / cpu.shares and quotas, nice, policy and affinity).",
+                match top {
+                    Some(k) if weights_of(k)[NICE] == f.victim_nice_w => format!(
+                        "{} and the victim have the same nice weight ({}), yet ",
+                        name(k),
+                        f.victim_nice_w
+                    ),
+                    _ => String::new(),
+                }
+            ),
+            CauseKind::MissingEvents => format!(
+                "Not decided: other tasks ran for only {} of the {} wait and the CPU idled {}: events are missing (see data quality) or the task was throttled; `sudo stallscope record` stores cgroup bandwidth limits, which would decide.",
+                dur(f.ran_ns),
+                dur(f.waited),
+                dur(f.idle_ns)
+            ),
+            CauseKind::FairShare => format!("Fair sharing of a saturated CPU: the victim was {owed}."),
+        }
     }
 
     fn hint(
@@ -1089,6 +1659,7 @@ impl RunqueueStarvation {
                 w.end_cpu
             ),
             WaitEnd::VictimPicked => "the CPU went idle and then picked the victim".into(),
+            WaitEnd::TraceEnded => "the trace ended (the victim was still waiting)".into(),
         };
         why.push(format!("The worst wait ended because {how}."));
         if let Some(k) = main_k {
@@ -1151,6 +1722,45 @@ impl RunqueueStarvation {
     }
 }
 
+/// What bounds a fair task's wait behind real-time tasks on this kernel: the fair deadline
+/// server (Linux 6.12 and later: 50 ms of every second by default, `fair_server` in debugfs)
+/// or RT throttling (`sched_rt_runtime_us` of `sched_rt_period_us`), from recorded context
+/// when there is some.
+fn rt_limit_text(system: Option<&SystemContext>) -> String {
+    let knob = |name: &str| {
+        system.and_then(|s| {
+            s.sched_knobs
+                .iter()
+                .find(|(k, _)| k.ends_with(name))
+                .map(|(_, v)| v.trim().to_string())
+        })
+    };
+    let release = system.and_then(|s| s.kernel_release.as_deref());
+    let fair_server = release
+        .and_then(|r| {
+            let mut it = r.split(['.', '-']);
+            Some((
+                it.next()?.parse::<u32>().ok()?,
+                it.next()?.parse::<u32>().ok()?,
+            ))
+        })
+        .map(|v| v >= (6, 12));
+    let throttling = match (knob("sched_rt_runtime_us"), knob("sched_rt_period_us")) {
+        (Some(r), Some(p)) => format!("{r} µs of every {p} µs, recorded"),
+        _ => "950 ms of every second by default".into(),
+    };
+    match (fair_server, knob("sched_rt_runtime_us"), knob("sched_rt_period_us")) {
+        (Some(true), _, _) => format!(
+            "On this kernel ({}) the fair deadline server bounds such waits: it runs fair tasks for 50 ms of every second by default (debugfs sched/fair_server), so a fair task can wait up to about 950 ms behind a real-time hog; RT throttling (real-time tasks run {throttling}) also holds real-time tasks back.",
+            release.unwrap_or("")
+        ),
+        (Some(false), Some(r), Some(p)) => format!(
+            "On this kernel RT throttling bounds such waits: real-time tasks may run {r} µs of every {p} µs (sched_rt_runtime_us / sched_rt_period_us)."
+        ),
+        _ => "The fair deadline server (Linux 6.12 and later: fair tasks run 50 ms of every second) or RT throttling (sched_rt_runtime_us, real-time tasks run 950 ms of every second by default) bounds such waits; the kernel release decides which.".into(),
+    }
+}
+
 /// `sched_migrate_task at 595.127047 s: pid 12 CPU 1 → 0`.
 fn migration_text(ev: Option<&Kept>) -> String {
     match ev.map(|e| (e.ts, &e.kind)) {
@@ -1210,26 +1820,36 @@ impl Detector for RunqueueStarvation {
             EventKind::Generic(g) => self.note_custom_vruntime(g),
             EventKind::Lost { .. } => {
                 // the CPU's runner is unknown until its next switch
-                let run = self.cpu(ev.cpu);
-                run.runner = None;
+                self.cpu(ev.cpu);
+                self.set_runner(ev.cpu, None, ev.ts);
             }
             _ => {}
         }
         // Every record names the task current on its CPU: when that contradicts the runner
         // we saw switched in, a switch record is missing; the interval since the last switch
-        // is then credited to the task the records show running.
+        // is then credited to the task the records show running — or, when the CPU was idle
+        // (real traces drop switches out of idle), counted as idle up to this record.
         if ev.pid > 0 && !matches!(ev.kind, EventKind::Switch(_) | EventKind::TaskComm { .. }) {
-            if let Some(run) = self.cpus.get_mut(ev.cpu as usize) {
-                if run.runner.is_some_and(|r| r > 0 && r != ev.pid) {
-                    run.runner = Some(ev.pid);
+            // …and a task seen running is no longer waiting: its switch-in record is missing
+            let waiting = self.tasks.get(ev.pid).is_some_and(|t| t.waiting);
+            if let Some(run) = self.cpus.get(ev.cpu as usize) {
+                if run.runner.is_some_and(|r| r != ev.pid) {
+                    let since_before = run.since;
+                    let ended = match waiting {
+                        true => self.seen_running(ev, Some(since_before)),
+                        false => None,
+                    };
+                    if let Some(start) = ended {
+                        // it ran from the end of its wait on
+                        self.set_runner(ev.cpu, Some(ev.pid), start);
+                    } else {
+                        self.set_runner(ev.cpu, Some(ev.pid), ev.ts);
+                    }
+                    return;
                 }
             }
-            // …and a task seen running cannot be waiting: its switch-in record is missing,
-            // so its "wait" is not one; it is dropped.
-            if let Some((cpu, start_cpu)) = self.tasks.get_mut(ev.pid).and_then(TaskStat::drop_wait)
-            {
-                self.remove_waiter(cpu, ev.pid);
-                self.remove_waiter(start_cpu, ev.pid);
+            if waiting {
+                self.seen_running(ev, None);
             }
         }
     }
@@ -1246,7 +1866,7 @@ impl Detector for RunqueueStarvation {
                         _ => {
                             // the timeline reset the task (counted there as data quality)
                             if let Some((cpu, _)) = self.tasks.at_mut(at).drop_wait() {
-                                self.remove_waiter(cpu, tid);
+                                self.remove_waiter(cpu, tid, ts);
                             }
                         }
                     }
@@ -1268,7 +1888,17 @@ impl Detector for RunqueueStarvation {
         }
     }
 
-    fn finish(self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+    fn on_system(&mut self, system: &SystemContext) {
+        for t in &system.tasks {
+            if let Some(f) = fair::cgroup_factor(&t.cgroups) {
+                self.cgroup_factor.insert(t.pid, f);
+            }
+        }
+        self.system = Some(system.clone());
+    }
+
+    fn finish(mut self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
+        self.flush_censored();
         // INVARIANT: the keys come from the map they index.
         let mut keys: Vec<&(Tid, Tid)> = self.groups.keys().collect();
         keys.sort_unstable();

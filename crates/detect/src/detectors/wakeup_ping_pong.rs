@@ -469,6 +469,7 @@ impl WakeupPingPong {
         }
         let kept: Vec<&Kept> = p.evidence.iter().collect();
         Some(Finding {
+            cause: None,
             detector: INFO.id.into(),
             severity,
             title,
@@ -549,6 +550,7 @@ impl WakeupPingPong {
                 .flat_map(|p| p.evidence.iter())
                 .collect();
             out.push(Finding {
+                cause: None,
                 detector: INFO.id.into(),
                 severity: if rate >= self.storm_rate.saturating_mul(2) {
                     FindingSeverity::High

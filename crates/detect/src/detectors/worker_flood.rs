@@ -374,6 +374,7 @@ impl WorkerFlood {
             hint.push_str(&note);
         }
         Some(Finding {
+            cause: None,
             detector: INFO.id.into(),
             severity,
             title,

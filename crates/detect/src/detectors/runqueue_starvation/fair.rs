@@ -1,0 +1,513 @@
+//! The fair-share model of `runqueue-starvation`: what a waiting task was entitled to, and
+//! why it did not get it.
+//!
+//! **Entitlement.** Each CPU keeps a fair-share clock (the virtual time of an ideal fair
+//! scheduler, GPS): while the CPU's runnable set (the running task and every task queued
+//! there) has total effective weight `W`, the clock advances by `dt / W`. A task of weight `w`
+//! queued on that CPU from `a` to `b` was *owed* `w × (V(b) − V(a))` ns of CPU time: what
+//! fair sharing of that set would have given it. A fair-class scheduler (CFS, EEVDF) keeps
+//! a queued task's lag — owed minus received — within about one slice, so a task that waits
+//! while owed several slices was treated unfairly *by those weights*; one that waits long
+//! while owed little was sharing too little CPU with too many tasks (saturation).
+//!
+//! Three clocks run side by side, one per weighting of the same set: *equal* (every fair
+//! task 1024), *nice* (the nice weights alone) and *effective* (nice and cgroup weights).
+//! Their owed amounts say what the weights did: a victim owed far more under equal weights
+//! than under nice weights lost its CPU to nice; one owed far more under nice than under
+//! effective weights lost it to cgroup weights; one owed little under effective weights
+//! shared a saturated CPU fairly; one owed much under effective weights was treated
+//! unfairly by every weight the trace knows.
+//!
+//! **Weights.** Effective weight = the nice weight of the task's kernel priority
+//! (`sched_prio_to_weight`) × its cgroup factor: the product, over the cgroups of its recorded
+//! path with a CPU weight, of `weight / 1024` (v1 `cpu.shares` as is, v2 `cpu.weight` `w` as
+//! `1024·w/100`). That is the task's static hierarchical share when it is the one runnable
+//! member of its groups on the CPU (the usual case for a hog in its own group); siblings of
+//! one group split the group's weight, which this static model does not see. Real-time and
+//! deadline tasks are outside the fair class: while one runs the clock stands still (no
+//! fair task is owed anything), and a wait mostly spent behind one is a higher-class wait.
+//!
+//! **Slice.** The fair bound is `fair_lag_slices` × the effective slice: the larger of the
+//! EEVDF base slice and the tick. The base slice is the recorded `base_slice_ns` knob, else
+//! the kernel's default rule, 0.75 ms × (1 + log2(min(CPUs, 8))); the tick is 1 s / `HZ`
+//! when recorded, else 4 ms (HZ=250): a running task's expired slice is noticed at a tick.
+
+use stallscope_model::{SystemContext, Ts};
+
+use super::super::sched::{nice_of_prio, weight_of_nice};
+
+/// Fixed-point shift of the fair-share clock (`dt << SHIFT / W`).
+const SHIFT: u32 = 16;
+
+/// The nice weight of the default priority (nice 0).
+pub const NICE_0: u64 = 1024;
+
+/// Amounts in the three weightings: equal, nice, effective (see the module docs).
+pub type Trio = [u64; 3];
+
+/// Index of the equal weighting in a [`Trio`].
+pub const EQUAL: usize = 0;
+/// Index of the nice weighting in a [`Trio`].
+pub const NICE: usize = 1;
+/// Index of the effective (nice × cgroup) weighting in a [`Trio`].
+pub const EFFECTIVE: usize = 2;
+
+/// A task's place in the fair-share model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// Fair class (CFS / EEVDF) with its nice weight and effective weight (≥ 1).
+    Fair {
+        /// Nice weight.
+        nice: u64,
+        /// Nice weight × cgroup factor.
+        effective: u64,
+    },
+    /// Real-time or deadline (kernel priority below 100): outside the fair share.
+    Rt(i32),
+}
+
+impl Class {
+    /// The class of a task of kernel priority `prio` (−1: unknown, taken as nice 0) whose
+    /// cgroup factor is `factor_x1024` (1024 = no cgroup weight).
+    pub fn of(prio: i32, factor_x1024: u64) -> Class {
+        if (0..100).contains(&prio) {
+            return Class::Rt(prio);
+        }
+        let nice_w = nice_of_prio(prio)
+            .and_then(weight_of_nice)
+            .unwrap_or(NICE_0);
+        Class::Fair {
+            nice: nice_w,
+            effective: (nice_w.saturating_mul(factor_x1024) / 1024).max(1),
+        }
+    }
+
+    /// Weights in the fair set, per weighting (0 for real-time).
+    #[inline]
+    pub fn weights(self) -> Trio {
+        match self {
+            Class::Fair { nice, effective } => [NICE_0, nice, effective],
+            Class::Rt(_) => [0; 3],
+        }
+    }
+}
+
+/// A CPU's fair-share clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FairClock {
+    last: Ts,
+    /// Total weight of the runnable fair set, per weighting.
+    total: Trio,
+    /// A real-time task runs: the clock stands still.
+    rt_running: bool,
+    v: Trio,
+}
+
+impl FairClock {
+    /// Advances the clock to `ts` with the set it had since the last change.
+    #[inline]
+    pub fn advance(&mut self, ts: Ts) {
+        let dt = ts.saturating_sub(self.last);
+        if dt == 0 {
+            return;
+        }
+        self.last = ts;
+        if self.rt_running {
+            return;
+        }
+        let scaled = dt.min(1 << 46) << SHIFT;
+        let mut done = (0, 0); // (total, increment) of the last division
+        for k in 0..3 {
+            let total = self.total[k];
+            if total == 0 {
+                continue;
+            }
+            if done.0 != total {
+                done = (total, scaled / total);
+            }
+            self.v[k] = self.v[k].wrapping_add(done.1);
+        }
+    }
+
+    /// Moves the clock's time to `ts` without advancing its reading (the CPU has no waiter:
+    /// nobody reads this stretch).
+    #[inline]
+    pub fn touch(&mut self, ts: Ts) {
+        self.last = self.last.max(ts);
+    }
+
+    /// The set changed (after [`FairClock::advance`] to the change's time).
+    #[inline]
+    pub fn set(&mut self, total: Trio, rt_running: bool) {
+        self.total = total;
+        self.rt_running = rt_running;
+    }
+
+    /// The clock's reading.
+    #[inline]
+    pub fn now(&self) -> Trio {
+        self.v
+    }
+}
+
+/// Ns of CPU a task of weights `w` was owed between two readings of one clock, per
+/// weighting.
+pub fn owed(w: Trio, from: Trio, to: Trio) -> Trio {
+    let mut out = [0; 3];
+    for k in 0..3 {
+        let dv = u128::from(to[k].wrapping_sub(from[k]));
+        out[k] = u64::try_from((u128::from(w[k]) * dv) >> SHIFT).unwrap_or(u64::MAX);
+    }
+    out
+}
+
+/// `a + b` per weighting.
+pub fn add(a: Trio, b: Trio) -> Trio {
+    [
+        a[0].saturating_add(b[0]),
+        a[1].saturating_add(b[1]),
+        a[2].saturating_add(b[2]),
+    ]
+}
+
+/// The cgroup factor (×1024) of a task from its recorded cgroups: the product of
+/// `weight / 1024` over its CPU-controlled cgroups with a weight (v1 `cpu.shares`, v2
+/// `cpu.weight` scaled to shares). The recorded path is the task's own group; its ancestors'
+/// weights are not recorded, so a nested group counts with its own weight only.
+pub fn cgroup_factor(cgroups: &[stallscope_model::CgroupContext]) -> Option<u64> {
+    let mut f: u64 = 1024;
+    let mut any = false;
+    for cg in cgroups {
+        if cg.path == "/" || cg.path.is_empty() {
+            continue; // the root group has no weight of its own
+        }
+        let shares = match (cg.cpu_shares, cg.cpu_weight) {
+            (Some(s), _) => s,
+            (None, Some(w)) => w.saturating_mul(1024) / 100,
+            (None, None) => continue,
+        };
+        any = true;
+        f = f.saturating_mul(shares.max(2)) / 1024;
+    }
+    any.then_some(f.max(1))
+}
+
+/// A task's recorded cgroup weight, as `path cpu.shares N` / `path cpu.weight N`, if any.
+pub fn cgroup_text(cgroups: &[stallscope_model::CgroupContext]) -> Option<String> {
+    cgroups
+        .iter()
+        .find_map(|cg| match (cg.cpu_shares, cg.cpu_weight) {
+            (Some(s), _) => Some(format!("{} (cpu.shares {s})", cg.path)),
+            (None, Some(w)) => Some(format!("{} (cpu.weight {w})", cg.path)),
+            (None, None) => None,
+        })
+}
+
+/// A task's recorded CFS bandwidth limit (`QUOTA PERIOD` in µs), with its cgroup path,
+/// when one is set (v1 quota not −1, v2 `cpu.max` not `max`).
+pub fn quota_of(cgroups: &[stallscope_model::CgroupContext]) -> Option<(String, u64, u64)> {
+    cgroups.iter().find_map(|cg| {
+        let m = cg.cpu_max.as_deref()?;
+        let mut it = m.split_whitespace();
+        let q = it.next()?.parse::<i64>().ok().filter(|q| *q > 0)?;
+        let p = it.next()?.parse::<u64>().ok()?;
+        Some((cg.path.clone(), q as u64, p))
+    })
+}
+
+/// The effective slice (ns) and where it came from, from recorded context or the kernel's
+/// default rule for `nr_cpus` CPUs (see the module docs).
+pub fn effective_slice(system: Option<&SystemContext>, nr_cpus: u32) -> (u64, String) {
+    let knob = system.and_then(|s| {
+        s.sched_knobs
+            .iter()
+            .find(|(k, _)| k.ends_with("base_slice_ns"))
+            .and_then(|(_, v)| v.trim().parse::<u64>().ok())
+    });
+    let (base, base_from) = match knob {
+        Some(b) => (b, "recorded base_slice_ns"),
+        None => {
+            let n = nr_cpus.clamp(1, 8);
+            (750_000 * u64::from(1 + n.ilog2()), "default base slice")
+        }
+    };
+    let (tick, tick_from) = match system.and_then(|s| s.hz).filter(|h| *h > 0) {
+        Some(hz) => (1_000_000_000 / u64::from(hz), "recorded HZ"),
+        None => (4_000_000, "tick assumed at HZ=250"),
+    };
+    if base >= tick {
+        (
+            base,
+            format!("{base_from} {}", super::super::fmt::dur(base)),
+        )
+    } else {
+        (
+            tick,
+            format!(
+                "tick {} ({tick_from}; {base_from} {})",
+                super::super::fmt::dur(tick),
+                super::super::fmt::dur(base)
+            ),
+        )
+    }
+}
+
+/// The cause concluded for a flagged wait (the JSON `cause.kind` is [`CauseKind::id`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CauseKind {
+    /// Real-time or deadline tasks ran most of the wait.
+    HigherClass,
+    /// The tasks that ran had a far larger nice weight.
+    NiceWeight,
+    /// Equal nice, but the recorded cgroup weights give the tasks that ran a far larger share.
+    CgroupWeight,
+    /// The victim's cgroup has a CFS bandwidth limit (recorded quota), or a real-time victim
+    /// waited behind fair tasks (RT bandwidth control: the fair server, RT throttling).
+    Throttled,
+    /// Equal effective weights, and the victim was owed more than fair sharing allows.
+    NotExplainedByWeights,
+    /// Equal nice weights, owed more than fair sharing allows, and no cgroup context recorded.
+    ContextNotRecorded,
+    /// The CPU idled for most of the wait, or others ran for less than half of it.
+    MissingEvents,
+    /// Fair sharing of a saturated CPU explains the wait: no per-task finding
+    /// (`cpu-saturation` reports it).
+    FairShare,
+}
+
+impl CauseKind {
+    /// Stable id.
+    pub fn id(self) -> &'static str {
+        match self {
+            CauseKind::HigherClass => "higher_class",
+            CauseKind::NiceWeight => "nice_weight",
+            CauseKind::CgroupWeight => "cgroup_weight",
+            CauseKind::Throttled => "throttled",
+            CauseKind::NotExplainedByWeights => "not_explained_by_weights",
+            CauseKind::ContextNotRecorded => "context_not_recorded",
+            CauseKind::MissingEvents => "missing_events",
+            CauseKind::FairShare => "fair_share",
+        }
+    }
+}
+
+/// What the cause of one wait is decided from.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WaitFacts {
+    /// Length of the wait.
+    pub waited: u64,
+    /// CPU time the victim was owed during it ([`owed`]), per weighting.
+    pub owed: Trio,
+    /// The fair bound on `owed` (`fair_lag_slices` × the effective slice).
+    pub bound: u64,
+    /// The victim's nice weight and effective weight (0, 0 for a real-time victim).
+    pub victim_nice_w: u64,
+    /// See `victim_nice_w`.
+    pub victim_eff_w: u64,
+    /// The victim's real-time priority, when it is real-time.
+    pub victim_rt: Option<i32>,
+    /// Time other tasks ran during the wait, all / real-time or deadline tasks of a higher
+    /// class than the victim.
+    pub ran_ns: u64,
+    /// See `ran_ns`.
+    pub higher_class_ns: u64,
+    /// One task ran at least half of the wait.
+    pub majority: bool,
+    /// Idle time of the CPU during the wait.
+    pub idle_ns: u64,
+    /// The victim's cgroup has a recorded bandwidth limit.
+    pub quota: bool,
+    /// The trace carries system context with cgroups.
+    pub context: bool,
+    /// How many times larger a weight must be to explain a wait.
+    pub weight_ratio: u64,
+}
+
+/// The cause of a flagged wait (see the module docs and `explain runqueue-starvation`).
+pub fn decide(f: &WaitFacts) -> CauseKind {
+    if f.higher_class_ns.saturating_mul(2) >= f.waited && f.higher_class_ns > 0 {
+        return CauseKind::HigherClass;
+    }
+    if f.victim_rt.is_some() {
+        // a real-time task behind fair tasks: RT bandwidth control (fair server, throttling)
+        return CauseKind::Throttled;
+    }
+    let idle_heavy =
+        f.idle_ns.saturating_mul(2) > f.waited || f.ran_ns.saturating_mul(2) < f.waited;
+    if f.quota && (idle_heavy || f.owed[EFFECTIVE] >= f.bound) {
+        return CauseKind::Throttled;
+    }
+    if idle_heavy {
+        return CauseKind::MissingEvents;
+    }
+
+    // the weights explain the wait when they cut what the victim was owed by `weight_ratio`
+    let r = f.weight_ratio.max(1);
+    let nice_factor = f.owed[EQUAL] / f.owed[NICE].max(1);
+    let cgroup_factor = f.owed[NICE] / f.owed[EFFECTIVE].max(1);
+    if nice_factor >= r || cgroup_factor >= r {
+        return match cgroup_factor > nice_factor {
+            true => CauseKind::CgroupWeight,
+            false => CauseKind::NiceWeight,
+        };
+    }
+    if f.owed[EFFECTIVE] < f.bound {
+        return CauseKind::FairShare;
+    }
+    if f.context {
+        CauseKind::NotExplainedByWeights
+    } else {
+        CauseKind::ContextNotRecorded
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::CgroupContext;
+
+    #[test]
+    fn clock_gives_each_task_its_weighted_share() {
+        // two equal tasks for 10 ms, then the victim alone for 2 ms
+        let mut c = FairClock::default();
+        let w = Class::of(120, 1024).weights();
+        c.set(add(w, w), false);
+        let a = c.now();
+        c.advance(10_000_000);
+        assert_eq!(owed(w, a, c.now()), [5_000_000; 3]);
+        c.set(w, false);
+        c.advance(12_000_000);
+        assert_eq!(owed(w, a, c.now()), [7_000_000; 3]);
+        // a nice −20 hog beside a nice-0 victim: 1024 / 89785 of 100 ms under nice weights,
+        // half of it under equal weights
+        let mut c = FairClock::default();
+        c.set(add(w, Class::of(100, 1024).weights()), false);
+        let a = c.now();
+        c.advance(100_000_000);
+        let o = owed(w, a, c.now());
+        assert_eq!(o[EQUAL], 50_000_000);
+        assert!((1_140_000..=1_141_000).contains(&o[NICE]), "{o:?}");
+        assert_eq!(o[NICE], o[EFFECTIVE]);
+        // a real-time runner stops the clock
+        let mut c = FairClock::default();
+        c.set(w, true);
+        let a = c.now();
+        c.advance(50_000_000);
+        assert_eq!(owed(w, a, c.now()), [0; 3]);
+    }
+
+    #[test]
+    fn classes_and_weights() {
+        assert_eq!(Class::of(120, 1024).weights(), [1024, 1024, 1024]);
+        assert_eq!(Class::of(100, 1024).weights(), [1024, 88761, 88761]);
+        assert_eq!(Class::of(-1, 1024).weights(), [1024; 3]);
+        assert_eq!(Class::of(98, 1024), Class::Rt(98));
+        assert_eq!(Class::of(120, 262144).weights(), [1024, 1024, 262144]);
+        assert_eq!(Class::Rt(5).weights(), [0; 3]);
+    }
+
+    #[test]
+    fn cgroup_factors_from_v1_and_v2() {
+        let v1 = |p: &str, s| CgroupContext {
+            hierarchy: "4:cpu,cpuacct".into(),
+            path: p.into(),
+            cpu_shares: Some(s),
+            ..Default::default()
+        };
+        assert_eq!(cgroup_factor(&[v1("/bigw", 262144)]), Some(262144));
+        assert_eq!(cgroup_factor(&[v1("/", 1024)]), None);
+        let v2 = CgroupContext {
+            hierarchy: "0::".into(),
+            path: "/a".into(),
+            cpu_weight: Some(10000),
+            ..Default::default()
+        };
+        assert_eq!(cgroup_factor(&[v2]), Some(102400));
+        let q = CgroupContext {
+            path: "/q".into(),
+            cpu_max: Some("20000 100000".into()),
+            ..Default::default()
+        };
+        assert_eq!(quota_of(&[q]), Some(("/q".into(), 20000, 100000)));
+        let unlimited = CgroupContext {
+            path: "/q".into(),
+            cpu_max: Some("-1 100000".into()),
+            ..Default::default()
+        };
+        assert_eq!(quota_of(&[unlimited]), None);
+    }
+
+    #[test]
+    fn causes() {
+        let base = WaitFacts {
+            waited: 100_000_000,
+            owed: [50_000_000; 3],
+            bound: 12_000_000,
+            victim_nice_w: 1024,
+            victim_eff_w: 1024,
+            ran_ns: 100_000_000,
+            majority: true,
+            weight_ratio: 2,
+            ..Default::default()
+        };
+        assert_eq!(decide(&base), CauseKind::ContextNotRecorded);
+        let ctx = WaitFacts {
+            context: true,
+            ..base
+        };
+        assert_eq!(decide(&ctx), CauseKind::NotExplainedByWeights);
+        let fair = WaitFacts {
+            owed: [11_000_000; 3],
+            ..base
+        };
+        assert_eq!(decide(&fair), CauseKind::FairShare);
+        let nice = WaitFacts {
+            owed: [50_000_000, 1_000_000, 1_000_000],
+            ..base
+        };
+        assert_eq!(decide(&nice), CauseKind::NiceWeight);
+        let cg = WaitFacts {
+            owed: [50_000_000, 50_000_000, 400_000],
+            context: true,
+            ..base
+        };
+        assert_eq!(decide(&cg), CauseKind::CgroupWeight);
+        // weights that cut the entitlement by less than weight_ratio explain nothing
+        let mild = WaitFacts {
+            owed: [50_000_000, 30_000_000, 30_000_000],
+            ..base
+        };
+        assert_eq!(decide(&mild), CauseKind::ContextNotRecorded);
+        let rt = WaitFacts {
+            higher_class_ns: 60_000_000,
+            ..base
+        };
+        assert_eq!(decide(&rt), CauseKind::HigherClass);
+        let idle = WaitFacts {
+            idle_ns: 60_000_000,
+            ran_ns: 40_000_000,
+            ..base
+        };
+        assert_eq!(decide(&idle), CauseKind::MissingEvents);
+        let q = WaitFacts {
+            quota: true,
+            ..idle
+        };
+        assert_eq!(decide(&q), CauseKind::Throttled);
+    }
+
+    #[test]
+    fn slice_rule() {
+        // 2 CPUs: 0.75 ms × 2 = 1.5 ms, below a 4 ms tick
+        assert_eq!(effective_slice(None, 2).0, 4_000_000);
+        let mut s = SystemContext {
+            hz: Some(1000),
+            ..Default::default()
+        };
+        assert_eq!(effective_slice(Some(&s), 2).0, 1_500_000);
+        assert_eq!(effective_slice(Some(&s), 64).0, 3_000_000);
+        s.sched_knobs
+            .insert("base_slice_ns".into(), "5000000".into());
+        assert_eq!(effective_slice(Some(&s), 2).0, 5_000_000);
+    }
+}
