@@ -194,21 +194,22 @@ fn missing_events_skip_detectors_with_a_record_command() {
     std::fs::write(&file, only_switch).unwrap();
     let v = json(&["analyze", "--format", "json", file.to_str().unwrap()]);
     let skipped = v["skipped"].as_array().unwrap();
-    // every detector is skipped: the three scheduler ones for the missing wakeups, the
+    // every detector is skipped: the four scheduler ones for the missing wakeups, the
     // block / workqueue / profile ones for their own missing inputs
-    assert_eq!(skipped.len(), 6, "{v}");
+    assert_eq!(skipped.len(), 7, "{v}");
     let sched: Vec<_> = skipped
         .iter()
         .filter(|s| {
             [
                 "runqueue-starvation",
+                "cpu-saturation",
                 "wakeup-ping-pong",
                 "idle-while-runnable",
             ]
             .contains(&s["id"].as_str().unwrap())
         })
         .collect();
-    assert_eq!(sched.len(), 3, "{v}");
+    assert_eq!(sched.len(), 4, "{v}");
     for s in skipped {
         assert!(!s["record_command"].as_str().unwrap().is_empty(), "{s}");
     }
@@ -251,7 +252,7 @@ fn select_ignore_set_and_filters() {
         "--format",
         "json",
         "--ignore",
-        "idle-while-runnable,wakeup-ping-pong",
+        "idle-while-runnable,wakeup-ping-pong,cpu-saturation",
         &starve,
     ]);
     assert_eq!(
@@ -355,6 +356,7 @@ fn detectors_and_explain() {
         vec![
             "runqueue-starvation",
             "wakeup-ping-pong",
+            "cpu-saturation",
             "idle-while-runnable",
             "worker-flood",
             "lock-spinning",

@@ -366,6 +366,105 @@ fn busy_healthy_fixtures_raise_no_high_finding() {
     }
 }
 
+/// `stallscope timehist --format json FILE`: every row's scheduling delay.
+fn timehist_sch_delays(file: &Path) -> Vec<i64> {
+    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["timehist", "--format", "json"])
+        .arg(file)
+        .output()
+        .expect("run stallscope timehist");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    v["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| r["sch_delay_ns"].as_i64().unwrap_or(0))
+        .collect()
+}
+
+#[test]
+fn cpu_saturation_is_one_verdict_on_the_oversubscribed_fixture() {
+    let file = fixture("fixtures/detectors/cpu-saturation/oversubscribed.dat.zst");
+    let r = analyze(&file, &[]);
+    let fs = findings(&r, "cpu-saturation");
+    assert_eq!(fs.len(), 1, "{r:#}");
+    let f = fs[0];
+    assert_eq!(f["severity"], "medium");
+    assert_eq!(cause_kind(f), "saturation");
+    assert_eq!(f["cpus"], serde_json::json!([0, 1]));
+    // six hogs and a periodic task on two CPUs: between 3 and 4 runnable tasks per CPU
+    let demand = measure(f, "demand_permille");
+    assert!((3000..=4000).contains(&demand), "{demand}");
+    assert!(measure(f, "busy_permille") >= 990);
+    // the six hogs are the consumers, each near a sixth of the CPU set
+    let consumers = with_role(f, "consumer");
+    assert_eq!(consumers.len(), 5);
+    for c in consumers {
+        assert_eq!(c["comm"], "stress-ng-cpu", "{c}");
+        let share = c["measures"]["share_of_cpus_permille"].as_i64().unwrap();
+        assert!((130..=190).contains(&share), "{c}");
+    }
+    // the waits are timehist's scheduling delays: the longest, and how many reach 10 ms
+    let delays = timehist_sch_delays(&file);
+    assert_eq!(measure(f, "wait_max_ns"), *delays.iter().max().unwrap());
+    assert_eq!(
+        measure(f, "waits_over_10ms"),
+        delays.iter().filter(|&&d| d >= 10_000_000).count() as i64
+    );
+    // nobody is a culprit of fair sharing, and nothing is high
+    assert!(findings(&r, "runqueue-starvation").is_empty(), "{r:#}");
+    assert!(r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["severity"] != "high"));
+    // busy CPUs without a queue are not saturated
+    let r = analyze(
+        &fixture("fixtures/detectors/cpu-saturation/healthy-busy.dat.zst"),
+        &[],
+    );
+    assert!(findings(&r, "cpu-saturation").is_empty(), "{r:#}");
+}
+
+#[test]
+fn wakeup_ping_pong_severity_follows_the_cost() {
+    // the incident's pattern: fio preempted right after waking the loop worker, CPU 1 busy
+    let r = analyze(
+        &fixture("fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data"),
+        &["--select", "wakeup-ping-pong"],
+    );
+    let pair = findings(&r, "wakeup-ping-pong")
+        .into_iter()
+        .find(|f| f["title"].as_str().unwrap().contains("back and forth"))
+        .expect("the pair");
+    assert_eq!(pair["severity"], "high");
+    assert_eq!(cause_kind(pair), "wakeup_preemption");
+    assert!(measure(pair, "cpu_idle_permille") < 100, "{pair:#}");
+    // the DIO completion path of the pre-written files: ksoftirqd ⇄ the completion kworker,
+    // with CPU 1 idle a quarter of the window: low, and the work function named from the
+    // file's kallsyms, never as an address
+    let r = analyze(
+        &fixture("fixtures/detectors/worker-flood/prewritten.dat.xz"),
+        &["--select", "wakeup-ping-pong"],
+    );
+    let fs = findings(&r, "wakeup-ping-pong");
+    assert!(fs.iter().all(|f| f["severity"] != "high"), "{r:#}");
+    let pair = fs
+        .iter()
+        .find(|f| f["title"].as_str().unwrap().contains("back and forth"))
+        .expect("the pair");
+    assert_eq!(pair["severity"], "low");
+    assert!(measure(pair, "cpu_idle_permille") >= 100, "{pair:#}");
+    let title = pair["title"].as_str().unwrap();
+    assert!(title.contains("runs iomap_dio_complete_work"), "{title}");
+    assert!(!r.to_string().contains("0xffffffff"), "{r:#}");
+}
+
 /// Handoffs between `a` and `b` on `cpu` by the detector's definition (consecutive non-idle
 /// tasks, idle gap ≤ 2 ms), counted from `perf script` text: (count, first ts, last ts).
 fn perf_script_handoffs(file: &Path, cpu: i64, a: i64, b: i64) -> (u64, u64, u64) {

@@ -36,6 +36,7 @@ fn detector_fixtures_match_their_snapshots() {
     let mut healthy = 0;
     for id in [
         "runqueue-starvation",
+        "cpu-saturation",
         "wakeup-ping-pong",
         "idle-while-runnable",
     ] {

@@ -22,6 +22,10 @@ pub static DETECTORS: &[Entry] = &[
         make: wakeup_ping_pong::make,
     },
     Entry {
+        info: &crate::detectors::cpu_saturation::INFO,
+        make: crate::detectors::cpu_saturation::make,
+    },
+    Entry {
         info: &idle_while_runnable::INFO,
         make: idle_while_runnable::make,
     },

@@ -11,7 +11,9 @@
 //!   measures worst_wait_ns=98766000 waits=1 …
 //!   evidence
 //!     595.127047000  starve.perf.data:0x5a3c8  595127047000 1 12897 sched_switch prev_comm=…
-//!   hint     The worst wait ended because …
+//!   cause    nice_weight
+//!   hint     Nice weight: stress-ng-cpu (pid 12892) has load weight 88761 against … (the
+//!            cause's sentence first, then how the worst wait ended and how to confirm)
 //! ```
 //!
 //! One-line mode: `SEVERITY DETECTOR START_S CPUS: TITLE` per finding, nothing else.
@@ -167,6 +169,9 @@ fn write_finding(out: &mut dyn Write, f: &Finding, color: bool) -> io::Result<()
                 e.text
             )?;
         }
+    }
+    if let Some(c) = &f.cause {
+        writeln!(out, "  cause    {}", c.kind)?;
     }
     writeln!(out, "  hint     {}", f.hint)
 }

@@ -705,39 +705,13 @@ impl WorkerPools {
     }
 
     /// Names address functions from `/proc/kallsyms`-format text, in one pass over it
-    /// (see [`symbol_at`] for the choice among aliases). Returns the names it found.
+    /// (see [`symbol_names`]). Returns the names it found.
     pub fn name_functions_from_kallsyms(&mut self, kallsyms: &str) -> FxHashMap<u64, String> {
-        let mut names: FxHashMap<u64, (bool, String)> = FxHashMap::default();
-        for st in &self.funcs {
-            if let WorkFn::Addr(a) = st.function {
-                names.insert(a, (false, String::new()));
-            }
-        }
-        if names.is_empty() {
-            return FxHashMap::default();
-        }
-        for line in kallsyms.lines() {
-            let mut parts = line.split_whitespace();
-            let (Some(a), Some(t), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
-                continue; // not a symbol line: nothing to match
-            };
-            let Some(slot) = u64::from_str_radix(a, 16)
-                .ok()
-                .and_then(|a| names.get_mut(&a))
-            else {
-                continue; // an address no work function has
-            };
-            let global = matches!(t, "T" | "W");
-            let code = global || matches!(t, "t" | "w");
-            if code && (slot.1.is_empty() || (global && !slot.0)) {
-                *slot = (global, name.to_string());
-            }
-        }
-        let found: FxHashMap<u64, String> = names
-            .into_iter()
-            .filter(|(_, (_, n))| !n.is_empty())
-            .map(|(a, (_, n))| (a, n))
-            .collect();
+        let addrs = self.funcs.iter().filter_map(|st| match st.function {
+            WorkFn::Addr(a) => Some(a),
+            WorkFn::Name(_) => None,
+        });
+        let found = symbol_names(kallsyms, addrs);
         self.name_functions(&|a| found.get(&a).cloned());
         found
     }
@@ -832,6 +806,45 @@ fn merge_into(a: &mut FunctionStats, b: FunctionStats) {
         a.first_ts = b.first_ts;
     }
     a.last_ts = a.last_ts.max(b.last_ts);
+}
+
+/// The names of code symbols at exactly the addresses `addrs`, from `/proc/kallsyms`-format
+/// text (`ADDR TYPE NAME [MODULE]`), in one pass over it. Of several names at one address, a
+/// global one (`T`/`W`) wins over a local one (`t`/`w`), then the first; data symbols are
+/// not names of functions. Addresses without a code symbol are absent from the result.
+pub fn symbol_names(
+    kallsyms: &str,
+    addrs: impl IntoIterator<Item = u64>,
+) -> FxHashMap<u64, String> {
+    let mut names: FxHashMap<u64, (bool, String)> = addrs
+        .into_iter()
+        .map(|a| (a, (false, String::new())))
+        .collect();
+    if names.is_empty() {
+        return FxHashMap::default();
+    }
+    for line in kallsyms.lines() {
+        let mut parts = line.split_whitespace();
+        let (Some(a), Some(t), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            continue; // not a symbol line: nothing to match
+        };
+        let Some(slot) = u64::from_str_radix(a, 16)
+            .ok()
+            .and_then(|a| names.get_mut(&a))
+        else {
+            continue; // an address none of ours has
+        };
+        let global = matches!(t, "T" | "W");
+        let code = global || matches!(t, "t" | "w");
+        if code && (slot.1.is_empty() || (global && !slot.0)) {
+            *slot = (global, name.to_string());
+        }
+    }
+    names
+        .into_iter()
+        .filter(|(_, (_, n))| !n.is_empty())
+        .map(|(a, (_, n))| (a, n))
+        .collect()
 }
 
 #[cfg(test)]

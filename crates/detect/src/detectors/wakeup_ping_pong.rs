@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, FieldValue, Finding, FindingSeverity, FindingTask, Tid, Ts, Wakeup,
-    Window,
+    Cpu, Event, EventKind, FieldValue, Finding, FindingCause, FindingSeverity, FindingTask, Tid,
+    Ts, Wakeup, Window,
 };
 
 use super::fmt::{dur, i, permille, ratio_permille};
@@ -32,7 +32,7 @@ use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 7] = [
+pub static PARAMS: [ParamInfo; 10] = [
     ParamInfo {
         name: "min_handoffs",
         default: 1000,
@@ -74,6 +74,24 @@ pub static PARAMS: [ParamInfo; 7] = [
         default: 5,
         unit: ParamUnit::Count,
         doc: "a CPU switching this many times faster than the median of the other CPUs storms",
+    },
+    ParamInfo {
+        name: "preempt_window_ns",
+        default: 100_000,
+        unit: ParamUnit::Ns,
+        doc: "a waker switched out runnable at most this long after waking its partner was preempted by the wakeup",
+    },
+    ParamInfo {
+        name: "costly_preempt_permille",
+        default: 300,
+        unit: ParamUnit::Count,
+        doc: "share of handoffs that are wakeup preemptions (‰) that makes a ping-pong costly",
+    },
+    ParamInfo {
+        name: "idle_permille",
+        default: 100,
+        unit: ParamUnit::Count,
+        doc: "a CPU idle at least this share of the pair's window (‰) has capacity to spare",
     },
 ];
 
@@ -130,11 +148,26 @@ across CPUs is not a ping-pong here. Who woke whom comes from the context task o
 Rates are averages over the pair's first to last handoff. When a CPU holds more than 4096
 pairs, the rarest are dropped and their counts lost.
 
+## Cause and cost
+Each pair finding states its cause (`cause.kind`):
+- `wakeup_preemption`: in at least `costly_preempt_permille` (default 300 ‰) of the
+  handoffs the waker was switched out runnable (`R`/`R+`) within `preempt_window_ns`
+  (default 100 µs) of waking its partner — the woken task preempted it, every wakeup costs
+  two switches and the waker's remaining work waits (the pattern that halves IOPS when an
+  I/O completion worker and the application preempt each other).
+- `handoff`: a producer/consumer alternation, each side blocking after waking the other.
+It also gives the CPU's idle share over the pair's window (`cpu_idle_permille`; a record in a
+task's context ends an idle stretch whose switch out of idle the trace lost) and, when block
+or workqueue events are present, handoffs per completed I/O.
+
 ## Severity
-- **high**: at least `high_rate_per_s` (default 5000) handoffs per second; a storm at
-  twice `storm_rate_per_s` or more.
-- **medium**: at least twice `min_rate_per_s`; any other storm.
-- **low**: otherwise.
+- **high**: at least `high_rate_per_s` (default 5000) handoffs per second, costly (wakeup
+  preemption), on a CPU idle less than `idle_permille` (default 100 ‰) of the window; a
+  storm at twice `storm_rate_per_s` or more on such a CPU.
+- **medium**: at least twice `min_rate_per_s` on a CPU without time to spare; any other
+  storm.
+- **low**: otherwise — in particular any pair on a CPU idle at least `idle_permille` of the
+  window: the switching costs latency there, not throughput.
 "#;
 
 /// Builds the detector.
@@ -153,6 +186,9 @@ struct Pair {
     last: Ts,
     completions_at_first: u64,
     completions_at_last: u64,
+    /// The CPU's idle time when the pair's first and last handoffs happened.
+    idle_at_first: u64,
+    idle_at_last: u64,
     evidence: Vec<Kept>,
 }
 
@@ -248,6 +284,10 @@ struct CpuPP {
     first: Option<Ts>,
     last: Ts,
     completions: u64,
+    /// Idle time so far, and since when the CPU idles (switched to idle; a record in a
+    /// task's context ends it when the switch out of idle is missing).
+    idle_ns: u64,
+    idle_since: Option<Ts>,
     pairs: Pairs,
 }
 
@@ -260,6 +300,9 @@ pub struct WakeupPingPong {
     storm_rate: u64,
     storm_min_rate: u64,
     storm_factor: u64,
+    preempt_window: u64,
+    costly_preempt: u64,
+    spare_idle: u64,
     cpus: Vec<CpuPP>,
     /// kworker tid → (work function, count), a few per task.
     work: FxHashMap<Tid, Vec<(String, u64)>>,
@@ -288,6 +331,9 @@ impl WakeupPingPong {
             storm_rate: p.get("storm_rate_per_s"),
             storm_min_rate: p.get("storm_min_rate_per_s"),
             storm_factor: p.get("storm_factor"),
+            preempt_window: p.get("preempt_window_ns"),
+            costly_preempt: p.get("costly_preempt_permille"),
+            spare_idle: p.get("idle_permille"),
             cpus: Vec::new(),
             work: FxHashMap::default(),
             saw_block: false,
@@ -330,9 +376,17 @@ impl WakeupPingPong {
     #[inline(never)]
     fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
         let ts = ev.ts;
-        let max_gap = self.max_gap;
+        let (max_gap, preempt_window) = (self.max_gap, self.preempt_window);
         let cpu = self.cpu(ev.cpu);
         cpu.switches += 1;
+        match (cpu.idle_since.take(), next) {
+            (Some(since), _) if prev == 0 => cpu.idle_ns += ts.saturating_sub(since),
+            (Some(_), _) => {} // the switch out of idle is missing: its time is unknown
+            (None, _) => {}
+        }
+        if next == 0 {
+            cpu.idle_since = Some(ts);
+        }
         cpu.first.get_or_insert(ts);
         cpu.last = ts;
         if prev > 0 {
@@ -347,9 +401,14 @@ impl WakeupPingPong {
                 if a != next && ts.saturating_sub(out_ts) <= max_gap {
                     let key = if a < next { (a, next) } else { (next, a) };
                     let side = usize::from(a != key.0);
-                    let completions = cpu.completions;
-                    let woke =
-                        cpu.last_wake.get().map(|k| (k.pid, k.payload.task.pid)) == Some((a, next));
+                    let (completions, idle) = (cpu.completions, cpu.idle_ns);
+                    let wake = cpu
+                        .last_wake
+                        .get()
+                        .map(|k| (k.pid, k.payload.task.pid, k.ts));
+                    let woke = wake.is_some_and(|(w, t, _)| (w, t) == (a, next));
+                    let woke_just_now = woke
+                        && wake.is_some_and(|(_, _, at)| ts.saturating_sub(at) <= preempt_window);
                     let p = cpu.pairs.get_or_insert(key, || Pair {
                         tids: [key.0, key.1],
                         handoffs: [0; 2],
@@ -360,15 +419,19 @@ impl WakeupPingPong {
                         last: ts,
                         completions_at_first: completions,
                         completions_at_last: completions,
+                        idle_at_first: idle,
+                        idle_at_last: idle,
                         evidence: Vec::new(),
                     });
                     p.handoffs[side] += 1;
                     p.runs[side].add(len);
                     p.last = ts;
                     p.completions_at_last = completions;
+                    p.idle_at_last = idle;
                     if woke {
                         p.wakes[side] += 1;
-                        if prev == a && prev_runnable {
+                        // wakeup preemption: the waker leaves runnable right after the wakeup
+                        if prev == a && prev_runnable && woke_just_now {
                             p.preempted_after_waking[side] += 1;
                         }
                     }
@@ -386,12 +449,22 @@ impl WakeupPingPong {
         }
     }
 
-    fn work_function(&self, tid: Tid) -> Option<&str> {
-        self.work
+    /// The work function `tid` ran most, named from the trace's kallsyms when the event
+    /// gave an address.
+    fn work_function(&self, tid: Tid, cx: &Context<'_>) -> Option<String> {
+        let f = self
+            .work
             .get(&tid)?
             .iter()
             .max_by_key(|(_, n)| *n)
-            .map(|(f, _)| f.as_str())
+            .map(|(f, _)| f.as_str())?;
+        let addr = f
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        let named = addr
+            .zip(cx.kallsyms)
+            .and_then(|(a, k)| stallscope_timeline::workers::symbol_names(k, [a]).remove(&a));
+        Some(named.unwrap_or_else(|| f.to_string()))
     }
 
     fn pair_finding(&self, c: usize, cpu: &CpuPP, p: &Pair, cx: &Context<'_>) -> Option<Finding> {
@@ -405,7 +478,18 @@ impl WakeupPingPong {
         if total < self.min_handoffs || rate < self.min_rate || lo * 1000 < hi * 300 {
             return None;
         }
-        let severity = if rate >= self.high_rate {
+        // the cost: wakeup preemptions (the waker switched out runnable right after waking
+        // its partner), and whether the CPU had time to spare
+        let preempts = p.preempted_after_waking[0] + p.preempted_after_waking[1];
+        let preempt_share = ratio_permille(preempts, total);
+        let idle_share = ratio_permille(p.idle_at_last - p.idle_at_first, window);
+        let costly = preempt_share >= self.costly_preempt;
+        let spare = idle_share >= self.spare_idle;
+        let fast = rate >= self.high_rate;
+        // a CPU with time to spare pays the switching in latency, not in throughput
+        let severity = if spare {
+            FindingSeverity::Low
+        } else if costly && fast {
             FindingSeverity::High
         } else if rate >= self.min_rate.saturating_mul(2) {
             FindingSeverity::Medium
@@ -431,6 +515,9 @@ impl WakeupPingPong {
         m.insert("cpu_switches".into(), i(cpu.switches));
         m.insert("share_of_cpu_switches_permille".into(), i(share));
         m.insert("window_ns".into(), i(window));
+        m.insert("wakeup_preemptions".into(), i(preempts));
+        m.insert("wakeup_preemption_permille".into(), i(preempt_share));
+        m.insert("cpu_idle_permille".into(), i(idle_share));
         let ios = p.completions_at_last - p.completions_at_first;
         if self.saw_block {
             m.insert("io_completions".into(), i(ios));
@@ -454,7 +541,7 @@ impl WakeupPingPong {
                 "preempted_right_after_waking".into(),
                 i(p.preempted_after_waking[s]),
             );
-            if let Some(f) = self.work_function(p.tids[s]) {
+            if let Some(f) = self.work_function(p.tids[s], cx) {
                 funcs.push(format!("{name} runs {f}"));
             }
             tasks.push(FindingTask {
@@ -468,8 +555,42 @@ impl WakeupPingPong {
             title.push_str(&format!("; {}", funcs.join(", ")));
         }
         let kept: Vec<&Kept> = p.evidence.iter().collect();
+        let per_io = match ios {
+            0 => String::new(),
+            n => format!(
+                ", {}.{:03} handoffs per completed I/O",
+                total / n,
+                (total % n) * 1000 / n
+            ),
+        };
+        let (kind, text) = if costly {
+            (
+                "wakeup_preemption",
+                format!(
+                    "Wakeup preemption: in {} of the handoffs ({preempts} of {total}) the waker was switched out runnable within {} of waking its partner, so each wakeup costs two context switches and the waker's remaining work waits{}; the CPU idled {} of the window.",
+                    permille(preempt_share),
+                    dur(self.preempt_window),
+                    per_io,
+                    permille(idle_share)
+                ),
+            )
+        } else {
+            (
+                "handoff",
+                format!(
+                    "A producer/consumer handoff: the partners mostly wake each other and then block (wakeup preemptions in {} of the handoffs){}; the CPU idled {} of the window, so {}.",
+                    permille(preempt_share),
+                    per_io,
+                    permille(idle_share),
+                    if spare {
+                        "the switching costs latency, not throughput"
+                    } else {
+                        "the switching competes with other work for the CPU"
+                    }
+                ),
+            )
+        };
         Some(Finding {
-            cause: None,
             detector: INFO.id.into(),
             severity,
             title,
@@ -482,10 +603,14 @@ impl WakeupPingPong {
             measures: m,
             evidence: render(cx.paths, &kept),
             hint: format!(
-                "{} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) reduces it.",
+                "{text} {} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) reduces it.",
                 names[0], names[1], p.wakes[0], p.preempted_after_waking[0],
                 names[1], names[0], p.wakes[1], p.preempted_after_waking[1]
             ),
+            cause: Some(FindingCause {
+                kind: kind.into(),
+                text,
+            }),
         })
     }
 
@@ -537,10 +662,12 @@ impl WakeupPingPong {
                     }
                 }
             }
+            let idle_share = ratio_permille(cpu.idle_ns, window);
             let mut m = BTreeMap::new();
             m.insert("switches".into(), i(cpu.switches));
             m.insert("switches_per_s".into(), i(rate));
             m.insert("window_ns".into(), i(window));
+            m.insert("cpu_idle_permille".into(), i(idle_share));
             if let Some(mo) = median_other {
                 m.insert("median_other_cpus_switches_per_s".into(), i(mo));
             }
@@ -552,16 +679,20 @@ impl WakeupPingPong {
             out.push(Finding {
                 cause: None,
                 detector: INFO.id.into(),
-                severity: if rate >= self.storm_rate.saturating_mul(2) {
+                // a CPU with time to spare pays the switching in latency: at most medium
+                severity: if rate >= self.storm_rate.saturating_mul(2)
+                    && idle_share < self.spare_idle
+                {
                     FindingSeverity::High
                 } else {
                     FindingSeverity::Medium
                 },
                 title: format!(
-                    "context-switch storm on CPU {c}: {rate} switches/s ({} switches in {}){}; top pairs: {}",
+                    "context-switch storm on CPU {c}: {rate} switches/s ({} switches in {}){}, the CPU idle {} of it; top pairs: {}",
                     cpu.switches,
                     dur(window),
                     median_other.map_or(String::new(), |mo| format!(", other CPUs' median {mo}/s")),
+                    permille(idle_share),
                     if top.is_empty() { "none".to_string() } else { top.join(", ") }
                 ),
                 window: Window {
@@ -595,6 +726,15 @@ impl Detector for WakeupPingPong {
 
     #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
+        // a record in a task's context: the CPU is not idle (its switch out of idle is
+        // missing when this follows a switch to idle)
+        if ev.pid > 0 {
+            if let Some(cpu) = self.cpus.get_mut(ev.cpu as usize) {
+                if let Some(since) = cpu.idle_since.take() {
+                    cpu.idle_ns += ev.ts.saturating_sub(since);
+                }
+            }
+        }
         // the small cases inline into the run loop, the switch and work items out of line
         match &ev.kind {
             EventKind::Switch(s) => {
@@ -656,6 +796,8 @@ mod pairs_tests {
             last: 0,
             completions_at_first: 0,
             completions_at_last: 0,
+            idle_at_first: 0,
+            idle_at_last: 0,
             evidence: Vec::new(),
         }
     }

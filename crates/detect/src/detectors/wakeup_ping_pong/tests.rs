@@ -88,3 +88,78 @@ fn thresholds_are_settable() {
     assert_eq!(f.len(), 1, "{f:#?}");
     assert_eq!(f[0].measures["handoffs"], 200);
 }
+
+/// Like [`alternation`], but after B's turn the CPU idles until `idle_us` µs later and A is
+/// switched in 10 µs after that (none of it when `idle_us` is 0), and the waker blocks (`S`)
+/// instead of being preempted when `preempt` is false.
+fn alternation_with(n: u64, idle_us: u64, preempt: bool) -> Trace {
+    let (a, b) = (t("app", 10, 120), t("worker", 20, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", a);
+    let round = 100 * US + idle_us * US;
+    for k in 0..n {
+        let base = k * round;
+        tr.wake(base + 10 * US, 0, 10, b, 0);
+        tr.sw(base + 20 * US, 0, a, if preempt { "R+" } else { "S" }, b);
+        if idle_us == 0 {
+            tr.wake(base + 50 * US, 0, 20, a, 0);
+            tr.sw(base + 60 * US, 0, b, "S", a);
+            continue;
+        }
+        tr.sw(base + 60 * US, 0, b, "S", idle());
+        // the partner is woken from the idle CPU's interrupt after the idle stretch
+        tr.wake(base + 60 * US + idle_us * US, 0, 0, a, 0);
+        tr.sw(base + 70 * US + idle_us * US, 0, idle(), "R", a);
+    }
+    tr
+}
+
+fn pair_finding(f: &[stallscope_model::Finding]) -> &stallscope_model::Finding {
+    f.iter()
+        .find(|f| f.title.contains("back and forth"))
+        .unwrap_or_else(|| panic!("no pair finding: {f:#?}"))
+}
+
+#[test]
+fn severity_follows_the_cost_wakeup_preemption_and_spare_cpu() {
+    // wakeup preemption on a CPU that never idles: high, cause wakeup_preemption
+    let f = run(ID, &[], &alternation(2000));
+    let p = pair_finding(&f);
+    assert_eq!(p.severity, FindingSeverity::High);
+    let cause = p.cause.as_ref().unwrap();
+    assert_eq!(cause.kind, "wakeup_preemption");
+    assert_eq!(p.measures["wakeup_preemption_permille"], 500);
+    assert_eq!(p.measures["cpu_idle_permille"], 0);
+    assert!(p.hint.starts_with(&cause.text), "{}", p.hint);
+    // the same with the CPU idle from 60 to 110 µs of every 140 µs round (50/140 = 357 ‰):
+    // the CPU has time to spare → low
+    let f = run(ID, &[], &alternation_with(2000, 40, true));
+    let p = pair_finding(&f);
+    assert_eq!(p.measures["cpu_idle_permille"], 357, "{:?}", p.measures);
+    assert_eq!(p.severity, FindingSeverity::Low);
+    // a producer/consumer handoff (the waker blocks) on a busy CPU: medium at most
+    let f = run(ID, &[], &alternation_with(2000, 0, false));
+    let p = pair_finding(&f);
+    assert_eq!(p.cause.as_ref().unwrap().kind, "handoff");
+    assert_eq!(p.measures["wakeup_preemptions"], 0);
+    assert_eq!(p.severity, FindingSeverity::Medium);
+}
+
+#[test]
+fn a_preemption_long_after_the_wakeup_is_not_a_wakeup_preemption() {
+    // A wakes B, runs on for 500 µs, then is preempted: not the wakeup's doing
+    let (a, b) = (t("app", 10, 120), t("worker", 20, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", a);
+    for k in 0..2000u64 {
+        let base = k * 600 * US;
+        tr.wake(base + 10 * US, 0, 10, b, 0);
+        tr.sw(base + 510 * US, 0, a, "R", b);
+        tr.wake(base + 550 * US, 0, 20, a, 0);
+        tr.sw(base + 560 * US, 0, b, "S", a);
+    }
+    let f = run(ID, &[], &tr);
+    let p = pair_finding(&f);
+    assert_eq!(p.measures["wakeup_preemptions"], 0);
+    assert_eq!(p.cause.as_ref().unwrap().kind, "handoff");
+}
