@@ -68,7 +68,8 @@ fn the_validator_rejects_a_broken_report() {
 fn fail_on_exits_1_exactly_when_such_a_finding_exists() {
     let starve = path("fixtures/sched/starve.perf.data");
     let equal = path("fixtures/sched/equal.perf.data");
-    let pinned = path("fixtures/detectors/idle-while-runnable/pinned.perf.data");
+    // six equal hogs on two CPUs: one medium cpu-saturation finding, nothing high
+    let pinned = path("fixtures/detectors/runqueue-starvation/healthy-oversubscribed.dat.zst");
     let code = |args: &[&str]| run(args).status.code();
     assert_eq!(
         code(&["analyze", "--oneline", "--fail-on", "high", &starve]),
@@ -79,7 +80,6 @@ fn fail_on_exits_1_exactly_when_such_a_finding_exists() {
         code(&["analyze", "--oneline", "--fail-on", "low", &equal]),
         Some(0)
     );
-    // pinned: medium idle-while-runnable findings, none high
     let v = json(&["analyze", "--format", "json", &pinned]);
     let sev: Vec<&str> = v["findings"]
         .as_array()

@@ -39,6 +39,9 @@ pub struct Context<'a> {
     pub system: Option<&'a SystemContext>,
     /// `/proc/kallsyms` text carried by an input (trace.dat KALLSYMS), when any.
     pub kallsyms: Option<&'a str>,
+    /// The recording command lines the inputs carry (perf.data `cmdline`), one per input
+    /// that has one.
+    pub cmdlines: &'a [String],
 }
 
 impl Context<'_> {
@@ -104,6 +107,8 @@ pub struct Engine {
     paths: Vec<String>,
     system: Option<SystemContext>,
     kallsyms: Option<std::sync::Arc<str>>,
+    /// See [`Context::cmdlines`].
+    cmdlines: Vec<String>,
     declared: BTreeSet<String>,
     seen_native: BTreeSet<&'static str>,
     seen_mask: u32,
@@ -131,6 +136,7 @@ macro_rules! context {
             paths: &$engine.paths,
             system: $engine.system.as_ref(),
             kallsyms: $engine.kallsyms.as_deref(),
+            cmdlines: &$engine.cmdlines,
         }
     };
 }
@@ -283,6 +289,7 @@ impl Engine {
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system,
             kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
+            cmdlines: metas.iter().filter_map(|m| m.cmdline.clone()).collect(),
             declared,
             seen_native: BTreeSet::new(),
             seen_mask: 0,

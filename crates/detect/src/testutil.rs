@@ -135,6 +135,19 @@ pub fn run_with(
     trace: &Trace,
     system: Option<stallscope_model::SystemContext>,
 ) -> Vec<Finding> {
+    run_meta(
+        id,
+        sets,
+        trace,
+        TraceMeta {
+            system_context: system,
+            ..TraceMeta::default()
+        },
+    )
+}
+
+/// [`run`] with the input described by `meta` (its path and declared events are set here).
+pub fn run_meta(id: &str, sets: &[(&str, &str)], trace: &Trace, meta: TraceMeta) -> Vec<Finding> {
     let e = registry::find(id).expect("registered");
     let mut p = Params::defaults(e.info.params);
     for (k, v) in sets {
@@ -143,8 +156,7 @@ pub fn run_with(
     let meta = TraceMeta {
         path: "synthetic.txt".into(),
         declared_events: vec!["sched_switch".into(), "sched_waking".into()],
-        system_context: system,
-        ..TraceMeta::default()
+        ..meta
     };
     let mut engine = Engine::new(vec![(e.make)(&p)], &[&meta]);
     for ev in &trace.events {

@@ -152,9 +152,12 @@ pub struct CpuSaturation {
     queued: u64,
     first: Option<Ts>,
     last: Ts,
+    /// Every bucket up to the current one (the last).
     buckets: Vec<Bucket>,
+    /// End of the current bucket.
+    bucket_end: Ts,
     /// Time at each depth (index = depth, capped at [`MAX_DEPTH`]).
-    depth_time: Vec<u64>,
+    depth_time: Box<[u64; MAX_DEPTH + 1]>,
     /// Time with at least one task queued.
     waiter_ns: u64,
     waits: LogHist,
@@ -180,7 +183,8 @@ impl CpuSaturation {
             first: None,
             last: 0,
             buckets: Vec::new(),
-            depth_time: Vec::new(),
+            bucket_end: 0,
+            depth_time: Box::new([0; MAX_DEPTH + 1]),
             waiter_ns: 0,
             waits: LogHist::default(),
             waits_over_10ms: 0,
@@ -193,47 +197,64 @@ impl CpuSaturation {
     /// Integrates the current depth up to `ts`.
     #[inline]
     fn advance(&mut self, ts: Ts) {
-        let first = *self.first.get_or_insert(ts);
         if ts <= self.last {
+            return; // no time passed (or an out-of-order event: counted by the timeline)
+        }
+        if self.first.is_none() {
+            self.start(ts);
             return;
         }
-        let from = self.last.max(first);
+        let (from, depth) = (self.last, self.busy + self.queued);
         self.last = ts;
-        if ts <= from {
-            return;
-        }
-        let depth = self.busy + self.queued;
         let dt = ts - from;
-        let d = (depth as usize).min(MAX_DEPTH);
-        if d >= self.depth_time.len() {
-            self.depth_time.resize(d + 1, 0);
-        }
-        self.depth_time[d] += dt;
+        self.depth_time[(depth as usize).min(MAX_DEPTH)] += dt;
         if self.queued > 0 {
             self.waiter_ns += dt;
         }
-        if depth > 0 {
-            self.spread(from, ts, depth);
+        if ts <= self.bucket_end {
+            if let Some(b) = self.buckets.last_mut() {
+                b.depth_ns += depth * dt;
+                b.busy_ns += self.busy * dt;
+            }
+            return;
         }
+        self.spread(from, ts, depth);
     }
 
-    /// Adds `depth` (and the busy CPUs) over `[a, b)` to the buckets it covers.
+    /// The first event: the first bucket starts (out of line: once).
+    #[cold]
+    #[inline(never)]
+    fn start(&mut self, ts: Ts) {
+        self.first = Some(ts);
+        self.last = ts;
+        self.buckets.push(Bucket::default());
+        self.bucket_end = ts.saturating_add(self.bucket_ns);
+    }
+
+    /// Adds `depth` (and the busy CPUs) over `[a, b)`, which crosses the current bucket's
+    /// end, to the buckets it covers (out of line: once per bucket).
+    #[cold]
+    #[inline(never)]
     fn spread(&mut self, a: Ts, b: Ts, depth: u64) {
-        let Some(first) = self.first else { return };
         let mut t = a;
         while t < b {
-            let k = ((t - first) / self.bucket_ns) as usize;
-            let end = (first + (k as u64 + 1) * self.bucket_ns).min(b);
-            if k >= self.buckets.len() {
-                if k > (1 << 24) {
-                    return; // a time span no trace has: nothing to judge in it
-                }
-                self.buckets.resize(k + 1, Bucket::default());
+            let end = self.bucket_end.min(b);
+            if let Some(bk) = self.buckets.last_mut() {
+                bk.depth_ns += depth * (end - t);
+                bk.busy_ns += self.busy * (end - t);
             }
-            let dt = end - t;
-            self.buckets[k].depth_ns += depth * dt;
-            self.buckets[k].busy_ns += self.busy * dt;
             t = end;
+            if t == self.bucket_end && t < b {
+                if self.buckets.len() > (1 << 24) {
+                    return; // a time span no trace has: nothing more to judge in it
+                }
+                self.buckets.push(Bucket::default());
+                self.bucket_end = self.bucket_end.saturating_add(self.bucket_ns);
+            }
+        }
+        if b == self.bucket_end {
+            self.buckets.push(Bucket::default());
+            self.bucket_end = self.bucket_end.saturating_add(self.bucket_ns);
         }
     }
 
@@ -307,7 +328,7 @@ impl CpuSaturation {
         let demand = ratio_permille(depth_ns, n_cpus * span);
         let mean_depth_x1000 = depth_ns.saturating_mul(1000) / span;
         let total: u64 = self.depth_time.iter().sum();
-        let depth_p99 = quantile_index(&self.depth_time, total, 990);
+        let depth_p99 = quantile_index(&self.depth_time[..], total, 990);
         let depth_max = self.depth_time.iter().rposition(|&t| t > 0).unwrap_or(0);
         let (p50, p99) = (
             self.waits.quantile_permille(500),

@@ -30,7 +30,7 @@ use crate::per_task::PerTask;
 use crate::{Context, Detector, DetectorInfo};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 4] = [
+pub static PARAMS: [ParamInfo; 5] = [
     ParamInfo {
         name: "threshold_ns",
         default: 5_000_000,
@@ -54,6 +54,12 @@ pub static PARAMS: [ParamInfo; 4] = [
         default: 10,
         unit: ParamUnit::Count,
         doc: "incidents that make a finding medium (high when affinity is known to allow the idle CPU)",
+    },
+    ParamInfo {
+        name: "pinned_min_runs",
+        default: 20,
+        unit: ParamUnit::Count,
+        doc: "a task that ran only on its one CPU over at least this many waits is probably pinned",
     },
 ];
 
@@ -89,11 +95,18 @@ balancing that is too slow or blocked (idle CPUs in deep C-states, `SD_BALANCE` 
 grows on CPU *a*; check the task's affinity with `taskset -p PID` and the cpuset of its
 cgroup. If it may run on *b*, look at the scheduler domains and idle states.
 
+## Affinity
+Affinity is not in scheduler events. It is taken, in this order, from: the recorded system
+context (`stallscope record` stores each task's allowed CPUs); the recording command line a
+perf.data carries (`perf record … -- taskset -c 1 cyclictest …` pins the tasks named
+`cyclictest`, as `taskset` with a CPU list or a mask would); else it is inferred: a task that
+ran only on its one CPU over at least `pinned_min_runs` (default 20) waits while another CPU
+idled is **probably pinned** — reported as low, and said so. A task whose known affinity
+forbids the idle CPU is not reported: that is not a balancing failure.
+
 ## Limits
-Affinity is not in scheduler events: unless the trace carries system context (`stallscope
-record` stores each task's allowed CPUs), a task pinned to its CPU looks the same as a
-balancing failure — such findings are never above medium. With recorded affinity, a task
-not allowed on the idle CPU is not reported. A wait's CPU comes from the wakeup's
+Without any of those, a task pinned to its CPU looks the same as a balancing failure — such
+findings are never above medium. A wait's CPU comes from the wakeup's
 `target_cpu` and later migrations; a CPU whose current task is unknown (start of trace,
 after lost events) is not considered idle, nor is a CPU with a record in a task's context
 (its switch-in record is missing); a task seen running in a record is not waiting. A wait during which the task's own CPU went idle
@@ -102,9 +115,10 @@ contradicts a queued task (missing events, or CFS bandwidth throttling) and yiel
 ## Severity
 - **high**: recorded affinity allows the idle CPU, and the worst overlap is at least
   `high_ns` (default 20 ms) or there were at least `repeats` (default 10) incidents.
-- **medium**: the same without recorded affinity, or affinity allows the idle CPU
+- **medium**: the same without known affinity, or affinity allows the idle CPU
   with smaller numbers.
-- **low**: otherwise (affinity unknown, short and rare).
+- **low**: otherwise (affinity unknown, short and rare), and any task inferred to be
+  probably pinned.
 "#;
 
 /// Builds the detector.
@@ -279,6 +293,10 @@ pub struct IdleWhileRunnable {
     min_overlap: u64,
     high: u64,
     repeats: u64,
+    pinned_min_runs: u64,
+    /// Per task: the CPUs its waits ended on (bit per CPU below 64; bit 63 for the others),
+    /// and how many waits ended.
+    placements: PerTask<(u64, u64)>,
     cpus: Vec<CpuIdle>,
     waiting: Waiting,
     groups: FxHashMap<(Tid, Cpu, Cpu), Group>,
@@ -291,6 +309,8 @@ impl IdleWhileRunnable {
             min_overlap: p.get("min_overlap_ns").min(p.get("threshold_ns")),
             high: p.get("high_ns"),
             repeats: p.get("repeats"),
+            pinned_min_runs: p.get("pinned_min_runs"),
+            placements: PerTask::default(),
             cpus: Vec::new(),
             waiting: Waiting::default(),
             groups: FxHashMap::default(),
@@ -347,13 +367,36 @@ impl IdleWhileRunnable {
         g: &Group,
         cx: &Context<'_>,
     ) -> Option<Finding> {
-        let allowed = cx
+        let comm = cx.comm(tid);
+        let recorded = cx
             .task_context(tid)
             .and_then(|t| t.cpus_allowed.as_deref())
-            .and_then(|l| cpu_list_contains(l, idle_cpu));
+            .map(|l| (l.to_string(), "its recorded affinity".to_string()));
+        let from_cmdline = || {
+            cx.cmdlines.iter().find_map(|c| {
+                let (program, list) = taskset_pin(c)?;
+                (program == comm.as_str()).then(|| {
+                    (
+                        list,
+                        format!("the recorded command line pins {program} (`{c}`)"),
+                    )
+                })
+            })
+        };
+        let known = recorded.or_else(from_cmdline);
+        let allowed = known
+            .as_ref()
+            .and_then(|(l, _)| cpu_list_contains(l, idle_cpu));
         if allowed == Some(false) {
             return None; // the task may not run on the idle CPU: not a balancing failure
         }
+        // never placed elsewhere over many waits while another CPU idled: probably pinned
+        let probably_pinned = allowed.is_none()
+            && self.placements.get(tid).is_some_and(|&(mask, runs)| {
+                mask.count_ones() == 1
+                    && mask == 1u64 << wait_cpu.min(63)
+                    && runs >= self.pinned_min_runs
+            });
         let repeated =
             g.count >= self.repeats && g.total >= self.threshold.saturating_mul(self.repeats);
         if g.worst.overlap < self.threshold && !repeated {
@@ -361,14 +404,18 @@ impl IdleWhileRunnable {
         }
         let big = g.worst.overlap >= self.high || g.count >= self.repeats;
         let severity = match (allowed, big) {
+            _ if probably_pinned => FindingSeverity::Low,
             (Some(true), true) => FindingSeverity::High,
             (Some(true), false) | (None, true) => FindingSeverity::Medium,
             _ => FindingSeverity::Low,
         };
-        let comm = cx.comm(tid);
-        let affinity = match allowed {
-            Some(_) => "its recorded affinity allows that CPU".to_string(),
-            None => "affinity unknown (not recorded): the task may be pinned".to_string(),
+        let runs = self.placements.get(tid).map_or(0, |p| p.1);
+        let affinity = match (&known, probably_pinned) {
+            (Some((list, from)), _) => format!("{from} allows CPUs {list}, that CPU among them"),
+            (None, true) => format!(
+                "it ran only on CPU {wait_cpu} in all its {runs} runs: probably pinned (affinity not recorded)"
+            ),
+            (None, false) => "affinity unknown (not recorded): the task may be pinned".to_string(),
         };
         let mut title = format!(
             "CPU {idle_cpu} stayed idle for {} while {comm} (pid {tid}) waited runnable on CPU {wait_cpu}",
@@ -393,8 +440,25 @@ impl IdleWhileRunnable {
         let mut cpus = vec![wait_cpu, idle_cpu];
         cpus.sort_unstable();
         let kept: Vec<&Kept> = g.worst.evidence.iter().collect();
+        let (kind, text) = match (allowed, probably_pinned) {
+            (Some(true), _) => (
+                "balancing",
+                format!("Load balancing left CPU {idle_cpu} idle although {affinity}."),
+            ),
+            (_, true) => (
+                "affinity",
+                format!("Probably affinity: {comm} (pid {tid}) {affinity}; record its allowed CPUs with `sudo stallscope record -o trace.dat -- COMMAND` to decide."),
+            ),
+            _ => (
+                "context_not_recorded",
+                format!("Not decided: the task's affinity is not in the trace; `sudo stallscope record -o trace.dat -- COMMAND` stores each task's allowed CPUs, `taskset -p {tid}` shows them live."),
+            ),
+        };
         Some(Finding {
-            cause: None,
+            cause: Some(stallscope_model::FindingCause {
+                kind: kind.into(),
+                text: text.clone(),
+            }),
             detector: INFO.id.into(),
             severity,
             title,
@@ -412,7 +476,7 @@ impl IdleWhileRunnable {
             measures: m,
             evidence: render(cx.paths, &kept),
             hint: format!(
-                "Check `taskset -p {tid}` and the task's cpuset: if it may run on CPU {idle_cpu}, look at load balancing (scheduler domains, idle states, isolcpus/nohz_full). `perf sched timehist` around {} s shows CPU {idle_cpu} in <idle>.",
+                "{text} Check `taskset -p {tid}` and the task's cpuset: if it may run on CPU {idle_cpu}, look at load balancing (scheduler domains, idle states, isolcpus/nohz_full). `perf sched timehist` around {} s shows CPU {idle_cpu} in <idle>.",
                 stallscope_model::fmt_secs_usecs(g.worst.from)
             ),
         })
@@ -526,6 +590,11 @@ impl Detector for IdleWhileRunnable {
                     TaskState::Runnable { .. } => self.waiting.index(tid),
                     _ => None,
                 };
+                if let (TaskState::Runnable { .. }, TaskState::Running { cpu, .. }) = (from, to) {
+                    let p = self.placements.entry(tid);
+                    p.0 |= 1u64 << cpu.min(63);
+                    p.1 += 1;
+                }
                 if let Some(at) = waiting_at {
                     let since = self.waiting.list[at].since;
                     let min = self.min_overlap;
@@ -575,6 +644,45 @@ impl Detector for IdleWhileRunnable {
             .filter_map(|k| self.finding(*k, &self.groups[k], cx))
             .collect()
     }
+}
+
+/// The program a recording command line runs under `taskset` and the CPU list it pins it
+/// to: `… -- taskset -c 1 cyclictest …` → (`cyclictest`, `1`); `taskset 0x3 prog` →
+/// (`prog`, `0-1`). The program is its file name cut to 15 bytes, as the kernel's `comm`.
+/// `None` without `taskset`, for `taskset -p` (an existing pid) or an unreadable mask.
+pub fn taskset_pin(cmdline: &str) -> Option<(String, String)> {
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    let at = words
+        .iter()
+        .position(|w| w.rsplit('/').next() == Some("taskset"))?;
+    let mut rest = words[at + 1..].iter();
+    let mut list = None;
+    while let Some(&w) = rest.next() {
+        match w {
+            "-p" | "--pid" => return None,
+            "-a" | "--all-tasks" => {}
+            "-c" | "--cpu-list" => list = Some(rest.next()?.to_string()),
+            _ if w.starts_with("--cpu-list=") => list = Some(w["--cpu-list=".len()..].into()),
+            _ if w.starts_with('-') => {}
+            _ if list.is_none() => list = Some(mask_to_list(w)?),
+            _ => {
+                let name = w.rsplit('/').next().unwrap_or(w);
+                let comm: String = name.chars().take(15).collect();
+                return Some((comm, list?));
+            }
+        }
+    }
+    None
+}
+
+/// A `taskset` hex mask (`3`, `0x3`) as a CPU list (`0-1` → `0,1`).
+fn mask_to_list(mask: &str) -> Option<String> {
+    let v = u128::from_str_radix(mask.trim_start_matches("0x"), 16).ok()?;
+    let cpus: Vec<String> = (0..128)
+        .filter(|b| v >> b & 1 == 1)
+        .map(|b| b.to_string())
+        .collect();
+    (!cpus.is_empty()).then(|| cpus.join(","))
 }
 
 #[cfg(test)]

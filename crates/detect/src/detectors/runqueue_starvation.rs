@@ -47,7 +47,7 @@ use crate::{Context, Detector, DetectorInfo};
 
 mod fair;
 
-use fair::{CauseKind, Class, FairClock, Trio, WaitFacts, EFFECTIVE, EQUAL, NICE};
+use fair::{CauseKind, Class, FairClock, Reading, Trio, WaitFacts, EFFECTIVE, EQUAL, NICE};
 
 /// Thresholds.
 pub static PARAMS: [ParamInfo; 9] = [
@@ -289,8 +289,9 @@ struct Wait {
     uncertain_start: bool,
     /// The victim's class and effective weight when the wait started.
     class: Class,
-    /// The reading of the current CPU's fair-share clock when the wait arrived there.
-    clock_from: Trio,
+    /// The current CPU's fair-share clock when the wait arrived there (at `clock_since`).
+    clock_from: Reading,
+    clock_since: Ts,
     /// CPU time the victim was owed on the CPUs it left during the wait, per weighting (the
     /// current CPU's share is added when the wait ends or moves).
     owed: Trio,
@@ -321,7 +322,8 @@ impl Wait {
             idle_ns: 0,
             uncertain_start,
             class: Class::of(120, 1024),
-            clock_from: [0; 3],
+            clock_from: Reading::default(),
+            clock_since: 0,
             owed: [0; 3],
         })
     }
@@ -460,6 +462,12 @@ struct CpuRun {
     since: Ts,
     switch_in: KeptCopySlot<Switch>,
     waiters: Vec<Tid>,
+    /// The weights of `waiters`, at the same indices (their class when their wait started).
+    waiter_w: Vec<Trio>,
+    /// The sum of `waiter_w`.
+    queued_w: Trio,
+    /// The runner's kernel priority (from the switch that made it the runner; −1 unknown).
+    runner_prio: i32,
     /// Fair-share clock of the CPU's runnable set (meaningful while it has waiters).
     clock: FairClock,
 }
@@ -617,46 +625,41 @@ impl RunqueueStarvation {
     /// the recorded context.
     #[inline]
     fn class_of(&self, tid: Tid) -> Class {
+        self.class_with_prio(tid, self.prios.get(tid).unwrap_or(-1))
+    }
+
+    /// [`RunqueueStarvation::class_of`] with the priority known.
+    #[inline(always)]
+    fn class_with_prio(&self, tid: Tid, prio: i32) -> Class {
         let factor = match self.cgroup_factor.is_empty() {
             true => 1024,
             false => self.cgroup_factor.get(&tid).copied().unwrap_or(1024),
         };
-        Class::of(self.prios.get(tid).unwrap_or(-1), factor)
+        Class::of(prio, factor)
     }
 
-    /// Advances CPU `c`'s fair-share clock to `ts` (with the set it had until now).
+    /// Sets CPU `c`'s clock to the weight of its runnable set after a change (its clock was
+    /// advanced to the change's time): the queued tasks' weights plus the runner's; nothing
+    /// to do while it has no waiter. (A task switched in is still listed as a waiter until
+    /// its transition removes it at the same time: counting it twice for no time is
+    /// harmless.)
     #[inline]
-    fn advance_clock(&mut self, c: Cpu, ts: Ts) {
-        if let Some(run) = self.cpus.get_mut(c as usize) {
-            match run.waiters.is_empty() {
-                true => run.clock.touch(ts),
-                false => run.clock.advance(ts),
-            }
-        }
-    }
-
-    /// Recomputes the total weight of CPU `c`'s runnable set after a change (its clock was
-    /// advanced to the change's time); nothing to do while it has no waiter.
-    #[inline]
-    fn reset_set(&mut self, c: Cpu) {
+    fn reset_set(&mut self, c: Cpu, ts: Ts) {
         let Some(run) = self.cpus.get(c as usize) else {
             return;
         };
         if run.waiters.is_empty() {
             return;
         }
-        let mut total = [0u64; 3];
-        for &w in &run.waiters {
-            total = fair::add(total, self.class_of(w).weights());
-        }
+        let mut total = run.queued_w;
         let mut rt = false;
-        if let Some(r) = run.runner.filter(|&r| r > 0 && !run.waiters.contains(&r)) {
-            match self.class_of(r) {
+        if let Some(r) = run.runner.filter(|&r| r > 0) {
+            match self.class_with_prio(r, run.runner_prio) {
                 c @ Class::Fair { .. } => total = fair::add(total, c.weights()),
                 Class::Rt(_) => rt = true,
             }
         }
-        self.cpus[c as usize].clock.set(total, rt);
+        self.cpus[c as usize].clock.set(ts, total, rt);
     }
 
     /// The CPU's runner changed outside a switch (a lost-events record, or a record in
@@ -666,7 +669,6 @@ impl RunqueueStarvation {
     #[inline(never)]
     /// `ts`: when the new runner started (the idle time before it goes to the waiters).
     fn set_runner(&mut self, c: Cpu, runner: Option<Tid>, ts: Ts) {
-        self.advance_clock(c, ts);
         let Some(run) = self.cpus.get_mut(c as usize) else {
             return;
         };
@@ -682,7 +684,11 @@ impl RunqueueStarvation {
             run.switch_in.clear();
         }
         run.runner = runner;
-        self.reset_set(c);
+        run.runner_prio = match runner {
+            Some(r) if r > 0 => self.prios.get(r).unwrap_or(-1),
+            _ => -1,
+        };
+        self.reset_set(c, ts);
     }
 
     /// Custom events (bpftrace, kprobes) carrying `pid` and `vruntime` fields (out of line:
@@ -724,7 +730,6 @@ impl RunqueueStarvation {
         let ts = ev.ts;
         let c = ev.cpu;
         self.cpu(c);
-        self.advance_clock(c, ts);
         self.last_ts = self.last_ts.max(ts);
         let RunqueueStarvation {
             cpus, tasks, judge, ..
@@ -785,15 +790,25 @@ impl RunqueueStarvation {
                 }
             }
         }
+        let no_cgroups = self.cgroup_factor.is_empty();
         let run = self.cpu(c);
+        // the set's weight changes with the runner unless both are fair tasks of one priority
+        // (without recorded cgroups, the priority decides the weight)
+        let same_weight = no_cgroups
+            && run.runner.is_some_and(|r| r > 0)
+            && next > 0
+            && run.runner_prio == s.next.prio;
         run.runner = Some(next);
+        run.runner_prio = s.next.prio;
         run.since = ts;
         if next > 0 {
             run.switch_in.set(ev, s, EventKind::Switch);
         } else {
             run.switch_in.clear();
         }
-        self.reset_set(c);
+        if !same_weight {
+            self.reset_set(c, ts);
+        }
     }
 
     /// `at`: the index of `tid`'s record in `tasks`.
@@ -814,7 +829,6 @@ impl RunqueueStarvation {
         let (min_samples, min_period) = (self.judge.min_samples, self.min_period);
         let class = self.class_of(tid);
         self.cpu(cpu);
-        self.advance_clock(cpu, ev.ts);
         let t = self.tasks.at_mut(at);
         match &mut t.wait {
             Some(w) => {
@@ -855,33 +869,44 @@ impl RunqueueStarvation {
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
             run.waiters.push(tid);
+            run.waiter_w.push(class.weights());
+            run.queued_w = fair::add(run.queued_w, class.weights());
         }
-        self.reset_set(cpu);
-        let now = self.cpus[cpu as usize].clock.now();
+        self.reset_set(cpu, ev.ts);
+        let now = self.cpus[cpu as usize].clock.reading(ev.ts);
         if let Some(w) = self.tasks.at_mut(at).wait.as_deref_mut() {
             w.class = class;
             w.clock_from = now;
+            w.clock_since = ev.ts;
         }
     }
 
     /// Removes `tid` from `cpu`'s waiters (a task is listed at most once per CPU; the
     /// list's order does not matter: each waiter's wait is credited on its own).
-    /// The CPU's clock is advanced to `ts` first, and its set recomputed after.
+    /// The CPU's set changes at `ts`.
     fn remove_waiter(&mut self, cpu: Cpu, tid: Tid, ts: Ts) {
-        self.advance_clock(cpu, ts);
         if let Some(run) = self.cpus.get_mut(cpu as usize) {
             if let Some(k) = run.waiters.iter().position(|&w| w == tid) {
                 run.waiters.swap_remove(k);
+                let w = run.waiter_w.swap_remove(k);
+                run.queued_w = match run.waiters.is_empty() {
+                    true => [0; 3],
+                    false => fair::sub(run.queued_w, w),
+                };
             }
         }
-        self.reset_set(cpu);
+        self.reset_set(cpu, ts);
     }
 
-    /// The CPU time owed to the wait `w` on `cpu` since it arrived there, read from the
-    /// CPU's clock (advanced to the present).
-    fn owed_here(&self, w: &Wait, cpu: Cpu) -> Trio {
-        match self.cpus.get(cpu as usize) {
-            Some(run) => fair::owed(w.class.weights(), w.clock_from, run.clock.now()),
+    /// The CPU time owed to the wait `w` on `cpu` from its arrival there to `ts`, read
+    /// from the CPU's clock.
+    fn owed_here(&mut self, w: &Wait, cpu: Cpu, ts: Ts) -> Trio {
+        match self.cpus.get_mut(cpu as usize) {
+            Some(run) => fair::owed(
+                w.class.weights(),
+                w.clock_from.value_at(w.clock_since),
+                run.clock.reading(ts).value_at(ts),
+            ),
             None => [0; 3],
         }
     }
@@ -925,20 +950,31 @@ impl RunqueueStarvation {
             // what it was owed on the old CPU; the new CPU's clock counts from here
             self.remove_waiter(from, tid, ev.ts);
             self.cpu(to);
-            self.advance_clock(to, ev.ts);
+            let weights = match self.tasks.get(tid).and_then(TaskStat::wait) {
+                Some(w) => w.class.weights(),
+                None => self.class_of(tid).weights(),
+            };
             let run = self.cpu(to);
             if !run.waiters.contains(&tid) {
                 run.waiters.push(tid);
+                run.waiter_w.push(weights);
+                run.queued_w = fair::add(run.queued_w, weights);
             }
-            self.reset_set(to);
-            let now_to = self.cpus[to as usize].clock.now();
-            let owed_from = match self.tasks.get(tid).and_then(TaskStat::wait) {
-                Some(w) => self.owed_here(w, from),
-                None => [0; 3],
+            self.reset_set(to, ev.ts);
+            let now_to = self.cpus[to as usize].clock.reading(ev.ts);
+            let (class, from_reading, since) = match self.tasks.get(tid).and_then(TaskStat::wait) {
+                Some(w) => (w.class, w.clock_from, w.clock_since),
+                None => (Class::of(120, 1024), now_to, ev.ts),
             };
+            let here = match self.cpus.get_mut(from as usize) {
+                Some(run) => run.clock.reading(ev.ts).value_at(ev.ts),
+                None => from_reading.value_at(since),
+            };
+            let owed_from = fair::owed(class.weights(), from_reading.value_at(since), here);
             if let Some(w) = self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
                 w.owed = fair::add(w.owed, owed_from);
                 w.clock_from = now_to;
+                w.clock_since = ev.ts;
             }
         }
         // a preempted culprit is itself a waiter: it may also be leaving other waiters' CPU
@@ -989,7 +1025,8 @@ impl RunqueueStarvation {
         let Some(mut wait) = self.tasks.at_mut(at).wait.take() else {
             return;
         };
-        wait.owed = fair::add(wait.owed, self.owed_here(&wait, cpu_of_wait));
+        let owed = self.owed_here(&wait, cpu_of_wait, ts);
+        wait.owed = fair::add(wait.owed, owed);
         self.group_flagged(
             tid,
             &wait,
@@ -1236,7 +1273,6 @@ impl RunqueueStarvation {
             let flags = self.judge.flags(t, wait, waited);
             let cpu = wait.cpu;
             t.waiting = false;
-            self.advance_clock(cpu, end);
             if !flags.abs {
                 continue; // only a long wait is worth a lower bound
             }
@@ -1259,7 +1295,8 @@ impl RunqueueStarvation {
                     None => wait.add_culprit(r, overlap, pv, switch_in),
                 }
             }
-            wait.owed = fair::add(wait.owed, self.owed_here(&wait, cpu));
+            let owed = self.owed_here(&wait, cpu, end);
+            wait.owed = fair::add(wait.owed, owed);
             let vr = self.tasks.at(at).vruntime;
             self.group_flagged(
                 tid,

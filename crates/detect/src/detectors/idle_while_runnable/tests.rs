@@ -162,3 +162,91 @@ fn waiting_lookups_agree_across_the_short_list_limit() {
         check(&w, &model);
     }
 }
+
+/// The victim (pid 200) runs on CPU 0 only, `n` times, each time waiting 10 ms behind the hog
+/// while CPU 1 idles.
+fn always_on_cpu0(n: u64) -> Trace {
+    let (h, v) = (t("hog", 100, 120), t("victim", 200, 120));
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", h);
+    tr.sw(0, 1, t("x", 300, 120), "S", idle());
+    for k in 0..n {
+        let base = k * 20 * MS;
+        tr.wake(base + MS, 0, 100, v, 0);
+        tr.sw(base + 11 * MS, 0, h, "R", v);
+        tr.sw(base + 12 * MS, 0, v, "S", h);
+    }
+    tr
+}
+
+#[test]
+fn a_task_that_never_leaves_its_cpu_is_probably_pinned() {
+    let f = run(ID, &[], &always_on_cpu0(30));
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let f = &f[0];
+    assert_eq!(f.measures["incidents"], 30);
+    assert_eq!(f.severity, FindingSeverity::Low);
+    assert!(
+        f.title
+            .contains("it ran only on CPU 0 in all its 30 runs: probably pinned"),
+        "{}",
+        f.title
+    );
+    assert_eq!(f.cause.as_ref().map(|c| c.kind.as_str()), Some("affinity"));
+    // with fewer runs than pinned_min_runs nothing is inferred: medium, affinity unknown
+    let f = run(ID, &[("pinned_min_runs", "31")], &always_on_cpu0(30));
+    assert_eq!(f[0].severity, FindingSeverity::Medium);
+    assert!(f[0].title.contains("affinity unknown"), "{}", f[0].title);
+}
+
+#[test]
+fn a_taskset_in_the_recorded_command_line_is_known_affinity() {
+    let meta = |cmd: &str| stallscope_model::TraceMeta {
+        cmdline: Some(cmd.into()),
+        ..Default::default()
+    };
+    // the victim is the program pinned to CPU 0: the idle CPU 1 is not allowed to it
+    let tr = always_on_cpu0(30);
+    let f = crate::testutil::run_meta(
+        ID,
+        &[],
+        &tr,
+        meta("/usr/bin/perf sched record -o x.data -- taskset -c 0 victim -i 1000"),
+    );
+    assert!(f.is_empty(), "{f:#?}");
+    // a command line pinning another program says nothing about the victim
+    let f = crate::testutil::run_meta(ID, &[], &tr, meta("perf record -- taskset -c 0 other"));
+    assert_eq!(f.len(), 1);
+    // a pin that allows the idle CPU makes it a balancing failure
+    let f = crate::testutil::run_meta(ID, &[], &tr, meta("perf record -- taskset 0x3 victim"));
+    assert_eq!(f[0].severity, FindingSeverity::High);
+    assert_eq!(
+        f[0].cause.as_ref().map(|c| c.kind.as_str()),
+        Some("balancing")
+    );
+}
+
+#[test]
+fn taskset_command_lines() {
+    use super::taskset_pin;
+    let pin = |c: &str| taskset_pin(c);
+    assert_eq!(
+        pin("/usr/bin/perf sched record -o a -- taskset -c 1 cyclictest --policy=other -t1"),
+        Some(("cyclictest".into(), "1".into()))
+    );
+    assert_eq!(
+        pin("perf record -- /usr/bin/taskset --cpu-list 0-2,5 /opt/x/bin/a_very_long_program_name"),
+        Some(("a_very_long_pro".into(), "0-2,5".into()))
+    );
+    assert_eq!(
+        pin("perf record -- taskset 6 prog"),
+        Some(("prog".into(), "1,2".into()))
+    );
+    assert_eq!(
+        pin("perf record -- taskset -a -c 3 prog"),
+        Some(("prog".into(), "3".into()))
+    );
+    assert_eq!(pin("perf record -- taskset -p 1 1234"), None);
+    assert_eq!(pin("perf record -- sleep 1"), None);
+    assert_eq!(pin("perf record -- taskset zz prog"), None);
+}

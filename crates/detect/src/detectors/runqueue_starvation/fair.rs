@@ -92,61 +92,94 @@ impl Class {
     }
 }
 
-/// A CPU's fair-share clock.
+/// A CPU's fair-share clock. Lazy: a change of the set is kept pending until a later time
+/// shows it was not undone at the same instant (a switch moves one task out of the queue and
+/// another in: the total is usually the same again), and the clock is only advanced when
+/// the total really changes; readings are taken as [`Reading`]s whose value is computed only
+/// when a wait turns out to matter.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FairClock {
+    /// The clock's value at `last`, and the set in effect since then.
+    at: Reading,
+    /// A change at a time not yet passed: (time, total, a real-time task runs).
+    pending: Option<(Ts, Trio, bool)>,
+}
+
+/// The clock's value at `last` and the set in effect from then on: the value at any later
+/// time before the next change is [`Reading::value_at`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
     last: Ts,
+    v: Trio,
     /// Total weight of the runnable fair set, per weighting.
     total: Trio,
     /// A real-time task runs: the clock stands still.
     rt_running: bool,
-    v: Trio,
 }
 
-impl FairClock {
-    /// Advances the clock to `ts` with the set it had since the last change.
-    #[inline]
-    pub fn advance(&mut self, ts: Ts) {
-        let dt = ts.saturating_sub(self.last);
-        if dt == 0 {
-            return;
-        }
-        self.last = ts;
+impl Reading {
+    /// The clock's value at `ts` (at or after `last`, before the next change).
+    pub fn value_at(&self, ts: Ts) -> Trio {
+        let mut v = self.v;
         if self.rt_running {
-            return;
+            return v;
         }
-        let scaled = dt.min(1 << 46) << SHIFT;
-        let mut done = (0, 0); // (total, increment) of the last division
-        for k in 0..3 {
-            let total = self.total[k];
+        let scaled = ts.saturating_sub(self.last).min(1 << 46) << SHIFT;
+        if scaled == 0 {
+            return v;
+        }
+        let mut done = (0, 0); // (total, increment) of the last division: weightings agree
+        for (value, &total) in v.iter_mut().zip(&self.total) {
             if total == 0 {
                 continue;
             }
             if done.0 != total {
                 done = (total, scaled / total);
             }
-            self.v[k] = self.v[k].wrapping_add(done.1);
+            *value = value.wrapping_add(done.1);
         }
+        v
+    }
+}
+
+impl FairClock {
+    /// The set becomes `total` (`rt_running`: a real-time task runs) at `ts`.
+    #[inline]
+    pub fn set(&mut self, ts: Ts, total: Trio, rt_running: bool) {
+        if let Some((at, t, rt)) = self.pending {
+            if at < ts {
+                self.apply(at, t, rt);
+            }
+        }
+        self.pending = Some((ts, total, rt_running));
     }
 
-    /// Moves the clock's time to `ts` without advancing its reading (the CPU has no waiter:
-    /// nobody reads this stretch).
+    /// Applies the change at `ts` (the set in effect until then is `self.at`'s).
     #[inline]
-    pub fn touch(&mut self, ts: Ts) {
-        self.last = self.last.max(ts);
+    fn apply(&mut self, ts: Ts, total: Trio, rt_running: bool) {
+        if (total, rt_running) == (self.at.total, self.at.rt_running) {
+            return; // the same set: the clock runs on at the same rate
+        }
+        let v = self.at.value_at(ts.max(self.at.last));
+        self.at = Reading {
+            last: ts.max(self.at.last),
+            v,
+            total,
+            rt_running,
+        };
     }
 
-    /// The set changed (after [`FairClock::advance`] to the change's time).
+    /// A reading valid at `ts` (changes pending from earlier times are applied; one at `ts`
+    /// itself only starts after it).
     #[inline]
-    pub fn set(&mut self, total: Trio, rt_running: bool) {
-        self.total = total;
-        self.rt_running = rt_running;
-    }
-
-    /// The clock's reading.
-    #[inline]
-    pub fn now(&self) -> Trio {
-        self.v
+    pub fn reading(&mut self, ts: Ts) -> Reading {
+        if let Some((at, t, rt)) = self.pending {
+            if at < ts {
+                self.apply(at, t, rt);
+                self.pending = None;
+            }
+        }
+        self.at
     }
 }
 
@@ -159,6 +192,15 @@ pub fn owed(w: Trio, from: Trio, to: Trio) -> Trio {
         out[k] = u64::try_from((u128::from(w[k]) * dv) >> SHIFT).unwrap_or(u64::MAX);
     }
     out
+}
+
+/// `a − b` per weighting (saturating).
+pub fn sub(a: Trio, b: Trio) -> Trio {
+    [
+        a[0].saturating_sub(b[0]),
+        a[1].saturating_sub(b[1]),
+        a[2].saturating_sub(b[2]),
+    ]
 }
 
 /// `a + b` per weighting.
@@ -371,29 +413,33 @@ mod tests {
         // two equal tasks for 10 ms, then the victim alone for 2 ms
         let mut c = FairClock::default();
         let w = Class::of(120, 1024).weights();
-        c.set(add(w, w), false);
-        let a = c.now();
-        c.advance(10_000_000);
-        assert_eq!(owed(w, a, c.now()), [5_000_000; 3]);
-        c.set(w, false);
-        c.advance(12_000_000);
-        assert_eq!(owed(w, a, c.now()), [7_000_000; 3]);
+        c.set(0, add(w, w), false);
+        let a = c.reading(0).value_at(0);
+        // a change undone at the same instant changes nothing
+        c.set(4_000_000, add(add(w, w), w), false);
+        c.set(4_000_000, add(w, w), false);
+        let r = c.reading(10_000_000);
+        assert_eq!(owed(w, a, r.value_at(10_000_000)), [5_000_000; 3]);
+        c.set(10_000_000, w, false);
+        let r = c.reading(12_000_000);
+        assert_eq!(owed(w, a, r.value_at(12_000_000)), [7_000_000; 3]);
         // a nice −20 hog beside a nice-0 victim: 1024 / 89785 of 100 ms under nice weights,
         // half of it under equal weights
         let mut c = FairClock::default();
-        c.set(add(w, Class::of(100, 1024).weights()), false);
-        let a = c.now();
-        c.advance(100_000_000);
-        let o = owed(w, a, c.now());
+        c.set(0, add(w, Class::of(100, 1024).weights()), false);
+        let a = c.reading(0).value_at(0);
+        let o = owed(w, a, c.reading(100_000_000).value_at(100_000_000));
         assert_eq!(o[EQUAL], 50_000_000);
         assert!((1_140_000..=1_141_000).contains(&o[NICE]), "{o:?}");
         assert_eq!(o[NICE], o[EFFECTIVE]);
         // a real-time runner stops the clock
         let mut c = FairClock::default();
-        c.set(w, true);
-        let a = c.now();
-        c.advance(50_000_000);
-        assert_eq!(owed(w, a, c.now()), [0; 3]);
+        c.set(0, w, true);
+        let a = c.reading(0).value_at(0);
+        assert_eq!(
+            owed(w, a, c.reading(50_000_000).value_at(50_000_000)),
+            [0; 3]
+        );
     }
 
     #[test]
