@@ -222,11 +222,11 @@ fn cause_kind(f: &Value) -> &str {
     f["cause"]["kind"].as_str().unwrap_or("")
 }
 
-/// `stallscope timehist --format json --pid PID FILE`: the largest scheduling delay of the
-/// task and the switch-in that ended it.
-fn timehist_max_sch_delay(file: &Path, pid: i64) -> (i64, i64) {
+/// `stallscope timehist --format json ARGS… FILE`: its rows.
+fn timehist_rows(file: &Path, args: &[&str]) -> Vec<Value> {
     let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(["timehist", "--format", "json", "--pid", &pid.to_string()])
+        .args(["timehist", "--format", "json"])
+        .args(args)
         .arg(file)
         .output()
         .expect("run stallscope timehist");
@@ -236,19 +236,21 @@ fn timehist_max_sch_delay(file: &Path, pid: i64) -> (i64, i64) {
         String::from_utf8_lossy(&out.stderr)
     );
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["rows"]
-        .as_array()
-        .expect("rows")
+    v["rows"].as_array().expect("rows").clone()
+}
+
+/// Every timehist row's scheduling delay (of the task `pid` only, when given).
+fn timehist_sch_delays(file: &Path, pid: Option<i64>) -> Vec<i64> {
+    let pid_arg = pid.map(|p| p.to_string());
+    let args: Vec<&str> = match &pid_arg {
+        Some(p) => vec!["--pid", p.as_str()],
+        None => Vec::new(),
+    };
+    timehist_rows(file, &args)
         .iter()
-        .filter(|r| r["tid"] == pid)
-        .map(|r| {
-            (
-                r["sch_delay_ns"].as_i64().unwrap_or(0),
-                r["ts_ns"].as_i64().unwrap_or(0),
-            )
-        })
-        .max()
-        .expect("a row of the task")
+        .filter(|r| pid.is_none_or(|p| r["tid"] == p))
+        .map(|r| r["sch_delay_ns"].as_i64().unwrap_or(0))
+        .collect()
 }
 
 #[test]
@@ -329,8 +331,8 @@ fn runqueue_starvation_names_the_cause_on_every_positive_fixture() {
     let r = analyze(&file, &["--select", "runqueue-starvation"]);
     let f = findings(&r, "runqueue-starvation")[0];
     let pid = with_role(f, "victim")[0]["pid"].as_i64().unwrap();
-    let (delay, _) = timehist_max_sch_delay(&file, pid);
-    assert_eq!(measure(f, "worst_wait_ns"), delay, "{f:#}");
+    let delay = timehist_sch_delays(&file, Some(pid)).into_iter().max();
+    assert_eq!(Some(measure(f, "worst_wait_ns")), delay, "{f:#}");
 }
 
 #[test]
@@ -366,27 +368,6 @@ fn busy_healthy_fixtures_raise_no_high_finding() {
     }
 }
 
-/// `stallscope timehist --format json FILE`: every row's scheduling delay.
-fn timehist_sch_delays(file: &Path) -> Vec<i64> {
-    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(["timehist", "--format", "json"])
-        .arg(file)
-        .output()
-        .expect("run stallscope timehist");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-    v["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .map(|r| r["sch_delay_ns"].as_i64().unwrap_or(0))
-        .collect()
-}
-
 #[test]
 fn cpu_saturation_is_one_verdict_on_the_oversubscribed_fixture() {
     let file = fixture("fixtures/detectors/cpu-saturation/oversubscribed.dat.zst");
@@ -410,7 +391,7 @@ fn cpu_saturation_is_one_verdict_on_the_oversubscribed_fixture() {
         assert!((130..=190).contains(&share), "{c}");
     }
     // the waits are timehist's scheduling delays: the longest, and how many reach 10 ms
-    let delays = timehist_sch_delays(&file);
+    let delays = timehist_sch_delays(&file, None);
     assert_eq!(measure(f, "wait_max_ns"), *delays.iter().max().unwrap());
     assert_eq!(
         measure(f, "waits_over_10ms"),
