@@ -240,6 +240,33 @@ fn short_waits_lone_waits_and_usual_waits_are_not_reported() {
 }
 
 #[test]
+fn an_excerpt_of_one_long_wait_is_reported() {
+    // a pasted blkparse excerpt: one request, inserted and dispatched 1.5 s later, nothing
+    // else on the device (no median, nothing dispatched past it)
+    let mut t = Trace::default();
+    t.q(0, 300, "xfsaild/loop0", 5000, 8, "WM")
+        .i(MS, 300, "xfsaild/loop0", 5000, 8, "WM")
+        .d(1501 * MS, 5000, 8, "WM")
+        .c(1502 * MS, 5000, 8, "WM");
+    let f = run(&mut t);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(measure(&f[0], "wait_ns"), 1_500_000_000);
+    assert_eq!(measure(&f[0], "passed_requests"), 0);
+    assert_eq!(f[0].severity, FindingSeverity::High);
+    assert!(
+        f[0].title
+            .contains("with no other dispatch on the device in the trace"),
+        "{}",
+        f[0].title
+    );
+    // below high_ns the usual rules hold: a lone 900 ms wait is not reported
+    let mut t = Trace::default();
+    t.i(MS, 300, "xfsaild/loop0", 5000, 8, "WM")
+        .d(901 * MS, 5000, 8, "WM");
+    assert!(run(&mut t).is_empty());
+}
+
+#[test]
 fn a_requeue_starts_a_new_wait() {
     let mut t = Trace::default();
     t.q(MS, 300, "kworker/u8:4", 5000, 8, "W")

@@ -103,7 +103,17 @@ pub fn wait_for_stop(
             }
             match c.try_wait() {
                 Ok(Some(status)) => return Ok((stopped_by, Some(status))),
-                Ok(None) => {}
+                Ok(None) => {
+                    // The command was described right after the fork, before it set its
+                    // affinity (`taskset`), nice or policy and exec'd: it is read again while it
+                    // runs (often at first, then with each scan), so the last state it ran in is
+                    // the one recorded.
+                    if started.elapsed() < Duration::from_secs(1)
+                        || last_scan.elapsed() >= Duration::from_secs(1)
+                    {
+                        collector.refresh(c.id() as Tid);
+                    }
+                }
                 Err(e) => return Err(RecordError::Spawn("waiting for the command".into(), e)),
             }
         } else {

@@ -99,6 +99,8 @@ A block request that sat in the I/O scheduler — from its insert (`I`, `block_r
 to its dispatch to the driver (`D`, `block_rq_issue`) — for at least `threshold_ns`
 (default 100 ms) and at least `median_factor` (default 20) times the device's median wait,
 while at least `min_passed` (default 1) other requests were dispatched on the same device.
+A wait of at least `high_ns` is reported whatever the rest of the trace shows: a pasted
+`blkparse` excerpt of one request has no device median and no other dispatch.
 Without an `I` the wait counts from the `G` (request allocated) or the `Q` (bio queued);
 after a requeue (`R`) a new wait starts at the requeue. A request merged into another
 while waiting ends its wait there (the survivor keeps the older start), and one still
@@ -199,9 +201,13 @@ impl Detector for DispatchStarvation {
         let mut groups: BTreeMap<(BlockDev, Tid), Vec<Wait>> = BTreeMap::new();
         for w in waits {
             let median = devices.get(&w.dev).map_or(0, |d| d.median_wait);
-            if w.wait() < rules.threshold
-                || w.wait() < median.saturating_mul(rules.median_factor)
-                || w.passed.total < rules.min_passed
+            // a wait of high_ns is reported whatever else the trace shows: an excerpt of one
+            // request (a pasted blkparse snippet) has no median and no other dispatch
+            let long = w.wait() >= rules.high;
+            if !long
+                && (w.wait() < rules.threshold
+                    || w.wait() < median.saturating_mul(rules.median_factor)
+                    || w.passed.total < rules.min_passed)
             {
                 continue; // not extreme enough: by the documented rule, not reported
             }
@@ -430,15 +436,21 @@ fn finding(
     } else {
         String::new()
     };
+    let passed = match w.passed.total {
+        0 => "with no other dispatch on the device in the trace (an excerpt, or an idle device)"
+            .to_string(),
+        n => format!(
+            "while {n} other requests were dispatched ({})",
+            class_counts(&w.passed.by_class)
+        ),
+    };
     let title = format!(
-        "{} ({}) {} at sector {} on {dev_desc} waited {} between {from} and {to} while {} other requests were dispatched ({}){by}{more}",
+        "{} ({}) {} at sector {} on {dev_desc} waited {} between {from} and {to} {passed}{by}{more}",
         class.label(),
         r.rwbs.to_letters(),
         size(r.nr_sector),
         r.sector,
         dur(wait),
-        w.passed.total,
-        class_counts(&w.passed.by_class),
     );
 
     let mut hint = format!(

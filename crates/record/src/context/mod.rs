@@ -136,6 +136,18 @@ impl ContextCollector {
         }
     }
 
+    /// Reads `tid` again and keeps what it reads now (the task may have changed since it was
+    /// first described: the recorded command is described right after the fork, before it
+    /// sets its affinity and execs); a task that is gone keeps its earlier description.
+    pub fn refresh(&mut self, tid: Tid) {
+        if tid <= 0 {
+            return;
+        }
+        if let Some(t) = read_task(tid, &mut self.cgroups) {
+            self.tasks.insert(tid, t);
+        }
+    }
+
     /// Scans `/proc` for tasks not seen yet.
     pub fn scan(&mut self) {
         let tids = list_tids();
@@ -155,5 +167,32 @@ impl ContextCollector {
             .filter(|t| seen.is_empty() || seen.contains(&t.pid))
             .collect();
         missed
+    }
+}
+
+#[cfg(test)]
+mod collector_tests {
+    use super::*;
+
+    #[test]
+    fn a_refresh_keeps_the_task_as_it_is_now() {
+        // `sh` execs `sleep`: described right after the spawn it is `sh`, later `sleep`
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 0.2; exec sleep 2"])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id() as Tid;
+        let mut c = ContextCollector::new();
+        c.add([pid]);
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        c.add([pid]);
+        assert_eq!(c.tasks[&pid].comm, "sh", "add keeps the first description");
+        c.refresh(pid);
+        assert_eq!(c.tasks[&pid].comm, "sleep", "refresh reads it again");
+        let _ = child.kill();
+        let _ = child.wait();
+        // gone: the last description stays
+        c.refresh(pid);
+        assert_eq!(c.tasks[&pid].comm, "sleep");
     }
 }
