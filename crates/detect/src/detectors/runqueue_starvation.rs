@@ -103,14 +103,14 @@ pub static PARAMS: [ParamInfo; 9] = [
         name: "weight_ratio",
         default: 2,
         unit: ParamUnit::Count,
-        doc: "the tasks that ran explain a wait by weight when theirs is at least this many times the victim's",
+        doc: "weights explain a wait when they cut the victim's entitlement at least this many times (equal → nice, nice → cgroup)",
     },
 ];
 
 /// Description.
 pub static INFO: DetectorInfo = DetectorInfo {
     id: "runqueue-starvation",
-    summary: "a runnable task waits long for its CPU while other tasks run there",
+    summary: "a runnable task waits long for its CPU, more than fair sharing explains, while other tasks run there",
     explanation: EXPLANATION,
     needs: &[&["sched_switch"], &["sched_waking", "sched_wakeup"]],
     optional: &[
