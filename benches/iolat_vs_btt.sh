@@ -10,8 +10,8 @@
 #         KEEP=0             1 keeps the capture in WORKDIR
 #         REUSE=0            1 times an earlier KEEP=1 capture in WORKDIR again (no new capture)
 #
-# Capture (blktrace's own relay files are EPERM on this machine, so as for the shared samples,
-# see shared/reference/formats.md §0 and §8): a 2 GiB file in /dev/shm on a loop device with
+# Capture (blktrace's own relay files are EPERM on this machine; the kernel's `blk` ftrace
+# tracer gives the same actions, see Documentation/trace/ftrace.rst): a 2 GiB file in /dev/shm on a loop device with
 # the mq-deadline scheduler (so Q G I D C and merges all appear); the kernel `blk` tracer on
 # that device only (/sys/block/loopN/trace/enable) in binary mode (options/bin), streamed from
 # trace_pipe while fio runs, so the ring buffer never has to hold the whole capture. trace_pipe

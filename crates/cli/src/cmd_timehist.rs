@@ -454,7 +454,7 @@ mod tests {
 
     #[test]
     fn rows_are_perfs_lines_plus_the_state() {
-        // Lines of `perf sched timehist` on shared/reference/samples/perf/perf_sched.data.
+        // Lines as `perf sched timehist` (perf 6.1) prints them for a sched-record perf.data.
         let perf = [
             "     481.179434 [0000]  io worker-1[13983/13980]            1.655      0.000      0.554 ",
             "     481.180005 [0000]  <idle>                             31.174      0.000      0.112 ",

@@ -2,7 +2,7 @@
 //! peer tool's view of the same files:
 //!
 //! * Perfetto: the output is decoded by a small protobuf reader written here (wire format +
-//!   the field numbers of shared/reference/formats.md §11.1, typed by hand, nothing
+//!   the field numbers of Perfetto's `protos/perfetto/trace/*.proto`, typed by hand, nothing
 //!   generated from our writer), then compared with `perf script --ns` of the same
 //!   perf.data (the committed `fixtures/sched/starve.perf-script.txt`, or perf run at test
 //!   time for the block fixture): packets, SystemInfo release (the capture's `uname -r`),

@@ -528,7 +528,7 @@ fn iolat_agrees_with_btt_on_every_blktrace_fixture() {
 
 #[test]
 fn btt_table_parser_reads_btt_rows() {
-    // Lines as btt 2.09 prints them (shared/reference sample, `btt -A`).
+    // Lines as btt 2.09 (blktrace 1.3.0) prints them with `btt -A`.
     let text = "==================== Per Process ====================\n\n\
             Q2Q           MIN           AVG           MAX           N\n\
 --------------- ------------- ------------- ------------- -----------\n\

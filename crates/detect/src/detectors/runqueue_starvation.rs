@@ -1281,11 +1281,11 @@ impl RunqueueStarvation {
                 Some(r) => (r.runner, r.since, r.switch_in.get().copied()),
                 None => (None, 0, None),
             };
-            let runner_class = runner.map(|r| (self.prios.get(r).unwrap_or(-1), None));
+            let runner_prio_vr = runner.map(|r| (self.prios.get(r).unwrap_or(-1), None));
             let Some(mut wait) = self.tasks.at_mut(at).wait.take() else {
                 continue;
             };
-            if let (Some(r), Some(pv)) = (runner.filter(|&r| r > 0 && r != tid), runner_class) {
+            if let (Some(r), Some(pv)) = (runner.filter(|&r| r > 0 && r != tid), runner_prio_vr) {
                 let overlap = end.saturating_sub(since.max(wait.since));
                 match wait.culprits.iter_mut().find(|k| k.tid == r) {
                     Some(k) => {

@@ -379,10 +379,11 @@ impl WakeupPingPong {
         let (max_gap, preempt_window) = (self.max_gap, self.preempt_window);
         let cpu = self.cpu(ev.cpu);
         cpu.switches += 1;
-        match (cpu.idle_since.take(), next) {
-            (Some(since), _) if prev == 0 => cpu.idle_ns += ts.saturating_sub(since),
-            (Some(_), _) => {} // the switch out of idle is missing: its time is unknown
-            (None, _) => {}
+        if let Some(since) = cpu.idle_since.take() {
+            // (with prev ≠ idle the switch out of idle is missing: its time is unknown)
+            if prev == 0 {
+                cpu.idle_ns += ts.saturating_sub(since);
+            }
         }
         if next == 0 {
             cpu.idle_since = Some(ts);
