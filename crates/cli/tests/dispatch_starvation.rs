@@ -430,3 +430,97 @@ fn json_reports_validate_against_the_schema() {
         );
     }
 }
+
+/// `iolat --format json`'s maximum of `phase` on device `dev` ("7,0").
+fn iolat_max(files: &[String], dev: &str, phase: &str) -> i64 {
+    let text = ok_stdout(run(&["iolat", "--format", "json"], files));
+    let v: Value = serde_json::from_str(&text).expect("iolat json");
+    v["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter(|g| g["key"] == dev)
+        .flat_map(|g| g["phases"].as_array().cloned().unwrap_or_default())
+        .find(|p| p["phase"] == phase)
+        .and_then(|p| p["max_ns"].as_i64())
+        .unwrap_or(0)
+}
+
+#[test]
+fn every_finding_measures_its_wait_as_iolat_defines_the_phase() {
+    // One definition for both views: a dispatched request's wait is btt's I2D (else M2D,
+    // else Q2D) as `iolat` measures it on the same file. A wait btt counted cannot exceed
+    // iolat's maximum of that phase on the device; a wait btt could not count (no Q it
+    // accepted) is the same I → D difference, says so, and points at blkparse instead.
+    // Either way the finding states iolat's maximum, and it must be iolat's.
+    let mut checked = 0;
+    for scenario in ["bfq", "deadline", "bfq-nosync"] {
+        for format in ["tracedat", "blktrace", "blkparse"] {
+            let files = inputs(scenario, format);
+            for f in findings(&files) {
+                let title = f["title"].as_str().expect("title");
+                let dev = title
+                    .split(" on ")
+                    .nth(1)
+                    .and_then(|s| s.split_whitespace().next())
+                    .expect("a device in the title");
+                let phase = ["I2D", "M2D", "Q2D"]
+                    .into_iter()
+                    .find(|p| {
+                        title.contains(&format!("(btt {p})")) || title.contains(&format!("({p};"))
+                    })
+                    .unwrap_or_else(|| panic!("no phase in {title}"));
+                let max = iolat_max(&files, dev, phase);
+                assert_eq!(
+                    measure(&f, "iolat_phase_max_ns"),
+                    max,
+                    "{scenario} {format}: {title}"
+                );
+                let hint = f["hint"].as_str().expect("hint");
+                match measure(&f, "counted_by_btt") {
+                    1 => {
+                        assert!(measure(&f, "wait_ns") <= max, "{title}");
+                        assert!(hint.contains("`stallscope iolat` (or `btt -A`)"), "{hint}");
+                    }
+                    _ => {
+                        assert!(title.contains("not in btt's sample"), "{title}");
+                        assert!(hint.contains("Confirm in blkparse"), "{hint}");
+                        assert!(!hint.contains("btt -A's I2D maximum"), "{hint}");
+                    }
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked >= 3,
+        "the bfq capture has findings in every format ({checked})"
+    );
+}
+
+#[test]
+fn the_blktrace_capture_takes_its_cause_from_bfqs_own_messages() {
+    // The kernel `blk` tracer records bfq's `m` lines (the tracepoint capture cannot): the
+    // cause names the queues bfq served during the wait and the queue that dispatched the
+    // request; the trace.dat of the same run has no messages and says how to record them.
+    let f = &findings(&inputs("bfq", "blktrace"))[0];
+    let kind = f["cause"]["kind"].as_str().expect("cause");
+    assert!(
+        matches!(kind, "iosched_preemption" | "iosched_not_served"),
+        "{kind}"
+    );
+    let text = f["cause"]["text"].as_str().expect("text");
+    assert!(
+        text.contains("Queues set in service during the wait: bfq"),
+        "{text}"
+    );
+    assert!(text.contains("(which dispatched it)"), "{text}");
+    assert!(measure(f, "scheduler_decisions") > 0);
+    assert!(f["hint"].as_str().expect("hint").starts_with(text));
+    let t = &findings(&inputs("bfq", "tracedat"))[0];
+    let text = t["cause"]["text"].as_str().expect("text");
+    assert!(
+        text.contains("echo blk > /sys/kernel/tracing/current_tracer"),
+        "{text}"
+    );
+}

@@ -176,7 +176,7 @@ fn dispatched_after_a_long_wait_is_reported_with_what_passed_it() {
     assert_eq!(role(f, "culprit"), vec![(900, "fio")]);
     assert_eq!(f.severity, FindingSeverity::Medium);
     assert!(
-        f.title.starts_with("async write (W) 1280 KiB at sector 5000 on 7,0 waited 248.000 ms between insert and dispatch while 20 other requests were dispatched (20 sync write), issued by kworker/u8:4 (pid 300)"),
+        f.title.starts_with("async write (W) 1280 KiB at sector 5000 on 7,0 waited 248.000 ms (btt I2D) between insert and dispatch while 20 other requests were dispatched (20 sync write), issued by kworker/u8:4 (pid 300)"),
         "{}",
         f.title
     );
@@ -220,7 +220,8 @@ fn short_waits_lone_waits_and_usual_waits_are_not_reported() {
     let mut t = Trace::default();
     for k in 0..5u64 {
         let s = 100 + k * 8;
-        t.i(k * 300 * MS, 300, "dd", s, 8, "W")
+        t.q(k * 300 * MS, 300, "dd", s, 8, "W")
+            .i(k * 300 * MS, 300, "dd", s, 8, "W")
             .d(k * 300 * MS + 200 * MS, s, 8, "W");
         t.quick(k * 300 * MS + 50 * MS, 900, "fio", 9000 + k * 8, "WS");
     }
@@ -231,7 +232,8 @@ fn short_waits_lone_waits_and_usual_waits_are_not_reported() {
     let mut t2 = Trace::default();
     for k in 0..5u64 {
         let s = 100 + k * 8;
-        t2.i(k * 300 * MS, 300, "dd", s, 8, "W")
+        t2.q(k * 300 * MS, 300, "dd", s, 8, "W")
+            .i(k * 300 * MS, 300, "dd", s, 8, "W")
             .d(k * 300 * MS + 200 * MS, s, 8, "W");
     }
     t2.quick(50 * MS, 900, "fio", 9000, "WS");
@@ -261,13 +263,14 @@ fn an_excerpt_of_one_long_wait_is_reported() {
     );
     // below high_ns the usual rules hold: a lone 900 ms wait is not reported
     let mut t = Trace::default();
-    t.i(MS, 300, "xfsaild/loop0", 5000, 8, "WM")
+    t.q(0, 300, "xfsaild/loop0", 5000, 8, "WM")
+        .i(MS, 300, "xfsaild/loop0", 5000, 8, "WM")
         .d(901 * MS, 5000, 8, "WM");
     assert!(run(&mut t).is_empty());
 }
 
 #[test]
-fn a_requeue_starts_a_new_wait() {
+fn a_requeued_request_is_measured_from_its_insert_again_as_btt_does() {
     let mut t = Trace::default();
     t.q(MS, 300, "kworker/u8:4", 5000, 8, "W")
         .i(MS + 1000, 300, "kworker/u8:4", 5000, 8, "W")
@@ -285,10 +288,15 @@ fn a_requeue_starts_a_new_wait() {
     t.d(200 * MS, 5000, 8, "W");
     let f = run(&mut t);
     assert_eq!(f.len(), 1, "{f:#?}");
-    assert_eq!(measure(&f[0], "wait_ns"), 198_000_000, "from the requeue");
+    // btt's I2D of the second dispatch: from the insert after the requeue
+    assert_eq!(
+        measure(&f[0], "wait_ns"),
+        197_999_000,
+        "from the second insert"
+    );
     assert_eq!(measure(&f[0], "requeues"), 1);
     assert!(
-        f[0].title.contains("between requeue and dispatch"),
+        f[0].title.contains("(btt I2D) between insert and dispatch"),
         "{}",
         f[0].title
     );
@@ -300,9 +308,11 @@ fn a_request_merged_away_ends_its_wait_and_the_survivor_keeps_the_older_start() 
     // another task; B is merged into A at 151 ms (blktrace's rq-merge M), A dispatched at
     // 152 ms with both.
     let mut t = Trace::default();
-    t.i(2 * MS, 300, "kworker/u8:4", 5000, 8, "W");
+    t.q(2 * MS, 300, "kworker/u8:4", 5000, 8, "W")
+        .i(2 * MS, 300, "kworker/u8:4", 5000, 8, "W");
     t.sync_writes(3 * MS, 14);
-    t.i(150 * MS, 301, "kworker/u8:1", 4992, 8, "W")
+    t.q(150 * MS, 301, "kworker/u8:1", 4992, 8, "W")
+        .i(150 * MS, 301, "kworker/u8:1", 4992, 8, "W")
         .blk(
             151 * MS,
             (301, "kworker/u8:1"),
@@ -318,7 +328,7 @@ fn a_request_merged_away_ends_its_wait_and_the_survivor_keeps_the_older_start() 
     assert_eq!(
         measure(survivor, "wait_ns"),
         150_000_000,
-        "A keeps B's start"
+        "A's dispatch carries B's bio: btt's longest I2D is B's"
     );
     assert_eq!(measure(survivor, "nr_sector"), 16);
     assert_eq!(measure(survivor, "merges"), 1);
@@ -336,9 +346,11 @@ fn a_request_merged_away_ends_its_wait_and_the_survivor_keeps_the_older_start() 
 
     // the same with the block_rq_merge tracepoint (a generic event for now)
     let mut t = Trace::default();
-    t.i(2 * MS, 300, "kworker/u8:4", 5000, 8, "W");
+    t.q(2 * MS, 300, "kworker/u8:4", 5000, 8, "W")
+        .i(2 * MS, 300, "kworker/u8:4", 5000, 8, "W");
     t.sync_writes(3 * MS, 14);
-    t.i(150 * MS, 301, "kworker/u8:1", 4992, 8, "W");
+    t.q(150 * MS, 301, "kworker/u8:1", 4992, 8, "W")
+        .i(150 * MS, 301, "kworker/u8:1", 4992, 8, "W");
     t.push(
         151 * MS,
         301,
@@ -385,7 +397,8 @@ fn a_request_still_waiting_at_the_trace_end_is_measured_to_the_last_event() {
 fn flushes_are_counted_not_measured_and_front_merges_move_the_request() {
     let mut t = Trace::default();
     // request at 5008 waits from 2 ms; a bio front-merges at 5000 (request now 5000+16)
-    t.i(2 * MS, 300, "kworker/u8:4", 5008, 8, "W")
+    t.q(2 * MS, 300, "kworker/u8:4", 5008, 8, "W")
+        .i(2 * MS, 300, "kworker/u8:4", 5008, 8, "W")
         .q(3 * MS, 300, "kworker/u8:4", 5000, 8, "W")
         .blk(
             3 * MS + 1,
@@ -594,4 +607,158 @@ fn runs_whatever_block_event_comes_first() {
         t.events.push(ev);
     }
     assert_eq!(run(&mut t).len(), 1);
+}
+
+/// A bfq message on DEV at `ts`.
+fn bfq_msg(t: &mut Trace, ts: Ts, text: &str) {
+    let mut m = BlockEvent::new(BlockAction::Message);
+    m.dev = Some(DEV);
+    m.message = Some(text.into());
+    t.push(ts, 0, EventKind::Block(Box::new(m)));
+}
+
+#[test]
+fn the_cause_comes_from_the_schedulers_messages_or_says_how_to_record_them() {
+    // bfq's messages (formats as this kernel's bfq writes them): the flusher's async queue
+    // is set in service, then preempted by fio's sync queue, twice, during the wait
+    let mut t = starved_writeback();
+    for (k, at) in [(0u64, 20 * MS), (1, 120 * MS)] {
+        bfq_msg(
+            &mut t,
+            at,
+            "bfq300A set_in_service_queue, cur-budget = 16384",
+        );
+        bfq_msg(
+            &mut t,
+            at + MS,
+            "bfq300A expire (4, slow 0, num_disp 0, short_ttime 0)",
+        );
+        bfq_msg(
+            &mut t,
+            at + MS + 1,
+            "bfq900S set_in_service_queue, cur-budget = 256",
+        );
+        bfq_msg(
+            &mut t,
+            at + 2 * MS + k,
+            "bfq900S expire (2, slow 0, num_disp 8, short_ttime 1)",
+        );
+    }
+    bfq_msg(&mut t, 130 * MS, "bfq300A put_queue: 00000000442a042a 3");
+    t.d(250 * MS, 5000, 2560, "W");
+    let f = run(&mut t);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    let cause = f[0].cause.as_ref().expect("a cause");
+    assert_eq!(cause.kind, "iosched_preemption");
+    assert!(
+        cause.text.starts_with(
+            "The I/O scheduler preempted bfq300A in favour of bfq900S (2× during the wait"
+        ),
+        "{}",
+        cause.text
+    );
+    assert!(
+        cause.text.contains("2 budget exhausted, 2 preempted"),
+        "{}",
+        cause.text
+    );
+    assert!(
+        f[0].hint.starts_with(&cause.text),
+        "the hint opens with the cause"
+    );
+    assert_eq!(measure(&f[0], "preemptions_during_wait"), 2);
+    assert_eq!(measure(&f[0], "issuer_queue_served"), 2);
+    assert_eq!(measure(&f[0], "queues_served_during_wait"), 4);
+    assert_eq!(
+        measure(&f[0], "scheduler_decisions"),
+        8,
+        "put_queue is not a decision"
+    );
+
+    // served other queues only: not served
+    let mut t = starved_writeback();
+    bfq_msg(
+        &mut t,
+        20 * MS,
+        "bfq900S set_in_service_queue, cur-budget = 256",
+    );
+    bfq_msg(
+        &mut t,
+        30 * MS,
+        "bfq900S expire (3, slow 0, num_disp 8, short_ttime 1)",
+    );
+    t.d(250 * MS, 5000, 2560, "W");
+    let f = run(&mut t);
+    let cause = f[0].cause.as_ref().expect("a cause");
+    assert_eq!(cause.kind, "iosched_not_served");
+    assert!(
+        cause
+            .text
+            .contains("No queue of the issuer (pid 300) was set in service."),
+        "{}",
+        cause.text
+    );
+    assert!(
+        cause
+            .text
+            .starts_with("The I/O scheduler served other queues for most of the wait."),
+        "{}",
+        cause.text
+    );
+    assert!(cause.text.contains("bfq900S 1×"), "{}", cause.text);
+
+    // no messages: async behind sync says so, and how to record the scheduler's decisions
+    let mut t = starved_writeback();
+    t.d(250 * MS, 5000, 2560, "W");
+    let f = run(&mut t);
+    let cause = f[0].cause.as_ref().expect("a cause");
+    assert_eq!(cause.kind, "sync_over_async");
+    assert!(
+        cause
+            .text
+            .contains("20 of the 20 requests dispatched past it were sync"),
+        "{}",
+        cause.text
+    );
+    assert!(
+        cause
+            .text
+            .contains("echo blk > /sys/kernel/tracing/current_tracer"),
+        "{}",
+        cause.text
+    );
+    // the confirm hint names the iolat number that equals this wait
+    assert!(
+        f[0].hint.contains("`stallscope iolat` (or `btt -A`) on this file shows I2D max 248.000 ms on 7,0 (this wait: 248.000 ms)"),
+        "{}",
+        f[0].hint
+    );
+    assert_eq!(measure(&f[0], "iolat_phase_max_ns"), 248_000_000);
+}
+
+#[test]
+fn a_request_btt_never_saw_queued_is_measured_by_the_same_definition_and_says_so() {
+    // G, I and D without the Q (queued before the trace began): btt has no sample for it;
+    // the wait is still its I2D, D − I, and the finding says btt cannot confirm it
+    let mut t = Trace::default();
+    t.g(MS, 300, "kworker/u8:4", 5000, 8, "W")
+        .i(2 * MS, 300, "kworker/u8:4", 5000, 8, "W");
+    t.sync_writes(3 * MS, 20);
+    t.d(1802 * MS, 5000, 8, "W");
+    let f = run(&mut t);
+    assert_eq!(f.len(), 1, "{f:#?}");
+    assert_eq!(measure(&f[0], "wait_ns"), 1_800_000_000);
+    assert_eq!(measure(&f[0], "counted_by_btt"), 0);
+    assert!(
+        f[0].title.contains("(I2D; not in btt's sample"),
+        "{}",
+        f[0].title
+    );
+    assert!(f[0].hint.contains("Confirm in blkparse"), "{}", f[0].hint);
+    // without an I there is no phase to measure: not reported, counted
+    let mut t = Trace::default();
+    t.g(MS, 300, "kworker/u8:4", 5000, 8, "W");
+    t.sync_writes(3 * MS, 20);
+    t.d(1802 * MS, 5000, 8, "W");
+    assert!(run(&mut t).is_empty());
 }

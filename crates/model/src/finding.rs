@@ -128,7 +128,9 @@ pub struct Finding {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FindingCause {
     /// Stable kind: `higher_class`, `nice_weight`, `cgroup_weight`, `throttled`, `affinity`,
-    /// `interrupt_time`, `not_explained_by_weights`, `context_not_recorded`, `missing_events`.
+    /// `interrupt_time`, `not_explained_by_weights`, `context_not_recorded`, `missing_events`,
+    /// `saturation` (scheduler findings); `iosched_preemption`, `iosched_not_served`,
+    /// `sync_over_async`, `context_not_recorded` (`dispatch-starvation`).
     pub kind: String,
     /// One sentence with the supporting numbers.
     pub text: String,

@@ -20,18 +20,20 @@
 
 mod blocked;
 mod class;
+mod iosched;
 mod requests;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockDev, Event, Finding, FindingSeverity, FindingTask, SystemContext, Tid, Ts, Window,
+    BlockDev, Event, Finding, FindingCause, FindingSeverity, FindingTask, SystemContext, Tid, Ts,
+    Window,
 };
 
 use self::blocked::{blocked_during, BlockedLog};
 use self::class::{Class, CLASSES};
-use self::requests::{DeviceSummary, StartKind, Tracker, Wait, WaitEnd};
+use self::requests::{DeviceSummary, Phase, StartKind, Tracker, Wait, WaitEnd};
 use super::fmt::{dur, i};
 use crate::evidence::{render, Kept};
 use crate::params::{ParamInfo, ParamUnit, Params};
@@ -101,10 +103,33 @@ to its dispatch to the driver (`D`, `block_rq_issue`) — for at least `threshol
 while at least `min_passed` (default 1) other requests were dispatched on the same device.
 A wait of at least `high_ns` is reported whatever the rest of the trace shows: a pasted
 `blkparse` excerpt of one request has no device median and no other dispatch.
-Without an `I` the wait counts from the `G` (request allocated) or the `Q` (bio queued);
-after a requeue (`R`) a new wait starts at the requeue. A request merged into another
-while waiting ends its wait there (the survivor keeps the older start), and one still
-waiting at the end of the trace is measured up to the last event.
+A dispatched request's wait is btt's phase for that dispatch, measured from the same
+events exactly as `stallscope iolat` and `btt -A` measure it: the longest `I2D` of its
+bios, else their `M2D` (bios merged into it without an insert), else `Q2D` (no I/O
+scheduler insert at all); the finding names the phase and the device's maximum of it,
+which `iolat` prints. btt measures requests through the `Q`s it accepts: a request whose
+`Q` came before the trace began (or was refused because another bio at the same sector
+was in flight) has no btt sample.
+Its wait is still I2D by the same definition, `D − I` from its own lines, and the finding
+says btt does not count it and that blkparse's lines confirm it; without an `I` it is not
+measured (`unmeasured_dispatches`). A request merged
+into another while waiting ends its wait there, and one still waiting at the end of the
+trace is measured up to the last event (from its `I`, else `G`, else `Q`; after a requeue
+from the `R`): btt has no phase for either, so blkparse's lines are the confirmation.
+
+## Cause
+With bfq or cfq the scheduler's own messages (`m` lines: bfq's and cfq's trace messages,
+recorded by the `blk` tracer or blktrace) say what it did during the wait: which queues it
+set in service, how their slices or budgets ended (bfq's reasons: too idle, budget timeout,
+budget exhausted, no more requests, preempted) and which queue preempted which. The cause
+is `iosched_preemption` when the waiting request's queue or the queues served were
+preempted during the wait (the preempting queue named), `iosched_not_served` when the
+messages show the scheduler serving other queues and never the waiting one,
+`sync_over_async` when no messages were recorded and an async request waited while mostly
+sync requests were dispatched (the scheduler's preference for sync I/O), and
+`context_not_recorded` otherwise: the cause then needs the scheduler's messages, recorded
+with `echo blk > /sys/kernel/tracing/current_tracer; echo 1 >
+/sys/block/DEV/trace/enable` (or `blktrace -d /dev/DEV`).
 
 Each finding names the device (and its name and I/O scheduler when the trace carries
 system context, or `bfq` when the scheduler's own trace messages say so), the request
@@ -126,8 +151,10 @@ I/O (mq-deadline's `writes_starved`, kyber's domain tokens) can leave one class 
 for hundreds of milliseconds while the device is busy with another.
 
 ## How to confirm
-Find the sector in `blkparse` output (`grep ' SECTOR + '`) and look at the lines between
-its `I` and `D`; `btt -A` shows the I2D maximum per device. Try the workload with another
+`stallscope iolat` or `btt -A` on the same file: the finding's wait is one of their I2D
+(M2D, Q2D) samples, and the finding quotes their maximum on the device. For a request btt
+has no sample of, find the sector in `blkparse` output (`grep ' SECTOR + '`) and look at
+the lines between its `I` and `D`. Try the workload with another
 scheduler (`echo mq-deadline > /sys/block/DEV/queue/scheduler`) or, for bfq, with
 `iosched/slice_idle` = 0 or `low_latency` = 0, and compare.
 
@@ -295,6 +322,7 @@ fn finding(
     let w = &group[0]; // INVARIANT: groups are never empty (built by push)
     let r = &w.req;
     let wait = w.wait();
+    let phase = r.phase.filter(|_| w.end == WaitEnd::Dispatched);
     let class = Class::of(r.rwbs, r.nr_sector);
     let (dev_name, scheduler) = device_names(w.dev, summary, cx.system);
     let issuer = r.issuer();
@@ -401,6 +429,20 @@ fn finding(
     put("passed_meta", sum(|c| c.meta() && !c.flush()));
     put("passed_flush", sum(Class::flush));
     put("blocked_tasks", blocked_tasks.len() as u64);
+    if let Some(p) = phase {
+        put("iolat_phase_max_ns", summary.phase_max[p.index()]);
+        put("counted_by_btt", u64::from(!r.outside_btt));
+    }
+    put("unmeasured_dispatches", summary.unmeasured);
+    put("scheduler_decisions", summary.decisions);
+    let d = &w.decisions;
+    put("queues_served_during_wait", d.served.values().sum());
+    put("preemptions_during_wait", d.preempted.values().sum());
+    match (&r.queue_name, issuer) {
+        (Some(q), _) => put("issuer_queue_served", d.served_queue(q)),
+        (None, Some(t)) => put("issuer_queue_served", d.served_pid(t.pid)),
+        (None, None) => {}
+    }
 
     let worst_blocked = blocked_tasks.first().map_or(0, |b| b.2);
     let severity = if wait >= rules.high || worst_blocked >= rules.threshold {
@@ -417,11 +459,12 @@ fn finding(
         (None, Some(s)) => format!("{} ({s})", w.dev),
         (None, None) => w.dev.to_string(),
     };
-    let from = match r.start_kind {
-        StartKind::Insert => "insert",
-        StartKind::Requeue => "requeue",
-        StartKind::GetRq => "allocation",
-        StartKind::Queue => "queueing",
+    let from = match (phase, r.start_kind) {
+        (Some(p), _) => p.start_words(),
+        (None, StartKind::Insert) => "insert",
+        (None, StartKind::Requeue) => "requeue",
+        (None, StartKind::GetRq) => "allocation",
+        (None, StartKind::Queue) => "queueing",
     };
     let to = match w.end {
         WaitEnd::Dispatched => "dispatch".to_string(),
@@ -444,8 +487,16 @@ fn finding(
             class_counts(&w.passed.by_class)
         ),
     };
+    let phase_text = match phase {
+        Some(p) if r.outside_btt => format!(
+            " ({}; not in btt's sample: btt tracked no Q of it)",
+            p.name()
+        ),
+        Some(p) => format!(" (btt {})", p.name()),
+        None => String::new(),
+    };
     let title = format!(
-        "{} ({}) {} at sector {} on {dev_desc} waited {} between {from} and {to} {passed}{by}{more}",
+        "{} ({}) {} at sector {} on {dev_desc} waited {}{phase_text} between {from} and {to} {passed}{by}{more}",
         class.label(),
         r.rwbs.to_letters(),
         size(r.nr_sector),
@@ -453,11 +504,45 @@ fn finding(
         dur(wait),
     );
 
-    let mut hint = format!(
-        "Confirm in blkparse: the lines between the I and the D of ' {} + {} ' on {}, and btt -A's I2D maximum. ",
-        r.sector, r.nr_sector, w.dev
-    );
     let name = dev_name.as_deref().unwrap_or("DEV");
+    let cause = cause_of(w, issuer.map(|t| t.pid), class, name);
+    let confirm = match phase {
+        Some(p) if r.outside_btt => format!(
+            "Confirm in blkparse: the lines of ' {} + {} ' on {} (its I and its D, {} apart); `btt -A` and `stallscope iolat` cannot, as they measure a request only through a Q they accepted, and none was (the Q came before the trace, or another bio at the same sector was in flight; their {} max on {} is {}). ",
+            r.sector,
+            r.nr_sector,
+            w.dev,
+            dur(wait),
+            p.name(),
+            w.dev,
+            dur(summary.phase_max[p.index()]),
+        ),
+        Some(p) => format!(
+            "Confirm: `stallscope iolat` (or `btt -A`) on this file shows {} max {} on {} (this wait: {}); in blkparse, the lines of ' {} + {} ' from its {} to its D. ",
+            p.name(),
+            dur(summary.phase_max[p.index()]),
+            w.dev,
+            dur(wait),
+            r.sector,
+            r.nr_sector,
+            match p {
+                Phase::I2D => "I",
+                Phase::M2D => "M",
+                Phase::Q2D => "Q",
+            },
+        ),
+        None => format!(
+            "btt has no phase for a request that was {}: confirm in blkparse, the lines of ' {} + {} ' on {} from its {from} on. ",
+            match w.end {
+                WaitEnd::MergedAway => "merged away",
+                _ => "never dispatched",
+            },
+            r.sector,
+            r.nr_sector,
+            w.dev
+        ),
+    };
+    let mut hint = format!("{} {confirm}", cause.text);
     if scheduler.as_deref().is_some_and(|s| s.starts_with("bfq")) {
         hint.push_str(&format!(
             "bfq serves one queue at a time (budgets, idling on sync queues, a small share for async writeback): compare with `echo mq-deadline > /sys/block/{name}/queue/scheduler`, or try /sys/block/{name}/queue/iosched/slice_idle = 0 or low_latency = 0."
@@ -487,7 +572,7 @@ fn finding(
         .map(|e| e.cpu)
         .collect();
     Finding {
-        cause: None,
+        cause: Some(cause),
         detector: INFO.id.to_string(),
         severity,
         title,
@@ -501,6 +586,86 @@ fn finding(
         evidence: render(cx.paths, &refs),
         hint,
     }
+}
+
+/// Why the request `w` (issued by `issuer`, of `class`) waited: the scheduler's decisions
+/// during the wait when its messages were recorded, else what was dispatched past it.
+fn cause_of(w: &Wait, issuer: Option<Tid>, class: Class, dev_name: &str) -> FindingCause {
+    let own_queue = w.req.queue_name.as_ref();
+    let d = &w.decisions;
+    let cause = |kind: &str, text: String| FindingCause {
+        kind: kind.into(),
+        text,
+    };
+    let served = || match d.top_served(3) {
+        s if s.is_empty() => String::new(),
+        s => format!(" Queues set in service during the wait: {s}."),
+    };
+    let expiries = || match d.expiries() {
+        e if e.is_empty() => String::new(),
+        e => format!(" Slices/budgets ended: {e}."),
+    };
+    let own = match own_queue {
+        Some(q) => d.served_queue(q),
+        None => issuer.map_or(0, |p| d.served_pid(p)),
+    };
+    let own_text = || match (own_queue, issuer) {
+        (Some(q), _) if own == 0 => {
+            format!(" Its queue {q} (which dispatched it) was not set in service before.")
+        }
+        (Some(q), _) => format!(" Its queue {q} (which dispatched it) was set in service {own}×."),
+        (None, Some(p)) if own == 0 => {
+            format!(" No queue of the issuer (pid {p}) was set in service.")
+        }
+        (None, Some(p)) => format!(" The issuer's queue (pid {p}) was set in service {own}×."),
+        (None, None) => String::new(),
+    };
+    if let Some((victim, by, n)) = d.main_preemption() {
+        let by = by.map_or("the next queue".to_string(), |q| q.to_string());
+        return cause(
+            "iosched_preemption",
+            format!(
+                "The I/O scheduler preempted {victim} in favour of {by} ({n}× during the wait, {} preemptions in all).{}{}{}",
+                d.preempted.values().sum::<u64>(),
+                own_text(),
+                served(),
+                expiries()
+            ),
+        );
+    }
+    if !d.is_empty() {
+        return cause(
+            "iosched_not_served",
+            format!(
+                "The I/O scheduler served other queues for most of the wait.{}{}{}",
+                own_text(),
+                served(),
+                expiries()
+            ),
+        );
+    }
+    let sync_passed: u64 = (0..CLASSES)
+        .filter(|ix| {
+            let c = Class::from_index(*ix);
+            c.sync() && !c.flush()
+        })
+        .map(|ix| w.passed.by_class[ix])
+        .sum();
+    if !class.sync() && w.passed.total > 0 && sync_passed * 2 > w.passed.total {
+        return cause(
+            "sync_over_async",
+            format!(
+                "An async request waited while {sync_passed} of the {} requests dispatched past it were sync: the I/O scheduler favours sync I/O. Its own trace messages (which queue it served, why slices ended) were not recorded: `echo blk > /sys/kernel/tracing/current_tracer; echo 1 > /sys/block/{dev_name}/trace/enable` (or blktrace) records them.",
+                w.passed.total
+            ),
+        );
+    }
+    cause(
+        "context_not_recorded",
+        format!(
+            "The I/O scheduler's decisions during the wait were not recorded (no bfq/cfq `m` messages on the device; mq-deadline and kyber print none): record them with `echo blk > /sys/kernel/tracing/current_tracer; echo 1 > /sys/block/{dev_name}/trace/enable` (or blktrace) to see which queue it served instead."
+        ),
+    )
 }
 
 /// Drops repeated (pid, role) entries, keeping the first.

@@ -13,8 +13,14 @@
 //!                 `block_rq_merge` tracepoint): its wait ends without a dispatch, the
 //!                 request next to it grows and keeps the older start
 //!  F bio at b   → the pending request starting at b+len moves to b
-//!  D            → the wait ends: wait = D − start; pending → in flight
-//!  R            → in flight → pending again; a new wait starts at the R
+//!  D            → the wait ends; pending → in flight. Its length is btt's phase for
+//!                 that dispatch, as `iolat` measures it from the same events (one
+//!                 [`BlockTracker`]): the longest I2D of its bios, else their M2D
+//!                 (merged bios without an I), else Q2D. A request whose bios btt never
+//!                 saw queued (their Q was before the trace) gets no btt sample: its wait
+//!                 is still I2D by the same definition, D − its I (flagged: btt does not
+//!                 count it); without an I it is not measured (counted per device)
+//!  R            → in flight → pending again (btt measures the next D from the I again)
 //!  C            → in flight request done (its C time is kept for reported waits)
 //!  trace end    → waits still pending end at the last event of the trace
 //! ```
@@ -23,7 +29,8 @@
 //! zero-length flush counts as the task that queued the latest preflush bio), which is
 //! trimmed to the oldest pending wait, so that a wait that turns out long can count the
 //! requests dispatched past it. Waits at least `threshold` long are kept as [`Wait`]s;
-//! the rest only feed the device's median.
+//! the rest only feed the device's median. The I/O scheduler's decisions (bfq/cfq `m`
+//! lines, [`super::iosched`]) are logged per device the same way and summarized per wait.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -33,8 +40,81 @@ use stallscope_model::{
     Span, Tid, Ts,
 };
 
+use stallscope_timeline::block::{BlockSink, BlockTracker, BttPhase, PhaseSample};
+
 use super::class::{Class, CLASSES};
+use super::iosched::{self, Decision, Decisions, QueueName};
 use crate::evidence::{keep, Kept};
+
+/// The btt phase a dispatched request's wait is (what `iolat` and `btt -A` report).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Insert → dispatch.
+    I2D,
+    /// Merge → dispatch (a merged bio without an insert).
+    M2D,
+    /// Queue → dispatch (no insert, no merge: a device without an I/O scheduler).
+    Q2D,
+}
+
+impl Phase {
+    /// btt's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::I2D => "I2D",
+            Phase::M2D => "M2D",
+            Phase::Q2D => "Q2D",
+        }
+    }
+
+    /// Index in [`DeviceSummary::phase_max`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// What the phase starts with, in words.
+    pub fn start_words(self) -> &'static str {
+        match self {
+            Phase::I2D => "insert",
+            Phase::M2D => "merge",
+            Phase::Q2D => "queueing",
+        }
+    }
+}
+
+/// btt's samples for the block event being processed, and each device's maximum per phase.
+#[derive(Default)]
+struct DispatchPhases {
+    /// Longest I2D, M2D, Q2D of the current event's bios.
+    current: [Option<Ts>; 3],
+    /// Per device: the longest of each phase so far (iolat's max column).
+    max: FxHashMap<BlockDev, [Ts; 3]>,
+}
+
+impl BlockSink for DispatchPhases {
+    fn phase(&mut self, s: &PhaseSample) {
+        let k = match s.phase {
+            BttPhase::I2D => Phase::I2D,
+            BttPhase::M2D => Phase::M2D,
+            BttPhase::Q2D => Phase::Q2D,
+            _ => return,
+        }
+        .index();
+        let cur = &mut self.current[k];
+        *cur = Some(cur.map_or(s.dur, |c| c.max(s.dur)));
+        let m = &mut self.max.entry(s.dev).or_default()[k];
+        *m = (*m).max(s.dur);
+    }
+}
+
+impl DispatchPhases {
+    /// The current dispatch's wait: I2D, else M2D, else Q2D.
+    fn measured(&self) -> Option<(Phase, Ts)> {
+        [Phase::I2D, Phase::M2D, Phase::Q2D]
+            .into_iter()
+            .find_map(|p| self.current[p.index()].map(|d| (p, d)))
+    }
+}
 
 /// A task as block events name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -101,6 +181,13 @@ pub struct Pending {
     pub merges: u32,
     /// Q, G, I, R events, for evidence.
     pub kept: Vec<Kept>,
+    /// The btt phase the wait was measured as (dispatched requests).
+    pub phase: Option<Phase>,
+    /// Measured by btt's definition from its own I, but btt did not count it (no `Q`).
+    pub outside_btt: bool,
+    /// The scheduler queue that dispatched it: the queue its messages named last before
+    /// the `D` (bfq/cfq log the queue they serve right before dispatching from it).
+    pub queue_name: Option<QueueName>,
 }
 
 impl Pending {
@@ -189,6 +276,8 @@ pub struct Wait {
     pub complete: Option<Kept>,
     /// Scheduler messages on the device just before and after the end.
     pub messages: Vec<Kept>,
+    /// The scheduler's decisions during the wait (from its `m` lines).
+    pub decisions: Decisions,
     /// Messages still to collect after the end.
     messages_due: u8,
 }
@@ -230,6 +319,14 @@ struct Device {
     /// The task that queued the latest preflush / flush bio: zero-length flush requests
     /// (dispatched by the flush machinery's kworker) are counted as its.
     flush_issuer: Option<Task>,
+    /// The scheduler's decisions (time order), trimmed like `log`.
+    decisions: Vec<(Ts, QueueName, Decision)>,
+    decisions_mark: usize,
+    decisions_seen: u64,
+    /// Dispatched requests btt has no phase for (their bios were never seen queued).
+    unmeasured: u64,
+    /// The queue the latest queue message named, when and on which CPU.
+    last_queue: Option<(Ts, Cpu, QueueName)>,
 }
 
 /// What the tracker learned about a device.
@@ -243,6 +340,12 @@ pub struct DeviceSummary {
     pub messages: u64,
     /// Of which start with `bfq`.
     pub bfq_messages: u64,
+    /// Scheduler decisions among them (queue served, slice expired, preemption).
+    pub decisions: u64,
+    /// `iolat`'s maximum I2D, M2D, Q2D on the device (index: [`Phase::index`]).
+    pub phase_max: [Ts; 3],
+    /// Dispatched requests without a btt phase (never seen queued), not measured.
+    pub unmeasured: u64,
 }
 
 /// The per-device state machines.
@@ -251,6 +354,9 @@ pub struct Tracker {
     devices: FxHashMap<BlockDev, Device>,
     waits: Vec<Wait>,
     last_ts: Ts,
+    /// btt's request model, for the phase each dispatch is measured as.
+    btt: BlockTracker,
+    phases: DispatchPhases,
 }
 
 impl Tracker {
@@ -261,6 +367,8 @@ impl Tracker {
             devices: FxHashMap::default(),
             waits: Vec::new(),
             last_ts: 0,
+            btt: BlockTracker::new(),
+            phases: DispatchPhases::default(),
         }
     }
 
@@ -292,6 +400,8 @@ impl Tracker {
             }
             _ => return,
         };
+        self.phases.current = [None; 3];
+        self.btt.process(ev, &mut self.phases);
         let Some(dev) = b.dev else {
             return; // plug/unplug carry no device and do not affect waits
         };
@@ -350,6 +460,13 @@ impl Tracker {
                 d.messages += 1;
                 if b.message.as_deref().is_some_and(|m| m.starts_with("bfq")) {
                     d.bfq_messages += 1;
+                }
+                if let Some((q, _)) = b.message.as_deref().and_then(iosched::queue_of) {
+                    d.last_queue = Some((ev.ts, ev.cpu, q));
+                }
+                if let Some((q, what)) = b.message.as_deref().and_then(iosched::parse) {
+                    d.decisions.push((ev.ts, q, what));
+                    trim_decisions(d);
                 }
                 let mut still = Vec::new();
                 for &i in &d.watching {
@@ -412,6 +529,9 @@ impl Tracker {
                 requeues: 0,
                 merges: 0,
                 kept,
+                phase: None,
+                outside_btt: false,
+                queue_name: None,
             },
         );
     }
@@ -463,6 +583,7 @@ impl Tracker {
         let wait = ev.ts.saturating_sub(m.start);
         if wait >= self.threshold {
             let passed = passed_since(d, m.start, ev.ts);
+            let decisions = Decisions::between(&d.decisions, m.start, ev.ts);
             self.waits.push(Wait {
                 dev,
                 req: m,
@@ -473,6 +594,7 @@ impl Tracker {
                 passed,
                 complete: None,
                 messages: Vec::new(),
+                decisions,
                 messages_due: 0,
             });
         }
@@ -483,7 +605,8 @@ impl Tracker {
             return;
         };
         let me = Task::of(ev, b);
-        let pending = if b.nr_sector == 0 {
+        let measured = self.phases.measured();
+        let mut pending = if b.nr_sector == 0 {
             None
         } else if let Some(p) = d.pending.remove(&b.sector) {
             Some(p)
@@ -500,6 +623,9 @@ impl Tracker {
                 requeues: 0,
                 merges: 0,
                 kept: vec![q],
+                phase: None,
+                outside_btt: false,
+                queue_name: None,
             })
         };
         let issuer = match &pending {
@@ -508,11 +634,42 @@ impl Tracker {
             None => me,
         };
         let mut wait_index = None;
-        if let Some(p) = &pending {
+        if let Some(p) = pending.as_mut() {
+            // the queue served right before this dispatch (on its CPU, within 1 ms)
+            p.queue_name = d
+                .last_queue
+                .as_ref()
+                .filter(|(at, cpu, _)| *cpu == ev.cpu && ev.ts.saturating_sub(*at) <= 1_000_000)
+                .map(|(_, _, q)| q.clone());
+        }
+        let measured_pending = match (pending.as_mut(), measured) {
+            (Some(p), Some((phase, wait))) => {
+                // btt's phase for this dispatch: the wait starts where the phase does
+                p.start = ev.ts.saturating_sub(wait);
+                p.phase = Some(phase);
+                Some(&*p)
+            }
+            (Some(p), None) => match p.insert {
+                // btt never saw its bios queued: the same I2D, from its own I
+                Some((at, _)) => {
+                    p.start = at;
+                    p.phase = Some(Phase::I2D);
+                    p.outside_btt = true;
+                    Some(&*p)
+                }
+                None => {
+                    d.unmeasured += 1;
+                    None
+                }
+            },
+            (None, _) => None,
+        };
+        if let Some(p) = measured_pending {
             let wait = ev.ts.saturating_sub(p.start);
             d.waits.push(wait);
             if wait >= self.threshold {
                 let passed = passed_since(d, p.start, ev.ts);
+                let decisions = Decisions::between(&d.decisions, p.start, ev.ts);
                 let mut messages: Vec<Kept> = d.recent_messages.iter().cloned().collect();
                 messages.retain(|m| m.ts >= p.start);
                 wait_index = Some(self.waits.len());
@@ -527,6 +684,7 @@ impl Tracker {
                     passed,
                     complete: None,
                     messages,
+                    decisions,
                     messages_due: u8::try_from(MESSAGES_AROUND).unwrap_or(u8::MAX),
                 });
             }
@@ -568,6 +726,8 @@ impl Tracker {
             for p in std::mem::take(&mut d.pending).into_values() {
                 if end.saturating_sub(p.start) >= self.threshold {
                     let passed = passed_since(d, p.start, end);
+                    let decisions =
+                        Decisions::between(&d.decisions, p.start, end.saturating_add(1));
                     self.waits.push(Wait {
                         dev,
                         req: p,
@@ -578,6 +738,7 @@ impl Tracker {
                         passed,
                         complete: None,
                         messages: d.recent_messages.iter().cloned().collect(),
+                        decisions,
                         messages_due: 0,
                     });
                 }
@@ -591,6 +752,9 @@ impl Tracker {
                     waits: d.waits.len(),
                     messages: d.messages,
                     bfq_messages: d.bfq_messages,
+                    decisions: d.decisions_seen,
+                    phase_max: self.phases.max.get(&dev).copied().unwrap_or_default(),
+                    unmeasured: d.unmeasured,
                 },
             );
         }
@@ -624,6 +788,23 @@ fn passed_since(d: &Device, start: Ts, end: Ts) -> Passed {
     p.by_issuer
         .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.pid.cmp(&b.0.pid)));
     p
+}
+
+/// Drops scheduler decisions older than every pending wait (amortized, as [`trim_log`]).
+fn trim_decisions(d: &mut Device) {
+    d.decisions_seen += 1;
+    if d.decisions.len() < d.decisions_mark.max(4096) {
+        return;
+    }
+    let oldest = d.pending.values().map(|p| p.start).min();
+    match oldest {
+        Some(t) => {
+            let keep_from = d.decisions.partition_point(|x| x.0 < t);
+            d.decisions.drain(..keep_from);
+        }
+        None => d.decisions.clear(),
+    }
+    d.decisions_mark = d.decisions.len() * 2;
 }
 
 /// Drops dispatches older than every pending wait (amortized: only when the log doubled).
