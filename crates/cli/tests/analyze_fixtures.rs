@@ -595,6 +595,25 @@ fn idle_while_runnable_pinned_hogs_are_found_and_healthy_is_silent() {
             .all(|f| f["severity"] == "low"),
         "{r:#}"
     );
+    // runqueue-starvation names the cause of the periodic task's waits: its recorded
+    // affinity kept it on the busy CPU 1 while CPU 0 (forbidden to it) idled through them;
+    // fair among the pinned tasks, so low
+    let rs = findings(&r, "runqueue-starvation");
+    assert!(!rs.is_empty(), "{r:#}");
+    for f in &rs {
+        assert_eq!(cause_kind(f), "affinity", "{f}");
+        assert!(
+            measure(f, "worst_wait_disallowed_cpus_idle_ns") * 2 >= measure(f, "worst_wait_ns"),
+            "{f}"
+        );
+        assert!(
+            f["cause"]["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("Affinity: the victim may run only on CPUs 1"),
+            "{f}"
+        );
+    }
     // the recording's own command line pins cyclictest (`-- taskset -c 1 cyclictest …`):
     // CPU 0 idling beside it is no balancing failure
     let r = analyze(&fixture("fixtures/sched/starve.perf.data"), &[]);

@@ -38,7 +38,7 @@ use stallscope_timeline::timeline::MAX_CPUS;
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
 
 use super::fmt::{dur, i, permille, ratio_permille};
-use super::sched::{describe_prio, nice_of_prio, weight_of_nice};
+use super::sched::{cpu_list_contains, describe_prio, nice_of_prio, weight_of_nice};
 use crate::evidence::{keep, keep_into, render, Kept, KeptCopy, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
@@ -159,6 +159,15 @@ sentence):
 - `throttled`: the victim's cgroup has a recorded bandwidth limit (`cpu.cfs_quota_us`,
   `cpu.max`) and its CPU idled or others ran while it was queued; or a real-time victim waited
   behind fair tasks or an idle CPU (RT throttling, the fair server: by design, so low).
+- `interrupt_time`: interrupt and softirq handlers (`irq:irq_handler_entry/exit`,
+  `irq:softirq_entry/exit` recorded: `stallscope record --events sched,irq,softirq`) ran at
+  least half of the wait on the victim's CPU; handler time shows as the running task's, so
+  this is decided before any weight. At most medium.
+- `affinity`: the victim's recorded affinity (`stallscope record` stores each task's allowed
+  CPUs) leaves out CPUs that idled, summed, at least half of the wait
+  (`worst_wait_disallowed_cpus_idle_ns`), and no weight explains the wait: the balancer
+  could have moved it but for its affinity. Low when the wait was fair among the tasks of
+  its own CPU (the pinning is the configuration), else at most medium.
 - `not_explained_by_weights`: equal effective weights, and yet the victim was owed more than
   fair sharing allows (the EEVDF pick kept choosing another task; the vruntime gap when the
   trace carries vruntime).
@@ -295,6 +304,13 @@ struct Wait {
     /// CPU time the victim was owed on the CPUs it left during the wait, per weighting (the
     /// current CPU's share is added when the wait ends or moves).
     owed: Trio,
+    /// The current CPU's interrupt time counter when the wait arrived there, and the
+    /// interrupt time on the CPUs it left.
+    irq_from: u64,
+    irq_ns: u64,
+    /// For a victim with recorded affinity: the idle time counters of the CPUs it may not
+    /// use, summed, when the wait started.
+    others_idle_from: Option<u64>,
 }
 
 impl Wait {
@@ -325,6 +341,9 @@ impl Wait {
             clock_from: Reading::default(),
             clock_since: 0,
             owed: [0; 3],
+            irq_from: 0,
+            irq_ns: 0,
+            others_idle_from: None,
         })
     }
 
@@ -470,6 +489,33 @@ struct CpuRun {
     runner_prio: i32,
     /// Fair-share clock of the CPU's runnable set (meaningful while it has waiters).
     clock: FairClock,
+    /// Idle time up to `since` (the idle interval in progress is not in it).
+    idle_total: u64,
+    /// Interrupt and softirq handler nesting, since when the outermost one runs, and the
+    /// handler time up to then.
+    irq_depth: u32,
+    irq_since: Ts,
+    irq_total: u64,
+}
+
+impl CpuRun {
+    /// Idle time of the CPU up to `ts`.
+    #[inline]
+    fn idle_at(&self, ts: Ts) -> u64 {
+        match self.runner {
+            Some(0) => self.idle_total + ts.saturating_sub(self.since),
+            _ => self.idle_total,
+        }
+    }
+
+    /// Interrupt and softirq handler time of the CPU up to `ts`.
+    #[inline]
+    fn irq_at(&self, ts: Ts) -> u64 {
+        match self.irq_depth {
+            0 => self.irq_total,
+            _ => self.irq_total + ts.saturating_sub(self.irq_since),
+        }
+    }
 }
 
 /// Why a wait was flagged (see the module docs).
@@ -576,6 +622,8 @@ pub struct RunqueueStarvation {
     weight_ratio: u64,
     /// The latest switch time (the trace's end, for waits still going on).
     last_ts: Ts,
+    /// Recorded affinity (CPU list) of the tasks it leaves CPUs out for.
+    pinned: FxHashMap<Tid, String>,
 }
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
@@ -607,11 +655,47 @@ impl RunqueueStarvation {
             fair_lag_slices: p.get("fair_lag_slices"),
             weight_ratio: p.get("weight_ratio"),
             last_ts: 0,
+            pinned: FxHashMap::default(),
         }
     }
 
     fn cpu(&mut self, c: Cpu) -> &mut CpuRun {
         crate::per_task::per_cpu(&mut self.cpus, c)
+    }
+
+    /// Idle time up to `ts`, summed over the CPUs seen that the CPU list `allowed` leaves
+    /// out (out of line: only for tasks with recorded affinity).
+    #[inline(never)]
+    fn others_idle(&self, allowed: &str, ts: Ts) -> u64 {
+        self.cpus
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| cpu_list_contains(allowed, *c as u32) == Some(false))
+            .map(|(_, run)| run.idle_at(ts))
+            .sum()
+    }
+
+    /// An interrupt or softirq handler entry or exit, or a custom event with a vruntime
+    /// (out of line: rare, and kept out of the per-event code).
+    #[inline(never)]
+    fn on_generic(&mut self, ev: &Event, g: &stallscope_model::GenericEvent) {
+        let entry = match g.name.as_str() {
+            "irq_handler_entry" | "softirq_entry" => true,
+            "irq_handler_exit" | "softirq_exit" => false,
+            _ => return self.note_custom_vruntime(g),
+        };
+        let run = self.cpu(ev.cpu);
+        if entry {
+            if run.irq_depth == 0 {
+                run.irq_since = ev.ts;
+            }
+            run.irq_depth = run.irq_depth.saturating_add(1).min(16);
+        } else if run.irq_depth > 0 {
+            run.irq_depth -= 1;
+            if run.irq_depth == 0 {
+                run.irq_total += ev.ts.saturating_sub(run.irq_since);
+            }
+        }
     }
 
     #[inline(always)]
@@ -680,6 +764,7 @@ impl RunqueueStarvation {
                     wait.idle_ns += ts.saturating_sub(run.since.max(wait.since));
                 }
             }
+            run.idle_total += ts.saturating_sub(run.since);
             run.since = ts;
             run.switch_in.clear();
         }
@@ -792,6 +877,9 @@ impl RunqueueStarvation {
         }
         let no_cgroups = self.cgroup_factor.is_empty();
         let run = self.cpu(c);
+        if prev == 0 && runner == Some(0) {
+            run.idle_total += ts.saturating_sub(since);
+        }
         // the set's weight changes with the runner unless both are fair tasks of one priority
         // (without recorded cgroups, the priority decides the weight)
         let same_weight = no_cgroups
@@ -873,11 +961,20 @@ impl RunqueueStarvation {
             run.queued_w = fair::add(run.queued_w, class.weights());
         }
         self.reset_set(cpu, ev.ts);
-        let now = self.cpus[cpu as usize].clock.reading(ev.ts);
+        let run = &mut self.cpus[cpu as usize];
+        let now = run.clock.reading(ev.ts);
+        let irq_from = run.irq_at(ev.ts);
+        let others_idle_from = match self.pinned.is_empty() {
+            true => None,
+            false => self.pinned.get(&tid).map(|l| self.others_idle(l, ev.ts)),
+        };
         if let Some(w) = self.tasks.at_mut(at).wait.as_deref_mut() {
             w.class = class;
             w.clock_from = now;
             w.clock_since = ev.ts;
+            w.irq_from = irq_from;
+            w.irq_ns = 0;
+            w.others_idle_from = others_idle_from;
         }
     }
 
@@ -971,10 +1068,14 @@ impl RunqueueStarvation {
                 None => from_reading.value_at(since),
             };
             let owed_from = fair::owed(class.weights(), from_reading.value_at(since), here);
+            let irq_old = self.cpus.get(from as usize).map_or(0, |r| r.irq_at(ev.ts));
+            let irq_new = self.cpus.get(to as usize).map_or(0, |r| r.irq_at(ev.ts));
             if let Some(w) = self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
                 w.owed = fair::add(w.owed, owed_from);
                 w.clock_from = now_to;
                 w.clock_since = ev.ts;
+                w.irq_ns += irq_old.saturating_sub(w.irq_from);
+                w.irq_from = irq_new;
             }
         }
         // a preempted culprit is itself a waiter: it may also be leaving other waiters' CPU
@@ -1080,6 +1181,14 @@ impl RunqueueStarvation {
                     f.higher_class_ns = f.higher_class_ns.saturating_add(k.run_ns);
                 }
             }
+        }
+        let end = wait.since.saturating_add(waited);
+        if let Some(run) = self.cpus.get(wait.cpu as usize) {
+            f.irq_ns = wait.irq_ns + run.irq_at(end).saturating_sub(wait.irq_from);
+        }
+        if let (Some(from), Some(list)) = (wait.others_idle_from, self.pinned.get(&victim)) {
+            f.pinned = true;
+            f.other_idle_ns = self.others_idle(list, end).saturating_sub(from);
         }
         if let Some(sys) = &self.system {
             f.context = sys.tasks.iter().any(|t| !t.cgroups.is_empty());
@@ -1333,11 +1442,21 @@ impl RunqueueStarvation {
             w.cause,
             CauseKind::NotExplainedByWeights | CauseKind::ContextNotRecorded
         ) && !w.facts.majority;
-        let severity = if suspect {
+        // a pinned victim whose wait was fair among the tasks of its CPUs waited by its
+        // configuration: reported low; interrupt time and affinity are at most medium (no
+        // task took what the victim was owed)
+        let pinned_fair = w.cause == CauseKind::Affinity && w.facts.owed[EFFECTIVE] < w.facts.bound;
+        let not_a_task = matches!(w.cause, CauseKind::Affinity | CauseKind::InterruptTime);
+        let severity = if suspect || pinned_fair {
             FindingSeverity::Low
+        } else if not_a_task
+            && (w.wait >= self.judge.threshold || (rhythm_repeats && missed_permille >= 10))
+        {
+            FindingSeverity::Medium
         } else if (w.wait >= self.high || (rhythm_repeats && missed_permille >= 100))
             && !self_lowered
             && !shared
+            && !not_a_task
         {
             FindingSeverity::High
         } else if w.wait >= self.judge.threshold || (rhythm_repeats && missed_permille >= 10) {
@@ -1442,6 +1561,13 @@ impl RunqueueStarvation {
         );
         m.insert("fair_lag_bound_ns".into(), i(w.facts.bound));
         m.insert("worst_wait_censored".into(), i(u64::from(w.censored)));
+        m.insert("worst_wait_irq_ns".into(), i(w.facts.irq_ns));
+        if w.facts.pinned {
+            m.insert(
+                "worst_wait_disallowed_cpus_idle_ns".into(),
+                i(w.facts.other_idle_ns),
+            );
+        }
         for (k, n) in g.ends.iter().enumerate() {
             let name = [
                 "ended_culprit_blocked",
@@ -1669,6 +1795,22 @@ impl RunqueueStarvation {
                 dur(f.idle_ns)
             ),
             CauseKind::FairShare => format!("Fair sharing of a saturated CPU: the victim was {owed}."),
+            CauseKind::InterruptTime => format!(
+                "Interrupt time: interrupt and softirq handlers ran {} of the {} wait on CPU {} (irq/softirq events); a handler runs in whatever task's context is current, so its time shows as that task's run time. Find the source with `perf record -e irq:irq_handler_entry -e irq:softirq_entry -a` or /proc/interrupts and steer it off this CPU (/proc/irq/N/smp_affinity, RPS/RFS for network softirqs).",
+                dur(f.irq_ns),
+                dur(f.waited),
+                w.end_cpu
+            ),
+            CauseKind::Affinity => {
+                let list = self.pinned.get(&victim).cloned().unwrap_or_default();
+                format!(
+                    "Affinity: the victim may run only on CPUs {list} (its recorded affinity); the CPUs it may not use idled {} (summed over them) during its {} wait on CPU {}, where it was {owed}. The load balancer could have moved it there but for its affinity: widen it (`taskset -pc LIST {victim}`, the cpuset's cpuset.cpus) or move the other load off CPU {}.",
+                    dur(f.other_idle_ns),
+                    dur(f.waited),
+                    w.end_cpu,
+                    w.end_cpu
+                )
+            }
         }
     }
 
@@ -1854,10 +1996,11 @@ impl Detector for RunqueueStarvation {
                     }
                 }
             }
-            EventKind::Generic(g) => self.note_custom_vruntime(g),
+            EventKind::Generic(g) => self.on_generic(ev, g),
             EventKind::Lost { .. } => {
-                // the CPU's runner is unknown until its next switch
-                self.cpu(ev.cpu);
+                // the CPU's runner is unknown until its next switch, and so is whether a
+                // handler runs
+                self.cpu(ev.cpu).irq_depth = 0;
                 self.set_runner(ev.cpu, None, ev.ts);
             }
             _ => {}
@@ -1929,6 +2072,14 @@ impl Detector for RunqueueStarvation {
         for t in &system.tasks {
             if let Some(f) = fair::cgroup_factor(&t.cgroups) {
                 self.cgroup_factor.insert(t.pid, f);
+            }
+            // affinity that leaves out some of the machine's CPUs
+            let leaves_out = |l: &str| match system.nr_cpus {
+                Some(n) => (0..n).any(|c| cpu_list_contains(l, c) == Some(false)),
+                None => false,
+            };
+            if let Some(l) = t.cpus_allowed.as_deref().filter(|l| leaves_out(l)) {
+                self.pinned.insert(t.pid, l.to_string());
             }
         }
         self.system = Some(system.clone());

@@ -306,6 +306,12 @@ pub enum CauseKind {
     /// The victim's cgroup has a CFS bandwidth limit (recorded quota), or a real-time victim
     /// waited behind fair tasks (RT bandwidth control: the fair server, RT throttling).
     Throttled,
+    /// Interrupt and softirq handlers took at least half of the wait on the victim's CPU
+    /// (irq / softirq events recorded).
+    InterruptTime,
+    /// The victim's recorded affinity kept it on its busy CPU while CPUs it may not use
+    /// idled for at least half of the wait.
+    Affinity,
     /// Equal effective weights, and the victim was owed more than fair sharing allows.
     NotExplainedByWeights,
     /// Equal nice weights, owed more than fair sharing allows, and no cgroup context recorded.
@@ -325,6 +331,8 @@ impl CauseKind {
             CauseKind::NiceWeight => "nice_weight",
             CauseKind::CgroupWeight => "cgroup_weight",
             CauseKind::Throttled => "throttled",
+            CauseKind::InterruptTime => "interrupt_time",
+            CauseKind::Affinity => "affinity",
             CauseKind::NotExplainedByWeights => "not_explained_by_weights",
             CauseKind::ContextNotRecorded => "context_not_recorded",
             CauseKind::MissingEvents => "missing_events",
@@ -363,12 +371,22 @@ pub struct WaitFacts {
     pub context: bool,
     /// How many times larger a weight must be to explain a wait.
     pub weight_ratio: u64,
+    /// Time the victim's CPU spent in interrupt and softirq handlers during the wait.
+    pub irq_ns: u64,
+    /// The victim's affinity is recorded and leaves out some CPUs.
+    pub pinned: bool,
+    /// Idle time, summed over the CPUs the victim may not use, during the wait.
+    pub other_idle_ns: u64,
 }
 
 /// The cause of a flagged wait (see the module docs and `explain runqueue-starvation`).
 pub fn decide(f: &WaitFacts) -> CauseKind {
     if f.higher_class_ns.saturating_mul(2) >= f.waited && f.higher_class_ns > 0 {
         return CauseKind::HigherClass;
+    }
+    if f.irq_ns > 0 && f.irq_ns.saturating_mul(2) >= f.waited {
+        // handlers run in whatever task's context was current: they look like its run time
+        return CauseKind::InterruptTime;
     }
     if f.victim_rt.is_some() {
         // a real-time task behind fair tasks: RT bandwidth control (fair server, throttling)
@@ -392,6 +410,10 @@ pub fn decide(f: &WaitFacts) -> CauseKind {
             true => CauseKind::CgroupWeight,
             false => CauseKind::NiceWeight,
         };
+    }
+    if f.pinned && f.other_idle_ns.saturating_mul(2) >= f.waited {
+        // CPUs it may not use idled: the balancer could have moved it but for its affinity
+        return CauseKind::Affinity;
     }
     if f.owed[EFFECTIVE] < f.bound {
         return CauseKind::FairShare;

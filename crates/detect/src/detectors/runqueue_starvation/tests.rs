@@ -509,3 +509,92 @@ fn a_wait_still_going_on_at_the_end_is_a_lower_bound() {
         f.title
     );
 }
+
+#[test]
+fn interrupt_handlers_that_take_most_of_the_wait_are_interrupt_time() {
+    // an equal-weight task runs on CPU 1 while softirq handlers take 38 of the 60 ms wait
+    let mut tr = Trace::new();
+    let hog0 = t("hog", 100, 120);
+    tr.sw(0, 1, idle(), "R", hog0);
+    tr.wake(MS, 1, 100, victim(), 1);
+    tr.generic(2 * MS, 1, 100, "softirq_entry", vec![]);
+    tr.generic(3 * MS, 1, 100, "irq_handler_entry", vec![]); // nested: counted once
+    tr.generic(4 * MS, 1, 100, "irq_handler_exit", vec![]);
+    tr.generic(40 * MS, 1, 100, "softirq_exit", vec![]);
+    tr.generic(50 * MS, 0, 0, "softirq_entry", vec![]); // another CPU: not the victim's
+    tr.generic(55 * MS, 0, 0, "softirq_exit", vec![]);
+    tr.sw(61 * MS, 1, hog0, "R+", victim());
+    let f = run(ID, &[], &tr);
+    let f = only(&f);
+    assert_eq!(cause(f), "interrupt_time");
+    assert_eq!(m(f, "worst_wait_irq_ns"), 38_000_000);
+    assert_eq!(
+        f.severity,
+        FindingSeverity::Medium,
+        "no task took it: at most medium"
+    );
+    assert!(f.hint.starts_with("Interrupt time: interrupt and softirq handlers ran 38.000 ms of the 60.000 ms wait on CPU 1"), "{}", f.hint);
+    // handlers for less than half of the wait do not decide it
+    let mut tr = Trace::new();
+    tr.sw(0, 1, idle(), "R", hog0);
+    tr.wake(MS, 1, 100, victim(), 1);
+    tr.generic(2 * MS, 1, 100, "softirq_entry", vec![]);
+    tr.generic(20 * MS, 1, 100, "softirq_exit", vec![]);
+    tr.sw(61 * MS, 1, hog0, "R+", victim());
+    let f = run(ID, &[], &tr);
+    assert_eq!(cause(only(&f)), "context_not_recorded");
+    assert_eq!(m(only(&f), "worst_wait_irq_ns"), 18_000_000);
+}
+
+#[test]
+fn a_pinned_victim_beside_an_idle_cpu_is_affinity() {
+    // CPU 0 idles from 0; the victim may only run on CPU 1 (recorded), where an equal
+    // task keeps the CPU for 60 ms
+    let sys = |allowed: &str| stallscope_model::SystemContext {
+        nr_cpus: Some(2),
+        tasks: vec![stallscope_model::TaskContext {
+            pid: 200,
+            cpus_allowed: Some(allowed.into()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let hog0 = t("hog", 100, 120);
+    let mut tr = Trace::new();
+    tr.sw(0, 0, other(), "S", idle());
+    tr.sw(0, 1, idle(), "R", hog0);
+    tr.wake(MS, 1, 100, victim(), 1);
+    tr.sw(61 * MS, 1, hog0, "R+", victim());
+    let f = crate::testutil::run_with(ID, &[], &tr, Some(sys("1")));
+    let f = only(&f);
+    assert_eq!(cause(f), "affinity");
+    assert_eq!(m(f, "worst_wait_disallowed_cpus_idle_ns"), 60_000_000);
+    assert_eq!(
+        f.severity,
+        FindingSeverity::Medium,
+        "owed more than fair: at most medium"
+    );
+    assert!(
+        f.hint
+            .starts_with("Affinity: the victim may run only on CPUs 1"),
+        "{}",
+        f.hint
+    );
+    // allowed everywhere: not affinity (and not pinned)
+    let f = crate::testutil::run_with(ID, &[], &tr, Some(sys("0-1")));
+    let f = only(&f);
+    assert_ne!(cause(f), "affinity");
+    assert!(!f
+        .measures
+        .contains_key("worst_wait_disallowed_cpus_idle_ns"));
+    // fair sharing among the tasks pinned to CPU 1 beside the idle CPU 0: reported, low
+    let mut tr = round_robin(6, 400);
+    tr.sw(0, 0, other(), "S", idle());
+    let f = crate::testutil::run_with(ID, &[], &tr, Some(sys("1")));
+    assert!(!f.is_empty());
+    assert!(
+        f.iter()
+            .all(|f| cause(f) == "affinity" && f.severity == FindingSeverity::Low),
+        "{f:#?}"
+    );
+}
