@@ -297,6 +297,7 @@ impl Timeline {
     }
 
     /// Feeds one event; transitions go to `sink`.
+    #[inline(always)]
     pub fn process<F: FnMut(Transition)>(&mut self, ev: &Event, sink: &mut F) {
         match &ev.kind {
             EventKind::Switch(s) => self.switch(ev, s, sink),
@@ -402,6 +403,7 @@ impl Timeline {
         }
     }
 
+    #[inline(always)]
     fn switch<F: FnMut(Transition)>(&mut self, ev: &Event, s: &Switch, sink: &mut F) {
         let Some(c) = self.cpu_index(ev) else { return };
         let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
