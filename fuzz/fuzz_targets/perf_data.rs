@@ -2,7 +2,7 @@
 //! or the first error. Any panic, hang or huge allocation is a bug.
 //!
 //! `cargo +nightly fuzz run perf_data` (seed corpus: the samples in
-//! `shared/reference/samples/perf/` and `crates/read/tests/data/`, decompressed).
+//! `fixtures/samples/perf/` and `crates/read/tests/data/`, decompressed).
 
 #![no_main]
 

@@ -2,7 +2,7 @@
 //! or the first error. Any panic, hang or huge allocation is a bug.
 //!
 //! `cargo +nightly fuzz run tracedat` (seed corpus: `fixtures/tracedat/*.dat` and the
-//! decompressed `*.dat.xz`, `shared/reference/samples/tracecmd/`). Inputs this small are
+//! decompressed `*.dat.xz`, `fixtures/samples/tracecmd/`). Inputs this small are
 //! decoded in the calling thread (no worker threads).
 
 #![no_main]

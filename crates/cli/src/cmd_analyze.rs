@@ -18,7 +18,7 @@ use stallscope::detect::registry::{self, Entry};
 use stallscope::detect::{Engine, Params};
 use stallscope::model::{
     time::parse_secs_frac, Capabilities, DataQuality, Finding, FindingSeverity, Report,
-    ReportInput, TraceMeta, Ts,
+    ReportInput, Tid, TraceMeta, Ts,
 };
 use stallscope::profile_analysis::ProfileInputs;
 use stallscope::read::profile::KernelSymbolSource;
@@ -32,6 +32,15 @@ static FAIL_ON_MATCHED: AtomicBool = AtomicBool::new(false);
 /// True when the last `analyze` run found a finding at or above its `--fail-on` severity.
 pub fn failed() -> bool {
     FAIL_ON_MATCHED.load(Ordering::Relaxed)
+}
+
+/// Set when `--fail-on` was given and nothing could be analyzed (or the filters match
+/// nothing): a gate must not pass on nothing.
+static GATE_ON_NOTHING: AtomicBool = AtomicBool::new(false);
+
+/// True when the last `analyze` run had `--fail-on` and analyzed nothing (exit 2).
+pub fn gated_on_nothing() -> bool {
+    GATE_ON_NOTHING.load(Ordering::Relaxed)
 }
 
 /// Arguments of `stallscope analyze`.
@@ -349,6 +358,13 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         symbol_notes,
         profile_dq,
     } = pass;
+    let cpus_seen = engine.cpus_seen();
+    let pids_unseen: Vec<Tid> = pids
+        .iter()
+        .flatten()
+        .copied()
+        .filter(|&p| engine.task_seen(p) == (false, true))
+        .collect();
     let result = engine.finish();
     let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
     dq.merge(&profile_dq);
@@ -409,6 +425,18 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .is_none_or(|set| f.tasks.iter().any(|t| set.contains(&t.pid)))
     };
     stallscope::profile_analysis::explain_skipped(&mut report.skipped);
+    let nr_cpus = metas_after
+        .iter()
+        .filter_map(|m| m.nr_cpus)
+        .max()
+        .unwrap_or(0)
+        .max(cpus_seen);
+    report.nothing_analyzed = nothing_analyzed(
+        &report,
+        (args.time.as_deref(), cpus.as_ref(), nr_cpus),
+        (pids.as_ref(), &pids_unseen),
+        text_profiles.profiles_only,
+    );
     report.findings.retain(keep);
     report.sort_findings();
     let text_inputs: Vec<(String, bool)> = metas_after
@@ -420,6 +448,12 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         if report.findings.iter().any(|f| f.severity >= min) {
             FAIL_ON_MATCHED.store(true, Ordering::Relaxed);
         }
+        if report.nothing_analyzed.is_some() {
+            GATE_ON_NOTHING.store(true, Ordering::Relaxed);
+        }
+    }
+    if let Some(why) = &report.nothing_analyzed {
+        eprintln!("stallscope analyze: nothing analyzed: {why}");
     }
     if let Some(path) = &args.html {
         write_html(args, &report, time, path)?;
@@ -440,6 +474,45 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Why nothing was analyzed (no event read, none in the `--time` range) or why a filter
+/// (`--cpu`, `--pid`) matches nothing in the inputs; `None` when something was analyzed.
+fn nothing_analyzed(
+    report: &Report,
+    (time, cpus, nr_cpus): (Option<&str>, Option<&BTreeSet<u32>>, u32),
+    (pids, pids_unseen): (Option<&BTreeSet<Tid>>, &[Tid]),
+    profiles_only: bool,
+) -> Option<String> {
+    let caps = &report.capabilities;
+    if caps.events_read == 0 && !profiles_only {
+        return Some(match time {
+            Some(t) => format!(
+                "no event of the inputs lies in the --time range {t} (see `stallscope info` for the trace's time range)"
+            ),
+            None => "the inputs hold no event stallscope could read (see data quality; `stallscope info` lists what the files contain)".to_string(),
+        });
+    }
+    if let Some(set) = cpus.filter(|_| nr_cpus > 0) {
+        if set.iter().all(|&c| c >= nr_cpus) {
+            return Some(format!(
+                "--cpu names no CPU of the inputs (they have CPUs 0-{})",
+                nr_cpus - 1
+            ));
+        }
+    }
+    if let Some(set) = pids {
+        if !set.is_empty() && set.iter().all(|p| pids_unseen.contains(p)) {
+            return Some(format!(
+                "--pid names no task of the inputs ({} never appears in their scheduler events)",
+                set.iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    None
 }
 
 /// Writes the `--html` page: the windows around the findings come from a second pass over

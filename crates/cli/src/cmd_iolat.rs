@@ -260,6 +260,15 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
             (iolat.finish(), dq)
         }
     };
+    let c = &report.counts;
+    if c.bios == 0 && c.requests == 0 && c.flushes == 0 {
+        return Err(CliError::missing(
+            "iolat",
+            &args.input.files,
+            "no block request events (iolat needs block_bio_queue / Q and block_rq_issue / D, with block_rq_insert, block_getrq and block_rq_complete for the other phases)",
+            "stallscope record --events block,block:block_getrq -o trace.dat -- COMMAND` or `blktrace -d DEV",
+        ));
+    }
     match args.format {
         OutputFormat::Text => write_text(out, &report, by, &dq)?,
         OutputFormat::Json => {

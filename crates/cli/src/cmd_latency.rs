@@ -212,6 +212,21 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
             (report, dq)
         }
     };
+    if report.tasks.is_empty() {
+        return Err(match args.cpu {
+            Some(c) if report.stats.events > 0 => CliError::filtered_out(
+                "latency",
+                &args.input.files,
+                &format!("no task was switched in on CPU {c} (--cpu)"),
+            ),
+            _ => CliError::missing(
+                "latency",
+                &args.input.files,
+                "no sched_switch events (latency needs sched_switch, and sched_waking or sched_wakeup for the delays)",
+                "perf sched record -- COMMAND` or `stallscope record -o trace.dat -- COMMAND",
+            ),
+        });
+    }
     match args.format {
         OutputFormat::Text => write_text(out, &report, &dq)?,
         OutputFormat::Json => {

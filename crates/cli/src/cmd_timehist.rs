@@ -342,6 +342,7 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
         states: Vec::new(),
     };
     let mut first = true;
+    let mut rows = 0u64;
     let mut io_err: Option<std::io::Error> = None;
     match args.format {
         OutputFormat::Text if show_rows => text.header(out)?,
@@ -359,6 +360,7 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
                     return;
                 }
                 th.process(ev, &mut |r| {
+                    rows += 1;
                     if !show_rows || io_err.is_some() {
                         return;
                     }
@@ -402,6 +404,27 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
             out.write_all(&tail.as_bytes()[1..])?;
             out.write_all(b"\n")?;
         }
+    }
+    if rows == 0 {
+        let files = &args.input.files;
+        return Err(match (args.pid, args.cpu) {
+            (Some(p), _) => CliError::filtered_out(
+                "timehist",
+                files,
+                &format!("no context switch of pid {p} (--pid)"),
+            ),
+            (None, Some(c)) => CliError::filtered_out(
+                "timehist",
+                files,
+                &format!("no context switch on CPU {c} (--cpu)"),
+            ),
+            (None, None) => CliError::missing(
+                "timehist",
+                files,
+                "no sched_switch events (timehist needs sched_switch, and sched_waking or sched_wakeup for the scheduling delay)",
+                "perf sched record -- COMMAND` or `stallscope record -o trace.dat -- COMMAND",
+            ),
+        });
     }
     Ok(())
 }

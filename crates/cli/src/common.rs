@@ -58,6 +58,27 @@ pub enum CliError {
     Usage(String),
     /// Writing output failed (a broken pipe exits 0).
     Io(io::Error),
+    /// The inputs lack the events the command measures (exit 2): what is missing and the
+    /// command that records it.
+    Missing(String),
+}
+
+impl CliError {
+    /// [`CliError::Missing`] for `command` on `files`: `what` is missing; `record` records it.
+    pub fn missing(command: &str, files: &[String], what: &str, record: &str) -> CliError {
+        CliError::Missing(format!(
+            "{}: {command} has nothing to measure: {what}; record them with `{record}`",
+            files.join(", ")
+        ))
+    }
+
+    /// [`CliError::Missing`] for a filter of `command` that matches nothing in `files`.
+    pub fn filtered_out(command: &str, files: &[String], what: &str) -> CliError {
+        CliError::Missing(format!(
+            "{}: {command} has nothing to show: {what}",
+            files.join(", ")
+        ))
+    }
 }
 
 impl fmt::Display for CliError {
@@ -66,6 +87,7 @@ impl fmt::Display for CliError {
             CliError::Read(e) => write!(f, "{e}"),
             CliError::Usage(m) => write!(f, "{m}"),
             CliError::Io(e) => write!(f, "writing output: {e}"),
+            CliError::Missing(m) => write!(f, "{m}"),
         }
     }
 }

@@ -91,6 +91,7 @@ fn main() -> ExitCode {
     common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {
+        Ok(()) if cmd_analyze::gated_on_nothing() => ExitCode::from(2),
         Ok(()) if cmd_analyze::failed() => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

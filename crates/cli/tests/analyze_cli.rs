@@ -382,3 +382,110 @@ fn detectors_and_explain() {
     assert!(text.contains("runqueue-starvation.threshold_ns=10000000"));
     assert_eq!(run(&["explain", "nope"]).status.code(), Some(2));
 }
+
+/// One blktrace record (`struct blk_io_trace`, 48 bytes, little-endian) on `cpu`: `action`
+/// of 8 sectors at sector 100 of device 7,0.
+fn blk_record(cpu: u32, seq: u32, ts: u64, action: u32) -> Vec<u8> {
+    let mut b = Vec::with_capacity(48);
+    b.extend_from_slice(&0x6561_7407u32.to_le_bytes()); // magic | version 7
+    b.extend_from_slice(&seq.to_le_bytes());
+    b.extend_from_slice(&ts.to_le_bytes());
+    b.extend_from_slice(&100u64.to_le_bytes()); // sector
+    b.extend_from_slice(&4096u32.to_le_bytes()); // bytes
+    b.extend_from_slice(&action.to_le_bytes());
+    b.extend_from_slice(&42u32.to_le_bytes()); // pid
+    b.extend_from_slice(&(7u32 << 20).to_le_bytes()); // device 7,0
+    b.extend_from_slice(&cpu.to_le_bytes());
+    b.extend_from_slice(&0u16.to_le_bytes()); // error
+    b.extend_from_slice(&0u16.to_le_bytes()); // pdu_len
+    b
+}
+
+#[test]
+fn an_event_naming_an_impossible_cpu_is_counted_not_allocated_for() {
+    // A 48-byte blktrace file whose one record names CPU 0xFFFFFFFF made `analyze` try to
+    // allocate up to 1 TiB (every detector's per-CPU table grew to it) and abort. It is now
+    // skipped and counted as data quality; the same file's other commands were fine.
+    let dir = std::env::temp_dir().join(format!("ss-badcpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("dev.blktrace.0");
+    // a queue on CPU 0, then a completion (what made the old build abort) on CPU 2^32 − 1
+    let mut bytes = blk_record(0, 1, 1_000, 0x0012_0001);
+    bytes.extend(blk_record(u32::MAX, 2, 2_000, 0x0081_0008));
+    std::fs::write(&file, &bytes).unwrap();
+    let out = run(&["analyze", "--format", "json", file.to_str().unwrap()]);
+    assert!(
+        out.status.code().is_some_and(|c| c == 0 || c == 2),
+        "no abort: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let dq = v["data_quality"].to_string();
+    assert!(dq.contains("event_cpu_out_of_range"), "{dq}");
+    assert!(dq.contains("names CPU 4294967295"), "{dq}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_gate_never_passes_on_nothing() {
+    // A --time range outside the trace, a --cpu or --pid the trace does not have, or inputs
+    // with no readable event: the report says so (JSON `nothing_analyzed`, text, stderr)
+    // and --fail-on exits 2 instead of passing with "Findings: 0".
+    let starve = path("fixtures/sched/starve.perf.data");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--time", "1..2"], "--time range 1..2"),
+        (
+            &["--cpu", "7"],
+            "--cpu names no CPU of the inputs (they have CPUs 0-1)",
+        ),
+        (
+            &["--pid", "99999"],
+            "--pid names no task of the inputs (99999",
+        ),
+    ];
+    for (filter, why) in cases {
+        let mut args = vec!["analyze", "--format", "json"];
+        args.extend_from_slice(filter);
+        args.push(&starve);
+        let out = run(&args);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "without --fail-on it is a report"
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_valid(&v);
+        let said = v["nothing_analyzed"]
+            .as_str()
+            .expect("nothing_analyzed set");
+        assert!(said.contains(why), "{said}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("nothing analyzed"));
+        let mut gated = vec!["analyze", "--fail-on", "low"];
+        gated.extend_from_slice(filter);
+        gated.push(&starve);
+        let out = run(&gated);
+        assert_eq!(out.status.code(), Some(2), "{filter:?}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Nothing analyzed:"));
+    }
+    // a filter that matches the trace is not "nothing", even when it leaves no finding
+    let v = json(&[
+        "analyze", "--format", "json", "--cpu", "0", "--pid", "12897", &starve,
+    ]);
+    assert!(v["nothing_analyzed"].is_null(), "{}", v["nothing_analyzed"]);
+    // a perf.data without readable events (its records cut away)
+    let full = std::fs::read(&starve).unwrap();
+    let data_off = u64::from_le_bytes(full[40..48].try_into().unwrap()) as usize;
+    let mut empty = full[..data_off].to_vec();
+    empty[48..56].copy_from_slice(&0u64.to_le_bytes());
+    let file = std::env::temp_dir().join(format!("ss-empty-{}.data", std::process::id()));
+    std::fs::write(&file, &empty).unwrap();
+    let out = run(&["analyze", "--fail-on", "high", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("the inputs hold no event"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_file(&file);
+}

@@ -26,11 +26,28 @@ fn tmp_dir() -> PathBuf {
 }
 
 #[test]
-fn truncated_perf_data_exits_2_naming_an_offset() {
+fn truncated_perf_data_is_read_to_its_cut_or_exits_2_naming_an_offset() {
     let src = std::fs::read(fixture("starve.perf.data")).unwrap();
     let cut = tmp_dir().join("truncated.perf.data");
-    // Cut in the middle of the data section: records end early.
+    // Cut in the middle of the data section: the records up to the cut are read (as perf
+    // keeps them) and data quality says why the data ends early.
     std::fs::write(&cut, &src[..src.len() * 3 / 5]).unwrap();
+    let o = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("perf_data_incomplete"), "{out}");
+    assert!(out.contains("perf_data_cut_record"), "{out}");
+    // Cut inside the header: nothing to read; exit 2 naming the file and the offset.
+    std::fs::write(&cut, &src[..100]).unwrap();
     let o = stallscope().arg("latency").arg(&cut).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "stderr: {err}");
@@ -156,4 +173,36 @@ fn dump_json_lines_parse() {
         n += 1;
     }
     assert!(n > 100);
+}
+
+#[test]
+fn commands_without_their_events_say_what_is_missing_and_exit_2() {
+    // latency / timehist on a block-only trace, iolat on a scheduler-only one: no empty
+    // table with exit 0, but what is missing and how to record it (exit 2); a filter that
+    // matches nothing says so.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let block = root.join("fixtures/block/tracepoints/block.dat");
+    let sched = fixture("starve.perf.data");
+    let cases: [(&[&str], &Path, &str); 4] = [
+        (&["latency"], &block, "no sched_switch events"),
+        (&["timehist"], &block, "no sched_switch events"),
+        (&["iolat"], &sched, "no block request events"),
+        (
+            &["timehist", "--pid", "999999"],
+            &sched,
+            "no context switch of pid 999999",
+        ),
+    ];
+    for (args, file, what) in cases {
+        let o = stallscope().args(args).arg(file).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+        if !args.contains(&"--pid") && !args.contains(&"--cpu") {
+            assert!(err.contains("record them with `"), "{args:?}: {err}");
+        }
+    }
+    // with its events, exit 0
+    let o = stallscope().arg("latency").arg(&sched).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
 }

@@ -71,15 +71,9 @@ fn finding_titles(input: &Path) -> Vec<String> {
         .collect()
 }
 
+/// perf is there (else the test fails naming the install command; see stallscope-testkit).
 fn perf_installed() -> bool {
-    let ok = Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("\n!!!!!!!! SKIPPED: `perf` is not installed; the block/lost export oracle did not run (apt-get install linux-perf) !!!!!!!!\n");
-    }
-    ok
+    stallscope_testkit::require_perf()
 }
 
 // ---------------------------------------------------------------- perf script text

@@ -135,10 +135,11 @@ fn browser_missing() -> Option<String> {
 #[test]
 fn starvation_report_in_headless_chromium() {
     if let Some(why) = browser_missing() {
-        if std::env::var_os("CI").is_some() {
-            panic!("browser test cannot run in CI: {why}");
-        }
-        eprintln!("skipped (not in CI): {why}");
+        stallscope_testkit::require(
+            &format!("the browser test's prerequisites ({why})"),
+            false,
+            "apt-get install chromium nodejs; cd tests/browser && npm ci",
+        );
         return;
     }
     let rel = "fixtures/detectors/runqueue-starvation/nice.perf.data";

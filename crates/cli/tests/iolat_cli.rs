@@ -103,7 +103,7 @@ fn bad_by_is_a_usage_error_and_missing_file_exits_2() {
 
 #[test]
 fn text_rows_are_btt_rows() {
-    // btt -A on these files prints (shared/reference, btt 2.09):
+    // btt -A on these files prints (btt 2.09 on this machine):
     //   (  7,  0)         0.000003624   0.000135865   0.002772141          34   (D2C)
     let out = run(&[
         "iolat",

@@ -47,15 +47,9 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// perf is there (else the test fails naming the install command; see stallscope-testkit).
 fn perf_installed() -> bool {
-    let ok = Command::new("perf")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        eprintln!("\n!!!!!!!! SKIPPED: `perf` is not installed; the perf oracle tests did not run (apt-get install linux-perf) !!!!!!!!\n");
-    }
-    ok
+    stallscope_testkit::require_perf()
 }
 
 struct Fixture {
@@ -119,7 +113,7 @@ fn reference_sample() -> Option<&'static PathBuf> {
     static UNPACKED: OnceLock<Option<PathBuf>> = OnceLock::new();
     UNPACKED
         .get_or_init(|| {
-            let xz = repo_root().join("../shared/reference/samples/perf/perf_sched.data.xz");
+            let xz = repo_root().join("fixtures/samples/perf/perf_sched.data.xz");
             if !xz.exists() {
                 return None;
             }

@@ -17,7 +17,7 @@ fn repo() -> PathBuf {
 }
 
 fn shared() -> PathBuf {
-    repo().join("../shared/reference/samples/tracecmd")
+    repo().join("fixtures/samples/tracecmd")
 }
 
 fn run(args: &[&str], file: &Path) -> Output {

@@ -26,7 +26,11 @@ fn python(script: &str) -> Option<String> {
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
-            println!("SKIPPED scipy oracle: python3 not runnable ({e})");
+            stallscope_testkit::require(
+                &format!("python3 ({e})"),
+                false,
+                "apt-get install python3-scipy",
+            );
             return None;
         }
     };
@@ -40,7 +44,7 @@ fn python(script: &str) -> Option<String> {
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
         if err.contains("No module named 'scipy'") {
-            println!("SKIPPED scipy oracle: scipy not installed (pip install scipy)");
+            stallscope_testkit::require("scipy", false, "apt-get install python3-scipy");
             return None;
         }
         panic!("python3 failed: {err}");

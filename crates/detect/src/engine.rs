@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashSet;
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, Finding, InputFormat, SystemContext, TaskContext, Tid,
-    TraceMeta, Ts,
+    Comm, DataQuality, Event, EventKind, Finding, InputFormat, Severity, SystemContext,
+    TaskContext, Tid, TraceMeta, Ts,
 };
 use stallscope_timeline::{Timeline, Transition, WakeupSelector};
 
@@ -117,6 +117,28 @@ pub struct Engine {
     events: u64,
     first: Option<Ts>,
     last: Option<Ts>,
+    /// CPU numbers at or above this are corrupt input: their events are skipped
+    /// ([`Engine::cpu_limit_of`]).
+    cpu_limit: u32,
+    /// The engine's own data-quality counters (events skipped for their CPU numbers).
+    dq: DataQuality,
+}
+
+/// CPU limit when an input does not say how many CPUs it had: the kernel's largest
+/// `CONFIG_NR_CPUS`.
+pub const NR_CPUS_MAX: u32 = 8192;
+
+/// The CPU numbers an event names (its own, a wakeup's target, a migration's two): the
+/// largest, for the range check.
+#[inline]
+fn largest_cpu(ev: &Event) -> u32 {
+    match &ev.kind {
+        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+            ev.cpu.max(w.target_cpu.unwrap_or(0))
+        }
+        EventKind::Migrate(m) => ev.cpu.max(m.orig_cpu).max(m.dest_cpu),
+        _ => ev.cpu,
+    }
 }
 
 /// The name of a scheduler event the detectors may need (side-band kinds excluded).
@@ -298,6 +320,30 @@ impl Engine {
             events: 0,
             first: None,
             last: None,
+            cpu_limit: Engine::cpu_limit_of(metas),
+            dq: DataQuality::default(),
+        }
+    }
+
+    /// The first CPU number no event of `metas` can name: the largest CPU count an input
+    /// declares, or [`NR_CPUS_MAX`] when one does not declare it. Only binary formats
+    /// declare the possible CPUs (perf.data `nr_cpus_available`, trace.dat's CPU count); the
+    /// text formats' counts (`#P:`, `nrcpus online`) are of online CPUs, which can leave
+    /// holes, so they bound nothing.
+    fn cpu_limit_of(metas: &[&TraceMeta]) -> u32 {
+        let binary = |m: &TraceMeta| {
+            matches!(
+                m.format,
+                Some(InputFormat::PerfData | InputFormat::PerfPipe | InputFormat::TraceDat)
+            )
+        };
+        let declared: Option<Vec<u32>> = metas
+            .iter()
+            .map(|m| m.nr_cpus.filter(|_| binary(m)))
+            .collect();
+        match declared {
+            Some(v) if !v.is_empty() => v.into_iter().max().unwrap_or(NR_CPUS_MAX).max(1),
+            _ => NR_CPUS_MAX,
         }
     }
 
@@ -361,6 +407,10 @@ impl Engine {
     /// does not depend on how the stream is cut into runs. Events outside the optional time
     /// range are not analyzed.
     pub fn process_run(&mut self, evs: &[Event]) {
+        let limit = self.cpu_limit;
+        if evs.iter().any(|ev| largest_cpu(ev) >= limit) {
+            return self.process_run_skipping_cpus(evs);
+        }
         if let Some((a, b)) = self.time {
             if evs.iter().any(|ev| ev.ts < a || ev.ts > b) {
                 // outside the requested range: not part of the analysis
@@ -371,6 +421,38 @@ impl Engine {
             }
         }
         self.apply_run(evs);
+    }
+
+    /// [`Engine::process_run`] of a run holding events that name a CPU the inputs do not
+    /// have: those are counted and skipped, the runs between them go on (out of line: only
+    /// corrupt input).
+    #[cold]
+    #[inline(never)]
+    fn process_run_skipping_cpus(&mut self, evs: &[Event]) {
+        let limit = self.cpu_limit;
+        for part in evs.split(|ev| largest_cpu(ev) >= limit) {
+            if !part.is_empty() {
+                self.process_run(part);
+            }
+        }
+        for ev in evs.iter().filter(|ev| largest_cpu(ev) >= limit) {
+            self.dq.add(
+                "event_cpu_out_of_range",
+                Severity::Error,
+                "an event names a CPU number the trace does not have (corrupt input); the event is skipped",
+                1,
+                || {
+                    format!(
+                        "input #{} {}: {} names CPU {} (the trace has CPUs 0-{})",
+                        ev.span.input(),
+                        ev.span.pos(),
+                        ev.kind.name(),
+                        largest_cpu(ev),
+                        limit - 1
+                    )
+                },
+            );
+        }
     }
 
     /// [`Engine::process_run`] of events in the time range.
@@ -502,6 +584,19 @@ impl Engine {
         all.into_iter().collect()
     }
 
+    /// CPUs the analyzed scheduler events named (1 + the largest CPU number; 0 without
+    /// scheduler events).
+    pub fn cpus_seen(&self) -> u32 {
+        u32::try_from(self.timeline.cpu_count()).unwrap_or(u32::MAX)
+    }
+
+    /// Whether the analyzed scheduler events named task `tid`, and whether they named any
+    /// task at all (`(false, false)`: no scheduler events to tell).
+    pub fn task_seen(&self, tid: Tid) -> (bool, bool) {
+        let tasks = self.timeline.tasks();
+        (tasks.find(tid).is_some(), !tasks.is_empty())
+    }
+
     /// Ends the analysis.
     pub fn finish(self) -> EngineOutput {
         let events = self.available_events();
@@ -526,9 +621,11 @@ impl Engine {
                 }
             })
             .collect();
+        let mut quality = self.timeline.quality();
+        quality.merge(&self.dq);
         EngineOutput {
             outcomes,
-            quality: self.timeline.quality(),
+            quality,
             events,
             events_read: self.events,
             first_ts: self.first,
@@ -672,6 +769,48 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn events_naming_cpus_the_trace_lacks_are_counted_and_skipped() {
+        // A corrupt CPU number (its own, a wakeup's target, a migration's) must not make
+        // every detector's per-CPU table grow to it: the event is skipped and counted.
+        let meta = TraceMeta {
+            nr_cpus: Some(2),
+            ..perf_data(&["sched:sched_switch", "sched:sched_waking"])
+        };
+        let clean = alternating();
+        let mut bad = alternating();
+        let at = bad.events[3].ts;
+        bad.sw(at, u32::MAX, idle(), "R", t("x", 77, 120))
+            .wake(at, 0, 0, t("y", 78, 120), 0xFFFF_FF00)
+            .migrate(at, 1, t("z", 79, 120), 1, 3);
+        bad.events.sort_by_key(|e| e.ts);
+        let run = |tr: &Trace| {
+            let mut en = engine(&meta, false);
+            for chunk in tr.events.chunks(64) {
+                en.process_run(chunk);
+            }
+            en.finish()
+        };
+        let (good, got) = (run(&clean), run(&bad));
+        assert_eq!(got.quality.count("event_cpu_out_of_range"), 3);
+        assert_eq!(
+            got.events_read, good.events_read,
+            "skipped events are not analyzed"
+        );
+        let findings = |o: &EngineOutput| -> Vec<String> {
+            o.outcomes
+                .iter()
+                .filter_map(|o| o.result.as_ref().ok())
+                .flatten()
+                .map(|f| f.title.clone())
+                .collect()
+        };
+        assert_eq!(findings(&got), findings(&good));
+        // without a declared CPU count the kernel's largest NR_CPUS bounds them
+        assert_eq!(Engine::cpu_limit_of(&[&perf_data(&[])]), NR_CPUS_MAX);
+        assert_eq!(Engine::cpu_limit_of(&[&meta]), 2);
     }
 
     #[test]

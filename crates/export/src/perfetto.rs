@@ -15,7 +15,7 @@
 //! packet  TrackEvent SLICE_END
 //! ```
 //!
-//! Field numbers: shared/reference/formats.md §11.1. Every packet carries the same
+//! Field numbers: Perfetto's trace protos (`protos/perfetto/trace/trace_packet.proto` and the track-event and ftrace-event protos they include). Every packet carries the same
 //! `trusted_packet_sequence_id`; nothing is interned, so no incremental state is needed.
 //!
 //! Streaming: only one not-yet-written bundle per CPU is held (at most [`BUNDLE_EVENTS`]

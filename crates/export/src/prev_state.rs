@@ -3,7 +3,7 @@
 //! by kernel version (Perfetto's trace processor, keyed by `SystemInfo.utsname.release`)
 //! shows the same letters we read.
 //!
-//! Tables (shared/reference/formats.md §6):
+//! Tables (the kernel's `sched_switch` `print fmt`, `include/trace/events/sched.h`, per kernel version):
 //!
 //! ```text
 //! kernel      S  D  T  t  X     Z     P     I     x   K    W    N     preempted (+)

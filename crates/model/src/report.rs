@@ -83,6 +83,10 @@ pub struct Report {
     pub skipped: Vec<SkippedDetector>,
     /// Findings, most severe first.
     pub findings: Vec<crate::Finding>,
+    /// Why nothing could be analyzed, or why the filters match nothing in the inputs
+    /// (`None` when something was analyzed). A CI gate (`--fail-on`) fails on it.
+    #[serde(default)]
+    pub nothing_analyzed: Option<String>,
 }
 
 impl Report {
@@ -96,6 +100,7 @@ impl Report {
             detectors_run: Vec::new(),
             skipped: Vec::new(),
             findings: Vec::new(),
+            nothing_analyzed: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! normalized across kernel versions.
 //!
 //! The raw number means different things on different kernels (see
-//! `shared/reference/formats.md` §6); readers translate it with the trace's own `print fmt`
+//! the kernel's `include/trace/events/sched.h`); readers translate it with the trace's own `print fmt`
 //! table (or a per-kernel fallback) into these letter bits. Display follows the kernel's own
 //! text: `R`, `R+` (preempted while runnable), `S`, `D`, `D|K`, `I`, …
 
@@ -195,7 +195,7 @@ mod tests {
 }
 
 /// The raw `sched_switch.prev_state` encodings of kernel generations
-/// (shared/reference/formats.md §6). Readers use it to decode raw numbers when a trace's
+/// (the kernel's `sched_switch` `print fmt`). Readers use it to decode raw numbers when a trace's
 /// `print fmt` gives no table; exporters use it to write the number the input's kernel
 /// would have written.
 ///

@@ -12,7 +12,7 @@ use stallscope_read::tracedat::TraceDatReader;
 use stallscope_read::{EventReader, Input};
 
 fn samples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference/samples")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/samples")
 }
 
 /// The decompressed bytes of a shared sample.

@@ -144,8 +144,7 @@ fn render(ev: &Event, base: u64) -> Line {
 
 /// Runs blkparse on `dir/name.blktrace.*` and compares with our reading of `path`.
 fn check_against_blkparse(dir: &Path, name: &str, expect_unmodeled: u64) {
-    if !blkparse_available() {
-        println!("SKIPPED: blkparse not installed (Debian package blktrace)");
+    if !stallscope_testkit::require("blkparse", blkparse_available(), "apt-get install blktrace") {
         return;
     }
     let text = run_blkparse(dir, name, &[]);

@@ -52,8 +52,7 @@ fn kernel_blk_classic_text_equals_binary() {
 
 #[test]
 fn blkparse_of_synthetic_files_equals_binary() {
-    if !blkparse_available() {
-        println!("SKIPPED: blkparse not installed (Debian package blktrace)");
+    if !stallscope_testkit::require("blkparse", blkparse_available(), "apt-get install blktrace") {
         return;
     }
     let dir = tmp_dir("cross");

@@ -98,8 +98,7 @@ fn perf_data_block_events_equal_perf_script() {
     let (events, dq) = read_all(&fixture());
     assert!(events.len() > 100, "{}", events.len());
     assert_eq!(dq.count("unrecognized_sched_payload"), 0);
-    if !perf_available() {
-        println!("SKIPPED: perf not installed (Debian package linux-perf)");
+    if !stallscope_testkit::require("perf", perf_available(), "apt-get install linux-perf") {
         return;
     }
     let out = std::process::Command::new("perf")
@@ -146,8 +145,7 @@ fn perf_data_block_events_equal_perf_script() {
 
 #[test]
 fn perf_script_text_of_the_capture_equals_perf_data() {
-    if !perf_available() {
-        println!("SKIPPED: perf not installed (Debian package linux-perf)");
+    if !stallscope_testkit::require("perf", perf_available(), "apt-get install linux-perf") {
         return;
     }
     let dir = tmp_dir("tp-text");
@@ -209,8 +207,11 @@ fn parse_tracecmd_line(l: &str) -> Option<(u64, u32, i32, String, String)> {
 fn trace_dat_block_events_equal_trace_cmd_report() {
     let dat = repo().join("fixtures/block/tracepoints/block.dat");
     let (events, _) = read_all(&dat);
-    if !tracecmd_available() {
-        println!("SKIPPED: trace-cmd not installed (Debian package trace-cmd)");
+    if !stallscope_testkit::require(
+        "trace-cmd",
+        tracecmd_available(),
+        "apt-get install trace-cmd",
+    ) {
         return;
     }
     let out = std::process::Command::new("trace-cmd")

@@ -43,7 +43,7 @@ fn perf_files() -> Vec<PathBuf> {
     }
     let mut out = Vec::new();
     walk(&root().join("fixtures"), &mut out);
-    walk(&root().join("../shared/reference/samples/perf"), &mut out);
+    walk(&root().join("fixtures/samples/perf"), &mut out);
     out.sort();
     out
 }

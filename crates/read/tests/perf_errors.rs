@@ -11,7 +11,7 @@ use stallscope_read::{EventReader, Input, ReadError};
 
 fn sample_bytes(name: &str) -> Vec<u8> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/samples/perf")
+        .join("../../fixtures/samples/perf")
         .join(name);
     let mut out = Vec::new();
     Input::open(p.to_str().unwrap())
@@ -72,23 +72,24 @@ fn empty_and_non_perf_inputs_are_errors() {
 
 #[test]
 fn truncated_file_mode_input_names_the_offset() {
+    // Cut inside the header or the attributes, or inside the feature sections after a
+    // complete data section: fatal, naming the offset. Cut inside the data section: read
+    // up to the last complete record (an_unfinished_or_cut_perf_data_…).
     let full = sample_bytes("perf_sched.data.xz");
-    for cut in [
-        9,
-        60,
-        104,
-        500,
-        1300,
-        200_000,
-        full.len() - 100,
-        full.len() - 1,
-    ] {
+    let data_off = u64::from_le_bytes(full[40..48].try_into().unwrap()) as usize;
+    let data_end = data_off + u64::from_le_bytes(full[48..56].try_into().unwrap()) as usize;
+    for cut in [9, 60, 104, data_off - 1, full.len() - 100, full.len() - 1] {
+        assert!(cut < data_off || cut > data_end, "{cut}");
         let e = drain(full[..cut].to_vec(), false).expect_err("truncated file accepted");
         assert_names_offset(&e);
     }
-    // The same through a real (seekable) file.
+    for cut in [data_off + 77, (data_off + data_end) / 2] {
+        let n = drain(full[..cut].to_vec(), false).expect("read up to the cut");
+        assert!(n < drain(full.clone(), false).unwrap(), "{cut}");
+    }
+    // The same through a real (seekable) file, cut in its feature sections.
     let path = std::env::temp_dir().join(format!("stallscope-trunc-{}.data", std::process::id()));
-    std::fs::write(&path, &full[..300_000]).unwrap();
+    std::fs::write(&path, &full[..full.len() - 50]).unwrap();
     let e = PerfDataReader::open(Input::open(path.to_str().unwrap()).unwrap(), 0)
         .err()
         .expect("error");
@@ -210,8 +211,8 @@ fn worker_and_inline_modes_and_spooled_input_agree() {
         assert!(inline.0.iter().all(|e| e.span.input() == 3));
     }
     // A seekable file and the same bytes from a stream (spooled) give the same events.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/samples/perf/perf_cpu_fp.data");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/samples/perf/perf_cpu_fp.data");
     let from_file = drain(std::fs::read(&path).unwrap(), false).unwrap();
     let mut r = PerfDataReader::open(Input::open(path.to_str().unwrap()).unwrap(), 0).unwrap();
     let mut n = 0;
@@ -240,4 +241,66 @@ fn mutated_samples_never_panic() {
             let _ = drain(b, false);
         }
     }
+}
+
+/// Every event's dump line, and the data-quality keys, reading `bytes` as a file.
+fn dump_file(bytes: Vec<u8>) -> (Vec<String>, Vec<String>) {
+    // a file (not bytes in memory): the data section is mapped as for real inputs
+    let path = std::env::temp_dir().join(format!(
+        "ss-incomplete-{}-{}.data",
+        std::process::id(),
+        bytes.len()
+    ));
+    std::fs::write(&path, &bytes).unwrap();
+    let input = Input::open(path.to_str().unwrap()).unwrap();
+    let mut r = PerfDataReader::open_with_worker(input, 0, true).expect("opens");
+    let mut lines = Vec::new();
+    while let Some(ev) = r.next_event().expect("no fatal error") {
+        lines.push(ev.dump_line());
+    }
+    let keys = r.quality().entries().map(|(k, _)| k.to_string()).collect();
+    let _ = std::fs::remove_file(&path);
+    (lines, keys)
+}
+
+#[test]
+fn an_unfinished_or_cut_perf_data_is_read_up_to_its_last_complete_record() {
+    // `perf record` killed before it finished: the header's data size is still 0 and the
+    // feature sections (written at the end, after the data) are absent. Before, the reader
+    // took the garbage after the header as the feature table and refused the file at a
+    // nonsense offset; perf says "incompatible file format".
+    let full = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/sched/starve.perf.data"),
+    )
+    .unwrap();
+    let data_off = u64::from_le_bytes(full[40..48].try_into().unwrap()) as usize;
+    let data_size = u64::from_le_bytes(full[48..56].try_into().unwrap()) as usize;
+    let mut killed = full[..data_off + data_size].to_vec();
+    killed[48..56].copy_from_slice(&0u64.to_le_bytes());
+    let (all, keys) = dump_file(killed.clone());
+    assert!(
+        keys.contains(&"perf_data_incomplete".to_string()),
+        "{keys:?}"
+    );
+    assert!(all.len() > 1000, "{}", all.len());
+    // cut in the middle of a record: every complete record before the cut, then the end
+    let cut = killed[..data_off + data_size / 2 + 13].to_vec();
+    let (some, keys) = dump_file(cut);
+    assert!(
+        keys.contains(&"perf_data_cut_record".to_string()),
+        "{keys:?}"
+    );
+    assert!(!some.is_empty() && some.len() < all.len());
+    // the same records as the whole file's first ones (events are emitted in time order:
+    // the records of the cut file are a prefix of the data, their events the earliest)
+    let n = some.len() * 9 / 10;
+    assert_eq!(some[..n], all[..n]);
+    // a complete file whose copy was cut inside the data (the header says more data)
+    let copy = full[..data_off + data_size / 3].to_vec();
+    let (part, keys) = dump_file(copy);
+    assert!(
+        keys.contains(&"perf_data_incomplete".to_string()),
+        "{keys:?}"
+    );
+    assert!(!part.is_empty());
 }

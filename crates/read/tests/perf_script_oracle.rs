@@ -4,7 +4,7 @@
 //! same decimal `field=value` pairs; call chains with the same frames.
 //!
 //! perf is required (CI installs Debian's `linux-perf`); the samples are
-//! `shared/reference/samples/perf/*` plus `tests/data/perf_sched_zstd.data` (`perf record -z`).
+//! `fixtures/samples/perf/*` plus `tests/data/perf_sched_zstd.data` (`perf record -z`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -17,7 +17,7 @@ use stallscope_read::{EventReader, Input};
 
 fn sample(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/samples/perf")
+        .join("../../fixtures/samples/perf")
         .join(name)
 }
 

@@ -418,7 +418,7 @@ fn arbitrary_bytes_never_panic() {
 
 fn sample(name: &str) -> Vec<u8> {
     let p = format!(
-        "{}/../../../shared/reference/samples/ringbuf/{name}",
+        "{}/../../fixtures/samples/ringbuf/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read(p).unwrap()
@@ -427,7 +427,7 @@ fn sample(name: &str) -> Vec<u8> {
 /// The 6.18 layout, from the real `header_page` file.
 fn real_layout() -> PageLayout {
     let p = format!(
-        "{}/../../../shared/reference/samples/formats/header_page",
+        "{}/../../fixtures/samples/formats/header_page",
         env!("CARGO_MANIFEST_DIR")
     );
     let hp = HeaderPage::parse(&std::fs::read_to_string(p).unwrap()).unwrap();
@@ -437,7 +437,7 @@ fn real_layout() -> PageLayout {
 /// `ID:` of a sample format file.
 fn event_id(format: &str) -> u16 {
     let p = format!(
-        "{}/../../../shared/reference/samples/formats/{format}.format",
+        "{}/../../fixtures/samples/formats/{format}.format",
         env!("CARGO_MANIFEST_DIR")
     );
     let text = std::fs::read_to_string(p).unwrap();

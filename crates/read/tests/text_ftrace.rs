@@ -1,5 +1,5 @@
 //! Kernel ftrace text (`trace`, `trace_pipe`) against the real samples of
-//! `shared/reference/samples/ftrace` (kernel 6.18) and hand-made edge cases.
+//! `fixtures/samples/ftrace` (kernel 6.18) and hand-made edge cases.
 //!
 //! Expected values are read off the sample lines by hand or counted from the text by rules
 //! independent of the reader (see `text_support::count_event_lines`).

@@ -1,4 +1,4 @@
-//! `trace-cmd report` text against `shared/reference/samples/tracecmd` (trace-cmd 3.1.6,
+//! `trace-cmd report` text against `fixtures/samples/tracecmd` (trace-cmd 3.1.6,
 //! kernel 6.18). All `report_*.txt` samples were printed from the same `trace_v7_zstd.dat`
 //! (formats.md §0 / §13), in different forms:
 //!

@@ -188,7 +188,7 @@ fn cpustat_clock_and_system_context_reach_the_metadata() {
 #[test]
 fn helper_finds_the_chain_end_of_the_reference_sample_too() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/reference/samples/tracecmd/trace_v7_nocompress.dat.xz");
+        .join("../../fixtures/samples/tracecmd/trace_v7_nocompress.dat.xz");
     let mut file = Vec::new();
     xz2::read::XzDecoder::new(std::fs::File::open(p).unwrap())
         .read_to_end(&mut file)

@@ -36,7 +36,7 @@ fn repo() -> PathBuf {
 /// The fixtures: the shared reference captures (decompressed for trace-cmd) and ours.
 fn fixtures(tmp: &Path) -> Vec<PathBuf> {
     std::fs::create_dir_all(tmp).unwrap();
-    let shared = repo().join("../shared/reference/samples/tracecmd");
+    let shared = repo().join("fixtures/samples/tracecmd");
     let mut out = vec![shared.join("trace_v7_zstd.dat")];
     for xz in ["trace_v6.dat.xz", "trace_v7_nocompress.dat.xz"] {
         let dst = tmp.join(xz.trim_end_matches(".xz"));

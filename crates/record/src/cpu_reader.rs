@@ -217,7 +217,7 @@ mod tests {
         // has commit 0xffffffff80000ff0 (MISSED_EVENTS without a stored count).
         let bytes = std::fs::read(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/reference/samples/ringbuf/cpu0_missed_events_flag.bin"
+            "/../../fixtures/samples/ringbuf/cpu0_missed_events_flag.bin"
         ))
         .unwrap();
         let mut c = PageCounts::default();

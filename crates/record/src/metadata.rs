@@ -144,7 +144,7 @@ mod tests {
     fn common_pid_offset_from_a_real_format() {
         let f = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/reference/samples/formats/sched_sched_switch.format"
+            "/../../fixtures/samples/formats/sched_sched_switch.format"
         ))
         .unwrap();
         assert_eq!(common_pid_offset(&f), Some(4));

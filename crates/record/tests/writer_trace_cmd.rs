@@ -12,7 +12,7 @@ use stallscope_record::tracedat_writer::{
 
 const SAMPLES: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/reference/samples/formats"
+    "/../../fixtures/samples/formats"
 );
 const PAGE: usize = 4096;
 /// `ID:` of sched_switch in samples/formats/sched_sched_switch.format.
@@ -22,15 +22,10 @@ fn sample(name: &str) -> Vec<u8> {
     std::fs::read(Path::new(SAMPLES).join(name)).unwrap()
 }
 
+/// trace-cmd is there (else the test fails naming the install command; see
+/// stallscope-testkit).
 fn trace_cmd_available() -> bool {
-    let ok = Command::new("trace-cmd").arg("--help").output().is_ok();
-    if !ok && std::env::var_os("CI").is_some() {
-        panic!("trace-cmd is not installed in CI");
-    }
-    if !ok {
-        eprintln!("skipping: trace-cmd not installed");
-    }
-    ok
+    stallscope_testkit::require_trace_cmd()
 }
 
 fn comm16(s: &str) -> [u8; 16] {

@@ -119,6 +119,9 @@ fn write_header(out: &mut dyn Write, r: &Report) -> io::Result<()> {
             }
         }
     }
+    if let Some(why) = &r.nothing_analyzed {
+        writeln!(out, "Nothing analyzed: {why}")?;
+    }
     let count = |s| r.findings.iter().filter(|f| f.severity == s).count();
     writeln!(
         out,

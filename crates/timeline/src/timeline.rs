@@ -220,6 +220,11 @@ impl Timeline {
         }
     }
 
+    /// CPUs the events named so far (1 + the largest CPU number).
+    pub fn cpu_count(&self) -> usize {
+        self.cpus.len()
+    }
+
     /// Per-task states and names.
     pub fn tasks(&self) -> &TaskTable<TaskState> {
         &self.tasks

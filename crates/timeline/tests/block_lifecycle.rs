@@ -197,7 +197,7 @@ fn requeue_goes_back_and_dispatches_again() {
 
 #[test]
 fn zero_length_flush_sequence_is_one_flush_record() {
-    // The sequence of shared/reference/samples/blktrace/blkparse_default.txt lines 37-41.
+    // The sequence of fixtures/samples/blktrace/blkparse_default.txt lines 37-41.
     let (all, q) = run("
         170539745 17157 Q FWS [python3]
         170540694 17157 G FWS [python3]

@@ -1,4 +1,4 @@
-//! perf.data reader, file mode and pipe mode (`shared/reference/formats.md` §5).
+//! perf.data reader, file mode and pipe mode (perf's `tools/perf/Documentation/perf.data-file-format.txt`).
 //!
 //! ```text
 //! file mode   header (104 B) │ attrs + ids │ data: records … │ feature sections

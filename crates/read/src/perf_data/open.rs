@@ -5,7 +5,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use stallscope_model::{InputFormat, TraceMeta};
+use stallscope_model::{InputFormat, Severity, TraceMeta};
 
 use super::attr::Attr;
 use super::header::{feat, FileHeader, Section};
@@ -92,21 +92,38 @@ impl Pipeline {
             },
             "the file header",
         )?;
-        let fh = FileHeader::parse(&hbytes, endian).ok_or_else(|| {
+        let mut fh = FileHeader::parse(&hbytes, endian).ok_or_else(|| {
             ReadError::at_byte(&path, 0, "a complete file header", "a short header")
         })?;
-        if fh.data.end() > len {
+        // A `perf record` killed before it finished leaves the header's data size 0 (it is
+        // written at the end, with the feature sections after the data); a copy cut short
+        // ends inside the data. Either way the records up to the last complete one are
+        // read (as perf does), the feature sections are absent, and data quality says why.
+        let incomplete = if fh.data.offset > len {
             return Err(ReadError::at_byte(
                 &path,
                 len,
-                format!(
-                    "the data section ({} bytes at offset {:#x}) to end at offset {:#x}",
-                    fh.data.size,
-                    fh.data.offset,
-                    fh.data.end()
-                ),
+                format!("the data section to start at offset {:#x}", fh.data.offset),
                 "end of file (truncated file?)",
             ));
+        } else if fh.data.size == 0 && !features_fit(&mut src, &fh, len, endian) {
+            Some(format!(
+                "the header's data size is 0: perf record did not finish (killed?); the {} bytes after the header at offset {:#x} are read up to the last complete record, and the feature sections (kernel release, CPU count, command line, event names) are missing",
+                len - fh.data.offset,
+                fh.data.offset
+            ))
+        } else if fh.data.end() > len {
+            Some(format!(
+                "the file ends at offset {len:#x}, inside the data section ({} bytes at offset {:#x}, to end at {:#x}): cut short; records are read up to the last complete one, and the feature sections after the data are missing",
+                fh.data.size,
+                fh.data.offset,
+                fh.data.end()
+            ))
+        } else {
+            None
+        };
+        if incomplete.is_some() {
+            fh.data.size = len - fh.data.offset;
         }
         let attrs = read_attrs(&path, &mut src, len, &fh, endian)?;
         // The data stream is attached below, once the feature sections (read through the
@@ -123,7 +140,17 @@ impl Pipeline {
             InputFormat::PerfData,
         );
         rd.attrs = attrs;
-        rd.read_features(&mut src, len, &fh)?;
+        rd.ends_early = incomplete.is_some();
+        match &incomplete {
+            None => rd.read_features(&mut src, len, &fh)?,
+            Some(why) => rd.dq.add(
+                "perf_data_incomplete",
+                Severity::Error,
+                "the perf.data file is incomplete (unfinished recording or cut copy): read up to its last complete record",
+                1,
+                || why.clone(),
+            ),
+        }
         src.seek(SeekFrom::Start(fh.data.offset))
             .map_err(|e| ReadError::io(&rd.path, &e))?;
         // A file's data section is mapped (no read() copies); if mapping fails it is read.
@@ -179,6 +206,30 @@ impl Pipeline {
         }
         Ok(())
     }
+}
+
+/// Whether a valid feature section table follows the data (a finished recording writes one
+/// after its data; one killed before it finished has none, and its data size is still 0):
+/// every entry must lie in the file, after the table.
+fn features_fit(src: &mut Box<dyn ReadSeek>, fh: &FileHeader, len: u64, endian: Endian) -> bool {
+    let n = fh.feature_bits().len() as u64;
+    if n == 0 {
+        return true;
+    }
+    let table = Section {
+        offset: fh.data.end(),
+        size: 16 * n,
+    };
+    let Ok(bytes) = read_section("", src, len, table, "") else {
+        return false;
+    };
+    bytes.chunks_exact(16).all(|entry| {
+        Section::at(entry, 0, endian).is_some_and(|sec| {
+            sec.offset >= table.offset + table.size
+                && sec.offset <= len
+                && sec.size <= len - sec.offset
+        })
+    })
 }
 
 /// Reads a file section after checking it lies inside the file and is of sane size.

@@ -73,6 +73,9 @@ pub struct Pipeline {
     pub(super) queue: OrderQueue,
     pub(super) input_done: bool,
     pub(super) failed: bool,
+    /// The file is known to be incomplete (an unfinished recording or a cut copy): a record
+    /// cut by the end of the file ends the data, with a data-quality error.
+    pub(super) ends_early: bool,
     pub(super) total_len: Option<u64>,
     /// Input offset at which [`Pipeline::drop_mapped_pages`] next looks.
     next_drop_check: u64,
@@ -115,6 +118,7 @@ impl Pipeline {
             queue: OrderQueue::default(),
             input_done: false,
             failed: false,
+            ends_early: false,
             total_len,
             next_drop_check: 0,
             drop_checks: 0,
@@ -227,9 +231,12 @@ impl Pipeline {
             feat::VERSION => header::header_string(b, &mut off, e)
                 .map(|s| self.meta.tool_version = Some(format!("perf {s}")))
                 .is_some(),
+            // nr_cpus_available, nr_cpus_online: a CPU number is below the first (CPUs can
+            // be offline in the middle of the range)
             feat::NRCPUS => e
-                .u32(b, 4)
-                .map(|online| self.meta.nr_cpus = Some(online))
+                .u32(b, 0)
+                .zip(e.u32(b, 4))
+                .map(|(avail, online)| self.meta.nr_cpus = Some(avail.max(online)))
                 .is_some(),
             feat::CMDLINE => header::cmdline(b, e)
                 .map(|s| self.meta.cmdline = Some(s))
@@ -391,6 +398,28 @@ impl Pipeline {
                             "end of file inside a decompressed record",
                         ));
                     }
+                    self.queue.finish();
+                    self.input_done = true;
+                    return Ok(());
+                }
+                Err(StreamError::Truncated {
+                    off,
+                    rtype,
+                    need,
+                    have,
+                }) if self.ends_early => {
+                    // the record cut by the end of an incomplete file: the data ends here
+                    self.note(
+                        "perf_data_cut_record",
+                        Severity::Error,
+                        "the last record is cut off by the end of the file (incomplete perf.data): the data ends before it",
+                        1,
+                        format!(
+                            "offset {off:#x}: {} of {need} bytes of a record{} present",
+                            have,
+                            rtype.map_or(String::new(), |t| format!(" of type {t}"))
+                        ),
+                    );
                     self.queue.finish();
                     self.input_done = true;
                     return Ok(());

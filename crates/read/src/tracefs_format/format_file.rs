@@ -412,7 +412,7 @@ mod tests {
 
     const SAMPLES: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/reference/samples/formats"
+        "/../../fixtures/samples/formats"
     );
 
     fn sample(name: &str) -> String {

@@ -299,7 +299,7 @@ mod tests {
         assert_eq!(parsed, 18 + 2305);
         let dir = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/reference/samples/formats"
+            "/../../fixtures/samples/formats"
         );
         for entry in std::fs::read_dir(dir).expect("samples") {
             let text = std::fs::read_to_string(entry.expect("entry").path()).expect("sample");

@@ -72,7 +72,7 @@ mod tests {
     fn parses_the_real_6_18_header_page() {
         let p = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/reference/samples/formats/header_page"
+            "/../../fixtures/samples/formats/header_page"
         );
         let h = HeaderPage::parse(&std::fs::read_to_string(p).unwrap()).unwrap();
         assert_eq!(

@@ -1,6 +1,6 @@
 //! [`PrevStateTable`]: how a kernel encodes `sched_switch.prev_state`, read from the trace's
 //! own `print fmt` or, when the format has no table, chosen by kernel release
-//! (`shared/reference/formats.md` §6).
+//! (the kernel's `sched_switch` `print fmt`, `include/trace/events/sched.h`).
 //!
 //! The 6.18 print fmt (masks are macro expansions, evaluated with [`eval_const_expr`]):
 //!
@@ -282,7 +282,7 @@ mod tests {
 
     const SWITCH_FORMAT: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/reference/samples/formats/sched_sched_switch.format"
+        "/../../fixtures/samples/formats/sched_sched_switch.format"
     );
 
     fn ps(s: &str) -> PrevState {

@@ -578,7 +578,7 @@ mod tests {
 
     fn format(file: &str) -> EventFormat {
         let p = format!(
-            "{}/../../../shared/reference/samples/formats/{file}",
+            "{}/../../fixtures/samples/formats/{file}",
             env!("CARGO_MANIFEST_DIR")
         );
         EventFormat::parse("sched", &std::fs::read_to_string(p).unwrap()).unwrap()

@@ -301,7 +301,7 @@ mod tests {
     fn blob(version: &str, with_cmdlines: bool) -> Vec<u8> {
         let fmt_dir = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/reference/samples/formats"
+            "/../../fixtures/samples/formats"
         );
         let read = |n: &str| std::fs::read(format!("{fmt_dir}/{n}")).unwrap();
         let mut b = TRACE_DAT_MAGIC.to_vec();

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
 use stallscope_read::{open_as, Input};
 
-/// `/work/shared/reference/samples` (override with `STALLSCOPE_SAMPLES`).
+/// `fixtures/samples` (override with `STALLSCOPE_SAMPLES`).
 pub fn samples() -> PathBuf {
     std::env::var_os("STALLSCOPE_SAMPLES").map_or_else(
-        || PathBuf::from("/work/shared/reference/samples"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/samples"),
         PathBuf::from,
     )
 }

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every prerequisite of the test suite (scripts/test.sh) on a Debian machine:
+#   linux-perf, trace-cmd, blktrace (blkparse, btt)   peers the oracle tests compare against
+#   rt-tests, stress-ng                               workloads of the live recorder tests
+#   xz-utils, zstd                                    compressed fixtures
+#   chromium, nodejs + tests/browser (npm ci)         the HTML report's browser test
+#   python3-scipy                                     compare's statistics cross-check
+# Run as root (or with sudo). A test whose prerequisite is missing fails and names what to
+# install; STALLSCOPE_SKIP_MISSING=1 turns that into a printed skip instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if command -v apt-get >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq linux-perf trace-cmd blktrace rt-tests stress-ng xz-utils zstd chromium python3-scipy >/dev/null
+  # Machine images may ship Node.js with npm (nodesource); Debian's npm conflicts with it.
+  command -v npm >/dev/null 2>&1 || apt-get install -y -qq nodejs npm >/dev/null
+else
+  echo "scripts/setup.sh: no apt-get; install the packages listed at the top of this script by hand" >&2
+  exit 1
+fi
+# compare's statistics cross-check runs the python3 on PATH: when that is not Debian's
+# (pyenv, a venv), python3-scipy does not reach it
+python3 -c 'import scipy' 2>/dev/null || python3 -m pip install --quiet scipy
+# the HTML report's browser test drives chromium with playwright-core
+(cd tests/browser && npm ci --no-audit --no-fund)
+perf --version
