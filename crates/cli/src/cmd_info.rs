@@ -98,6 +98,9 @@ struct InfoReport<'a> {
     event_counts: BTreeMap<String, u64>,
     lost_events: u64,
     lost_events_unknown_count: u64,
+    /// perf's per-event LOST_SAMPLES totals: the same drops as `lost_events`, counted per
+    /// event (`perf report --stats`), never added to them.
+    lost_samples: u64,
     tasks: Vec<TaskInfo>,
     capabilities: Vec<Capability>,
     /// Block-layer summary, when the inputs hold block events.
@@ -255,6 +258,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
         event_counts,
         lost_events: lost,
         lost_events_unknown_count: lost_unknown,
+        lost_samples: dq.count("lost_samples"),
         tasks: task_list,
         block,
         data_quality: dq,
@@ -345,6 +349,13 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
         )?;
     } else {
         writeln!(out, "Lost events: none reported")?;
+    }
+    if r.lost_samples > 0 {
+        writeln!(
+            out,
+            "Lost samples: {} (perf's LOST_SAMPLES records: the same drops, counted per event)",
+            r.lost_samples
+        )?;
     }
     writeln!(
         out,

@@ -259,9 +259,9 @@ fn lean_latency(
         return Err("more than one input".into());
     }
     if let Some(f) = &args.input.input_format {
-        if f != "perf-data" && f != "trace-dat" {
-            return Err(format!("--input-format {f}"));
-        }
+        // the lean reader sniffs the file itself: a forced format goes the general way,
+        // which reads the file as told
+        return Err(format!("--input-format {f}"));
     }
     let mut source = open_sched_source(&args.input.files[0])
         .ok_or("not an uncompressed perf.data or trace.dat file the lean reader models")?;

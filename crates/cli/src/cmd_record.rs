@@ -104,6 +104,27 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
         if !st.success() {
             let _ = writeln!(err, "stallscope: note: the command exited with {st}");
         }
+        // a command the recorder stopped on a signal (Ctrl-C, SIGTERM) ended as asked
+        if !st.success() && summary.stopped_by_signal.is_none() {
+            // passed on as `perf record -- CMD` does (a signal as a shell reports it)
+            use std::os::unix::process::ExitStatusExt;
+            let code = st
+                .code()
+                .or_else(|| st.signal().map(|s| 128 + s))
+                .unwrap_or(1);
+            COMMAND_EXIT.store(code.clamp(1, 255), std::sync::atomic::Ordering::Relaxed);
+        }
     }
     Ok(())
+}
+
+/// The recorded command's non-zero exit code (0: none, or it succeeded).
+static COMMAND_EXIT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The exit code `record -- CMD` passes on: the command's, when it failed.
+pub fn command_exit() -> Option<u8> {
+    match COMMAND_EXIT.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => None,
+        c => u8::try_from(c).ok(),
+    }
 }

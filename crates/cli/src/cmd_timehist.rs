@@ -370,7 +370,12 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
                             let sep: &[u8] = if first { b"\n" } else { b",\n" };
                             first = false;
                             out.write_all(sep).and_then(|()| {
-                                serde_json::to_writer(&mut *out, r).map_err(std::io::Error::other)
+                                serde_json::to_writer(&mut *out, r).map_err(|e| {
+                                    // keep a closed pipe's kind: it exits 0
+                                    let kind =
+                                        e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
+                                    std::io::Error::new(kind, e)
+                                })
                             })
                         }
                     };

@@ -15,9 +15,14 @@ pub struct InputArgs {
     /// Trace files (`-` = stdin). Several files are merged in time order.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<String>,
-    /// Skip format detection: perf-data, perf-pipe, ftrace-text, trace-cmd-text, perf-script-text.
+    /// Skip format detection: perf-data, perf-pipe, trace-dat, trace-cmd-text, ftrace-text,
+    /// perf-script-text, blktrace, blkparse-text.
     #[arg(long, value_name = "FORMAT")]
     pub input_format: Option<String>,
+    /// Merge several files even when they cannot be one recording (another kernel, host or
+    /// clock, or first events more than 60 s apart); refused otherwise.
+    #[arg(long)]
+    pub merge_unrelated: bool,
 }
 
 impl InputArgs {
@@ -34,6 +39,9 @@ impl InputArgs {
             })?),
         };
         let mut inputs = Inputs::open(&self.files, forced)?;
+        if self.merge_unrelated {
+            inputs.allow_unrelated();
+        }
         attach_progress(&mut inputs);
         Ok(inputs)
     }
@@ -106,7 +114,11 @@ impl From<io::Error> for CliError {
 
 impl From<serde_json::Error> for CliError {
     fn from(e: serde_json::Error) -> Self {
-        CliError::Io(io::Error::other(e))
+        // keep the I/O error's kind (a closed pipe exits 0 for JSON as for text)
+        match e.io_error_kind() {
+            Some(kind) => CliError::Io(io::Error::new(kind, e)),
+            None => CliError::Io(io::Error::other(e)),
+        }
     }
 }
 

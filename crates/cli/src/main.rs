@@ -31,8 +31,12 @@ use common::CliError;
     name = "stallscope",
     version,
     about = "Find and explain kernel scheduling pathologies in Linux traces, with numbers that agree with perf",
-    after_help = "Inputs: perf.data (file or pipe mode, -z compressed), trace-cmd trace.dat (v6, v7), ftrace text (trace, trace_pipe), \
-`trace-cmd report` text, `perf script` text; each may be gzip/zstd/xz compressed; `-` reads stdin.\n\n\
+    after_help = "Inputs (sniffed; --input-format NAME forces one): perf.data in file or pipe mode, -z compressed (perf-data, \
+perf-pipe), trace-cmd trace.dat v6 and v7 (trace-dat), ftrace text: trace, trace_pipe (ftrace-text), `trace-cmd report` text \
+(trace-cmd-text), `perf script` text (perf-script-text), blktrace per-CPU binary files (blktrace), `blkparse` text \
+(blkparse-text); CPU profiles for `profile` and `analyze`: folded stacks (folded), `perf report --stdio` text \
+(perf-report-text); each may be \
+gzip/zstd/xz compressed; `-` reads stdin. Several files are merged in time order when they are one recording.\n\n\
 Examples:\n  sudo perf sched record -- sleep 5\n  stallscope analyze perf.data\n  sudo stallscope record -o trace.dat --duration 5\n  stallscope info perf.data\n  stallscope latency perf.data --sort max\n  \
 stallscope timehist perf.data --pid 1234 --summary\n  perf script --ns | stallscope dump -\n  stallscope latency trace.txt --format json"
 )]
@@ -92,6 +96,9 @@ fn main() -> ExitCode {
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {
         Ok(()) if cmd_analyze::gated_on_nothing() => ExitCode::from(2),
+        Ok(()) if cmd_record::command_exit().is_some() => {
+            ExitCode::from(cmd_record::command_exit().unwrap_or(1))
+        }
         Ok(()) if cmd_analyze::failed() => ExitCode::from(1),
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Io(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

@@ -59,31 +59,40 @@ fn truncated_perf_data_is_read_to_its_cut_or_exits_2_naming_an_offset() {
 
 #[test]
 fn closed_stdout_exits_0() {
-    let mut child = stallscope()
-        .arg("dump")
-        .arg(fixture("starve.perf.data"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = [0u8; 64];
-    child
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first)
-        .unwrap();
-    drop(child.stdout.take()); // like `| head -c 64`
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(0), "stderr: {err}");
-    assert!(err.is_empty(), "stderr: {err}");
+    // like `| head -c 64`, text and JSON alike (JSON exited 2: serde's error lost the
+    // broken pipe's kind)
+    for args in [
+        &["dump"][..],
+        &["dump", "--format", "json"],
+        &["timehist", "--format", "json"],
+        &["timehist"],
+    ] {
+        let mut child = stallscope()
+            .args(args)
+            .arg(fixture("starve.perf.data"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = [0u8; 64];
+        child
+            .stdout
+            .as_mut()
+            .unwrap()
+            .read_exact(&mut first)
+            .unwrap();
+        drop(child.stdout.take());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{args:?} stderr: {err}");
+        assert!(err.is_empty(), "{args:?} stderr: {err}");
+    }
 }
 
 #[test]
@@ -205,4 +214,137 @@ fn commands_without_their_events_say_what_is_missing_and_exit_2() {
     // with its events, exit 0
     let o = stallscope().arg("latency").arg(&sched).output().unwrap();
     assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn lost_events_equal_perfs_and_keep_the_time_range() {
+    // fio-dio.perf.data: 3 LOST records of 581 events, and 10 per-event LOST_SAMPLES records
+    // (time 0) of the same 581. They were summed (1162) and the LOST_SAMPLES' time 0
+    // stretched `info`'s range to 0 .. 3032 s.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let f = root.join("fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data");
+    let o = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["lost_events"], 581);
+    assert_eq!(v["lost_samples"], 581, "shown apart, not added");
+    assert!(
+        v["first_ts_ns"].as_u64().unwrap() > 3_000_000_000_000,
+        "{}",
+        v["first_ts_ns"]
+    );
+    let o = stallscope()
+        .args(["latency", "--format", "json"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (ours, chunks) = (
+        v["stats"]["lost_events"].as_u64(),
+        v["stats"]["lost_chunks"].as_u64(),
+    );
+    assert_eq!((ours, chunks), (Some(581), Some(3)));
+    // perf sched latency's own footer on the same file
+    if stallscope_testkit::require_perf() {
+        let out = Command::new("perf")
+            .args(["sched", "latency", "-i"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains("lost events (581 out of") && text.contains("in 3 chunks)"),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn inputs_that_cannot_be_one_recording_are_not_merged() {
+    // A perf.data and a trace.dat recorded 2.5 hours apart: merged, the gap between them
+    // became waits ("rcu_preempt waited 181.581 s" as a HIGH finding). Refused, naming both
+    // files, unless --merge-unrelated; files recorded together still merge (the blktrace
+    // per-CPU files of one capture).
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let a = fixture("starve.perf.data");
+    let b = root.join("fixtures/detectors/dispatch-starvation/bfq.trace.dat.zst");
+    for cmd in ["analyze", "latency", "dump"] {
+        let o = stallscope().arg(cmd).arg(&a).arg(&b).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(
+            err.contains("starve.perf.data")
+                && err.contains("bfq.trace.dat.zst")
+                && err.contains("--merge-unrelated"),
+            "{cmd}: {err}"
+        );
+    }
+    let o = stallscope()
+        .args(["analyze", "--merge-unrelated"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let dir = root.join("fixtures/detectors/dispatch-starvation/bfq");
+    let o = stallscope()
+        .arg("iolat")
+        .arg(dir.join("loop0.blktrace.0"))
+        .arg(dir.join("loop0.blktrace.1.zst"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
+fn the_top_level_help_names_every_input_format() {
+    let o = stallscope().arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    for name in [
+        "perf-data",
+        "perf-pipe",
+        "trace-dat",
+        "trace-cmd-text",
+        "ftrace-text",
+        "perf-script-text",
+        "blktrace",
+        "blkparse-text",
+        "folded",
+        "perf-report-text",
+    ] {
+        assert!(
+            help.contains(&format!("({name}")) || help.contains(&format!(" {name})")),
+            "{name} missing from --help:\n{help}"
+        );
+    }
+    // every name `--input-format` accepts is among them
+    let o = stallscope()
+        .args(["info", "--input-format", "nonsense", "x"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    let list = err
+        .split("expected one of ")
+        .nth(1)
+        .expect("the accepted names");
+    for name in list.trim().split(", ") {
+        assert!(
+            help.contains(name.trim()),
+            "{name} accepted but not in --help"
+        );
+    }
 }

@@ -815,3 +815,39 @@ fn record_without_tracefs_exits_2() {
     assert!(stderr.contains("tracefs is not mounted"), "{stderr}");
     assert!(!file.exists(), "output left behind");
 }
+
+#[test]
+fn record_passes_a_failing_commands_exit_status_on() {
+    // `perf record -- CMD` exits with CMD's status; `stallscope record` exited 0.
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = global_settings();
+    let file = tmp("exit3.dat");
+    let out = stallscope()
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("the command exited with exit status: 3"),
+        "{stderr}"
+    );
+    assert!(file.exists(), "the recording is still written");
+    assert_eq!(
+        &global_settings(),
+        &before,
+        "global tracefs settings changed"
+    );
+    let ok = stallscope()
+        .args(["record", "-o"])
+        .arg(&file)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+}

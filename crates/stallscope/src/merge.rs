@@ -27,6 +27,24 @@ pub struct Inputs {
     on_progress: Option<Box<dyn FnMut(Progress)>>,
     /// An error met after some events of a batch: returned by the next call.
     deferred: Option<ReadError>,
+    /// Inputs that cannot be one recording (other kernel, host or clock, or first events
+    /// far apart) are merged anyway ([`Inputs::allow_unrelated`]).
+    unrelated_ok: bool,
+    /// [`Inputs::check_related`] ran.
+    related_checked: bool,
+}
+
+/// First events of merged inputs further apart than this cannot be one recording (files
+/// recorded together start within seconds of each other).
+pub const MAX_START_GAP_NS: Ts = 60_000_000_000;
+
+/// Clock families whose times can be compared: the scheduler clock (perf's default `perf`
+/// clock, ftrace's `local` and `global`) and then each other clock on its own.
+fn clock_family(clock: &str) -> &str {
+    match clock {
+        "perf" | "local" | "global" | "sched_clock" => "sched_clock",
+        other => other,
+    }
 }
 
 /// Reading progress, reported every [`Inputs::PROGRESS_EVERY`] events.
@@ -117,7 +135,93 @@ impl Inputs {
             events: 0,
             on_progress: None,
             deferred: None,
+            unrelated_ok: false,
+            related_checked: false,
         }
+    }
+
+    /// Merges inputs even when they cannot be one recording (`--merge-unrelated`).
+    pub fn allow_unrelated(&mut self) {
+        self.unrelated_ok = true;
+    }
+
+    /// Refuses to merge inputs that cannot belong together: recorded on another kernel
+    /// release or host, in clocks that do not compare, or whose first events are more than
+    /// [`MAX_START_GAP_NS`] apart (other boots, or recordings made at different times: a
+    /// merged timeline would take the gap between them for waits). Called once the first
+    /// event of every input is known.
+    fn check_related(&mut self) -> Result<(), ReadError> {
+        if self.related_checked {
+            return Ok(());
+        }
+        // Side-band records at time 0 (perf's synthesized task names) come first in every
+        // input: the check waits for the first timed event, when every input's pending
+        // event is its first timed one.
+        match self.heap.peek() {
+            Some(Reverse((0, _))) => return Ok(()),
+            _ => self.related_checked = true,
+        }
+        if self.unrelated_ok || self.sources.len() < 2 {
+            return Ok(());
+        }
+        let refuse = |a: &TraceMeta, b: &TraceMeta, why: String| {
+            Err(ReadError::new(
+                &a.path,
+                None,
+                format!("inputs that are one recording (to merge them with {})", b.path),
+                format!(
+                    "{why}; pass --merge-unrelated to merge them anyway, or analyze them one at a time"
+                ),
+            ))
+        };
+        let first = &self.sources[0];
+        let a = first.reader.meta();
+        for s in &self.sources[1..] {
+            let b = s.reader.meta();
+            if let (Some(x), Some(y)) = (&a.kernel_release, &b.kernel_release) {
+                if x != y {
+                    return refuse(a, b, format!("kernel {x} in one and {y} in the other"));
+                }
+            }
+            if let (Some(x), Some(y)) = (&a.hostname, &b.hostname) {
+                if x != y {
+                    return refuse(a, b, format!("host {x} in one and {y} in the other"));
+                }
+            }
+            if let (Some(x), Some(y)) = (&a.clock, &b.clock) {
+                if clock_family(x) != clock_family(y) {
+                    return refuse(
+                        a,
+                        b,
+                        format!("clock {x} in one and {y} in the other (times do not compare)"),
+                    );
+                }
+            }
+        }
+        let firsts: Vec<(Ts, &TraceMeta)> = self
+            .sources
+            .iter()
+            .filter_map(|s| s.pending.as_ref().map(|e| (e.ts, s.reader.meta())))
+            .filter(|(ts, _)| *ts > 0)
+            .collect();
+        if let (Some(lo), Some(hi)) = (
+            firsts.iter().min_by_key(|x| x.0),
+            firsts.iter().max_by_key(|x| x.0),
+        ) {
+            if hi.0 - lo.0 > MAX_START_GAP_NS {
+                return refuse(
+                    lo.1,
+                    hi.1,
+                    format!(
+                        "their first events are {} s apart ({} and {} s): other boots or recordings made at other times",
+                        (hi.0 - lo.0) / 1_000_000_000,
+                        lo.0 / 1_000_000_000,
+                        hi.0 / 1_000_000_000
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Header facts of every input, in input order.
@@ -295,6 +399,9 @@ impl Inputs {
             }
         }
         while out.len() < stallscope_read::DEFAULT_BATCH {
+            if !self.related_checked {
+                self.check_related()?;
+            }
             let Some(Reverse((_, i))) = self.heap.pop() else {
                 break;
             };
@@ -326,6 +433,9 @@ impl Inputs {
             for i in 0..self.sources.len() {
                 self.pull(i)?;
             }
+        }
+        if !self.related_checked {
+            self.check_related()?;
         }
         let Some(Reverse((_, i))) = self.heap.pop() else {
             return Ok(None);

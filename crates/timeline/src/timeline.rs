@@ -145,7 +145,13 @@ pub struct Timeline {
     /// [`Flood`]: the first [`DataQuality::MAX_EXAMPLES`] go to `dq` with their examples,
     /// the rest are only counted here and added by [`Timeline::quality`].
     floods: [u64; 2],
+    /// Switches seen (the base of the inconsistency share in [`Timeline::quality`]).
+    switches: u64,
 }
+
+/// A trace whose switch records contradict the CPU's running task this often (‰ of its
+/// switches, with at least 100 switches) is unreliable: said as an error.
+const INCONSISTENT_PERMILLE: u64 = 100;
 
 /// The frequent problems counted in [`Timeline::floods`].
 #[derive(Clone, Copy)]
@@ -193,6 +199,7 @@ impl Timeline {
             wakeups,
             dq: DataQuality::default(),
             floods: [0; 2],
+            switches: 0,
         }
     }
 
@@ -205,6 +212,23 @@ impl Timeline {
                 // the counter exists (its first occurrences were added): no new example
                 dq.add(key, Severity::Warning, "", past_examples, String::new);
             }
+        }
+        let bad = self.floods[Flood::PrevMismatch as usize];
+        if self.switches >= 100 && bad * 1000 >= INCONSISTENT_PERMILLE * self.switches {
+            dq.add(
+                "switch_records_inconsistent",
+                Severity::Error,
+                "so many context switches contradict the task the CPU was running that the switch records are incomplete or mixed up: scheduler results (waits, run times, findings) are not trustworthy",
+                1,
+                || {
+                    format!(
+                        "{bad} of {} switches ({}.{}%) name a previous task the CPU was not running",
+                        self.switches,
+                        bad * 100 / self.switches,
+                        bad * 1000 / self.switches % 10
+                    )
+                },
+            );
         }
         dq
     }
@@ -411,6 +435,7 @@ impl Timeline {
     #[inline(always)]
     fn switch<F: FnMut(Transition)>(&mut self, ev: &Event, s: &Switch, sink: &mut F) {
         let Some(c) = self.cpu_index(ev) else { return };
+        self.switches += 1;
         let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
         if let Some(cur) = self.cpus[c] {
             if cur != prev {
@@ -622,6 +647,40 @@ mod tests {
         assert_eq!(tl.quality().count("switch_prev_mismatch"), 1);
         assert_eq!(tl.state(3), TaskState::Unknown);
         assert_eq!(tl.current(0), Some(8));
+    }
+
+    #[test]
+    fn a_trace_whose_switches_mostly_contradict_each_other_is_an_error() {
+        // 200 switches on one CPU, `bad` of them naming a prev the CPU was not running
+        let trace = |bad: u64| -> Vec<Event> {
+            let mut cur: Tid = 1;
+            let mut evs = vec![sw(1, 0, 0, "R", cur)];
+            for k in 1..200u64 {
+                let next = 300 + k as Tid;
+                let prev = if k <= bad { 9999 } else { cur };
+                evs.push(sw(k + 1, 0, prev, "S", next));
+                cur = next;
+            }
+            evs
+        };
+        // 98 of 200 (49 %): not merely a warning
+        let (tl, _) = run(&trace(98));
+        let dq = tl.quality();
+        assert_eq!(dq.count("switch_prev_mismatch"), 98);
+        let e = dq
+            .entries()
+            .find(|(k, _)| *k == "switch_records_inconsistent")
+            .map(|(_, e)| e.clone())
+            .expect("an error entry");
+        assert_eq!(e.severity, Severity::Error);
+        assert_eq!(
+            e.examples,
+            ["98 of 200 switches (49.0%) name a previous task the CPU was not running"]
+        );
+        // a few contradictions (a lost event here and there) stay a warning only
+        let (tl, _) = run(&trace(3));
+        assert_eq!(tl.quality().count("switch_prev_mismatch"), 3);
+        assert_eq!(tl.quality().count("switch_records_inconsistent"), 0);
     }
 
     #[test]

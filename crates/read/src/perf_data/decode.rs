@@ -228,12 +228,12 @@ impl Decoder {
                 }
                 return None;
             }
-            rt::LOST | rt::LOST_SAMPLES => {
-                let count = e.u64(rec, if rtype == rt::LOST { 16 } else { 8 });
+            rt::LOST => {
+                let count = e.u64(rec, 16);
                 dq.add(
                     "lost_events",
                     Severity::Error,
-                    "events the kernel dropped (perf LOST / LOST_SAMPLES records): results around them are incomplete",
+                    "events the kernel dropped (perf LOST records, as `perf sched latency` counts them): results around them are incomplete",
                     count.unwrap_or(1),
                     || {
                         let n = count.map_or("?".to_string(), |c| c.to_string());
@@ -241,6 +241,23 @@ impl Decoder {
                     },
                 );
                 EventKind::Lost { count }
+            }
+            rt::LOST_SAMPLES => {
+                // perf's per-event count of the same drops (written at the end of the
+                // recording, with no time): shown apart, never added to lost_events, and no
+                // event (its time 0 would stretch the trace's range)
+                let count = e.u64(rec, 8);
+                dq.add(
+                    "lost_samples",
+                    Severity::Warning,
+                    "samples perf reports lost per event (LOST_SAMPLES records, as `perf report --stats` lists them): the same drops the LOST records count, split by event",
+                    count.unwrap_or(1),
+                    || {
+                        let n = count.map_or("?".to_string(), |c| c.to_string());
+                        format!("offset {:#x}: {n} samples lost", p.rec().file_off)
+                    },
+                );
+                return None;
             }
             _ => return None,
         };
