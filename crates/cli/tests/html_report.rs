@@ -6,8 +6,10 @@
 //!   without JavaScript), the CPU lanes, the victim's longest wait against `perf sched
 //!   latency`'s max wait of the same task, zoom/pan/hover, that no request leaves the page,
 //!   and saves a screenshot under `$CARGO_TARGET_TMPDIR/html-report/`. Needs `node`,
-//!   `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in tests/browser: when one is
-//!   missing the test fails under `CI` and is skipped otherwise.
+//!   `/usr/bin/chromium` (or `$CHROMIUM`) and `npm ci` in tests/browser (scripts/setup.sh):
+//!   when one is missing the test fails naming them (`STALLSCOPE_SKIP_MISSING=1` skips it).
+//! * `drawn_run_slices_are_timehists_rows`: the run slices of every window equal
+//!   `stallscope timehist`'s rows there; no task is drawn on two CPUs at once.
 //! * `every_fixture_report_stays_under_the_size_bound`: every perf.data fixture's page is
 //!   under 5 MB, names no external URL and has one section per finding of the JSON report.
 //! * `stdin_report_says_it_has_no_timelines`, `html_combines_with_text_output`.
@@ -416,4 +418,111 @@ fn block_capture_windows_carry_requests() {
         "{four_k} of {}",
         requests.len()
     );
+}
+
+/// The `stallscope-windows` JSON a page embeds.
+fn page_windows(page: &str) -> Value {
+    let start = page
+        .find("<script type=\"application/json\" id=\"stallscope-windows\">")
+        .expect("windows script");
+    let body = &page[start..];
+    let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+    serde_json::from_str(body).expect("windows json")
+}
+
+#[test]
+fn drawn_run_slices_are_timehists_rows() {
+    // On starve.perf.data the page drew memfd:sealed-91 running on CPU 0 for 550–656 ms
+    // where timehist shows the CPU idle: a switch whose prev was not the task seen switched
+    // in (a dropped record) was drawn from the start of the trace, and perf's time-0 task
+    // names made that 0. The slices are now timehist's rows: every slice that ends inside
+    // a window (the ones ending at the window's end are the tasks still running there) is
+    // one of `stallscope timehist`'s rows, and every such row is drawn.
+    for rel in [
+        "fixtures/sched/starve.perf.data",
+        "fixtures/detectors/idle-while-runnable/pinned.perf.data",
+    ] {
+        let html = out_dir().join("slices.html");
+        let (_report, page) = analyze(rel, &html);
+        let windows = page_windows(&page);
+        let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+            .args(["timehist", "--format", "json"])
+            .arg(root().join(rel))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let th: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let rows: Vec<(u64, u64, i64, u64)> = th["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["ts_ns"].as_u64().unwrap(),
+                    r["cpu"].as_u64().unwrap(),
+                    r["tid"].as_i64().unwrap(),
+                    r["run_ns"].as_u64().unwrap(),
+                )
+            })
+            .filter(|r| r.2 != 0 && r.3 > 0)
+            .collect();
+        let first_event = rows.iter().map(|r| r.0 - r.3).min().unwrap_or(0);
+        let mut checked = 0;
+        for w in windows["windows"].as_array().unwrap() {
+            let (ws, we) = (
+                w["start_ns"].as_u64().unwrap(),
+                w["end_ns"].as_u64().unwrap(),
+            );
+            if w["omitted"]["slices"].as_u64().unwrap_or(0) > 0 {
+                continue; // capped: not every slice is drawn
+            }
+            let mut drawn: Vec<(u64, u64, i64, u64)> = w["slices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|s| s["end_ns"].as_u64().unwrap() < we)
+                .map(|s| {
+                    (
+                        s["end_ns"].as_u64().unwrap(),
+                        s["cpu"].as_u64().unwrap(),
+                        s["pid"].as_i64().unwrap(),
+                        s["start_ns"].as_u64().unwrap(),
+                    )
+                })
+                .collect();
+            let mut want: Vec<(u64, u64, i64, u64)> = rows
+                .iter()
+                .filter(|r| r.0 > ws && r.0 < we)
+                .map(|r| (r.0, r.1, r.2, (r.0 - r.3).max(ws).max(first_event)))
+                .collect();
+            drawn.sort_unstable();
+            want.sort_unstable();
+            assert_eq!(drawn, want, "{rel}: window {ws}..{we}");
+            // no task on two CPUs at once, nothing before the trace
+            for s in w["slices"].as_array().unwrap() {
+                assert!(s["start_ns"].as_u64().unwrap() >= first_event.min(ws.max(first_event)));
+            }
+            let mut by_task: std::collections::BTreeMap<i64, Vec<(u64, u64)>> = Default::default();
+            for s in w["slices"].as_array().unwrap() {
+                by_task
+                    .entry(s["pid"].as_i64().unwrap())
+                    .or_default()
+                    .push((
+                        s["start_ns"].as_u64().unwrap(),
+                        s["end_ns"].as_u64().unwrap(),
+                    ));
+            }
+            for (pid, mut v) in by_task {
+                v.sort_unstable();
+                for p in v.windows(2) {
+                    assert!(
+                        p[0].1 <= p[1].0,
+                        "{rel}: pid {pid} drawn twice at once: {p:?}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+        assert!(checked > 0, "{rel}: no window compared");
+    }
 }

@@ -7,8 +7,13 @@
 //! runnable tasks and task names; items go to the windows open at each event's time and
 //! stop at [`WindowOptions::max_items`] per kind (the rest is counted in `omitted`).
 //!
-//! A slice is clipped to its window: a task running since before the window starts at the
-//! window's start. A wait starts at the task's wakeup (`sched_waking`, else `sched_wakeup`)
+//! Run slices are `perf sched timehist`'s rows, from the same [`Timehist`] the `timehist`
+//! command prints: a row's run (`run_ns` up to its switch-out) is a slice on its CPU, so the
+//! picture and the table never disagree (a task whose switch-in record is missing gets the
+//! run timehist gives it, never one from the start of the trace). The task still running
+//! on a CPU when a window ends is drawn from its switch-in. A slice is clipped to its window
+//! and never starts before the trace's first timed event (side-band task names carry time
+//! 0). A wait starts at the task's wakeup (`sched_waking`, else `sched_wakeup`)
 //! or at a switch-out with a runnable `prev_state` (preemption) and ends when the task is
 //! switched in; one still runnable at the window's end is kept with `open: true`.
 //!
@@ -23,6 +28,7 @@ use stallscope_model::{
     MigrationMark, RunSlice, RunnableWait, Tid, Ts, WaitHistogram, WakeupMark, WindowTask,
 };
 use stallscope_read::ReadError;
+use stallscope_timeline::timehist::{Timehist, TimehistOptions, TimehistRow};
 
 use crate::Inputs;
 
@@ -107,6 +113,9 @@ pub struct WindowCollector {
     requests_dropped: u64,
     first_ts: Option<Ts>,
     omitted_windows: usize,
+    /// The `timehist` rows the run slices come from.
+    timehist: Timehist,
+    rows: Vec<TimehistRow>,
 }
 
 fn push_capped<T>(v: &mut Vec<T>, omitted: &mut u64, max: usize, item: T) {
@@ -170,6 +179,8 @@ impl WindowCollector {
             requests: HashMap::new(),
             requests_dropped: 0,
             first_ts: None,
+            timehist: Timehist::new(TimehistOptions::default()),
+            rows: Vec::new(),
         }
     }
 
@@ -203,7 +214,9 @@ impl WindowCollector {
         let mut cpus: Vec<_> = self.current.iter().collect();
         cpus.sort();
         for (&cpu, &(pid, since)) in cpus {
-            if pid != 0 && since < end {
+            // a CPU whose switch-out record of `pid` was lost still names it: the task runs
+            // where it was switched in last, and is drawn there only
+            if pid != 0 && since < end && self.running.get(&pid) == Some(&cpu) {
                 let s = RunSlice {
                     cpu,
                     start_ns: since.max(start),
@@ -281,31 +294,42 @@ impl WindowCollector {
             return; // outside the analyzed range, like the analysis itself
         }
         let ts = ev.ts;
+        if matches!(ev.kind, EventKind::TaskComm { .. }) && ts == 0 {
+            return; // a side-band name without a time (perf's synthesized records)
+        }
         let first = *self.first_ts.get_or_insert(ts);
         self.advance(ts);
+        // every event goes to timehist (wakeups and migrations shape its rows too)
+        let mut rows = std::mem::take(&mut self.rows);
+        rows.clear();
+        self.timehist.process(ev, &mut |r| rows.push(*r));
+        self.rows = rows;
         match &ev.kind {
             EventKind::Switch(sw) => {
                 let cpu = ev.cpu;
                 self.names.insert(sw.prev.pid, sw.prev.comm);
                 self.names.insert(sw.next.pid, sw.next.comm);
-                let since = match self.current.get(&cpu) {
-                    Some(&(pid, since)) if pid == sw.prev.pid => since,
-                    _ => first, // first switch seen on this CPU: running since the trace began
-                };
                 let prev = sw.prev.pid;
-                if prev != 0 && since < ts {
+                let rows = std::mem::take(&mut self.rows);
+                for r in rows.iter().filter(|r| r.tid != 0 && r.run_ns > 0) {
+                    let (start, end) = (r.ts_ns.saturating_sub(r.run_ns).max(first), r.ts_ns);
+                    let (pid, rcpu) = (r.tid, r.cpu);
                     self.each_active(|b, max| {
+                        if end <= b.w.start_ns {
+                            return;
+                        }
                         let s = RunSlice {
-                            cpu,
-                            start_ns: since.max(b.w.start_ns),
-                            end_ns: ts,
-                            pid: prev,
+                            cpu: rcpu,
+                            start_ns: start.max(b.w.start_ns),
+                            end_ns: end,
+                            pid,
                         };
-                        b.pids.insert(prev);
-                        b.cpus.insert(cpu);
+                        b.pids.insert(pid);
+                        b.cpus.insert(rcpu);
                         push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
                     });
                 }
+                self.rows = rows;
                 if prev != 0 && sw.prev_state.is_runnable() {
                     self.runnable.insert(prev, (ts, Some(cpu)));
                 }
