@@ -51,6 +51,7 @@ for t in "${TARGETS[@]}"; do
   esac
   echo "fuzz.sh: $t for ${SECS}s ($(ls "$corpus" | wc -l) seeds)" >&2
   status=0
+  set -o pipefail
   cargo +nightly fuzz run --fuzz-dir fuzz "$t" "$corpus" -- \
     -max_total_time="$SECS" -rss_limit_mb=4096 -timeout=60 -print_final_stats=1 \
     -artifact_prefix="$WORK/artifacts/$t/" 2>&1 | tail -20 || status=$?
@@ -61,5 +62,9 @@ for t in "${TARGETS[@]}"; do
     cp "$a" "fuzz/regressions/$t/$(basename "$a")"
     echo "fuzz.sh: $t found $(basename "$a"): kept as fuzz/regressions/$t/$(basename "$a")" >&2
   done
-  [[ $status -eq 0 ]] || echo "fuzz.sh: $t stopped with status $status" >&2
+  if [[ $status -ne 0 ]]; then
+    echo "fuzz.sh: $t stopped with status $status" >&2
+    failed=1
+  fi
 done
+exit "${failed:-0}"

@@ -526,3 +526,80 @@ fn drawn_run_slices_are_timehists_rows() {
         assert!(checked > 0, "{rel}: no window compared");
     }
 }
+
+#[test]
+fn each_named_task_gets_a_state_track_that_tiles_its_window() {
+    // Under the CPU lanes, one track per task of the finding: its scheduler state (running
+    // on which CPU, runnable, sleeping, blocked) from the state machine timehist and the
+    // detectors follow. The spans of a task tile the window; its running spans are where
+    // the CPU lanes draw it.
+    let rel = "fixtures/sched/starve.perf.data";
+    let html = out_dir().join("tracks.html");
+    let (report, page) = analyze(rel, &html);
+    assert!(page.contains("data-tracks") || page.contains("task_states"));
+    let windows = page_windows(&page);
+    let mut checked = 0;
+    for w in windows["windows"].as_array().unwrap() {
+        let (ws, we) = (
+            w["start_ns"].as_u64().unwrap(),
+            w["end_ns"].as_u64().unwrap(),
+        );
+        let f = &report["findings"][w["finding"].as_u64().unwrap() as usize];
+        let named: Vec<i64> = f["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["pid"].as_i64().unwrap())
+            .filter(|&p| p > 0)
+            .collect();
+        let states = w["task_states"].as_array().expect("task_states");
+        for pid in &named {
+            let mut spans: Vec<(u64, u64, String, Option<u64>)> = states
+                .iter()
+                .filter(|s| s["pid"].as_i64() == Some(*pid))
+                .map(|s| {
+                    (
+                        s["start_ns"].as_u64().unwrap(),
+                        s["end_ns"].as_u64().unwrap(),
+                        s["state"].as_str().unwrap().to_string(),
+                        s["cpu"].as_u64(),
+                    )
+                })
+                .collect();
+            spans.sort();
+            assert!(!spans.is_empty(), "pid {pid}: no track");
+            // (or with the trace, when the window's margin reaches before it)
+            let first = report["capabilities"]["first_ts_ns"].as_u64().unwrap();
+            assert_eq!(
+                spans[0].0,
+                ws.max(first),
+                "pid {pid}: the track starts with the window"
+            );
+            assert_eq!(
+                spans.last().unwrap().1,
+                we,
+                "pid {pid}: the track ends with it"
+            );
+            for p in spans.windows(2) {
+                assert_eq!(p[0].1, p[1].0, "pid {pid}: gap or overlap {p:?}");
+            }
+            // a running span inside the window is a run slice of the same task and CPU
+            for (s, e, state, cpu) in &spans {
+                if state == "running" && *s > ws && *e < we {
+                    let drawn = w["slices"].as_array().unwrap().iter().any(|sl| {
+                        sl["pid"].as_i64() == Some(*pid)
+                            && sl["cpu"].as_u64() == *cpu
+                            && sl["start_ns"].as_u64() == Some(*s)
+                            && sl["end_ns"].as_u64() == Some(*e)
+                    });
+                    assert!(
+                        drawn,
+                        "pid {pid} running {s}..{e} on {cpu:?} not in the CPU lanes"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}

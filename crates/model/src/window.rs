@@ -40,6 +40,24 @@ pub struct RunSlice {
     pub pid: Tid,
 }
 
+/// What one of a finding's tasks was doing over a span of its window, from the scheduler
+/// state machine (the one `timehist` and the detectors follow): `running`, `runnable`,
+/// `sleeping` (S), `blocked` (D), `dead`, `unknown` (before its first event).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStateSpan {
+    /// Task id.
+    pub pid: Tid,
+    /// The state's name.
+    pub state: String,
+    /// CPU it ran on (running only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<Cpu>,
+    /// Start (clipped to the window).
+    pub start_ns: Ts,
+    /// End (clipped to the window).
+    pub end_ns: Ts,
+}
+
 /// A task runnable but not running, from its wakeup (or preemption) until it ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnableWait {
@@ -167,6 +185,10 @@ pub struct FindingWindow {
     /// Block requests (block inputs only), by completion time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<BlockRequest>,
+    /// The states of the finding's own tasks over the window, per task in time order
+    /// (they tile the window: one track per task under the CPU lanes).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub task_states: Vec<TaskStateSpan>,
     /// Items left out after the cap.
     pub omitted: Omitted,
 }

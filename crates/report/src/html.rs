@@ -576,6 +576,7 @@ mod tests {
                 wakeups: vec![],
                 migrations: vec![],
                 requests: vec![],
+                task_states: vec![],
                 omitted: Omitted::default(),
             }],
             ..Default::default()

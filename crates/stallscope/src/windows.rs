@@ -25,10 +25,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use stallscope_model::{
     BlockRequest, Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows,
-    MigrationMark, RunSlice, RunnableWait, Tid, Ts, WaitHistogram, WakeupMark, WindowTask,
+    MigrationMark, RunSlice, RunnableWait, TaskStateSpan, Tid, Ts, WaitHistogram, WakeupMark,
+    WindowTask,
 };
 use stallscope_read::ReadError;
 use stallscope_timeline::timehist::{Timehist, TimehistOptions, TimehistRow};
+use stallscope_timeline::{TaskState, Timeline, Transition, WakeupSelector};
 
 use crate::Inputs;
 
@@ -77,6 +79,9 @@ pub fn collect(
     opts: WindowOptions,
 ) -> Result<FindingWindows, ReadError> {
     let mut c = WindowCollector::new(findings, opts);
+    c.timeline = Timeline::new(WakeupSelector::preferring_waking(
+        WakeupSelector::declared_in(inputs.metas()),
+    ));
     while let Some(ev) = inputs.next_event()? {
         c.on_event(&ev);
     }
@@ -88,6 +93,8 @@ struct Building {
     w: FindingWindow,
     pids: BTreeSet<Tid>,
     cpus: BTreeSet<Cpu>,
+    /// The finding's own tasks (their states get a track).
+    named: BTreeSet<Tid>,
 }
 
 /// The one-pass state machine behind [`collect`].
@@ -116,6 +123,24 @@ pub struct WindowCollector {
     /// The `timehist` rows the run slices come from.
     timehist: Timehist,
     rows: Vec<TimehistRow>,
+    /// The scheduler state machine the tasks' state tracks come from, the findings' named
+    /// tasks, and each one's current state (name, since, CPU).
+    timeline: Timeline,
+    named: BTreeSet<Tid>,
+    states: HashMap<Tid, (&'static str, Ts, Option<Cpu>)>,
+    transitions: Vec<Transition>,
+}
+
+/// A track's name for a scheduler state, and its CPU when running.
+fn state_name(s: TaskState) -> (&'static str, Option<Cpu>) {
+    match s {
+        TaskState::Unknown => ("unknown", None),
+        TaskState::Running { cpu, .. } => ("running", Some(cpu)),
+        TaskState::Runnable { .. } => ("runnable", None),
+        TaskState::Sleeping { .. } => ("sleeping", None),
+        TaskState::Blocked { .. } => ("blocked", None),
+        TaskState::Dead { .. } => ("dead", None),
+    }
 }
 
 fn push_capped<T>(v: &mut Vec<T>, omitted: &mut u64, max: usize, item: T) {
@@ -145,10 +170,12 @@ impl WindowCollector {
                     wakeups: Vec::new(),
                     migrations: Vec::new(),
                     requests: Vec::new(),
+                    task_states: Vec::new(),
                     omitted: Default::default(),
                 },
                 pids: f.tasks.iter().map(|t| t.pid).collect(),
                 cpus: f.cpus.iter().copied().collect(),
+                named: f.tasks.iter().map(|t| t.pid).filter(|&p| p > 0).collect(),
             })
             .collect();
         pending.sort_by_key(|b| b.w.start_ns);
@@ -181,6 +208,15 @@ impl WindowCollector {
             first_ts: None,
             timehist: Timehist::new(TimehistOptions::default()),
             rows: Vec::new(),
+            timeline: Timeline::new(WakeupSelector::preferring_waking(false)),
+            named: findings
+                .iter()
+                .take(opts.max_windows)
+                .flat_map(|f| f.tasks.iter().map(|t| t.pid))
+                .filter(|&p| p > 0)
+                .collect(),
+            states: HashMap::new(),
+            transitions: Vec::new(),
         }
     }
 
@@ -265,6 +301,37 @@ impl WindowCollector {
                 push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
             }
         }
+        let mut open: Vec<_> = self
+            .states
+            .iter()
+            .filter(|(pid, _)| b.named.contains(pid))
+            .collect();
+        open.sort_by_key(|(pid, _)| **pid);
+        for (&pid, &(state, since, cpu)) in open {
+            if since < end {
+                b.w.task_states.push(TaskStateSpan {
+                    pid,
+                    state: state.to_string(),
+                    cpu,
+                    start_ns: since.max(start),
+                    end_ns: end,
+                });
+            }
+        }
+        for &pid in &b.named {
+            if !self.states.contains_key(&pid) {
+                // not seen yet: unknown over the whole window
+                b.w.task_states.push(TaskStateSpan {
+                    pid,
+                    state: "unknown".into(),
+                    cpu: None,
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+        }
+        b.w.task_states
+            .sort_by_key(|s| (s.pid, s.start_ns, s.end_ns));
         b.w.cpus = b.cpus.iter().copied().collect();
         b.w.tasks = b
             .pids
@@ -304,6 +371,7 @@ impl WindowCollector {
         rows.clear();
         self.timehist.process(ev, &mut |r| rows.push(*r));
         self.rows = rows;
+        self.track_states(ev);
         match &ev.kind {
             EventKind::Switch(sw) => {
                 let cpu = ev.cpu;
@@ -438,6 +506,46 @@ impl WindowCollector {
             },
             _ => {}
         }
+    }
+
+    /// Follows the scheduler state machine for the findings' tasks: each state change ends
+    /// the task's current span (drawn in the windows open now that name the task).
+    fn track_states(&mut self, ev: &Event) {
+        let mut ts_list = std::mem::take(&mut self.transitions);
+        ts_list.clear();
+        self.timeline.process(ev, &mut |t| ts_list.push(t));
+        for t in &ts_list {
+            let Transition::State { ts, tid, from, to } = *t else {
+                continue;
+            };
+            if !self.named.contains(&tid) {
+                continue;
+            }
+            let (since, state, cpu) = match self.states.get(&tid) {
+                Some(&(name, since, cpu)) => (since, name, cpu),
+                None => (
+                    self.first_ts.unwrap_or(ts),
+                    state_name(from).0,
+                    state_name(from).1,
+                ),
+            };
+            if since < ts {
+                self.each_active(|b, _| {
+                    if b.named.contains(&tid) && ts > b.w.start_ns {
+                        b.w.task_states.push(TaskStateSpan {
+                            pid: tid,
+                            state: state.to_string(),
+                            cpu,
+                            start_ns: since.max(b.w.start_ns),
+                            end_ns: ts,
+                        });
+                    }
+                });
+            }
+            let (name, cpu) = state_name(to);
+            self.states.insert(tid, (name, ts, cpu));
+        }
+        self.transitions = ts_list;
     }
 
     /// A request issued to the driver: remembered until its completion.

@@ -17,6 +17,10 @@
   var COLORS = { victim: "#d32f2f", culprit: "#f57c00", wait: "rgba(211,47,47,0.28)",
                  waitOther: "rgba(120,120,140,0.22)", wake: "#2e7d32", migrate: "#6a1b9a",
                  finding: "rgba(255,213,79,0.25)", read: "#00897b", write: "#3949ab" };
+  // task tracks: the scheduler state of each of the finding's tasks
+  var STATE_COLORS = { running: null, runnable: "rgba(211,47,47,0.45)", sleeping: "#d8d8de",
+                       blocked: "#ffb74d", dead: "#555", unknown: "rgba(0,0,0,0)" };
+  var TRACK_H = 18;
   function devName(dev) { return "dev " + Math.floor(dev / 1048576) + ":" + (dev % 1048576); }
 
   function hue(pid) { var h = (pid * 2654435761) >>> 0; return h % 360; }
@@ -45,6 +49,13 @@
     this.laneOf = {};
     this.lanes.forEach(function (c, i) { self.laneOf[c] = i; });
     this.t0 = win.start_ns; this.t1 = Math.max(win.end_ns, win.start_ns + 1);
+    // one track per task of the finding (its state over the window), under the lanes
+    this.states = win.task_states || [];
+    this.tracks = [];
+    this.trackOf = {};
+    this.states.forEach(function (st) {
+      if (self.trackOf[st.pid] === undefined) { self.trackOf[st.pid] = self.tracks.length; self.tracks.push(st.pid); }
+    });
     // block devices (block inputs): one lane each below the CPUs, requests stacked in rows
     this.requests = win.requests || [];
     this.devs = [];
@@ -67,6 +78,7 @@
       '<span><span class="swatch" style="background:' + COLORS.wake + '"></span>wakeup</span>' +
       '<span><span class="swatch" style="background:' + COLORS.migrate + '"></span>migration</span>' +
       '<span><span class="swatch" style="background:' + COLORS.finding + ';border:1px solid #e0c050"></span>finding window</span>' +
+      (this.tracks.length ? '<span>task tracks: <span class="swatch" style="background:' + STATE_COLORS.runnable + '"></span>runnable <span class="swatch" style="background:' + STATE_COLORS.sleeping + '"></span>sleeping (S) <span class="swatch" style="background:' + STATE_COLORS.blocked + '"></span>blocked (D)</span>' : "") +
       (this.requests.length ? '<span><span class="swatch" style="background:' + COLORS.write + '"></span>block write / <span class="swatch" style="background:' + COLORS.read + '"></span>read</span>' : "") +
       "<span>wheel: zoom · drag: pan · double-click: reset</span>";
     var reset = document.createElement("button");
@@ -88,6 +100,7 @@
     el.setAttribute("data-lanes", this.lanes.join(","));
     el.setAttribute("data-victim-waits", String(this.victimWaits.length));
     el.setAttribute("data-slices", String(win.slices.length));
+    el.setAttribute("data-tracks", this.tracks.join(","));
     this.bind();
     this.draw();
     this.el = el;
@@ -101,7 +114,8 @@
     var c = this.canvas, dpr = window.devicePixelRatio || 1, self = this, win = this.win;
     this.w = c.clientWidth || 900;
     var nLanes = this.lanes.length + this.devs.length;
-    this.h = PAD_TOP + nLanes * LANE_H + AXIS_H;
+    var tracksY = PAD_TOP + nLanes * LANE_H;
+    this.h = tracksY + this.tracks.length * TRACK_H + AXIS_H;
     c.style.height = this.h + "px";
     c.width = Math.round(this.w * dpr); c.height = Math.round(this.h * dpr);
     var g = c.getContext("2d");
@@ -185,22 +199,60 @@
       g.setLineDash([]);
     });
     g.restore();
-    // axis: time relative to the finding's start
-    var yA = PAD_TOP + nLanes * LANE_H;
+    // task tracks: running (on which CPU), runnable, sleeping (S), blocked (D)
+    this.tracks.forEach(function (pid, i) {
+      var y = tracksY + i * TRACK_H;
+      g.fillStyle = "#333"; g.textBaseline = "middle";
+      g.save(); g.beginPath(); g.rect(0, y, LABEL_W - 2, TRACK_H); g.clip();
+      g.fillText((self.names[pid] || "?") + " " + pid, 6, y + TRACK_H / 2); g.restore();
+      g.strokeStyle = "#eee"; g.beginPath(); g.moveTo(LABEL_W, y + TRACK_H + 0.5); g.lineTo(self.w, y + TRACK_H + 0.5); g.stroke();
+    });
+    g.save();
+    g.beginPath(); g.rect(LABEL_W, 0, this.w - LABEL_W, this.h); g.clip();
+    this.states.forEach(function (st) {
+      if (st.end_ns < self.t0 || st.start_ns > self.t1) return;
+      var color = st.state === "running" ? taskColor(st.pid, self.roles) : STATE_COLORS[st.state];
+      if (!color) return;
+      var x0 = self.x(st.start_ns), x1 = self.x(st.end_ns), y = tracksY + self.trackOf[st.pid] * TRACK_H + 3;
+      g.fillStyle = color;
+      g.fillRect(x0, y, Math.max(0.7, x1 - x0), TRACK_H - 6);
+      if (x1 - x0 > 60 && st.state !== "unknown") {
+        var label = st.state === "running" ? "CPU " + st.cpu : st.state;
+        g.fillStyle = st.state === "running" ? "#fff" : "#333"; g.textBaseline = "middle";
+        g.save(); g.beginPath(); g.rect(x0, y, x1 - x0, TRACK_H - 6); g.clip();
+        g.fillText(label, x0 + 3, y + (TRACK_H - 6) / 2); g.restore();
+      }
+    });
+    g.restore();
+    // axis in trace seconds (the times timehist and the evidence print)
+    var yA = tracksY + this.tracks.length * TRACK_H;
     var span = this.t1 - this.t0, step = Math.pow(10, Math.floor(Math.log10(span / 6)));
     if (span / step > 12) step *= 5; else if (span / step > 6) step *= 2;
-    var base = this.finding.window.start_ns;
+    var digits = Math.max(0, Math.min(9, Math.ceil(-Math.log10(step / 1e9))));
     g.fillStyle = "#555"; g.strokeStyle = "#bbb"; g.textBaseline = "top";
-    for (var t = Math.ceil((this.t0 - base) / step) * step; base + t <= this.t1; t += step) {
-      var x = this.x(base + t);
+    for (var t = Math.ceil(this.t0 / step) * step; t <= this.t1; t += step) {
+      var x = this.x(t);
+      if (x < LABEL_W) continue;
       g.beginPath(); g.moveTo(x, yA); g.lineTo(x, yA + 4); g.stroke();
-      g.fillText((t >= 0 ? "+" : "") + fmtDur(t), x + 2, yA + 5);
+      g.fillText((t / 1e9).toFixed(digits) + " s", x + 2, yA + 5);
     }
     this.drawn = { lanes: this.lanes.slice(), t0: this.t0, t1: this.t1 };
   };
 
   Timeline.prototype.hit = function (mx, my) {
     var self = this, ts = this.tsAt(mx), lane = Math.floor((my - PAD_TOP) / LANE_H);
+    var tracksY = PAD_TOP + (this.lanes.length + this.devs.length) * LANE_H;
+    if (my >= tracksY && mx >= LABEL_W) {
+      var track = Math.floor((my - tracksY) / TRACK_H), pid = this.tracks[track], hitSt = null;
+      if (pid === undefined) return null;
+      this.states.forEach(function (st) {
+        if (st.pid === pid && st.start_ns <= ts && st.end_ns >= ts)
+          hitSt = (self.names[pid] || "?") + " (pid " + pid + ") " + st.state +
+            (st.cpu == null ? "" : " on CPU " + st.cpu) + "\n" + fmtTs(st.start_ns) + " … " + fmtTs(st.end_ns) +
+            "\n" + fmtDur(st.end_ns - st.start_ns);
+      });
+      return hitSt;
+    }
     if (lane >= this.lanes.length && lane < this.lanes.length + this.devs.length && mx >= LABEL_W) {
       var dev = this.devs[lane - this.lanes.length], tolR = (this.t1 - this.t0) / this.w * 2, found = null;
       this.requests.forEach(function (r) {
