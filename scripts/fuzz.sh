@@ -54,13 +54,14 @@ for t in "${TARGETS[@]}"; do
   set -o pipefail
   cargo +nightly fuzz run --fuzz-dir fuzz "$t" "$corpus" -- \
     -max_total_time="$SECS" -rss_limit_mb=4096 -timeout=60 -print_final_stats=1 \
-    -artifact_prefix="$WORK/artifacts/$t/" 2>&1 | tail -20 || status=$?
+    -artifact_prefix="$WORK/artifacts/$t/" > "$WORK/$t.log" 2>&1 || status=$?
+  grep -E "panicked at|ERROR: |SUMMARY|stat::number_of_executed_units|stat::peak_rss_mb|^attempt|^called" "$WORK/$t.log" | head -20 >&2 || true
   mkdir -p "$WORK/artifacts/$t"
   for a in "$WORK/artifacts/$t"/*; do
     [[ -f $a ]] || continue
     mkdir -p "fuzz/regressions/$t"
-    cp "$a" "fuzz/regressions/$t/$(basename "$a")"
-    echo "fuzz.sh: $t found $(basename "$a"): kept as fuzz/regressions/$t/$(basename "$a")" >&2
+    zstd -q -19 -f "$a" -o "fuzz/regressions/$t/$(basename "$a").zst"
+    echo "fuzz.sh: $t found $(basename "$a"): kept as fuzz/regressions/$t/$(basename "$a").zst" >&2
   done
   if [[ $status -ne 0 ]]; then
     echo "fuzz.sh: $t stopped with status $status" >&2

@@ -1587,7 +1587,10 @@ impl RunqueueStarvation {
                 i(t.waits_longer_than_period),
             );
             if let (Some(a), Some(b)) = (t.first_wakeup, t.last_wakeup) {
-                m.insert("expected_wakeups".into(), i((b - a) / t.period + 1));
+                m.insert(
+                    "expected_wakeups".into(),
+                    i(b.saturating_sub(a) / t.period + 1),
+                );
             }
         }
         let mut tasks = vec![FindingTask {
