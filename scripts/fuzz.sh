@@ -51,7 +51,7 @@ for t in "${TARGETS[@]}"; do
   esac
   echo "fuzz.sh: $t for ${SECS}s ($(ls "$corpus" | wc -l) seeds)" >&2
   status=0
-  set -o pipefail
+  mkdir -p "$WORK/artifacts/$t"
   cargo +nightly fuzz run --fuzz-dir fuzz "$t" "$corpus" -- \
     -max_total_time="$SECS" -rss_limit_mb=4096 -timeout=60 -print_final_stats=1 \
     -artifact_prefix="$WORK/artifacts/$t/" > "$WORK/$t.log" 2>&1 || status=$?

@@ -5,6 +5,7 @@
 #   xz-utils, zstd                                    compressed fixtures
 #   chromium, nodejs + tests/browser (npm ci)         the HTML report's browser test
 #   python3-scipy                                     compare's statistics cross-check
+#   perfetto (PyPI)                                   Perfetto's trace protos, for the export
 # Run as root (or with sudo). A test whose prerequisite is missing fails and names what to
 # install; STALLSCOPE_SKIP_MISSING=1 turns that into a printed skip instead.
 set -euo pipefail
@@ -22,6 +23,9 @@ fi
 # compare's statistics cross-check runs the python3 on PATH: when that is not Debian's
 # (pyenv, a venv), python3-scipy does not reach it
 python3 -c 'import scipy' 2>/dev/null || python3 -m pip install --quiet scipy
+# the Perfetto export is decoded with Perfetto's own trace protos (perfetto_trace_pb2)
+python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null \
+  || python3 -m pip install --quiet perfetto protobuf
 # the HTML report's browser test drives chromium with playwright-core
 (cd tests/browser && npm ci --no-audit --no-fund)
 perf --version

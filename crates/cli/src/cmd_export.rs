@@ -88,7 +88,11 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let dest = BufWriter::with_capacity(1 << 18, dest);
     let mut sink = match args.to {
         ExportFormat::Perfetto => {
-            Sink::Perfetto(PerfettoWriter::new(dest, release.as_deref(), nr_cpus)?)
+            let mut w = PerfettoWriter::new(dest, release.as_deref(), nr_cpus)?;
+            for ctx in metas.iter().filter_map(|m| m.system_context.as_ref()) {
+                w.learn_context(ctx);
+            }
+            Sink::Perfetto(w)
         }
         ExportFormat::ChromeJson => Sink::Chrome(ChromeJsonWriter::new(dest, release.as_deref())?),
     };

@@ -260,6 +260,8 @@ const FTRACE_PAYLOADS: &[(u32, &str)] = &[
     (17, "sched_wakeup"),
     (20, "sched_waking"),
     (45, "block_rq_issue"),
+    (57, "workqueue_execute_end"),
+    (58, "workqueue_execute_start"),
     (114, "sched_wakeup_new"),
     (119, "block_bio_queue"),
     (125, "block_rq_complete"),
@@ -856,4 +858,107 @@ fn export_errors_exit_2_and_leave_no_file() {
         .output()
         .unwrap();
     assert_eq!(r.status.code(), Some(2));
+}
+
+// ---------------------------------------------------------------- official protos
+
+/// `tests/perfetto/validate.py`'s summary of a Perfetto export (decoded with Perfetto's own
+/// perfetto_trace_pb2), or `None` when the package is missing and skipping was asked for.
+fn official_decode(file: &Path) -> Option<Value> {
+    let have = Command::new("python3")
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !stallscope_testkit::require(
+        "the perfetto Python package (Perfetto's trace protos)",
+        have,
+        "python3 -m pip install perfetto protobuf",
+    ) {
+        return None;
+    }
+    let out = Command::new("python3")
+        .arg(repo_root().join("tests/perfetto/validate.py"))
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(serde_json::from_slice(&out.stdout).unwrap())
+}
+
+#[test]
+fn perfetto_exports_decode_with_perfettos_own_protos() {
+    // The self-test decoder shares the writer's field table, so it could not catch a wrong
+    // field number: Perfetto's compiled protos decode the exports here, and no field may be
+    // unknown to them. Work items are typed workqueue events (Perfetto draws them as slices
+    // on the worker thread) and the threads of a `stallscope record` trace are grouped into
+    // processes from its recorded task context.
+    let dir = std::env::temp_dir().join(format!("ss-pf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (rel, with_findings) in [
+        ("fixtures/sched/starve.perf.data", true),
+        ("fixtures/detectors/worker-flood/sparse.dat.xz", false),
+        (
+            "fixtures/detectors/runqueue-starvation/cgroup-context.dat.zst",
+            true,
+        ),
+        (
+            "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
+            false,
+        ),
+    ] {
+        let out = dir.join("t.pftrace");
+        let (o, input) = (out.to_str().unwrap(), fixture(rel));
+        let mut args = vec![
+            "export",
+            "--to",
+            "perfetto",
+            "-o",
+            o,
+            input.to_str().unwrap(),
+        ];
+        if with_findings {
+            args.push("--findings");
+        }
+        stallscope(&args);
+        let Some(v) = official_decode(&out) else {
+            return;
+        };
+        assert_eq!(v["unknown_fields"], serde_json::json!([]), "{rel}: {v}");
+        assert!(
+            v["packets"]["ftrace_events"].as_u64().unwrap() > 0,
+            "{rel}: {v}"
+        );
+        if with_findings {
+            assert!(
+                v["packets"]["track_event"].as_u64().unwrap_or(0) > 0,
+                "{rel}: {v}"
+            );
+        }
+        if rel.contains("worker-flood") {
+            // every workqueue_execute_start of the trace is a typed event
+            let dump = stallscope(&["dump", fixture(rel).to_str().unwrap()]);
+            let starts = String::from_utf8_lossy(&dump)
+                .lines()
+                .filter(|l| l.contains(" workqueue_execute_start "))
+                .count() as u64;
+            assert!(starts > 0);
+            assert_eq!(v["ftrace_events"]["workqueue_execute_start"], starts, "{v}");
+        }
+        if rel.contains("cgroup-context") {
+            let (threads, grouped) = (
+                v["threads"].as_u64().unwrap(),
+                v["threads_in_processes"].as_u64().unwrap(),
+            );
+            assert!(grouped > 0 && grouped * 10 >= threads * 8, "{rel}: {v}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

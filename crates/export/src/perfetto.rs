@@ -83,6 +83,8 @@ pub mod field {
         pub const SCHED_SWITCH: u32 = 4;
         pub const SCHED_WAKEUP: u32 = 17;
         pub const SCHED_WAKING: u32 = 20;
+        pub const WORKQUEUE_EXECUTE_END: u32 = 57;
+        pub const WORKQUEUE_EXECUTE_START: u32 = 58;
         pub const BLOCK_RQ_ISSUE: u32 = 45;
         pub const SCHED_WAKEUP_NEW: u32 = 114;
         pub const BLOCK_BIO_QUEUE: u32 = 119;
@@ -93,6 +95,11 @@ pub mod field {
         pub const SCHED_PROCESS_FORK: u32 = 239;
         pub const GENERIC: u32 = 327;
         pub const SCHED_MIGRATE_TASK: u32 = 491;
+    }
+    /// `WorkqueueExecuteStartFtraceEvent` / `WorkqueueExecuteEndFtraceEvent`.
+    pub mod workqueue {
+        pub const WORK: u32 = 1;
+        pub const FUNCTION: u32 = 2;
     }
     /// `SystemInfo` / `Utsname`.
     pub mod system_info {
@@ -318,6 +325,11 @@ impl<W: Write> PerfettoWriter<W> {
         self.out.flush()?;
         self.stats.tasks = self.tasks.len() as u64;
         Ok((self.out, self.stats))
+    }
+
+    /// Thread-group ids from recorded context (see [`TaskTable::learn_context`]).
+    pub fn learn_context(&mut self, ctx: &stallscope_model::SystemContext) {
+        self.tasks.learn_context(ctx);
     }
 
     fn write_process_tree(&mut self) -> io::Result<()> {
@@ -569,6 +581,7 @@ fn encode_payload<'k>(
             out.end(m);
             b.action.tracepoint()
         }
+        EventKind::Generic(g) if encode_workqueue(out, g).is_some() => &g.name,
         EventKind::Generic(g) => {
             let m = out.begin(fe::GENERIC);
             out.str(field::generic::EVENT_NAME, &g.name);
@@ -680,6 +693,33 @@ const BLOCK_LAYOUTS: [BlockLayout; 4] = [
         error: 0,
     },
 ];
+
+/// `workqueue_execute_start` / `_end` as Perfetto's typed protos (`work`, `function`: the
+/// trace processor draws each execution as a slice on the worker thread, named by the
+/// function); `None` (nothing written) for other events or without both fields.
+fn encode_workqueue(out: &mut ProtoBuf, g: &stallscope_model::GenericEvent) -> Option<()> {
+    let number = match g.name.as_str() {
+        "workqueue_execute_start" => field::ftrace::WORKQUEUE_EXECUTE_START,
+        "workqueue_execute_end" => field::ftrace::WORKQUEUE_EXECUTE_END,
+        _ => return None,
+    };
+    let get = |name: &str| {
+        g.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| match v {
+                FieldValue::UInt(u) => Some(*u),
+                FieldValue::Int(i) => Some(*i as u64),
+                _ => None,
+            })
+    };
+    let (work, function) = (get("work")?, get("function")?);
+    let m = out.begin(number);
+    out.uint(field::workqueue::WORK, work);
+    out.uint(field::workqueue::FUNCTION, function);
+    out.end(m);
+    Some(())
+}
 
 /// Encodes a block event as its typed proto when Perfetto has one for its action and it
 /// names a device; `None` (nothing written) otherwise.

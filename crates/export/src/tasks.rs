@@ -80,6 +80,27 @@ impl TaskTable {
         }
     }
 
+    /// Learns thread-group ids (and names) from recorded per-task context (`stallscope
+    /// record` stores every task's tgid): processes are grouped for trace formats whose
+    /// events do not carry the tgid.
+    pub fn learn_context(&mut self, ctx: &stallscope_model::SystemContext) {
+        for t in &ctx.tasks {
+            if t.pid <= 0 || t.tgid <= 0 {
+                continue;
+            }
+            let e = self.tasks.entry(t.pid).or_default();
+            e.tgid.get_or_insert(t.tgid);
+            if e.name.is_empty() && !t.comm.is_empty() {
+                e.name = Comm::new(&t.comm);
+            }
+            // the process itself, with its name, when the leader is not a listed task
+            if t.tgid != t.pid {
+                let leader = self.tasks.entry(t.tgid).or_default();
+                leader.tgid.get_or_insert(t.tgid);
+            }
+        }
+    }
+
     /// Known tasks, ascending by id.
     pub fn iter(&self) -> impl Iterator<Item = (Tid, &TaskInfo)> {
         self.tasks.iter().map(|(t, i)| (*t, i))

@@ -688,7 +688,8 @@ mod tests {
             ..Default::default()
         };
         let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], opts);
-        c.on_event(&switch(0, 0, 0, "R", 5)); // 5 runs on cpu 0 from 0
+        // (timehist takes a switch-in at time 0 for "never switched in": the trace starts at 1)
+        c.on_event(&switch(1, 0, 0, "R", 5)); // 5 runs on cpu 0 from 1
         c.on_event(&ev(
             1000,
             0,
@@ -758,7 +759,7 @@ mod tests {
         let mut c = WindowCollector::new(&[finding(0, 1_000_000, 1)], opts);
         for i in 0..10u64 {
             c.on_event(&switch(
-                i * 10,
+                1 + i * 10,
                 0,
                 (i % 2 + 1) as Tid,
                 "R",

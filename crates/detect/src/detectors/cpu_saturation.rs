@@ -207,14 +207,15 @@ impl CpuSaturation {
         let (from, depth) = (self.last, self.busy + self.queued);
         self.last = ts;
         let dt = ts - from;
-        self.depth_time[(depth as usize).min(MAX_DEPTH)] += dt;
+        let slot = &mut self.depth_time[(depth as usize).min(MAX_DEPTH)];
+        *slot = slot.saturating_add(dt);
         if self.queued > 0 {
-            self.waiter_ns += dt;
+            self.waiter_ns = self.waiter_ns.saturating_add(dt);
         }
         if ts <= self.bucket_end {
             if let Some(b) = self.buckets.last_mut() {
-                b.depth_ns += depth * dt;
-                b.busy_ns += self.busy * dt;
+                b.depth_ns = b.depth_ns.saturating_add(depth.saturating_mul(dt));
+                b.busy_ns = b.busy_ns.saturating_add(self.busy.saturating_mul(dt));
             }
             return;
         }
@@ -238,10 +239,13 @@ impl CpuSaturation {
     fn spread(&mut self, a: Ts, b: Ts, depth: u64) {
         let mut t = a;
         while t < b {
+            if self.bucket_end < t {
+                return; // past the buckets kept (a time span no trace has, see below)
+            }
             let end = self.bucket_end.min(b);
             if let Some(bk) = self.buckets.last_mut() {
-                bk.depth_ns += depth * (end - t);
-                bk.busy_ns += self.busy * (end - t);
+                bk.depth_ns = bk.depth_ns.saturating_add(depth.saturating_mul(end - t));
+                bk.busy_ns = bk.busy_ns.saturating_add(self.busy.saturating_mul(end - t));
             }
             t = end;
             if t == self.bucket_end && t < b {
