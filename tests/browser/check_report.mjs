@@ -95,7 +95,18 @@ js.timelines = await withJs.page.evaluate(() => window.__stallscope.timelines.ma
     }
     return false;
   });
+  // every run slice at least 3 px wide is painted where it should be: the pixel at its
+  // middle, in its CPU's run band, is opaque and not the lane's background
+  let slicesChecked = 0, slicesPainted = 0;
+  for (const s of t.runSlices) {
+    const p0 = t.slicePoint(s.start_ns, s.cpu), p1 = t.slicePoint(s.end_ns, s.cpu);
+    if (p1.x - p0.x < 3 || p0.x < 80) continue;
+    slicesChecked++;
+    const [r, gg, b, a] = pixel((p0.x + p1.x) / 2, p0.y);
+    if (a > 200 && !(r > 235 && gg > 235 && b > 235)) slicesPainted++;
+  }
   return { finding: t.finding, lanes: t.lanes, dataLanes: el.getAttribute("data-lanes"),
+           runSlices: t.runSlices, slicesChecked, slicesPainted, tracks: t.tracks,
            victimWaits: t.victimWaits.length, victimWait, victimWaitRedShare, laneHasLabel,
            slices: t.slices, devices: t.devices, requests: t.requests,
            canvasCss: [canvas.clientWidth, canvas.clientHeight] };

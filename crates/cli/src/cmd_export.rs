@@ -136,6 +136,12 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         findings.sort_by_key(|f| (f.window.start_ns, f.window.end_ns));
     }
+    // processes the text formats named while reading (ftrace record-tgid, perf script PID/TID)
+    if let Sink::Perfetto(w) = &mut sink {
+        for m in inputs.metas() {
+            w.learn_tgids(&m.task_tgids);
+        }
+    }
     let stats = sink.finish(&findings)?;
     let events: u64 = stats.events.values().sum();
     // with `-o -` the export itself is on stdout: the summary goes to stderr

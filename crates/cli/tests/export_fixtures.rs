@@ -913,6 +913,10 @@ fn perfetto_exports_decode_with_perfettos_own_protos() {
             "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
             false,
         ),
+        // text that names each task's process: ftrace's record-tgid column, perf script
+        // -F pid,tid
+        ("fixtures/samples/ftrace/trace_record_tgid.txt", false),
+        ("fixtures/samples/perf/script_sched_F_pid_tid.txt", false),
     ] {
         let out = dir.join("t.pftrace");
         let (o, input) = (out.to_str().unwrap(), fixture(rel));
@@ -951,6 +955,13 @@ fn perfetto_exports_decode_with_perfettos_own_protos() {
                 .count() as u64;
             assert!(starts > 0);
             assert_eq!(v["ftrace_events"]["workqueue_execute_start"], starts, "{v}");
+        }
+        if rel.contains("record_tgid") || rel.contains("pid_tid") {
+            let (threads, grouped) = (
+                v["threads"].as_u64().unwrap(),
+                v["threads_in_processes"].as_u64().unwrap(),
+            );
+            assert!(threads > 0 && grouped == threads, "{rel}: {v}");
         }
         if rel.contains("cgroup-context") {
             let (threads, grouped) = (

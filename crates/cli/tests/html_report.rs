@@ -211,6 +211,34 @@ fn starvation_report_in_headless_chromium() {
             .iter()
             .all(|b| b == true));
         assert!(t["slices"].as_u64().unwrap() > 0);
+        // the slices the page paints (its embedded data, which
+        // drawn_run_slices_are_timehists_rows compares with timehist's rows) are on the
+        // canvas: every one wide enough to sample is painted in its CPU's run band
+        let (checked, painted) = (
+            t["slicesChecked"].as_u64().unwrap(),
+            t["slicesPainted"].as_u64().unwrap(),
+        );
+        assert!(
+            checked > 0 && painted == checked,
+            "{checked} sampled, {painted} painted: {t}"
+        );
+        // and each task of the finding has its state track
+        let named: Vec<i64> = report["findings"][i]["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["pid"].as_i64().unwrap())
+            .filter(|&p| p > 0)
+            .collect();
+        let tracks: Vec<i64> = t["tracks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        for p in &named {
+            assert!(tracks.contains(p), "no track for {p}: {tracks:?}");
+        }
         // a finding with a victim shows its waits (cpu-saturation has none: it is the CPU set's)
         let has_victim = report["findings"][i]["tasks"]
             .as_array()

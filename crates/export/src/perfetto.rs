@@ -327,6 +327,12 @@ impl<W: Write> PerfettoWriter<W> {
         Ok((self.out, self.stats))
     }
 
+    /// Thread-group ids an input named (`(tid, tgid)` pairs, see
+    /// [`stallscope_model::TraceMeta::task_tgids`]).
+    pub fn learn_tgids(&mut self, pairs: &[(stallscope_model::Tid, stallscope_model::Tid)]) {
+        self.tasks.learn_tgids(pairs);
+    }
+
     /// Thread-group ids from recorded context (see [`TaskTable::learn_context`]).
     pub fn learn_context(&mut self, ctx: &stallscope_model::SystemContext) {
         self.tasks.learn_context(ctx);

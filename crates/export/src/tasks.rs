@@ -80,6 +80,16 @@ impl TaskTable {
         }
     }
 
+    /// Learns the thread-group ids of `(tid, tgid)` pairs (keeping one already known).
+    pub fn learn_tgids(&mut self, pairs: &[(Tid, Tid)]) {
+        for &(tid, tgid) in pairs {
+            if tid > 0 && tgid > 0 {
+                self.tasks.entry(tid).or_default().tgid.get_or_insert(tgid);
+                self.tasks.entry(tgid).or_default().tgid.get_or_insert(tgid);
+            }
+        }
+    }
+
     /// Learns thread-group ids (and names) from recorded per-task context (`stallscope
     /// record` stores every task's tgid): processes are grouped for trace formats whose
     /// events do not carry the tgid.

@@ -35,8 +35,8 @@ pub use sched_record::{SchedBatch, SchedRecord, SchedRecordKind};
 pub use state::{KernelStateEncoding, PrevState};
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 pub use window::{
-    BlockRequest, FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice, RunnableWait,
-    TaskStateSpan, WaitHistogram, WakeupMark, WindowTask,
+    BlockRequest, CpuDensity, FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice,
+    RunnableWait, TaskStateSpan, WaitHistogram, WakeupMark, WindowTask,
 };
 
 /// CPU number as the kernel numbers it.

@@ -101,4 +101,9 @@ pub struct TraceMeta {
     /// `stallscope record --kallsyms`): names kernel addresses such as workqueue functions.
     #[serde(skip)]
     pub kallsyms: Option<std::sync::Arc<str>>,
+    /// `(tid, tgid)` of the tasks whose process the text said (ftrace's `record-tgid`
+    /// column, perf script's `PID/TID`), first occurrence each: exports group threads into
+    /// processes with them. Filled while reading.
+    #[serde(skip)]
+    pub task_tgids: Vec<(crate::Tid, crate::Tid)>,
 }

@@ -40,6 +40,19 @@ pub struct RunSlice {
     pub pid: Tid,
 }
 
+/// How busy one CPU was across a window, in equal bins: drawn where the window holds more
+/// run slices than the cap, so that what the cap left out still shows.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuDensity {
+    /// CPU.
+    pub cpu: Cpu,
+    /// Width of a bin, ns (the window's length / the number of bins, rounded up).
+    pub bin_ns: u64,
+    /// Busy share of each bin (‰ of the bin a task other than idle ran), from the window's
+    /// start.
+    pub busy_permille: Vec<u16>,
+}
+
 /// What one of a finding's tasks was doing over a span of its window, from the scheduler
 /// state machine (the one `timehist` and the detectors follow): `running`, `runnable`,
 /// `sleeping` (S), `blocked` (D), `dead`, `unknown` (before its first event).
@@ -189,6 +202,9 @@ pub struct FindingWindow {
     /// (they tile the window: one track per task under the CPU lanes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub task_states: Vec<TaskStateSpan>,
+    /// Per CPU, how busy it was across the window (only when run slices were capped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub density: Vec<CpuDensity>,
     /// Items left out after the cap.
     pub omitted: Omitted,
 }

@@ -123,6 +123,7 @@ impl PerfScriptTextReader {
         let Some(ev) = build_event(&mut self.st, &line, &ctx) else {
             return Ok(());
         };
+        self.st.note_tgid(ctx.pid, ctx.tgid);
         let mut ev = ev;
         ev.callchain = self.read_callchain()?;
         self.st.push(ev);

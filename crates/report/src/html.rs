@@ -577,6 +577,7 @@ mod tests {
                 migrations: vec![],
                 requests: vec![],
                 task_states: vec![],
+                density: vec![],
                 omitted: Omitted::default(),
             }],
             ..Default::default()

@@ -95,6 +95,43 @@ struct Building {
     cpus: BTreeSet<Cpu>,
     /// The finding's own tasks (their states get a track).
     named: BTreeSet<Tid>,
+    /// Busy ns per CPU per density bin (see [`DENSITY_BINS`]).
+    busy: BTreeMap<Cpu, Vec<u64>>,
+}
+
+/// Bins of a window's per-CPU density ([`stallscope_model::CpuDensity`]).
+pub const DENSITY_BINS: u64 = 200;
+
+impl Building {
+    /// Width of a density bin.
+    fn bin_ns(&self) -> u64 {
+        (self.w.end_ns - self.w.start_ns)
+            .div_ceil(DENSITY_BINS)
+            .max(1)
+    }
+
+    /// Adds the run `[a, b)` on `cpu` (clipped to the window) to the density bins.
+    fn add_busy(&mut self, cpu: Cpu, a: Ts, b: Ts) {
+        let (a, b) = (a.max(self.w.start_ns), b.min(self.w.end_ns));
+        if a >= b {
+            return;
+        }
+        let width = self.bin_ns();
+        let bins = self
+            .busy
+            .entry(cpu)
+            .or_insert_with(|| vec![0; DENSITY_BINS as usize]);
+        let mut t = a;
+        while t < b {
+            let k = ((t - self.w.start_ns) / width) as usize;
+            let bin_end = self.w.start_ns + (k as u64 + 1) * width;
+            let end = bin_end.min(b);
+            if let Some(v) = bins.get_mut(k) {
+                *v += end - t;
+            }
+            t = end;
+        }
+    }
 }
 
 /// The one-pass state machine behind [`collect`].
@@ -171,11 +208,13 @@ impl WindowCollector {
                     migrations: Vec::new(),
                     requests: Vec::new(),
                     task_states: Vec::new(),
+                    density: Vec::new(),
                     omitted: Default::default(),
                 },
                 pids: f.tasks.iter().map(|t| t.pid).collect(),
                 cpus: f.cpus.iter().copied().collect(),
                 named: f.tasks.iter().map(|t| t.pid).filter(|&p| p > 0).collect(),
+                busy: BTreeMap::new(),
             })
             .collect();
         pending.sort_by_key(|b| b.w.start_ns);
@@ -259,10 +298,31 @@ impl WindowCollector {
                     end_ns: end,
                     pid,
                 };
+                b.add_busy(cpu, since, end);
                 b.pids.insert(pid);
                 b.cpus.insert(cpu);
                 push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
             }
+        }
+        if b.w.omitted.slices > 0 {
+            // the cap left slices out: the density shows how busy each CPU was anyway
+            let width = b.bin_ns();
+            b.w.density = b
+                .busy
+                .iter()
+                .map(|(&cpu, bins)| stallscope_model::CpuDensity {
+                    cpu,
+                    bin_ns: width,
+                    busy_permille: bins
+                        .iter()
+                        .map(|&ns| {
+                            u16::try_from(ns.saturating_mul(1000) / width)
+                                .unwrap_or(1000)
+                                .min(1000)
+                        })
+                        .collect(),
+                })
+                .collect();
         }
         let mut waits: Vec<_> = self.runnable.iter().collect();
         waits.sort();
@@ -392,6 +452,7 @@ impl WindowCollector {
                             end_ns: end,
                             pid,
                         };
+                        b.add_busy(rcpu, start, end);
                         b.pids.insert(pid);
                         b.cpus.insert(rcpu);
                         push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
@@ -706,6 +767,7 @@ mod tests {
         assert_eq!(w.windows.len(), 1);
         let win = &w.windows[0];
         assert_eq!((win.start_ns, win.end_ns), (900, 2100));
+        assert!(win.density.is_empty(), "nothing capped: no density");
         assert_eq!(
             win.slices,
             vec![
@@ -769,6 +831,19 @@ mod tests {
         let w = c.finish();
         assert_eq!(w.windows[0].slices.len(), 2);
         assert!(w.windows[0].omitted.slices >= 8);
+        // the density still counts every run: CPU 0 busy from the first switch on
+        let d = &w.windows[0].density;
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].cpu, 0);
+        let busy: u64 = d[0]
+            .busy_permille
+            .iter()
+            .map(|&p| u64::from(p) * d[0].bin_ns / 1000)
+            .sum();
+        // runs from 1 (first switch) to the window's end at 1 000 000, minus rounding
+        let want = 1_000_000 - 1;
+        assert!(busy.abs_diff(want) <= d[0].bin_ns, "{busy} vs {want}");
+        assert!(d[0].busy_permille.iter().all(|&p| p <= 1000));
     }
 
     fn block(ts: Ts, name: &str, sector: u64) -> Event {

@@ -81,6 +81,9 @@ pub(crate) struct Context<'a> {
     pub pid_field_width: usize,
     /// Number of digits of the pid.
     pub pid_digits: usize,
+    /// The context task's process id, when the line prints it (ftrace's `(TGID)` column
+    /// with `record-tgid`, perf script's `PID/TID`).
+    pub tgid: Option<i32>,
 }
 
 /// Parses the context of a kernel-dialect line (ftrace text, trace-cmd report).
@@ -237,11 +240,12 @@ fn kernel_columns(line: &[u8], ts_start: usize, ts: TextTs, rest: usize) -> Opti
     let mut end = skip_spaces_back(line, col_start);
     let mut pid_col_end = col_start;
     let mut has_tgid_column = false;
+    let mut tgid = None;
     if cpu_shape == CpuShape::Bracket && end > 0 && line[end - 1] == b')' {
         let open = memrchr(b'(', &line[..end - 1])?;
         let inner = trim_start_spaces(&line[open + 1..end - 1]);
         if !inner.iter().all(|&b| b == b'-') {
-            parse_pid(inner)?;
+            tgid = Some(parse_pid(inner)?);
         }
         has_tgid_column = true;
         pid_col_end = open;
@@ -264,6 +268,7 @@ fn kernel_columns(line: &[u8], ts_start: usize, ts: TextTs, rest: usize) -> Opti
         has_tgid_column,
         pid_field_width: pid_col_end - digits_start,
         pid_digits: end - digits_start,
+        tgid: tgid.filter(|&t| t > 0),
     })
 }
 
@@ -286,12 +291,15 @@ fn perf_columns(line: &[u8], ts_start: usize, ts: TextTs, rest: usize) -> Option
     // `PID/TID`: the context task is the TID. perf prints -1 (and comm `:-1`) for samples
     // whose task was already gone (`12897/-1`, `   -1`).
     let signed = |s: &[u8]| i32::try_from(parse_i64(s)?).ok();
-    let pid = match memchr::memchr(b'/', token) {
+    let (pid, tgid) = match memchr::memchr(b'/', token) {
         Some(slash) => {
-            signed(&token[..slash])?;
-            signed(&token[slash + 1..])?
+            let process = signed(&token[..slash])?;
+            (
+                signed(&token[slash + 1..])?,
+                Some(process).filter(|&p| p > 0),
+            )
         }
-        None => signed(token)?,
+        None => (signed(token)?, None),
     };
     if skip_spaces_back(line, start) == 0 {
         return None; // no comm column
@@ -305,6 +313,7 @@ fn perf_columns(line: &[u8], ts_start: usize, ts: TextTs, rest: usize) -> Option
         has_tgid_column: false,
         pid_field_width: 0,
         pid_digits: token.len(),
+        tgid,
     })
 }
 

@@ -107,6 +107,7 @@ pub(crate) fn push_kernel_event(
     };
     note_timestamp(st, ctx.ts, line);
     note_payload_form(st, form, line);
+    st.note_tgid(ctx.pid, ctx.tgid);
     let ev = Event {
         ts: ctx.ts.value(),
         cpu: ctx.cpu.unwrap_or(0),

@@ -81,6 +81,8 @@ pub(crate) struct TextState {
     native_system: Option<&'static str>,
     /// Frequent per-event notes: added once with an example, the rest at the end.
     deferred: Vec<DeferredNote>,
+    /// Tasks whose process id is already in `meta.task_tgids`.
+    tgid_known: FxHashSet<i32>,
 }
 
 /// A per-event data-quality note whose count is kept here and flushed at the end (adding to
@@ -123,6 +125,7 @@ impl TextState {
             declared_native: 0,
             native_system,
             deferred: Vec::new(),
+            tgid_known: FxHashSet::default(),
         }
     }
 
@@ -234,6 +237,16 @@ impl TextState {
     /// Span of line `number`.
     pub fn span(&self, number: u64) -> Span {
         Span::new(self.index, SpanPos::Line(number))
+    }
+
+    /// Notes that the text names `tgid` as the process of task `tid` (first time only).
+    #[inline]
+    pub fn note_tgid(&mut self, tid: i32, tgid: Option<i32>) {
+        if let Some(g) = tgid {
+            if tid > 0 && self.tgid_known.insert(tid) {
+                self.meta.task_tgids.push((tid, g));
+            }
+        }
     }
 
     /// Queues `ev` (after any pending lost-event markers, which take its timestamp).

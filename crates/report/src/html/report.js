@@ -93,7 +93,8 @@
       var note = document.createElement("div");
       note.className = "tl-note";
       note.textContent = "Left out of this window (cap of " + data.max_items + " per kind): " +
-        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests.";
+        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests." +
+        (om.slices > 0 ? " Grey shading in the CPU lanes: how busy each CPU was there (density of all its runs, including those left out)." : "");
       el.appendChild(note);
     }
     this.victimWaits = win.waits.filter(function (w) { return self.roles[w.pid] === "victim"; });
@@ -151,6 +152,19 @@
       var y = PAD_TOP + (self.lanes.length + self.devLane[r.dev]) * LANE_H + 2 + r._row * rowH;
       g.fillStyle = r.rwbs.indexOf("R") >= 0 ? COLORS.read : COLORS.write;
       g.fillRect(x0, y, Math.max(0.7, x1 - x0), rowH - 1);
+    });
+    // density (when the cap left run slices out): how busy each CPU was, bin by bin, drawn
+    // behind the slices that are there
+    (win.density || []).forEach(function (d) {
+      if (self.laneOf[d.cpu] === undefined) return;
+      var y = self.laneY(d.cpu) + 12;
+      d.busy_permille.forEach(function (p, k) {
+        if (!p) return;
+        var a = win.start_ns + k * d.bin_ns, b = a + d.bin_ns;
+        if (b < self.t0 || a > self.t1) return;
+        g.fillStyle = "rgba(60,60,70," + (0.1 + 0.5 * p / 1000).toFixed(3) + ")";
+        g.fillRect(self.x(a), y, Math.max(0.7, self.x(b) - self.x(a)), LANE_H - 16);
+      });
     });
     // run slices: lower two thirds of the lane
     win.slices.forEach(function (s) {
@@ -329,7 +343,11 @@
       victimWaits: t.victimWaits.map(function (w) { return { pid: w.pid, cpu: w.cpu, start_ns: w.start_ns, end_ns: w.end_ns }; }),
       view: function () { return { t0: t.t0, t1: t.t1 }; },
       // canvas pixel (CSS px, relative to the canvas) of time ts on a CPU's wait band
-      waitPoint: function (ts, cpu) { return { x: t.x(ts), y: t.laneY(cpu) + 6 }; }
+      waitPoint: function (ts, cpu) { return { x: t.x(ts), y: t.laneY(cpu) + 6 }; },
+      // the run slices drawn, and the pixel at the middle of each one's band
+      runSlices: win.slices.map(function (s) { return { pid: s.pid, cpu: s.cpu, start_ns: s.start_ns, end_ns: s.end_ns }; }),
+      slicePoint: function (ts, cpu) { return { x: t.x(ts), y: t.laneY(cpu) + 12 + (LANE_H - 16) / 2 }; },
+      tracks: t.tracks.slice()
     });
   });
   document.documentElement.setAttribute("data-stallscope-ready", "1");
