@@ -283,31 +283,25 @@ fn inputs_that_cannot_be_one_recording_are_not_merged() {
             "{cmd}: {err}"
         );
     }
-    let o = stallscope()
-        .args(["analyze", "--merge-unrelated"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
     let dir = root.join("fixtures/detectors/dispatch-starvation/bfq");
-    let o = stallscope()
-        .arg("iolat")
-        .arg(dir.join("loop0.blktrace.0"))
-        .arg(dir.join("loop0.blktrace.1.zst"))
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    for (cmd, files) in [
+        (["analyze", "--merge-unrelated"], [a.clone(), b.clone()]),
+        (
+            ["iolat", "--"],
+            [
+                dir.join("loop0.blktrace.0"),
+                dir.join("loop0.blktrace.1.zst"),
+            ],
+        ),
+    ] {
+        let o = stallscope().args(cmd).args(files).output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{cmd:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
 }
 
 #[test]

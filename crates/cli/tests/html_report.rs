@@ -223,13 +223,7 @@ fn starvation_report_in_headless_chromium() {
             "{checked} sampled, {painted} painted: {t}"
         );
         // and each task of the finding has its state track
-        let named: Vec<i64> = report["findings"][i]["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["pid"].as_i64().unwrap())
-            .filter(|&p| p > 0)
-            .collect();
+        let named = named_pids(&report["findings"][i]);
         let tracks: Vec<i64> = t["tracks"]
             .as_array()
             .unwrap()
@@ -448,6 +442,17 @@ fn block_capture_windows_carry_requests() {
     );
 }
 
+/// The task ids a finding names (idle excepted).
+fn named_pids(finding: &Value) -> Vec<i64> {
+    finding["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["pid"].as_i64().unwrap())
+        .filter(|&p| p > 0)
+        .collect()
+}
+
 /// The `stallscope-windows` JSON a page embeds.
 fn page_windows(page: &str) -> Value {
     let start = page
@@ -573,13 +578,7 @@ fn each_named_task_gets_a_state_track_that_tiles_its_window() {
             w["end_ns"].as_u64().unwrap(),
         );
         let f = &report["findings"][w["finding"].as_u64().unwrap() as usize];
-        let named: Vec<i64> = f["tasks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["pid"].as_i64().unwrap())
-            .filter(|&p| p > 0)
-            .collect();
+        let named = named_pids(f);
         let states = w["task_states"].as_array().expect("task_states");
         for pid in &named {
             let mut spans: Vec<(u64, u64, String, Option<u64>)> = states
