@@ -38,6 +38,10 @@ pub struct RunSlice {
     pub end_ns: Ts,
     /// Task id (name in [`FindingWindow::tasks`]).
     pub pid: Tid,
+    /// The task was running when the CPU's first event was recorded: the slice starts at
+    /// that event, not at a switch-in (timehist gives such a run no length).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub before_trace: bool,
 }
 
 /// How busy one CPU was across a window, in equal bins: drawn where the window holds more

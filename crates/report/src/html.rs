@@ -570,6 +570,7 @@ mod tests {
                         start_ns: i as u64,
                         end_ns: i as u64 + 1,
                         pid: 7,
+                        before_trace: false,
                     })
                     .collect(),
                 waits: vec![],

@@ -157,6 +157,11 @@ pub struct WindowCollector {
     requests_dropped: u64,
     first_ts: Option<Ts>,
     omitted_windows: usize,
+    /// Each CPU's first timed event (a task running then started before the trace).
+    cpu_first: HashMap<Cpu, Ts>,
+    /// Per task, the end of its latest before-the-trace slice (a task runs on one CPU at a
+    /// time: another CPU's before-the-trace run of it starts after that).
+    before_trace_end: HashMap<Tid, Ts>,
     /// The `timehist` rows the run slices come from.
     timehist: Timehist,
     rows: Vec<TimehistRow>,
@@ -245,6 +250,8 @@ impl WindowCollector {
             requests: HashMap::new(),
             requests_dropped: 0,
             first_ts: None,
+            cpu_first: HashMap::new(),
+            before_trace_end: HashMap::new(),
             timehist: Timehist::new(TimehistOptions::default()),
             rows: Vec::new(),
             timeline: Timeline::new(WakeupSelector::preferring_waking(false)),
@@ -297,6 +304,7 @@ impl WindowCollector {
                     start_ns: since.max(start),
                     end_ns: end,
                     pid,
+                    before_trace: false,
                 };
                 b.add_busy(cpu, since, end);
                 b.pids.insert(pid);
@@ -421,10 +429,20 @@ impl WindowCollector {
             return; // outside the analyzed range, like the analysis itself
         }
         let ts = ev.ts;
-        if matches!(ev.kind, EventKind::TaskComm { .. }) && ts == 0 {
+        let side_band = matches!(ev.kind, EventKind::TaskComm { .. });
+        if side_band && ts == 0 {
             return; // a side-band name without a time (perf's synthesized records)
         }
-        let first = *self.first_ts.get_or_insert(ts);
+        // the trace's (and each CPU's) first event is its first analyzed one, as the
+        // analysis counts it: side-band task names are not events of a CPU
+        let first = match (side_band, self.first_ts) {
+            (_, Some(f)) => f,
+            (true, None) => ts,
+            (false, None) => *self.first_ts.insert(ts),
+        };
+        if !side_band {
+            self.cpu_first.entry(ev.cpu).or_insert(ts);
+        }
         self.advance(ts);
         // every event goes to timehist (wakeups and migrations shape its rows too)
         let mut rows = std::mem::take(&mut self.rows);
@@ -451,12 +469,42 @@ impl WindowCollector {
                             start_ns: start.max(b.w.start_ns),
                             end_ns: end,
                             pid,
+                            before_trace: false,
                         };
                         b.add_busy(rcpu, start, end);
                         b.pids.insert(pid);
                         b.cpus.insert(rcpu);
                         push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
                     });
+                }
+                // The CPU's first switch-out of a task never seen switched in: timehist gives
+                // its run no length; it ran at least from the CPU's first event (marked).
+                let first_switch_here = !self.current.contains_key(&cpu);
+                if prev != 0
+                    && first_switch_here
+                    && !rows.iter().any(|r| r.tid == prev && r.run_ns > 0)
+                {
+                    let since = self.cpu_first.get(&cpu).copied().unwrap_or(ts).max(first);
+                    let since = since.max(self.before_trace_end.get(&prev).copied().unwrap_or(0));
+                    if since < ts {
+                        self.before_trace_end.insert(prev, ts);
+                        self.each_active(|b, max| {
+                            if ts <= b.w.start_ns {
+                                return;
+                            }
+                            let s = RunSlice {
+                                cpu,
+                                start_ns: since.max(b.w.start_ns),
+                                end_ns: ts,
+                                pid: prev,
+                                before_trace: true,
+                            };
+                            b.add_busy(cpu, since, ts);
+                            b.pids.insert(prev);
+                            b.cpus.insert(cpu);
+                            push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
+                        });
+                    }
                 }
                 self.rows = rows;
                 if prev != 0 && sw.prev_state.is_runnable() {
@@ -775,13 +823,15 @@ mod tests {
                     cpu: 0,
                     start_ns: 900,
                     end_ns: 2000,
-                    pid: 5
+                    pid: 5,
+                    before_trace: false,
                 },
                 RunSlice {
                     cpu: 0,
                     start_ns: 2000,
                     end_ns: 2100,
-                    pid: 7
+                    pid: 7,
+                    before_trace: false,
                 },
             ]
         );

@@ -171,7 +171,10 @@
       if (s.end_ns < self.t0 || s.start_ns > self.t1 || self.laneOf[s.cpu] === undefined) return;
       var x0 = self.x(s.start_ns), x1 = self.x(s.end_ns), y = self.laneY(s.cpu) + 12;
       g.fillStyle = taskColor(s.pid, self.roles);
+      // running since before the trace: lighter, it started at the CPU's first event
+      g.globalAlpha = s.before_trace ? 0.45 : 1;
       g.fillRect(x0, y, Math.max(0.7, x1 - x0), LANE_H - 16);
+      g.globalAlpha = 1;
       if (x1 - x0 > 40) {
         g.fillStyle = self.roles[s.pid] ? "#fff" : "#222"; g.textBaseline = "middle";
         var label = (self.names[s.pid] || "?") + " " + s.pid;
@@ -295,7 +298,8 @@
     list.forEach(function (s) {
       if (s.cpu === cpu && s.start_ns <= ts + tol && s.end_ns >= ts - tol) {
         var role = self.roles[s.pid] ? " [" + self.roles[s.pid] + "]" : "";
-        best = (list === self.win.waits ? "runnable wait" + (s.open ? " (still waiting at window end)" : "") : "running") +
+        best = (list === self.win.waits ? "runnable wait" + (s.open ? " (still waiting at window end)" : "") :
+                "running" + (s.before_trace ? " since before the trace (from the CPU's first event)" : "")) +
           " on CPU " + s.cpu + "\n" + (self.names[s.pid] || "?") + " (pid " + s.pid + ")" + role +
           "\n" + fmtTs(s.start_ns) + " … " + fmtTs(s.end_ns) + "\n" + fmtDur(s.end_ns - s.start_ns);
       }
