@@ -94,5 +94,11 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
         out.flush()?;
         write_quality_text(&mut std::io::stderr(), &inputs.quality())?;
     }
+    if inputs.events_read() == 0 {
+        return Err(CliError::Missing(format!(
+            "{}: dump has nothing to print: the inputs hold no event stallscope could read (`stallscope info` says what they contain)",
+            args.input.files.join(", ")
+        )));
+    }
     Ok(())
 }

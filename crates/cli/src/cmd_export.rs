@@ -144,6 +144,16 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     let stats = sink.finish(&findings)?;
     let events: u64 = stats.events.values().sum();
+    if inputs.events_read() == 0 {
+        // an empty trace would open in a viewer as if nothing happened
+        if args.output != "-" {
+            let _ = std::fs::remove_file(&args.output);
+        }
+        return Err(CliError::Missing(format!(
+            "{}: export has nothing to write: the inputs hold no event stallscope could read (`stallscope info` says what they contain)",
+            args.input.files.join(", ")
+        )));
+    }
     // with `-o -` the export itself is on stdout: the summary goes to stderr
     let mut stderr = io::stderr();
     let summary: &mut dyn Write = if args.output == "-" { &mut stderr } else { out };

@@ -267,7 +267,8 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
             &args.input.files,
             "no block request events (iolat needs block_bio_queue / Q and block_rq_issue / D, with block_rq_insert, block_getrq and block_rq_complete for the other phases)",
             "stallscope record --events block,block:block_getrq -o trace.dat -- COMMAND` or `blktrace -d DEV",
-        ));
+        )
+        .json_too(args.format, out));
     }
     match args.format {
         OutputFormat::Text => write_text(out, &report, by, &dq)?,

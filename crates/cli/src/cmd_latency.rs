@@ -225,7 +225,8 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 "no sched_switch events (latency needs sched_switch, and sched_waking or sched_wakeup for the delays)",
                 "perf sched record -- COMMAND` or `stallscope record -o trace.dat -- COMMAND",
             ),
-        });
+        }
+        .json_too(args.format, out));
     }
     match args.format {
         OutputFormat::Text => write_text(out, &report, &dq)?,

@@ -320,6 +320,9 @@ impl TextRows {
 struct Tail<'a> {
     summary: Option<&'a TimehistSummary>,
     data_quality: &'a DataQuality,
+    /// Why there is no row (the command exits 2 saying the same on stderr).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    nothing_analyzed: Option<String>,
 }
 
 /// Runs the command.
@@ -389,30 +392,9 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
             return Err(CliError::Io(e));
         }
     }
-    let summary = (args.summary || args.with_summary).then(|| th.summary());
-    let dq = inputs.quality();
-    match args.format {
-        OutputFormat::Text => {
-            if let Some(s) = &summary {
-                text.summary(out, s)?;
-            }
-            writeln!(out)?;
-            write_quality_text(out, &dq)?;
-        }
-        OutputFormat::Json => {
-            out.write_all(b"\n],")?;
-            // The tail object's fields, spliced after "rows" in the same JSON object.
-            let tail = serde_json::to_string(&Tail {
-                summary: summary.as_ref(),
-                data_quality: &dq,
-            })?;
-            out.write_all(&tail.as_bytes()[1..])?;
-            out.write_all(b"\n")?;
-        }
-    }
-    if rows == 0 {
+    let nothing = (rows == 0).then(|| {
         let files = &args.input.files;
-        return Err(match (args.pid, args.cpu) {
+        match (args.pid, args.cpu) {
             (Some(p), _) => CliError::filtered_out(
                 "timehist",
                 files,
@@ -429,7 +411,32 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 "no sched_switch events (timehist needs sched_switch, and sched_waking or sched_wakeup for the scheduling delay)",
                 "perf sched record -- COMMAND` or `stallscope record -o trace.dat -- COMMAND",
             ),
-        });
+        }
+    });
+    let summary = (args.summary || args.with_summary).then(|| th.summary());
+    let dq = inputs.quality();
+    match args.format {
+        OutputFormat::Text => {
+            if let Some(s) = &summary {
+                text.summary(out, s)?;
+            }
+            writeln!(out)?;
+            write_quality_text(out, &dq)?;
+        }
+        OutputFormat::Json => {
+            out.write_all(b"\n],")?;
+            // The tail object's fields, spliced after "rows" in the same JSON object.
+            let tail = serde_json::to_string(&Tail {
+                summary: summary.as_ref(),
+                data_quality: &dq,
+                nothing_analyzed: nothing.as_ref().map(|e| e.to_string()),
+            })?;
+            out.write_all(&tail.as_bytes()[1..])?;
+            out.write_all(b"\n")?;
+        }
+    }
+    if let Some(e) = nothing {
+        return Err(e);
     }
     Ok(())
 }

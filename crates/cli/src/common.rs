@@ -80,6 +80,19 @@ impl CliError {
         ))
     }
 
+    /// Writes `{"nothing_analyzed": MESSAGE}` on `out` in JSON mode (a JSON reader learns
+    /// why there is no table), then returns the error itself (exit 2, message on stderr).
+    pub fn json_too(self, format: OutputFormat, out: &mut dyn Write) -> CliError {
+        if format == OutputFormat::Json {
+            let msg = self.to_string();
+            let _ =
+                serde_json::to_writer(&mut *out, &serde_json::json!({ "nothing_analyzed": msg }))
+                    .map_err(io::Error::other)
+                    .and_then(|()| out.write_all(b"\n"));
+        }
+        self
+    }
+
     /// [`CliError::Missing`] for a filter of `command` that matches nothing in `files`.
     pub fn filtered_out(command: &str, files: &[String], what: &str) -> CliError {
         CliError::Missing(format!(

@@ -214,6 +214,27 @@ fn commands_without_their_events_say_what_is_missing_and_exit_2() {
     // with its events, exit 0
     let o = stallscope().arg("latency").arg(&sched).output().unwrap();
     assert_eq!(o.status.code(), Some(0));
+    // in JSON the reason is data too
+    for (args, file) in [
+        (&["latency", "--format", "json"][..], &block),
+        (&["timehist", "--format", "json"], &block),
+        (&["iolat", "--format", "json"], &sched),
+    ] {
+        let o = stallscope().args(args).arg(file).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+        let why = v["nothing_analyzed"].as_str().expect("nothing_analyzed");
+        assert!(why.contains("has nothing to measure"), "{args:?}: {why}");
+    }
+    // dump and export of a file without a readable event
+    let empty = tmp_dir().join("empty.txt");
+    std::fs::write(&empty, "# tracer: nop\n#\n").unwrap();
+    for args in [&["dump"][..], &["export", "--to", "perfetto", "-o", "-"]] {
+        let o = stallscope().args(args).arg(&empty).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("nothing to"), "{args:?}: {err}");
+    }
 }
 
 #[test]
