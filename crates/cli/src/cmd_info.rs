@@ -200,7 +200,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 EventKind::TaskComm { tid, comm, .. } => name_task(*tid, *comm),
                 EventKind::Block(b) => block.note(b),
                 EventKind::Lost { count } => match count {
-                    Some(c) => lost += c,
+                    Some(c) => lost = lost.saturating_add(*c),
                     None => lost_unknown += 1,
                 },
                 _ => {}

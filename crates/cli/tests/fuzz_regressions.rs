@@ -1,7 +1,7 @@
 //! Inputs the fuzz targets found (fuzz/regressions/TARGET/, kept by scripts/fuzz.sh) and
-//! hand-made hostile inputs: each goes through `stallscope info` and `stallscope analyze`,
-//! which must end with exit 0 (read, with data-quality notes) or 2 (a clear error naming
-//! the file), never a panic (101), an abort or another signal.
+//! hand-made hostile inputs: each goes through `stallscope info`, `analyze`, `latency`,
+//! `timehist` and `dump`, which must end with exit 0 (read, with data-quality notes) or 2
+//! (a clear error naming the file), never a panic (101), an abort or another signal.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,7 +26,7 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn check(file: &Path) {
-    for cmd in ["info", "analyze"] {
+    for cmd in ["info", "analyze", "latency", "timehist", "dump"] {
         let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
             .arg(cmd)
             .arg(file)

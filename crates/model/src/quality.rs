@@ -55,7 +55,8 @@ impl DataQuality {
     ) {
         // Fast path without allocating the key: floods of one problem are common.
         if let Some(e) = self.entries.get_mut(key) {
-            e.count += n;
+            // counts can come from the file (lost-event totals): they saturate
+            e.count = e.count.saturating_add(n);
             if e.examples.len() < Self::MAX_EXAMPLES {
                 e.examples.push(example());
             }
@@ -96,7 +97,7 @@ impl DataQuality {
                 description: v.description.clone(),
                 examples: Vec::new(),
             });
-            e.count += v.count;
+            e.count = e.count.saturating_add(v.count);
             for ex in &v.examples {
                 if e.examples.len() < Self::MAX_EXAMPLES {
                     e.examples.push(ex.clone());

@@ -528,7 +528,7 @@ impl Latency {
 
     fn on_lost(&mut self, count: Option<u64>) {
         self.stats.lost_chunks += 1;
-        self.stats.lost_events += count.unwrap_or(0);
+        self.stats.lost_events = self.stats.lost_events.saturating_add(count.unwrap_or(0));
     }
 
     /// Events fed so far.
