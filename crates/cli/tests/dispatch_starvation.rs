@@ -522,3 +522,20 @@ fn the_blktrace_capture_takes_its_cause_from_bfqs_own_messages() {
         "{text}"
     );
 }
+
+#[test]
+fn analyze_takes_a_blktrace_directory_or_dev_prefix_like_every_other_command() {
+    // `iolat DIR` and `iolat DIR/loop0` read the per-CPU files; analyze refused a
+    // directory ("expected a trace file, found a directory") and a DEV prefix (no such file).
+    let files = inputs("bfq", "blktrace");
+    let want = ok_stdout(run(&["analyze", "--oneline", "--select", ID], &files));
+    assert!(!want.is_empty());
+    let dir = root().join(DIR).join("bfq");
+    for path in [dir.clone(), dir.join("loop0")] {
+        let got = ok_stdout(run(
+            &["analyze", "--oneline", "--select", ID],
+            &[path.to_string_lossy().into_owned()],
+        ));
+        assert_eq!(got, want, "{}", path.display());
+    }
+}

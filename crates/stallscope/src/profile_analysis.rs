@@ -135,6 +135,10 @@ pub fn read_text_profiles(
         if f == "-" {
             continue;
         }
+        // a blktrace directory or `DEV` prefix stands for per-CPU trace files: no profile
+        if stallscope_read::blktrace::expand_path(f)?.is_some() {
+            continue;
+        }
         let input = Input::open(f)?;
         match sniff_profile(&input.head) {
             Some(ProfileFormat::Folded | ProfileFormat::PerfReport) => {
