@@ -20,12 +20,19 @@ else
   echo "scripts/setup.sh: no apt-get; install the packages listed at the top of this script by hand" >&2
   exit 1
 fi
-# compare's statistics cross-check runs the python3 on PATH: when that is not Debian's
-# (pyenv, a venv), python3-scipy does not reach it
-python3 -c 'import scipy' 2>/dev/null || python3 -m pip install --quiet scipy
+# pip_install PKG…: installs PyPI packages for the python3 on PATH (the tests run that one):
+# Debian's own python3 needs python3-pip and refuses plain pip installs (PEP 668), a pyenv
+# or venv python3 takes them as they are
+pip_install() {
+  python3 -m pip --version >/dev/null 2>&1 || apt-get install -y -qq python3-pip >/dev/null
+  python3 -m pip install --quiet "$@" 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages "$@"
+}
+# compare's statistics cross-check: python3-scipy above, unless python3 is not Debian's
+python3 -c 'import scipy' 2>/dev/null || pip_install scipy
 # the Perfetto export is decoded with Perfetto's own trace protos (perfetto_trace_pb2)
 python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null \
-  || python3 -m pip install --quiet perfetto protobuf
+  || pip_install perfetto protobuf
 # the HTML report's browser test drives chromium with playwright-core
 (cd tests/browser && npm ci --no-audit --no-fund)
 perf --version

@@ -253,6 +253,7 @@ fn lost_events_equal_perfs_and_keep_the_time_range() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["lost_events"], 581);
     assert_eq!(v["lost_samples"], 581, "shown apart, not added");
+    let v_info_lost_samples = v["lost_samples"].as_u64().unwrap();
     assert!(
         v["first_ts_ns"].as_u64().unwrap() > 3_000_000_000_000,
         "{}",
@@ -281,6 +282,22 @@ fn lost_events_equal_perfs_and_keep_the_time_range() {
             text.contains("lost events (581 out of") && text.contains("in 3 chunks)"),
             "{text}"
         );
+        // perf report --stats: the LOST_SAMPLES record total first, then each event's lost
+        // samples; their sum is what info shows apart as lost samples
+        let out = Command::new("perf")
+            .args(["report", "--stats", "-i"])
+            .arg(&f)
+            .output()
+            .unwrap();
+        let stats = String::from_utf8_lossy(&out.stdout);
+        let per_event: u64 = stats
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("LOST_SAMPLES events:"))
+            .filter_map(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+            .skip(1)
+            .sum();
+        assert_eq!(per_event, 581, "{stats}");
+        assert_eq!(v_info_lost_samples, per_event);
     }
 }
 
