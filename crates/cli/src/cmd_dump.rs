@@ -7,7 +7,8 @@ use std::io::Write;
 
 use clap::Args;
 use serde_json::{Map, Value};
-use stallscope::model::{Event, FieldRef, SpanPos};
+use stallscope::model::{DataQuality, Event, FieldRef, SpanPos};
+use stallscope::read::profile::{kernel_symbols_with_embedded, Kallsyms, KernelSymbolSource};
 
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 
@@ -23,7 +24,10 @@ pub struct DumpArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
-    /// Append each event's source (`# input:line N` / `# input:offset 0x…`) in text output.
+    /// Append each event's source (`# input:line N` / `# input:offset 0x…`) in text output,
+    /// and the stack recorded with it (perf `-g` callchains, `ftrace:kernel_stack` /
+    /// `user_stack` after their event) as `\t=> symbol (address)` lines, kernel frames named
+    /// from the input's own kallsyms or this host's when the kernel release is the same.
     #[arg(long)]
     source: bool,
     /// Print the data-quality block to stderr at the end (text output).
@@ -67,11 +71,43 @@ fn json_line(ev: &Event, path: &str) -> Value {
     Value::Object(m)
 }
 
+/// The frames of a callchain (perf's markers say kernel or user) as `\t=> name (addr)`
+/// lines, like `trace-cmd report` prints a stack: kernel frames named from `symbols`,
+/// the others (and unknown kernel addresses) as `[unknown]`.
+fn write_stack(
+    out: &mut dyn Write,
+    chain: &[u64],
+    symbols: Option<&Kallsyms>,
+) -> std::io::Result<()> {
+    const CONTEXT_MAX: u64 = -4095i64 as u64;
+    const KERNEL: u64 = -128i64 as u64;
+    let mut kernel = false;
+    for &ip in chain {
+        if ip >= CONTEXT_MAX {
+            kernel = ip == KERNEL;
+            continue;
+        }
+        let name = if kernel {
+            symbols.and_then(|k| k.lookup(ip))
+        } else {
+            None
+        };
+        match name {
+            Some(s) if s.offset > 0 => writeln!(out, "\t=> {}+{:#x} ({ip:x})", s.name, s.offset)?,
+            Some(s) => writeln!(out, "\t=> {} ({ip:x})", s.name)?,
+            None => writeln!(out, "\t=> [unknown] ({ip:x})")?,
+        }
+    }
+    Ok(())
+}
+
 /// Runs the command.
 pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut inputs = args.input.open()?;
     let paths: Vec<String> = inputs.metas().iter().map(|m| m.path.clone()).collect();
     let path_of = |i: u16| paths.get(usize::from(i)).map_or("?", |s| s.as_str());
+    // kernel symbols per input, built at the first stack of that input (--source only)
+    let mut symbols: Vec<Option<Option<Kallsyms>>> = vec![None; paths.len()];
     let mut batch = Vec::new();
     while inputs.next_batch(&mut batch)? {
         for ev in &batch {
@@ -82,6 +118,23 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
                         write!(out, " # {}:{}", path_of(ev.span.input()), ev.span.pos())?;
                     }
                     out.write_all(b"\n")?;
+                    if let (true, Some(chain)) = (args.source, &ev.callchain) {
+                        let i = usize::from(ev.span.input());
+                        if let Some(slot) = symbols.get_mut(i) {
+                            let table = slot.get_or_insert_with(|| {
+                                let meta = &inputs.metas()[i];
+                                kernel_symbols_with_embedded(
+                                    &KernelSymbolSource::Auto,
+                                    meta.kernel_release.as_deref(),
+                                    meta.kallsyms.as_deref().map(|k| (meta.path.as_str(), k)),
+                                    &mut DataQuality::default(),
+                                )
+                                .ok()
+                                .flatten()
+                            });
+                            write_stack(out, chain, table.as_ref())?;
+                        }
+                    }
                 }
                 OutputFormat::Json => {
                     serde_json::to_writer(&mut *out, &json_line(ev, path_of(ev.span.input())))?;

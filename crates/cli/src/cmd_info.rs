@@ -175,7 +175,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
             n += 1;
             // Side-band name records (perf synthesizes them at time 0 for tasks that existed
             // before recording) say nothing about the traced time range.
-            if !matches!(ev.kind, EventKind::TaskComm { .. }) {
+            if !ev.kind.is_side_band() {
                 first = Some(first.map_or(ev.ts, |f| f.min(ev.ts)));
                 last = Some(last.map_or(ev.ts, |l| l.max(ev.ts)));
             }

@@ -144,7 +144,7 @@ fn largest_cpu(ev: &Event) -> u32 {
 /// The name of a scheduler event the detectors may need (side-band kinds excluded).
 fn native_name(k: &EventKind) -> Option<&'static str> {
     match k {
-        EventKind::Lost { .. } | EventKind::TaskComm { .. } => None,
+        EventKind::Lost { .. } | EventKind::TaskComm { .. } | EventKind::Mapping(_) => None,
         k => k.static_name(),
     }
 }
@@ -176,7 +176,7 @@ pub fn kind_bit(k: &EventKind) -> u32 {
         EventKind::Exec { .. } => kind::EXEC,
         EventKind::StatRuntime(_) => kind::STAT_RUNTIME,
         EventKind::Lost { .. } => kind::LOST,
-        EventKind::TaskComm { .. } => kind::TASK_COMM,
+        EventKind::TaskComm { .. } | EventKind::Mapping(_) => kind::TASK_COMM,
         EventKind::Block(_) => kind::BLOCK,
         EventKind::Generic(_) => kind::GENERIC,
     }
@@ -204,7 +204,7 @@ pub mod kind {
     pub const STAT_RUNTIME: u32 = 1 << 8;
     /// `Lost`.
     pub const LOST: u32 = 1 << 9;
-    /// `TaskComm`.
+    /// Side-band records: `TaskComm` and `Mapping` (not analyzed events).
     pub const TASK_COMM: u32 = 1 << 10;
     /// `Block`.
     pub const BLOCK: u32 = 1 << 11;

@@ -64,6 +64,7 @@ pub fn keep_into(dst: &mut Kept, ev: &Event) {
         | (EventKind::Exec { .. }, _)
         | (EventKind::Lost { .. }, _)
         | (EventKind::TaskComm { .. }, _)
+        | (EventKind::Mapping(_), _)
         | (EventKind::Block(_), _)
         | (EventKind::Generic(_), _) => replace_kind(dst, ev),
     }

@@ -209,9 +209,12 @@ impl<W: Write> ChromeJsonWriter<W> {
     /// Adds one event (time order per CPU).
     pub fn event(&mut self, ev: &Event) -> io::Result<()> {
         self.stats.count(ev.kind.name());
-        if matches!(ev.kind, EventKind::TaskComm { .. }) {
+        if ev.kind.is_side_band() {
             // side-band naming record, no time or CPU of its own
-            *self.not_drawn.entry("task_comm".to_string()).or_default() += 1;
+            *self
+                .not_drawn
+                .entry(ev.kind.name().to_string())
+                .or_default() += 1;
             return Ok(());
         }
         if !self.cpus.contains_key(&ev.cpu) {
@@ -333,7 +336,7 @@ impl<W: Write> ChromeJsonWriter<W> {
                     }
                 }
             }
-            EventKind::TaskComm { .. } => {}
+            EventKind::TaskComm { .. } | EventKind::Mapping(_) => {}
         }
         Ok(())
     }

@@ -260,12 +260,12 @@ impl<W: Write> PerfettoWriter<W> {
     /// Adds one event (events must come in time order per CPU, as readers deliver them).
     pub fn event(&mut self, ev: &Event) -> io::Result<()> {
         self.tasks.observe(ev);
-        if self.first_ts.is_none() && !matches!(ev.kind, EventKind::TaskComm { .. }) {
+        if self.first_ts.is_none() && !ev.kind.is_side_band() {
             self.first_ts = Some(ev.ts);
         }
         match &ev.kind {
-            EventKind::TaskComm { .. } => {
-                self.stats.count("task_comm");
+            EventKind::TaskComm { .. } | EventKind::Mapping(_) => {
+                self.stats.count(ev.kind.name());
                 return Ok(());
             }
             EventKind::Lost { .. } => {
@@ -611,7 +611,7 @@ fn encode_payload<'k>(
             &g.name
         }
         // handled by the caller; never encoded
-        EventKind::Lost { .. } | EventKind::TaskComm { .. } => "none",
+        EventKind::Lost { .. } | EventKind::TaskComm { .. } | EventKind::Mapping(_) => "none",
     }
 }
 

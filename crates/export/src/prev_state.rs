@@ -8,7 +8,8 @@
 //! ```text
 //! kernel      S  D  T  t  X     Z     P     I     x   K    W    N     preempted (+)
 //! >= 4.14     1  2  4  8  0x10  0x20  0x40  0x80  -   -    -    -     0x100
-//! 4.2-4.13    1  2  4  8  32    16    512   D|N   64  128  256  1024  2048
+//! 4.8-4.13    1  2  4  8  32    16    512   D|N   64  128  256  1024  4096
+//! 4.2-4.7     1  2  4  8  32    16    512   D|N   64  128  256  1024  2048
 //! <= 4.1      1  2  4  8  32    16    512   D     64  128  256  -     1024
 //! ```
 //!
@@ -41,7 +42,7 @@ impl EncodePrevState for KernelStateEncoding {
         // `D|N` (4.2–4.13) or `D` (≤ 4.1).
         if state.bits() & PrevState::I != 0 && self != KernelStateEncoding::Report414 {
             raw |= match self {
-                KernelStateEncoding::State42 => 2 | 1024,
+                KernelStateEncoding::State42 | KernelStateEncoding::State48 => 2 | 1024,
                 _ => 2,
             };
             covered |= PrevState::I;

@@ -76,6 +76,7 @@ impl TaskTable {
             EventKind::Exec { .. }
             | EventKind::Lost { .. }
             | EventKind::Generic(_)
+            | EventKind::Mapping(_)
             | EventKind::Block(_) => {}
         }
     }

@@ -215,6 +215,43 @@ pub struct GenericEvent {
     pub fields: Vec<(String, FieldValue)>,
 }
 
+/// An executable mapping of a process (perf `MMAP` / `MMAP2` side-band record): what user
+/// addresses of that process belong to, so that an unsymbolized frame is named by file and
+/// offset (`a.out+0xe72`) the way `perf report` keys it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// Process (thread-group) id whose address space this is; -1 for the kernel's maps.
+    pub tgid: Tid,
+    /// First mapped address.
+    pub start: u64,
+    /// Length in bytes.
+    pub len: u64,
+    /// File offset mapped at `start`.
+    pub pgoff: u64,
+    /// Mapped file as the recording host named it (`/usr/lib/libc.so.6`, `[vdso]`).
+    pub filename: String,
+    /// GNU build-id of the file, when the record carried it (MMAP2 with a build id).
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl Mapping {
+    /// Whether `addr` is inside the mapping.
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.start && addr - self.start < self.len
+    }
+
+    /// `addr` as an offset into the mapped file (`addr - start + pgoff`, perf's
+    /// `map__map_ip`).
+    pub fn file_offset(&self, addr: u64) -> u64 {
+        addr.wrapping_sub(self.start).wrapping_add(self.pgoff)
+    }
+
+    /// The file's last path component (`libc.so.6`; `[vdso]` stays whole).
+    pub fn short_name(&self) -> &str {
+        self.filename.rsplit('/').next().unwrap_or(&self.filename)
+    }
+}
+
 /// What an event is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventKind {
@@ -267,6 +304,9 @@ pub enum EventKind {
         /// New name.
         comm: Comm,
     },
+    /// An executable mapping of a process became known (perf `MMAP` / `MMAP2` side-band
+    /// record; side-band like [`EventKind::TaskComm`]: no scheduling meaning).
+    Mapping(Box<Mapping>),
     /// A block-layer event (blktrace action or `block:*` tracepoint); see [`crate::block`].
     Block(Box<BlockEvent>),
     /// Everything else.
@@ -274,6 +314,13 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Side-band records that describe tasks or address spaces rather than something that
+    /// happened on a CPU at a time ([`EventKind::TaskComm`], [`EventKind::Mapping`]): perf
+    /// synthesizes them with time 0 for what existed before the recording.
+    pub fn is_side_band(&self) -> bool {
+        matches!(self, EventKind::TaskComm { .. } | EventKind::Mapping(_))
+    }
+
     /// The kernel event name (`sched_switch`, …; generic events keep theirs; `lost_events`
     /// for [`EventKind::Lost`]).
     pub fn name(&self) -> &str {
@@ -299,6 +346,7 @@ impl EventKind {
             EventKind::StatRuntime(_) => "sched_stat_runtime",
             EventKind::Lost { .. } => "lost_events",
             EventKind::TaskComm { .. } => "task_comm",
+            EventKind::Mapping(_) => "mmap",
             EventKind::Block(b) => b.action.tracepoint(),
             EventKind::Generic(_) => return None,
         })
@@ -373,6 +421,13 @@ impl EventKind {
                 f("tgid", FieldRef::Int(i64::from(*tgid)));
                 f("tid", FieldRef::Int(i64::from(*tid)));
                 f("comm", FieldRef::Str(comm.as_str()));
+            }
+            EventKind::Mapping(m) => {
+                f("tgid", FieldRef::Int(i64::from(m.tgid)));
+                f("start", FieldRef::UInt(m.start));
+                f("len", FieldRef::UInt(m.len));
+                f("pgoff", FieldRef::UInt(m.pgoff));
+                f("filename", FieldRef::Str(&m.filename));
             }
             EventKind::Block(b) => {
                 if let Some(d) = b.dev {

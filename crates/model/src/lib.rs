@@ -23,8 +23,8 @@ pub use block::{BlockAction, BlockDev, BlockEvent, BlockOp, Rwbs};
 pub use comm::Comm;
 pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
 pub use event::{
-    Event, EventKind, FieldRef, FieldValue, GenericEvent, Migrate, Span, SpanPos, StatRuntime,
-    Switch, TaskRef, Wakeup,
+    Event, EventKind, FieldRef, FieldValue, GenericEvent, Mapping, Migrate, Span, SpanPos,
+    StatRuntime, Switch, TaskRef, Wakeup,
 };
 pub use finding::{Evidence, Finding, FindingCause, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};

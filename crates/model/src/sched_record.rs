@@ -331,6 +331,7 @@ pub fn fill_from_kind<'a>(kind: &'a EventKind, r: &mut SchedRecord) -> [Option<&
         EventKind::Exit(_)
         | EventKind::Exec { .. }
         | EventKind::Generic(_)
+        | EventKind::Mapping(_)
         | EventKind::Block(_) => {
             r.kind = SchedRecordKind::Other;
             [None, None]

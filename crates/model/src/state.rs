@@ -201,15 +201,23 @@ mod tests {
 ///
 /// ```text
 /// kernel      S  D  T  t  X     Z     P     I     x   K    W    N     preempted (+)
-/// >= 4.14     1  2  4  8  0x10  0x20  0x40  0x80  -   -    -    -     0x100
-/// 4.2-4.13    1  2  4  8  32    16    512   -     64  128  256  1024  2048
+/// >= 4.14     1  2  4  8  0x10  0x20  0x40  0x80  -   -    -    -     0x100 (4.14.0: 0x1000)
+/// 4.8-4.13    1  2  4  8  32    16    512   -     64  128  256  1024  4096 (2048: TASK_NEW)
+/// 4.2-4.7     1  2  4  8  32    16    512   -     64  128  256  1024  2048
 /// <= 4.1      1  2  4  8  32    16    512   -     64  128  256  -     1024
 /// ```
+///
+/// 4.14 itself wrote `TASK_STATE_MAX` (0x1000) for a preemption, and the index of the
+/// state (1…8) instead of its bit, which its print fmt shows with the bit letters
+/// (`t` for an idle kthread, `S|T` for a dead task) as every tool does; 4.15 wrote bits
+/// and 0x100.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelStateEncoding {
     /// Linux ≥ 4.14: `TASK_REPORT` index bits, preempted = 0x100.
     Report414,
-    /// Linux 4.2 – 4.13: task state bits with `N`, preempted = 2048.
+    /// Linux 4.8 – 4.13: task state bits with `N`, preempted = 4096 (`TASK_NEW` = 2048).
+    State48,
+    /// Linux 4.2 – 4.7: task state bits with `N`, preempted = 2048.
     State42,
     /// Linux ≤ 4.1: task state bits, preempted = 1024.
     State31,
@@ -229,6 +237,8 @@ impl KernelStateEncoding {
         let minor: u32 = minor_text.parse().ok()?;
         Some(if (major, minor) >= (4, 14) {
             KernelStateEncoding::Report414
+        } else if (major, minor) >= (4, 8) {
+            KernelStateEncoding::State48
         } else if (major, minor) >= (4, 2) {
             KernelStateEncoding::State42
         } else {
@@ -263,7 +273,7 @@ impl KernelStateEncoding {
         ];
         match self {
             KernelStateEncoding::Report414 => REPORT,
-            KernelStateEncoding::State42 => STATE42,
+            KernelStateEncoding::State42 | KernelStateEncoding::State48 => STATE42,
             // The same bits without N.
             KernelStateEncoding::State31 => &STATE42[..10],
         }
@@ -273,6 +283,7 @@ impl KernelStateEncoding {
     pub fn state_mask(self) -> u64 {
         match self {
             KernelStateEncoding::Report414 => 0xff,
+            KernelStateEncoding::State48 => 4095,
             KernelStateEncoding::State42 => 2047,
             KernelStateEncoding::State31 => 1023,
         }
@@ -282,6 +293,7 @@ impl KernelStateEncoding {
     pub fn preempted_bit(self) -> u64 {
         match self {
             KernelStateEncoding::Report414 => 0x100,
+            KernelStateEncoding::State48 => 4096,
             KernelStateEncoding::State42 => 2048,
             KernelStateEncoding::State31 => 1024,
         }
@@ -302,8 +314,13 @@ mod encoding_tests {
         assert_eq!(KernelStateEncoding::for_release("4.14.0"), Some(Report414));
         assert_eq!(
             KernelStateEncoding::for_release("4.9.0-8-amd64"),
+            Some(State48)
+        );
+        assert_eq!(
+            KernelStateEncoding::for_release("4.4.0-21-generic"),
             Some(State42)
         );
+        assert_eq!(State48.preempted_bit(), 4096);
         assert_eq!(
             KernelStateEncoding::for_release("3.10.0-1160.el7"),
             Some(State31)

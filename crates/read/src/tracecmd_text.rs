@@ -74,8 +74,22 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
         }
         return;
     }
-    if trimmed.starts_with(b"version = ") {
+    // `version = 6` (--debug), `--version`'s answer when the file has none
+    if trimmed.starts_with(b"version = ") || trimmed == b"version was not recorded in this file" {
         return;
+    }
+    // `trace-cmd report --uname`: `Linux HOST RELEASE ARCH` before the events
+    if st.meta.kernel_release.is_none() && t.starts_with(b"Linux ") {
+        let words: Vec<&[u8]> = trimmed
+            .split(|&b| b == b' ')
+            .filter(|w| !w.is_empty())
+            .collect();
+        if let [_, _, release, _] = words.as_slice() {
+            if release.first().is_some_and(u8::is_ascii_digit) {
+                st.set_kernel_release(String::from_utf8_lossy(release).into_owned());
+                return;
+            }
+        }
     }
     if let Some(ctx) = parse_kernel_context(t) {
         if !push_kernel_event(st, line, &ctx, strip_ts_diff(ctx.rest)) {

@@ -429,7 +429,7 @@ impl WindowCollector {
             return; // outside the analyzed range, like the analysis itself
         }
         let ts = ev.ts;
-        let side_band = matches!(ev.kind, EventKind::TaskComm { .. });
+        let side_band = ev.kind.is_side_band();
         if side_band && ts == 0 {
             return; // a side-band name without a time (perf's synthesized records)
         }

@@ -343,6 +343,7 @@ impl Latency {
             EventKind::Exit(_)
             | EventKind::Exec { .. }
             | EventKind::Generic(_)
+            | EventKind::Mapping(_)
             | EventKind::Block(_) => {}
         }
     }

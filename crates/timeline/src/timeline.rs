@@ -428,7 +428,10 @@ impl Timeline {
                 }
             }
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
-            EventKind::Exec { .. } | EventKind::Generic(_) | EventKind::Block(_) => {}
+            EventKind::Exec { .. }
+            | EventKind::Generic(_)
+            | EventKind::Mapping(_)
+            | EventKind::Block(_) => {}
         }
     }
 

@@ -2012,7 +2012,12 @@ impl Detector for RunqueueStarvation {
         // we saw switched in, a switch record is missing; the interval since the last switch
         // is then credited to the task the records show running — or, when the CPU was idle
         // (real traces drop switches out of idle), counted as idle up to this record.
-        if ev.pid > 0 && !matches!(ev.kind, EventKind::Switch(_) | EventKind::TaskComm { .. }) {
+        if ev.pid > 0
+            && !matches!(
+                ev.kind,
+                EventKind::Switch(_) | EventKind::TaskComm { .. } | EventKind::Mapping(_)
+            )
+        {
             // …and a task seen running is no longer waiting: its switch-in record is missing
             let waiting = self.tasks.get(ev.pid).is_some_and(|t| t.waiting);
             if let Some(run) = self.cpus.get(ev.cpu as usize) {

@@ -14,7 +14,8 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, Severity, Span, SpanPos, Tid,
+    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, Mapping, Severity, Span,
+    SpanPos, Tid,
 };
 
 use super::attr::{parse_sample, parse_trailer, Layout};
@@ -169,6 +170,15 @@ impl Decoder {
                 if let Some(ip) = s.ip {
                     fields.push(("ip".to_string(), FieldValue::UInt(ip)));
                 }
+                // PERF_RECORD_MISC_CPUMODE_MASK of the header: where the ip was (1 kernel,
+                // 2 user, 3 hypervisor, 4 guest kernel, 5 guest user), which decides kernel
+                // and user frames on kernels whose address ranges do not (32-bit)
+                if let Some(misc) = e.u16(rec, 4) {
+                    fields.push(("cpumode".to_string(), FieldValue::UInt(u64::from(misc & 7))));
+                }
+                if let Some(tgid) = s.pid {
+                    fields.push(("tgid".to_string(), FieldValue::Int(i64::from(tgid))));
+                }
                 if let Some(period) = s.period {
                     fields.push(("period".to_string(), FieldValue::UInt(period)));
                 }
@@ -227,6 +237,34 @@ impl Decoder {
                     }
                 }
                 return None;
+            }
+            rt::MMAP | rt::MMAP2 => {
+                // u32 pid, tid; u64 addr, len, pgoff; MMAP2 then has 24 bytes of device,
+                // inode and generation (or, with PERF_RECORD_MISC_MMAP_BUILD_ID, u8 size,
+                // 3 reserved bytes and a 20-byte build id) and u32 prot, flags; then the
+                // file name, NUL-padded.
+                let (Some(tgid), Some(start), Some(len), Some(pgoff)) =
+                    (u32_at(8), e.u64(rec, 16), e.u64(rec, 24), e.u64(rec, 32))
+                else {
+                    return None;
+                };
+                let name_at = if rtype == rt::MMAP { 40 } else { 72 };
+                let misc = e.u16(rec, 4).unwrap_or(0);
+                let build_id = (rtype == rt::MMAP2 && misc & (1 << 14) != 0)
+                    .then(|| {
+                        let n = usize::from(*rec.get(40)?).min(20);
+                        rec.get(44..44 + n).map(<[u8]>::to_vec)
+                    })
+                    .flatten();
+                let filename = crate::tracefs_format::c_string(rec.get(name_at..body_end)?);
+                EventKind::Mapping(Box::new(Mapping {
+                    tgid,
+                    start,
+                    len,
+                    pgoff,
+                    filename,
+                    build_id,
+                }))
             }
             rt::LOST => {
                 let count = e.u64(rec, 16);

@@ -86,6 +86,18 @@ impl PerfDataReader {
         Ok(Self::from_pipeline(pipeline, worker))
     }
 
+    /// Like [`PerfDataReader::open`], also handing out the MMAP / MMAP2 side-band records as
+    /// [`stallscope_model::EventKind::Mapping`] events (profiles name user frames by them;
+    /// the scheduler analyses have no use for them, and the lean readers skip them).
+    pub fn open_with_mappings(input: Input, index: u16) -> Result<Self, ReadError> {
+        let mut pipeline = Pipeline::open(input, index)?;
+        pipeline.mappings = true;
+        let worker = pipeline
+            .progress()
+            .is_none_or(|(_, total)| total >= WORKER_MIN_BYTES);
+        Ok(Self::from_pipeline(pipeline, worker))
+    }
+
     /// Like [`PerfDataReader::open`], choosing explicitly whether to use a worker thread.
     pub fn open_with_worker(input: Input, index: u16, worker: bool) -> Result<Self, ReadError> {
         Ok(Self::from_pipeline(Pipeline::open(input, index)?, worker))

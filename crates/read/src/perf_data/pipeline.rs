@@ -24,24 +24,29 @@ use crate::ReadError;
 
 /// Record types.
 pub(super) mod rt {
+    pub const MMAP: u32 = 1;
     pub const LOST: u32 = 2;
     pub const COMM: u32 = 3;
     pub const EXIT: u32 = 4;
     pub const FORK: u32 = 7;
     pub const SAMPLE: u32 = 9;
+    pub const MMAP2: u32 = 10;
     pub const LOST_SAMPLES: u32 = 13;
     pub const HEADER_ATTR: u32 = 64;
     pub const HEADER_TRACING_DATA: u32 = 66;
     pub const FINISHED_ROUND: u32 = 68;
+    pub const AUXTRACE: u32 = 71;
     pub const EVENT_UPDATE: u32 = 78;
     pub const HEADER_FEATURE: u32 = 80;
     pub const COMPRESSED: u32 = 81;
     pub const COMPRESSED2: u32 = 83;
 
-    /// Types this reader knows and deliberately ignores (mmaps, switches, ksymbols, perf
-    /// bookkeeping such as ID_INDEX, THREAD_MAP, CPU_MAP, TIME_CONV, FINISHED_INIT).
+    /// Types this reader knows and deliberately ignores (switches, ksymbols, perf
+    /// bookkeeping such as ID_INDEX, THREAD_MAP, CPU_MAP, TIME_CONV, FINISHED_INIT; MMAP and
+    /// MMAP2 unless a profile asks for them; AUXTRACE has a payload outside its size and is
+    /// never ignored by size alone).
     pub fn is_ignored(t: u32) -> bool {
-        matches!(t, 1 | 5 | 6 | 8 | 10 | 11 | 12 | 14..=21 | 65 | 67 | 69..=77 | 79 | 82)
+        matches!(t, 1 | 5 | 6 | 8 | 10 | 11 | 12 | 14..=21 | 65 | 67 | 69 | 70 | 72..=77 | 79 | 82)
     }
 
     /// perf-tool metadata records that precede the data in pipe mode.
@@ -86,6 +91,8 @@ pub struct Pipeline {
     /// Whether the pipeline drops mapped pages below `low_water` itself (false when a
     /// decoding thread does it after decoding the records).
     pub(super) drop_pages: bool,
+    /// Whether MMAP / MMAP2 records become events ([`super::PerfDataReader::open_with_mappings`]).
+    pub(super) mappings: bool,
 }
 impl Pipeline {
     pub(super) fn new(
@@ -124,6 +131,7 @@ impl Pipeline {
             drop_checks: 0,
             low_water: 0,
             drop_pages: true,
+            mappings: false,
         }
     }
 
@@ -329,7 +337,13 @@ impl Pipeline {
                 .and_then(|td| td.event_by_id(a.config).map(|f| (td, f)))
             {
                 Some((td, f)) => {
-                    let (d, why) = TracepointDecoder::new(f, td.endian, &fallback);
+                    let (mut d, why) = TracepointDecoder::new(f, td.endian, &fallback);
+                    d.set_trace_context(
+                        td.long_size,
+                        &std::sync::Arc::new(crate::tracefs_format::PrintkFormats::parse(
+                            &td.printk_formats,
+                        )),
+                    );
                     if let Some(why) = why {
                         notes.push(("tracefs_format_fallback", Severity::Info, "scheduler events whose format lacks an expected field; decoded as generic events", why));
                     }
@@ -376,12 +390,56 @@ impl Pipeline {
         }
     }
 
+    /// Pipe mode: whether the input at the next record is not perf data (perf's own
+    /// messages appended by `perf record -o - … > file 2>&1`, or other bytes after the
+    /// stream). A record type at or above 256 is none perf defines (kernel types are below
+    /// 64, perf's own below 128); a header cut by the end is checked by [`Pipeline::pump`].
+    /// The stream then ends there with a data-quality warning quoting the bytes, as perf
+    /// keeps the events before them.
+    fn pipe_garbage_ahead(&mut self) -> Result<bool, ReadError> {
+        if self.meta.format != Some(InputFormat::PerfPipe) {
+            return Ok(false);
+        }
+        let peeked = self.raw.peek(&mut self.pool);
+        let Ok(Some((rtype, size))) = peeked else {
+            return Ok(false);
+        };
+        if rtype < 256 && size >= 8 {
+            return Ok(false);
+        }
+        self.end_at_garbage();
+        Ok(true)
+    }
+
+    /// Ends a pipe-mode stream at bytes that are not records (see
+    /// [`Pipeline::pipe_garbage_ahead`]).
+    fn end_at_garbage(&mut self) {
+        let off = self.raw.offset();
+        let bytes = self.raw.preview(&mut self.pool, 160);
+        let text: String = String::from_utf8_lossy(&bytes)
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        self.note(
+            "perf_pipe_trailing_garbage",
+            Severity::Warning,
+            "bytes after the last record that are not perf records (often perf's own messages appended by `2>&1`): the stream ends before them, as in perf",
+            1,
+            format!("offset {off:#x}: {:?}", text.trim()),
+        );
+        self.queue.finish();
+        self.input_done = true;
+    }
+
     /// Reads records until some are ready to emit or the input ends.
     fn pump(&mut self) -> Result<(), ReadError> {
         while !self.queue.has_ready() {
             self.pump_mapped();
             if self.queue.has_ready() {
                 break;
+            }
+            if self.pipe_garbage_ahead()? {
+                return Ok(());
             }
             match self.raw.next(&mut self.pool) {
                 Ok(Some(r)) => {
@@ -422,6 +480,14 @@ impl Pipeline {
                     );
                     self.queue.finish();
                     self.input_done = true;
+                    return Ok(());
+                }
+                Err(StreamError::Truncated { .. })
+                    if self.meta.format == Some(InputFormat::PerfPipe) =>
+                {
+                    // a pipe has no size to check against: a last "record" cut by the end
+                    // is either a recording killed mid-write or text appended after it
+                    self.end_at_garbage();
                     return Ok(());
                 }
                 Err(e) => return Err(self.stream_error(e)),
@@ -505,6 +571,10 @@ impl Pipeline {
         let e = self.endian;
         let rtype = e.u32(self.pool.bytes(&r), 0).unwrap_or(0);
         match rtype {
+            rt::MMAP | rt::MMAP2 if self.mappings => {
+                self.enqueue(r, rtype);
+                return Ok(());
+            }
             rt::SAMPLE | rt::COMM | rt::FORK | rt::EXIT | rt::LOST | rt::LOST_SAMPLES => {
                 self.enqueue(r, rtype);
                 return Ok(());
@@ -549,6 +619,33 @@ impl Pipeline {
                     }
                     None => self.note("perf_bad_feature", Severity::Warning, "header feature sections that could not be parsed (their information is missing)", 1, format!("HEADER_ATTR record at offset {:#x}", r.file_off)),
                 }
+            }
+            rt::AUXTRACE => {
+                // u64 size, offset, reference; u32 idx, tid, cpu, reserved: `size` bytes of
+                // AUX data (Intel PT, CoreSight, SPE packets) follow the record, outside
+                // its header.size. They are skipped: this reader does not decode them.
+                let size = e.u64(self.pool.bytes(&r), 8).unwrap_or(0);
+                self.pool.unref(&r);
+                if nested {
+                    self.failed = true;
+                    return Err(ReadError::at_byte(
+                        &self.path,
+                        r.file_off,
+                        "ordinary records inside compressed data",
+                        "an AUXTRACE record (its data cannot follow it there)",
+                    ));
+                }
+                self.raw
+                    .skip_payload(size)
+                    .map_err(|err| self.stream_error(err))?;
+                self.note(
+                    "perf_auxtrace_skipped",
+                    Severity::Info,
+                    "AUXTRACE records (hardware trace: Intel PT, CoreSight, ARM SPE) whose data was skipped: this reader does not decode it; `perf script --itrace` does",
+                    1,
+                    format!("{size} bytes at offset {:#x}", r.file_off + 48),
+                );
+                return Ok(());
             }
             rt::HEADER_TRACING_DATA => {
                 let size = e.u32(self.pool.bytes(&r), 8).unwrap_or(0);

@@ -519,6 +519,21 @@ impl RawStream {
         Ok(())
     }
 
+    /// Up to `n` of the next bytes (fewer at the end of the input) without consuming them,
+    /// for messages about what the input holds there. Streams only (empty when mapped).
+    pub fn preview(&mut self, pool: &mut ChunkPool, n: usize) -> Vec<u8> {
+        if self.mapped.is_some() || self.fill(pool, n).is_err() {
+            return Vec::new();
+        }
+        match self.win.chunk {
+            Some(chunk) => {
+                let take = self.win.avail().min(n);
+                pool.chunks[chunk as usize].data[self.win.start..self.win.start + take].to_vec()
+            }
+            None => Vec::new(),
+        }
+    }
+
     /// `(type, size)` of the next record without consuming it; `None` at a clean end.
     pub fn peek(&mut self, pool: &mut ChunkPool) -> Result<Option<(u32, u16)>, StreamError> {
         if let Some((pos, end)) = self.mapped {
@@ -636,6 +651,50 @@ impl RawStream {
             });
         }
         Ok(out)
+    }
+}
+
+impl RawStream {
+    /// Skips `n` bytes that follow the last record outside any record (AUXTRACE data)
+    /// without keeping them.
+    pub fn skip_payload(&mut self, n: u64) -> Result<(), StreamError> {
+        let off = self.offset();
+        if let Some((pos, end)) = self.mapped {
+            let take = (end - pos).min(n);
+            self.mapped = Some((pos + take, end));
+            if take < n {
+                return Err(StreamError::Truncated {
+                    off,
+                    rtype: None,
+                    need: usize::try_from(n).unwrap_or(usize::MAX),
+                    have: usize::try_from(take).unwrap_or(usize::MAX),
+                });
+            }
+            return Ok(());
+        }
+        let from_buf = (self.win.avail() as u64).min(n) as usize;
+        self.win.start += from_buf;
+        let rest = n - from_buf as u64;
+        let rest = match self.limit {
+            Some(l) => rest.min(l),
+            None => rest,
+        };
+        let got =
+            io::copy(&mut (&mut self.src).take(rest), &mut io::sink()).map_err(StreamError::Io)?;
+        if let Some(l) = &mut self.limit {
+            *l -= got;
+        }
+        self.win.base += got;
+        let have = from_buf as u64 + got;
+        if have < n {
+            return Err(StreamError::Truncated {
+                off,
+                rtype: None,
+                need: usize::try_from(n).unwrap_or(usize::MAX),
+                have: usize::try_from(have).unwrap_or(usize::MAX),
+            });
+        }
+        Ok(())
     }
 }
 

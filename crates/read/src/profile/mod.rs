@@ -123,10 +123,13 @@ pub fn event_matches(wanted: &str, name: &str) -> bool {
     wanted == name || suffix(wanted, name) || suffix(name, wanted)
 }
 
-/// Name of a frame: `symbol` when known (its `+0x…` offset removed), else `0x<hex addr>`.
+/// Name of a frame: `symbol` when known (its `+0x…` offset removed), else `0x<hex addr>`;
+/// address 0 (the end of a frame-pointer chain that perf prints as `0 [unknown]`) is
+/// `[unknown]`, as perf report names it.
 pub fn frame_name(symbol: Option<&str>, addr: u64) -> String {
     match symbol {
         Some(s) if !s.is_empty() && s != "[unknown]" => strip_offset(s).to_string(),
+        _ if addr == 0 => "[unknown]".to_string(),
         _ => format!("{addr:#x}"),
     }
 }
@@ -292,9 +295,10 @@ pub fn read_profile(
     };
     match format {
         ProfileFormat::PerfData => {
-            // File and pipe mode share the reader (it tells them apart itself).
-            let mut reader = crate::open_as(input, InputFormat::PerfData, 0)?;
-            perf_samples::read(reader.as_mut(), opts)
+            // File and pipe mode share the reader (it tells them apart itself); the general
+            // one, with the MMAP records that name user frames by file and offset.
+            let mut reader = crate::perf_data::PerfDataReader::open_with_mappings(input, 0)?;
+            perf_samples::read(&mut reader, opts)
         }
         ProfileFormat::PerfScript => perf_script::read(input, opts),
         ProfileFormat::Folded => folded::read(input),
@@ -359,6 +363,7 @@ mod tests {
     fn frame_names() {
         assert_eq!(frame_name(Some("do_idle+0x1f"), 1), "do_idle");
         assert_eq!(frame_name(Some("[unknown]"), 0x11e9), "0x11e9");
+        assert_eq!(frame_name(Some("[unknown]"), 0), "[unknown]");
         assert_eq!(frame_name(None, 0xffffffff81000e06), "0xffffffff81000e06");
         assert_eq!(strip_offset("a+b"), "a+b");
         assert!(event_matches("sched:sched_switch", "sched_switch"));

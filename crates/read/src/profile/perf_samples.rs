@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, Profile, Severity, Tid, WeightUnit,
+    Comm, DataQuality, Event, EventKind, FieldValue, Mapping, Profile, Severity, Tid, WeightUnit,
     WeightedStack,
 };
 
@@ -61,7 +61,21 @@ pub struct SampleProfiler<'k> {
     event: Option<String>,
     comms: HashMap<Tid, Comm>,
     any_period: bool,
-    names: HashMap<u64, u32>,
+    /// Frame ids by (address space, address): 0 for kernel addresses, else the tgid.
+    names: HashMap<(Tid, u64), u32>,
+    /// Executable mappings per process (MMAP / MMAP2 records), newest last.
+    maps: HashMap<Tid, Vec<Mapping>>,
+    /// Process of each task, from COMM records and sample tgids.
+    tgid_of: HashMap<Tid, Tid>,
+}
+
+/// Where a sample's ip was, from the record header's cpumode (`PERF_RECORD_MISC_*`).
+fn cpumode_is_kernel(cpumode: u64) -> Option<bool> {
+    match cpumode {
+        1 | 3 | 4 => Some(true), // kernel, hypervisor, guest kernel
+        2 | 5 => Some(false),    // user, guest user
+        _ => None,
+    }
 }
 
 fn field_u64(fields: &[(String, FieldValue)], name: &str) -> Option<u64> {
@@ -87,21 +101,36 @@ impl<'k> SampleProfiler<'k> {
             comms: HashMap::new(),
             any_period: false,
             names: HashMap::new(),
+            maps: HashMap::new(),
+            tgid_of: HashMap::new(),
         }
     }
 
-    /// Interned id of the frame at `addr`.
-    fn frame(&mut self, addr: u64, kernel: bool) -> u32 {
-        let key = addr; // kernel and user address ranges do not overlap on 64-bit
+    /// Interned id of the frame at `addr` (in process `tgid`'s address space when not
+    /// `kernel`). Kernel frames are named from kallsyms, else `0x<addr>`; user frames by the
+    /// file mapped there and the offset into it, `[libc.so.6+0x2a1c9]` (perf report keys
+    /// unresolved user addresses the same way: DSO and `addr - start + pgoff`), else
+    /// `0x<addr>` when no mapping covers them.
+    fn frame(&mut self, addr: u64, kernel: bool, tgid: Tid) -> u32 {
+        let key = (if kernel { 0 } else { tgid }, addr);
         if let Some(&id) = self.names.get(&key) {
             return id;
         }
-        let sym = if kernel {
-            self.kallsyms.and_then(|k| k.lookup(addr)).map(|s| s.name)
+        let name = if kernel {
+            frame_name(
+                self.kallsyms.and_then(|k| k.lookup(addr)).map(|s| s.name),
+                addr,
+            )
         } else {
-            None
+            let mapped = self
+                .maps
+                .get(&tgid)
+                .and_then(|m| m.iter().rev().find(|m| m.contains(addr)));
+            match mapped {
+                Some(m) => format!("[{}+{:#x}]", m.short_name(), m.file_offset(addr)),
+                None => frame_name(None, addr),
+            }
         };
-        let name = frame_name(sym, addr);
         let id = self.profile.intern(&name, Some(kernel));
         self.names.insert(key, id);
         id
@@ -124,17 +153,44 @@ impl<'k> SampleProfiler<'k> {
     /// Takes one event: COMM records update names, samples become stacks, the rest is
     /// counted.
     pub fn push(&mut self, ev: &Event) {
-        if let EventKind::TaskComm { tid, comm, .. } = &ev.kind {
-            self.comms.insert(*tid, *comm);
-            return;
+        match &ev.kind {
+            EventKind::TaskComm { tgid, tid, comm } => {
+                self.comms.insert(*tid, *comm);
+                if *tgid > 0 {
+                    self.tgid_of.insert(*tid, *tgid);
+                }
+                return;
+            }
+            EventKind::Mapping(m) => {
+                // a new mapping replaces what it overlaps (perf's maps__fixup_overlaps);
+                // newest-last order makes lookups find it first
+                let list = self.maps.entry(m.tgid).or_default();
+                list.retain(|old| old.start >= m.start + m.len || m.start >= old.start + old.len);
+                list.push((**m).clone());
+                self.names.retain(|&(space, _), _| space != m.tgid);
+                return;
+            }
+            _ => {}
         }
-        let (name, ip, period) = match &ev.kind {
+        let (name, ip, period, cpumode, tgid) = match &ev.kind {
             EventKind::Generic(g) => (
                 g.name.as_str(),
                 field_u64(&g.fields, "ip"),
                 field_u64(&g.fields, "period"),
+                field_u64(&g.fields, "cpumode").and_then(cpumode_is_kernel),
+                g.fields.iter().find_map(|(n, v)| match (n.as_str(), v) {
+                    ("tgid", FieldValue::Int(t)) => Tid::try_from(*t).ok(),
+                    _ => None,
+                }),
             ),
-            k => (k.name(), None, None),
+            k => (k.name(), None, None, None, None),
+        };
+        let tgid = match tgid {
+            Some(t) if t > 0 => {
+                self.tgid_of.insert(ev.pid, t);
+                t
+            }
+            _ => self.tgid_of.get(&ev.pid).copied().unwrap_or(ev.pid),
         };
         if ev.callchain.is_none() && ip.is_none() {
             self.quality.add(
@@ -160,27 +216,45 @@ impl<'k> SampleProfiler<'k> {
             }
             Some(_) => {}
         }
-        let mut frames = Vec::new();
-        match &ev.callchain {
-            Some(chain) => {
-                let mut kernel: Option<bool> = None;
-                for &v in chain.iter() {
-                    if v >= PERF_CONTEXT_MAX {
-                        kernel = Some(matches!(
-                            v,
-                            PERF_CONTEXT_KERNEL | PERF_CONTEXT_GUEST_KERNEL | PERF_CONTEXT_HV
-                        ));
-                        continue; // a marker, not a frame
-                    }
-                    let k = kernel.unwrap_or(v >= super::KERNEL_ADDR_MIN);
-                    frames.push(self.frame(v, k));
+        // Kernel or user: by the context markers in the chain; before any marker and for
+        // the ip, by the sample's cpumode (the address range only when there is none: on
+        // 32-bit kernels kernel addresses are below any 64-bit kernel range).
+        let by_address = |a: u64| cpumode.unwrap_or(a >= super::KERNEL_ADDR_MIN);
+        let mut chain_frames: Vec<(u64, bool)> = Vec::new();
+        if let Some(chain) = &ev.callchain {
+            let mut kernel: Option<bool> = None;
+            for &v in chain.iter() {
+                if v >= PERF_CONTEXT_MAX {
+                    kernel = Some(matches!(
+                        v,
+                        PERF_CONTEXT_KERNEL | PERF_CONTEXT_GUEST_KERNEL | PERF_CONTEXT_HV
+                    ));
+                    continue; // a marker, not a frame
+                }
+                chain_frames.push((v, kernel.unwrap_or_else(|| by_address(v))));
+            }
+        }
+        // The leaf is the sampled ip, as perf attributes self time (`al` of the sample),
+        // not callchain[0]: dwarf call graphs carry only the kernel part of the chain (a
+        // user sample's chain is empty), and LBR / interrupted chains may start elsewhere.
+        let mut frames = Vec::with_capacity(chain_frames.len() + 1);
+        if let Some(ip) = ip {
+            if chain_frames.first().map(|&(a, _)| a) != Some(ip) {
+                let k = by_address(ip);
+                frames.push(self.frame(ip, k, tgid));
+                if !k && !chain_frames.iter().any(|&(_, fk)| !fk) && ev.callchain.is_some() {
+                    self.quality.add(
+                        "profile-user-leaf-only",
+                        Severity::Info,
+                        "user-space samples whose callchain has no user part (`--call-graph dwarf`: perf unwinds the copied user stack with the recording host's binaries; `lbr`: from the branch stack): only the sampled function is known, so self shares are exact and callers' totals are not",
+                        1,
+                        || format!("{} at {}", name, ev.ts),
+                    );
                 }
             }
-            None => {
-                if let Some(ip) = ip {
-                    frames.push(self.frame(ip, ip >= super::KERNEL_ADDR_MIN));
-                }
-            }
+        }
+        for (a, k) in chain_frames {
+            frames.push(self.frame(a, k, tgid));
         }
         if frames.is_empty() {
             self.quality.add(
@@ -294,6 +368,94 @@ mod tests {
             })),
             callchain: Some(chain.into()),
         }
+    }
+
+    /// A sample with an explicit ip, cpumode and tgid (as the perf.data decoder gives them).
+    fn sample_at(ip: u64, cpumode: u64, chain: Option<&[u64]>) -> Event {
+        Event {
+            ts: 7,
+            cpu: 0,
+            pid: 43,
+            span: Span::default(),
+            kind: EventKind::Generic(Box::new(GenericEvent {
+                system: None,
+                name: "cycles".into(),
+                fields: vec![
+                    ("ip".into(), FieldValue::UInt(ip)),
+                    ("cpumode".into(), FieldValue::UInt(cpumode)),
+                    ("tgid".into(), FieldValue::Int(42)),
+                    ("period".into(), FieldValue::UInt(10)),
+                ],
+            })),
+            callchain: chain.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn the_leaf_is_the_sample_ip_not_callchain_0() {
+        let mut p = SampleProfiler::new(None, None);
+        // LBR-style: a user-mode sample whose chain starts with a kernel frame (the
+        // interrupt entry) — perf attributes the sample to its ip
+        p.push(&sample_at(
+            0x401d02,
+            2,
+            Some(&[
+                PERF_CONTEXT_KERNEL,
+                0xffffffff8e601250,
+                PERF_CONTEXT_USER,
+                0x431872,
+            ]),
+        ));
+        // dwarf: a user sample with an empty chain
+        p.push(&sample_at(0x401d05, 2, Some(&[])));
+        // an ordinary frame-pointer chain whose first frame is the ip: not doubled
+        p.push(&sample_at(
+            0x401d02,
+            2,
+            Some(&[PERF_CONTEXT_USER, 0x401d02, 0x401000]),
+        ));
+        let (prof, q, _) = p.finish();
+        let leaf = |i: usize| prof.symbol(prof.stacks[i].frames[0]).to_string();
+        assert_eq!(leaf(0), "0x401d02");
+        assert_eq!(prof.kernel[prof.stacks[0].frames[0] as usize], Some(false));
+        assert_eq!(prof.stacks[0].frames.len(), 3);
+        assert_eq!(leaf(1), "0x401d05");
+        assert_eq!(prof.stacks[2].frames.len(), 2);
+        assert_eq!(q.count("profile-user-leaf-only"), 1);
+        assert_eq!(q.count("profile-empty-callchain"), 0);
+    }
+
+    #[test]
+    fn cpumode_decides_kernel_frames_on_32_bit_kernels() {
+        // ARMv7: kernel at 0x8000_0000+, below any 64-bit kernel address
+        let mut p = SampleProfiler::new(None, None);
+        p.push(&sample_at(0x803a_0cbc, 1, None));
+        p.push(&sample_at(0x769e_aa68, 2, None));
+        let (prof, _, _) = p.finish();
+        assert_eq!(prof.kernel[prof.stacks[0].frames[0] as usize], Some(true));
+        assert_eq!(prof.kernel[prof.stacks[1].frames[0] as usize], Some(false));
+    }
+
+    #[test]
+    fn user_frames_are_named_by_mapping_and_offset() {
+        let mut p = SampleProfiler::new(None, None);
+        p.push(&Event {
+            kind: EventKind::Mapping(Box::new(Mapping {
+                tgid: 42,
+                start: 0x5555_0000_0000,
+                len: 0x3000,
+                pgoff: 0x1000,
+                filename: "/usr/lib/libc.so.6".into(),
+                build_id: None,
+            })),
+            callchain: None,
+            ..sample(&[], 0)
+        });
+        p.push(&sample_at(0x5555_0000_0e72, 2, None)); // tgid 42 (the sample says)
+        p.push(&sample_at(0x7000_0000_0000, 2, None)); // no mapping covers it
+        let (prof, _, _) = p.finish();
+        assert_eq!(prof.symbol(prof.stacks[0].frames[0]), "[libc.so.6+0x1e72]");
+        assert_eq!(prof.symbol(prof.stacks[1].frames[0]), "0x700000000000");
     }
 
     #[test]

@@ -96,12 +96,40 @@ fn dso_open(rest: &str) -> Option<usize> {
     None
 }
 
-/// Whether a frame is a kernel frame (see the module doc).
+/// Whether a frame is a kernel frame (see the module doc): by its DSO when that names the
+/// kernel (`[kernel.kallsyms]`, `[guest.kernel…]`, a `vmlinux` image, a module `*.ko*`),
+/// else by its address (which cannot tell on 32-bit kernels, whose kernel addresses are
+/// below the 64-bit kernel range).
 fn is_kernel(frame: &ScriptFrame<'_>) -> bool {
-    frame
-        .dso
-        .is_some_and(|d| d.starts_with("[kernel.") || d.starts_with("[guest.kernel"))
-        || frame.addr >= super::KERNEL_ADDR_MIN
+    frame.dso.is_some_and(is_kernel_dso) || frame.addr >= super::KERNEL_ADDR_MIN
+}
+
+/// Whether a DSO as perf prints it names the kernel or a kernel module.
+fn is_kernel_dso(dso: &str) -> bool {
+    if dso.starts_with("[kernel.") || dso.starts_with("[guest.kernel") {
+        return true;
+    }
+    let file = dso.rsplit('/').next().unwrap_or(dso);
+    file == "vmlinux"
+        || file.starts_with("vmlinux-")
+        || file.starts_with("vmlinuz")
+        || file.ends_with(".ko")
+        || [".ko.gz", ".ko.xz", ".ko.zst"]
+            .iter()
+            .any(|s| file.ends_with(s))
+}
+
+/// The name of an unresolved user frame: `[DSO-file+0xADDR]` when perf printed the DSO
+/// (perf script prints such addresses DSO-relative, and perf report keys them by DSO and
+/// offset, as [`super::perf_samples`] names them from perf.data), else `0xADDR`.
+fn unresolved_user_name(f: &ScriptFrame<'_>) -> String {
+    match f.dso {
+        Some(d) if !d.is_empty() && d != "[unknown]" => {
+            let file = d.rsplit('/').next().unwrap_or(d);
+            format!("[{file}+{:#x}]", f.addr)
+        }
+        _ => frame_name(None, f.addr),
+    }
 }
 
 /// A parsed header line.
@@ -109,12 +137,95 @@ struct Header<'a> {
     comm: &'a str,
     pid: i32,
     cpu: Option<u32>,
-    ts: u64,
+    /// `None` for old perf's lines without a time column.
+    ts: Option<u64>,
     period: Option<u64>,
     event: &'a str,
+    /// The sample's ip printed on the header line (`perf script` of samples recorded
+    /// without `-g`: `cycles:  ffffffff9b201293 do_idle+0x13 ([kernel.kallsyms])`).
+    inline_frame: Option<ScriptFrame<'a>>,
+}
+
+/// The frame printed after the event name on a header line, when the rest is exactly one
+/// `ADDR SYMBOL (DSO)` (tracepoint payloads are `key=value` text and never parse as one).
+fn inline_frame(after_event: &str) -> Option<ScriptFrame<'_>> {
+    let t = after_event.trim();
+    if t.is_empty() {
+        return None;
+    }
+    parse_frame(t).filter(|f| f.dso.is_some() && !f.symbol.contains('='))
 }
 
 fn parse_header(line: &str) -> Option<Header<'_>> {
+    parse_timed_header(line).or_else(|| parse_untimed_header(line))
+}
+
+/// `COMM PID[/TID] [[CPU]] [PERIOD] EVENT: …` without a time column, as perf before 3.x
+/// and `perf script -F comm,pid,event,ip,sym` print it: the event is the first word ending
+/// in `:` that follows a PID (optionally a `[CPU]` and a period after it).
+fn parse_untimed_header(line: &str) -> Option<Header<'_>> {
+    let is_pid = |w: &str| {
+        let (p, t) = w.split_once('/').unwrap_or((w, "0"));
+        !p.is_empty()
+            && p.bytes().all(|b| b.is_ascii_digit())
+            && t.bytes().all(|b| b.is_ascii_digit())
+    };
+    let is_cpu = |w: &str| {
+        w.strip_prefix('[')
+            .and_then(|w| w.strip_suffix(']'))
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+    let words: Vec<(usize, &str)> = line
+        .split(' ')
+        .scan(0usize, |at, w| {
+            let start = *at;
+            *at += w.len() + 1;
+            Some((start, w))
+        })
+        .filter(|(_, w)| !w.is_empty())
+        .collect();
+    for i in 1..words.len() {
+        let (at, w) = words[i];
+        let Some(event) = w.strip_suffix(':') else {
+            continue;
+        };
+        if event.is_empty() || event.ends_with(':') {
+            continue;
+        }
+        // walk back: [PERIOD] [CPU] PID
+        let mut j = i;
+        let mut period = None;
+        let mut cpu = None;
+        if j >= 2 && digits(words[j - 1].1) && (is_pid(words[j - 2].1) || is_cpu(words[j - 2].1)) {
+            period = parse_u64(words[j - 1].1.as_bytes());
+            j -= 1;
+        }
+        if j >= 2 && is_cpu(words[j - 1].1) {
+            cpu = words[j - 1].1[1..words[j - 1].1.len() - 1].parse().ok();
+            j -= 1;
+        }
+        if j == 0 || !is_pid(words[j - 1].1) {
+            return None;
+        }
+        let pid_word = words[j - 1].1;
+        let tid = pid_word.rsplit('/').next()?.parse::<i32>().ok()?;
+        let comm = line[..words[j - 1].0].trim();
+        let rest = line.get(at + w.len()..)?;
+        return Some(Header {
+            comm,
+            pid: tid,
+            cpu,
+            ts: None,
+            period,
+            event,
+            inline_frame: inline_frame(rest),
+        });
+    }
+    None
+}
+
+fn parse_timed_header(line: &str) -> Option<Header<'_>> {
     let ctx = parse_perf_context(line.as_bytes())?;
     let cut = line.len().checked_sub(ctx.rest.len())?;
     let prefix = line.get(..cut)?; // COMM PID[/TID] [CPU] TS:
@@ -154,9 +265,10 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
         comm,
         pid: ctx.pid,
         cpu: ctx.cpu,
-        ts: ctx.ts.value(),
+        ts: Some(ctx.ts.value()),
         period,
         event,
+        inline_frame: inline_frame(&after[word_end..]),
     })
 }
 
@@ -170,6 +282,11 @@ struct ScriptProfiler<'o> {
     /// Kernel symbols, chosen at the first line after the `--header` block.
     table: Option<Kallsyms>,
     table_chosen: bool,
+    /// What choosing the table noted (a missing table): shown only when some kernel frame
+    /// was printed without a symbol and needed it.
+    table_quality: DataQuality,
+    /// Kernel frames printed without a symbol (looked up in `table`).
+    kernel_lookups: u64,
     release: Option<String>,
     event: Option<String>,
     any_period: bool,
@@ -190,6 +307,8 @@ impl<'o> ScriptProfiler<'o> {
             quality: DataQuality::default(),
             table: None,
             table_chosen: false,
+            table_quality: DataQuality::default(),
+            kernel_lookups: 0,
             release: None,
             event: opts.event.clone(),
             any_period: false,
@@ -220,17 +339,19 @@ impl<'o> ScriptProfiler<'o> {
         }
         let kernel = is_kernel(f);
         let known = !f.symbol.is_empty() && f.symbol != "[unknown]";
-        let sym = if known {
-            Some(f.symbol)
+        let name = if known {
+            frame_name(Some(f.symbol), f.addr)
         } else if kernel {
-            self.table
+            self.kernel_lookups += 1;
+            let sym = self
+                .table
                 .as_ref()
                 .and_then(|k| k.lookup(f.addr))
-                .map(|s| s.name)
+                .map(|s| s.name);
+            frame_name(sym, f.addr)
         } else {
-            None
+            unresolved_user_name(f)
         };
-        let name = frame_name(sym, f.addr);
         let id = self.profile.intern(&name, Some(kernel));
         self.names
             .entry(f.addr)
@@ -268,10 +389,18 @@ impl<'o> ScriptProfiler<'o> {
             self.table = kernel_symbols_for(
                 &self.opts.symbols,
                 self.release.as_deref(),
-                &mut self.quality,
+                &mut self.table_quality,
             )?;
         }
-        if line.starts_with('\t') || line.starts_with(' ') && parse_header(line).is_none() {
+        let indented = line.starts_with('\t') || line.starts_with(' ');
+        // An indented line is a frame unless it is a header (perf right-aligns comms);
+        // a header without a time column is tried only after the frame reading fails.
+        let frame_line = line.starts_with('\t')
+            || indented
+                && parse_timed_header(line).is_none()
+                && (parse_frame(line).is_some_and(|f| f.dso.is_some())
+                    || parse_untimed_header(line).is_none());
+        if frame_line {
             match (parse_frame(line), self.current.is_some()) {
                 (Some(f), true) => {
                     let id = self.frame(&f);
@@ -336,14 +465,18 @@ impl<'o> ScriptProfiler<'o> {
         };
         // perf prints `:TID` when it knows no name for the thread.
         let unknown_comm = h.comm.strip_prefix(':') == Some(h.pid.to_string().as_str());
+        let frames = match &h.inline_frame {
+            Some(f) => vec![self.frame(f)],
+            None => Vec::new(),
+        };
         self.current = Some(WeightedStack {
-            frames: Vec::new(),
+            frames,
             weight,
             weight_new: None,
             comm: (!h.comm.is_empty() && !unknown_comm).then(|| Comm::new(h.comm)),
             pid: Some(h.pid),
             cpu: h.cpu,
-            ts: Some(h.ts),
+            ts: h.ts,
             span: Span::new(0, SpanPos::Line(line_no)),
         });
         Ok(())
@@ -374,6 +507,9 @@ impl<'o> ScriptProfiler<'o> {
                 empty,
                 || format!("{empty} samples"),
             );
+        }
+        if self.kernel_lookups > 0 {
+            self.quality.merge(&self.table_quality);
         }
         if self.any_period {
             self.profile.unit = WeightUnit::Period(self.event.clone().unwrap_or_default());
@@ -427,10 +563,20 @@ pub fn sniff(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head);
     let mut prev_header = false;
     for line in text.lines().take(200) {
-        if line.starts_with('\t') && prev_header && parse_frame(line).is_some() {
+        let indented = line.starts_with('\t') || line.starts_with(' ');
+        if indented && prev_header && parse_frame(line).is_some_and(|f| f.dso.is_some()) {
             return true;
         }
-        prev_header = !line.starts_with('\t') && parse_header(line).is_some();
+        let header = if line.starts_with('\t') {
+            None
+        } else {
+            parse_header(line)
+        };
+        // a sample printed with its ip on the header line (recorded without -g)
+        if header.as_ref().is_some_and(|h| h.inline_frame.is_some()) {
+            return true;
+        }
+        prev_header = header.is_some();
     }
     false
 }
@@ -449,6 +595,45 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
 \t            11e9 [unknown] (/tmp/work/perf/burn)\n\
 \t           60ee0 [unknown] (/memfd:sealed-91 (deleted))\n\
 \n";
+
+    #[test]
+    fn kernel_frames_by_dso_and_untimed_headers() {
+        // perf 4.1 with a vmlinux DSO: kernel frames below 64-bit kernel addresses
+        let text = concat!(
+            "dd 29776 666709.771979:   10101010 cpu-clock: \n",
+            "\t          414b3b fsnotify (/lib/modules/4.1.0-virtual/build/vmlinux)\n",
+            "\t           e5f70 read (/lib/x86_64-linux-gnu/libc-2.15.so)\n",
+            "\t               0 [unknown] ([unknown])\n",
+            "\n",
+            "node-v011 31912 cpu-clock: \n",
+            "            13a80b608e0a RegExp:[&<>] (/tmp/perf-7539.map)\n",
+            "                  c0ffee [unknown] (/usr/lib/ext4.ko)\n",
+        );
+        let r = parse("t", text, &ProfileOptions::default()).unwrap();
+        let p = &r.profile;
+        assert_eq!(p.stacks.len(), 2);
+        let k = |name: &str| {
+            p.kernel[p
+                .lookup(name)
+                .unwrap_or_else(|| panic!("{name} not in {:?}", p.symbols))
+                as usize]
+        };
+        assert_eq!(k("fsnotify"), Some(true));
+        assert_eq!(k("read"), Some(false));
+        assert_eq!(k("0xc0ffee"), Some(true));
+        assert_eq!(p.stacks[1].ts, None);
+        assert_eq!(p.stacks[1].pid, Some(31912));
+        assert_eq!(p.stacks[1].comm.unwrap().as_str(), "node-v011");
+        // every kernel frame had a symbol but one module frame: the note is about that one
+        assert_eq!(r.quality.count("kernel-symbols"), 1);
+        assert!(parse_untimed_header("\t  400570 func_b (/root/func_ab)").is_none());
+        let h =
+            parse_untimed_header("CPU 0/KVM 17653/17654 [001] 500250 cpu-clock:pppH: ").unwrap();
+        assert_eq!(
+            (h.comm, h.pid, h.cpu, h.period),
+            ("CPU 0/KVM", 17654, Some(1), Some(500250))
+        );
+    }
 
     #[test]
     fn headers_frames_and_odd_symbols() {
@@ -471,8 +656,8 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             [
                 "_raw_spin_unlock_irqrestore",
                 "operator() (int) const",
-                "0x11e9",
-                "0x60ee0"
+                "[burn+0x11e9]",
+                "[memfd:sealed-91 (deleted)+0x60ee0]"
             ]
         );
         assert_eq!(s.comm.unwrap().as_str(), "CPU 0/KVM");

@@ -16,7 +16,7 @@
 //!   numbers; the preemption mark is lost for good.
 
 use stallscope_model::time::parse_u64;
-use stallscope_model::PrevState;
+use stallscope_model::{KernelStateEncoding, PrevState};
 
 use crate::tracefs_format::PrevStateTable;
 
@@ -43,12 +43,77 @@ pub(crate) fn decode_plugin_letters(text: &[u8], table: &PrevStateTable) -> Opti
     plugin_letters_to_raw(text).map(|raw| table.decode(raw))
 }
 
+/// A raw `prev_state` number as the tools print it: decimal (`trace-cmd report -R` of most
+/// traces) or `0x` hex (what trace-cmd 3.1 prints for a 32-bit kernel's `long`).
+pub(crate) fn parse_raw(text: &[u8]) -> Option<u64> {
+    if let Some(hex) = text.strip_prefix(b"0x") {
+        if hex.is_empty() || hex.len() > 16 || !hex.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        return u64::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok();
+    }
+    if !text.is_empty() && text.iter().all(u8::is_ascii_digit) {
+        return parse_u64(text);
+    }
+    None
+}
+
 /// Decodes a printed kernel-letter state (`R+`, `S`, `D|K`) or a raw number (via `table`).
 pub(crate) fn decode_printed(text: &[u8], table: &PrevStateTable) -> Option<PrevState> {
-    if !text.is_empty() && text.iter().all(u8::is_ascii_digit) {
-        return parse_u64(text).map(|raw| table.decode(raw));
+    if let Some(raw) = parse_raw(text) {
+        return Some(table.decode(raw));
     }
     PrevState::parse(std::str::from_utf8(text).ok()?)
+}
+
+/// The raw `prev_state=` numbers in `text` (at most `limit`).
+pub(crate) fn raw_values_in(text: &[u8], limit: usize) -> Vec<u64> {
+    memchr::memmem::find_iter(text, b"prev_state=")
+        .filter_map(|at| {
+            let v = &text[at + b"prev_state=".len()..];
+            let end = v
+                .iter()
+                .position(|b| !(b.is_ascii_hexdigit() || *b == b'x'))
+                .unwrap_or(v.len());
+            parse_raw(&v[..end])
+        })
+        .take(limit)
+        .collect()
+}
+
+/// The encoding of raw `prev_state` numbers written by a kernel whose release the text does
+/// not name, judged from the values themselves, with the reason; `None` when they fit the
+/// ≥ 4.14 encoding (then assumed).
+///
+/// ≥ 4.15 writes one state bit ≤ 0x80 and 0x100 for a preemption; 4.14.0 the state's index
+/// (1…8) and 0x1000. So a value with bits between 0x200 and 0x800, two or more bits above 8,
+/// or any value above 8 in a text that also has 0x1000, comes from an older kernel: 4.8–4.13
+/// when 0x1000 (their preemption) appears, 4.2–4.7 when 0x800 does (theirs), else 4.8–4.13
+/// (whose letters up to 0x400 are those of 4.2–4.7).
+pub(crate) fn guess_old_encoding(values: &[u64]) -> Option<(KernelStateEncoding, String)> {
+    let has_4096 = values.iter().any(|&v| v & 0x1000 != 0);
+    let tell = values.iter().copied().find(|&v| {
+        let p = v & !(0x100 | 0x1000);
+        p & 0xe00 != 0 || (p > 8 && p.count_ones() >= 2) || (has_4096 && p > 8)
+    })?;
+    let (enc, table) = if has_4096 {
+        (KernelStateEncoding::State48, "4.8–4.13")
+    } else if values.iter().any(|&v| v & 0x800 != 0) {
+        (KernelStateEncoding::State42, "4.2–4.7")
+    } else {
+        (KernelStateEncoding::State48, "4.8–4.13")
+    };
+    Some((
+        enc,
+        format!(
+            "the {table} table: prev_state={tell}{} cannot come from a 4.14+ kernel",
+            if has_4096 && tell & 0x1000 == 0 {
+                " beside 4096"
+            } else {
+                ""
+            }
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -104,6 +169,43 @@ mod tests {
         let old = PrevStateTable::for_kernel_release(Some("4.9.0"));
         assert_eq!(s(decode_plugin_letters(b"Z", &old)), "Z");
         assert_eq!(s(decode_plugin_letters(b"W", &old)), "K");
+    }
+
+    #[test]
+    fn hex_numbers_and_the_4_14_0_preemption() {
+        let t = modern();
+        // trace-cmd 3.1 -R of a 32-bit 4.14 kernel: hex, preemption = TASK_STATE_MAX
+        assert_eq!(s(decode_printed(b"0x1000", &t)), "R+");
+        assert_eq!(s(decode_printed(b"0x1", &t)), "S");
+        assert_eq!(s(decode_printed(b"0x8", &t)), "t");
+        assert_eq!(decode_printed(b"0x", &t), None);
+        assert_eq!(decode_printed(b"0xZ", &t), None);
+    }
+
+    #[test]
+    fn old_encodings_are_told_by_values_a_4_14_kernel_cannot_write() {
+        use KernelStateEncoding::*;
+        let guess = |v: &[u64]| guess_old_encoding(v).map(|(e, _)| e);
+        // fits 4.15+ (single bits, 0x100) and 4.14.0 (indexes, 0x1000): assumed modern
+        assert_eq!(guess(&[0, 1, 2, 64, 128, 256]), None);
+        assert_eq!(guess(&[0, 1, 5, 6, 8, 0x1000]), None);
+        // a lisa-like 4.8–4.13 text: TASK_DEAD (64) beside a 4096 preemption
+        assert_eq!(guess(&[0, 1, 4096, 64]), Some(State48));
+        // D|K = 130: two bits above 8
+        assert_eq!(guess(&[0, 1, 130]), Some(State48));
+        // 4.2–4.7 preemption 2048
+        assert_eq!(guess(&[1, 2048, 512]), Some(State42));
+        let (_, why) = guess_old_encoding(&[0, 4096, 64]).unwrap();
+        assert!(why.contains("prev_state=64 beside 4096"), "{why}");
+        // decoded with the guessed table: exits are x, D|K stays D|K, 4096 is +
+        let old = PrevStateTable::for_encoding(State48, "t".into());
+        assert_eq!(s(decode_printed(b"64", &old)), "x");
+        assert_eq!(s(decode_printed(b"130", &old)), "D|K");
+        assert_eq!(s(decode_printed(b"4096", &old)), "R+");
+        assert_eq!(
+            raw_values_in(b"a prev_state=0x1000 b prev_state=12 prev_state=S", 10),
+            [0x1000, 12]
+        );
     }
 
     #[test]

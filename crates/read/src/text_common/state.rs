@@ -26,6 +26,8 @@ pub(crate) mod key {
     pub const NON_UTF8: &str = "non_utf8_lines";
     /// The input ended without a final newline.
     pub const TRUNCATED: &str = "truncated_last_line";
+    /// A last line without a newline that parsed and was used.
+    pub const NO_FINAL_NEWLINE: &str = "no_final_newline";
     /// Events lost (count = events, where the input says how many).
     pub const LOST: &str = "lost_events";
     /// Lost-event markers that do not say how many.
@@ -71,6 +73,11 @@ pub(crate) struct TextState {
     pub last_ts: Ts,
     /// Decodes numeric and trace-cmd plugin `prev_state`s (kernel-release fallback table).
     pub prev_states: PrevStateTable,
+    /// How the `prev_state` table was chosen when no header named the kernel release and
+    /// the text has numeric values (shown as a data-quality note at the end).
+    prev_state_assumed: Option<String>,
+    /// Number of the last line when it had no final newline.
+    unterminated_line: Option<u64>,
     /// Lost-event markers waiting for the next event's timestamp: (cpu, count, line).
     pending_lost: Vec<(u32, Option<u64>, u64)>,
     /// Names already added to `meta.declared_events`.
@@ -112,6 +119,23 @@ impl TextState {
             clock_is_ns: true,
             ..TraceMeta::default()
         };
+        // Numeric prev_state values (`trace-cmd report -R`) need the kernel's encoding; a
+        // header naming the release replaces this guess (set_kernel_release).
+        let values = super::prev_state::raw_values_in(&input.head, 10_000);
+        let (prev_states, prev_state_assumed) = if values.is_empty() {
+            (PrevStateTable::for_kernel_release(None), None)
+        } else {
+            match super::prev_state::guess_old_encoding(&values) {
+                Some((enc, why)) => (
+                    PrevStateTable::for_encoding(enc, why.clone()),
+                    Some(why),
+                ),
+                None => (
+                    PrevStateTable::for_kernel_release(None),
+                    Some("the 4.14+ table (S D T t X Z P I = 0x1…0x80, + = 0x100 or 0x1000): every value fits it; on an older kernel 16/32/64/128 would be Z/X/x/K instead of X/Z/P/I".to_string()),
+                ),
+            }
+        };
         TextState {
             path: input.path.clone(),
             index,
@@ -119,7 +143,9 @@ impl TextState {
             dq: DataQuality::default(),
             out: VecDeque::with_capacity(4),
             last_ts: 0,
-            prev_states: PrevStateTable::for_kernel_release(None),
+            prev_states,
+            prev_state_assumed,
+            unterminated_line: None,
             pending_lost: Vec::new(),
             declared: FxHashSet::default(),
             declared_native: 0,
@@ -167,20 +193,26 @@ impl TextState {
             );
         }
         if line.unterminated {
-            self.note(
-                key::TRUNCATED,
-                Severity::Warning,
-                "the input ends in the middle of a line (no final newline): that line was cut off and is not used",
-                1,
-                line,
-            );
-            return false;
+            // The last line has no newline: a file cut mid-line, or an editor or tool that
+            // wrote none. It is used when it parses ([`TextState::unparsed`] says when not);
+            // `finish` notes it either way.
+            self.unterminated_line = Some(line.number);
         }
         true
     }
 
     /// A line that could not be parsed.
     pub fn unparsed(&mut self, line: &Line<'_>) {
+        if line.unterminated {
+            self.note(
+                key::TRUNCATED,
+                Severity::Warning,
+                "the input ends in the middle of a line (no final newline, and the line does not parse): that line was cut off and is not used",
+                1,
+                line,
+            );
+            return;
+        }
         self.note(
             key::UNPARSED,
             Severity::Warning,
@@ -282,7 +314,7 @@ impl TextState {
             EventKind::Exit(_) => 7,
             EventKind::Exec { .. } => 8,
             EventKind::StatRuntime(_) => 9,
-            EventKind::Lost { .. } | EventKind::TaskComm { .. } => return,
+            EventKind::Lost { .. } | EventKind::TaskComm { .. } | EventKind::Mapping(_) => return,
             EventKind::Block(_) | EventKind::Generic(_) => {
                 let full = match kind {
                     EventKind::Generic(g) => match &g.system {
@@ -312,6 +344,7 @@ impl TextState {
     /// A header named the kernel release: record it and pick its `prev_state` table.
     pub fn set_kernel_release(&mut self, release: String) {
         self.prev_states = PrevStateTable::for_kernel_release(Some(&release));
+        self.prev_state_assumed = None;
         self.meta.kernel_release = Some(release);
     }
 
@@ -325,6 +358,27 @@ impl TextState {
     /// End of input: flushes pending lost markers and deferred counts.
     pub fn finish(&mut self) {
         self.flush_lost(self.last_ts);
+        if let Some(n) = self.unterminated_line.take() {
+            if self.dq.count(key::TRUNCATED) == 0 {
+                let path = &self.path;
+                self.dq.add(
+                    key::NO_FINAL_NEWLINE,
+                    Severity::Info,
+                    "the last line has no final newline; it parses as a complete line and is used",
+                    1,
+                    || format!("{path}:{n}"),
+                );
+            }
+        }
+        if let Some(why) = self.prev_state_assumed.take() {
+            self.dq.add(
+                "prev_state_table_assumed",
+                Severity::Info,
+                "numeric prev_state values decoded with a table chosen without the kernel release (the text does not name it; `trace-cmd report --uname` or `perf script --header` would)",
+                1,
+                || why,
+            );
+        }
         for d in &mut self.deferred {
             if d.seen > d.added {
                 let more = d.seen - d.added;

@@ -367,18 +367,49 @@ impl CpuStream {
                 self.seen[idx] = true;
                 batch.declared.push(d.name.clone());
             }
+            let callchain = d.decoder.callchain(payload);
+            if let Some(chain) = &callchain {
+                attach_stack(&mut batch.events, cpu, chain);
+            }
             batch.events.push_back(Event {
                 ts: t.adjust.apply(rec.ts),
                 cpu,
                 pid: d.pid.and_then(|p| p.get_i32(payload)).unwrap_or(-1),
                 span: Span::new(t.index, SpanPos::Byte(pos)),
                 kind,
-                callchain: None,
+                callchain,
             });
         }
         if records.discarded > 0 {
             note_discarded(&mut batch.dq, &t.path, cpu, span, records.discarded);
         }
+    }
+}
+
+/// An `ftrace:kernel_stack` / `user_stack` record is written on the CPU of the event it
+/// belongs to, right after it (the `stacktrace` option or trigger): its frames become that
+/// event's callchain too, as perf's `-g` gives each sample its own (a user stack after a
+/// kernel stack is appended to it). The stack events themselves stay, with their frames.
+fn attach_stack(events: &mut VecDeque<Event>, cpu: u32, chain: &[u64]) {
+    let is_stack = |e: &Event| {
+        matches!(&e.kind, EventKind::Generic(g)
+            if g.system.as_deref() == Some("ftrace") && g.name.ends_with("_stack"))
+    };
+    // the event before the stack records just written for it
+    let Some(owner) = events
+        .iter_mut()
+        .rev()
+        .take_while(|e| e.cpu == cpu)
+        .find(|e| !is_stack(e))
+    else {
+        return;
+    };
+    let marker = chain.first().copied();
+    match owner.callchain.take() {
+        // one stack of each kind (kernel, user) per event
+        Some(old) if old.contains(&marker.unwrap_or(0)) => owner.callchain = Some(old),
+        Some(old) => owner.callchain = Some(old.iter().chain(chain).copied().collect()),
+        None => owner.callchain = Some(chain.into()),
     }
 }
 

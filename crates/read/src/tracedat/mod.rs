@@ -363,13 +363,22 @@ fn build_decoders(
                 .and_then(|c| IntAccessor::new(c, td.endian))
         });
     let threads = crate::tracefs_format::threads_for_formats(td.events.len());
+    let printk = std::sync::Arc::new(crate::tracefs_format::PrintkFormats::parse(
+        &td.printk_formats,
+    ));
     let built = crate::tracefs_format::map_in_parts(
         &td.events,
         threads,
         |f| f.fields.len() + f.common_fields.len() + 1,
         |part| {
             part.iter()
-                .map(|f| build_decoder(f, td.endian, &fallback))
+                .map(|f| {
+                    let mut b = build_decoder(f, td.endian, &fallback);
+                    if let Some(d) = &mut b.decoder {
+                        d.decoder.set_trace_context(td.long_size, &printk);
+                    }
+                    b
+                })
                 .collect()
         },
     );

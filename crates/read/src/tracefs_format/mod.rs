@@ -32,6 +32,7 @@ mod format_batch;
 mod format_file;
 #[cfg(test)]
 mod format_file_reference;
+mod ftrace;
 mod header_page;
 mod prev_state;
 mod sched;
@@ -45,6 +46,7 @@ pub use const_expr::eval_const_expr;
 pub use endian::Endian;
 pub(crate) use format_batch::{default_threads as threads_for_formats, map_in_parts};
 pub use format_file::{EventFormat, Field, FieldKind, LocKind};
+pub use ftrace::{format_bprint, FtraceDecoder, PrintkFormats};
 pub use header_page::HeaderPage;
 pub use prev_state::PrevStateTable;
 pub(crate) use sched::{reset as reset_kind, BLANK_STAT_RUNTIME, BLANK_SWITCH, BLANK_WAKEUPS};

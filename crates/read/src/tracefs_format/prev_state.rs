@@ -16,7 +16,8 @@
 //! [`PrevState::UNKNOWN`]; `v == 0` is `R`. `raw & preempt_mask` adds `+`.
 //!
 //! Fallback tables: ≥ 4.14 (and unknown releases): `S D T t X Z P I` = 0x01…0x80, `+` = 0x100;
-//! 4.2–4.13: `S D T t Z X x K W P N` = 1…1024, `+` = 2048; older: the same without `N`,
+//! (4.14.0 also 0x1000); 4.8–4.13: `S D T t Z X x K W P N` = 1…1024, `+` = 4096; 4.2–4.7:
+//! the same with `+` = 2048; older: the same without `N`,
 //! `+` = 1024.
 
 use stallscope_model::{KernelStateEncoding, PrevState};
@@ -119,12 +120,36 @@ impl PrevStateTable {
             "the built-in table for kernel {}",
             release.unwrap_or("(unknown release)")
         );
-        Self::build(
-            encoding.state_mask(),
-            entries,
-            encoding.preempted_bit(),
-            source,
-        )
+        // 4.14 marked a preemption with TASK_STATE_MAX (0x1000), 4.15+ with 0x100; neither
+        // value means anything else in this encoding, so both when the release is 4.14 or
+        // unknown
+        let is_414 =
+            release.is_none_or(|r| r == "4.14" || r.starts_with("4.14.") || r.starts_with("4.14-"));
+        let preempt = match encoding {
+            KernelStateEncoding::Report414 if is_414 => 0x100 | 0x1000,
+            e => e.preempted_bit(),
+        };
+        Self::build(encoding.state_mask(), entries, preempt, source)
+    }
+
+    /// The table for a kernel encoding named in data-quality notes as `source`.
+    pub fn for_encoding(encoding: KernelStateEncoding, source: String) -> PrevStateTable {
+        let mut t = Self::for_kernel_release(None);
+        if encoding != KernelStateEncoding::Report414 {
+            let entries = encoding
+                .letters()
+                .iter()
+                .map(|&(bit, raw)| (raw, bit))
+                .collect();
+            t = Self::build(
+                encoding.state_mask(),
+                entries,
+                encoding.preempted_bit(),
+                String::new(),
+            );
+        }
+        t.source = source;
+        t
     }
 
     /// Where the table came from (for data-quality notes).
@@ -327,6 +352,14 @@ mod tests {
         assert_eq!(t.decode(2 | 128), ps("D|K"));
         assert_eq!(
             t,
+            PrevStateTable::for_kernel_release(Some("4.4.0-21-generic"))
+        );
+        // 4.8–4.13: TASK_NEW took 2048, TASK_STATE_MAX (the preemption) became 4096
+        let fmt48 = fmt.replace("2048", "4096");
+        let t48 = PrevStateTable::from_print_fmt(&fmt48).unwrap();
+        assert_eq!(t48.decode(4096), ps("R+"));
+        assert_eq!(
+            t48,
             PrevStateTable::for_kernel_release(Some("4.9.0-13-amd64"))
         );
         assert_eq!(

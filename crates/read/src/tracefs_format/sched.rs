@@ -186,6 +186,14 @@ pub enum TracepointDecoder {
     },
     /// A block-layer tracepoint ([`super::block`]).
     Block(Box<super::block::BlockDecoder>),
+    /// An `ftrace` system event whose record does not follow its format
+    /// ([`super::ftrace`]: stacks, trace_marker and trace_printk text).
+    Ftrace {
+        /// Event name.
+        name: String,
+        /// The decoder.
+        decoder: Box<super::ftrace::FtraceDecoder>,
+    },
     /// Everything else.
     Generic {
         /// System.
@@ -207,6 +215,15 @@ impl TracepointDecoder {
         endian: Endian,
         table: &PrevStateTable,
     ) -> (TracepointDecoder, Option<String>) {
+        if let Some(d) = super::ftrace::FtraceDecoder::new(format, endian) {
+            return (
+                TracepointDecoder::Ftrace {
+                    name: format.name.clone(),
+                    decoder: Box::new(d),
+                },
+                None,
+            );
+        }
         match super::block::BlockDecoder::new(format, endian) {
             Some(Ok(d)) => return (TracepointDecoder::Block(Box::new(d)), None),
             Some(Err(why)) => return (Self::generic(format, endian), Some(why)),
@@ -287,6 +304,28 @@ impl TracepointDecoder {
             },
             _ => return Ok(None),
         }))
+    }
+
+    /// Sets what the trace says about its kernel that some decoders need: the size of
+    /// `long` and the printk formats (the `ftrace` stack and `bprint` events).
+    pub fn set_trace_context(
+        &mut self,
+        long_size: u8,
+        printk: &std::sync::Arc<super::PrintkFormats>,
+    ) {
+        if let TracepointDecoder::Ftrace { decoder, .. } = self {
+            decoder.set_context(long_size, printk);
+        }
+    }
+
+    /// The stack a record carries as a callchain in perf's shape (`ftrace:kernel_stack`,
+    /// `ftrace:user_stack`); `None` for every other event.
+    #[inline]
+    pub fn callchain(&self, rec: &[u8]) -> Option<Box<[u64]>> {
+        match self {
+            TracepointDecoder::Ftrace { decoder, .. } => decoder.callchain(rec),
+            _ => None,
+        }
     }
 
     /// True when the `prev_state` table came from the format's own print fmt (sched_switch
@@ -477,6 +516,7 @@ impl TracepointDecoder {
                 },
             }),
             TracepointDecoder::Block(d) => d.decode(rec)?,
+            TracepointDecoder::Ftrace { name, decoder } => decoder.decode(name, rec)?,
             TracepointDecoder::Generic {
                 system,
                 name,
@@ -536,7 +576,10 @@ pub(crate) fn reset(out: &mut EventKind, blank: &'static EventKind) {
         | EventKind::StatRuntime(_)
         | EventKind::Lost { .. }
         | EventKind::TaskComm { .. } => false,
-        EventKind::Exec { .. } | EventKind::Block(_) | EventKind::Generic(_) => true,
+        EventKind::Exec { .. }
+        | EventKind::Block(_)
+        | EventKind::Generic(_)
+        | EventKind::Mapping(_) => true,
     };
     debug_assert!(!owns_heap(blank));
     if owns_heap(out) {
