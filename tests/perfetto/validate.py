@@ -2,7 +2,8 @@
 """Decodes a stallscope Perfetto export with Perfetto's own trace protos (the `perfetto`
 Python package ships perfetto_trace_pb2, compiled from Perfetto's .proto files) and prints
 a JSON summary: packet kinds, ftrace event kinds, track-event slices per track name,
-processes and threads of the ProcessTree, and every field the official schema does not
+processes and threads of the ProcessTree, the texts of typed `print` (trace_marker) events,
+and every field the official schema does not
 know (a wrong field number or wire type shows up there or fails the parse).
 
 Usage: validate.py TRACE.pftrace  (exit 2 when the file does not parse)
@@ -48,7 +49,7 @@ def main():
         sys.exit(2)
     packets, ftrace, unknown = Counter(), Counter(), []
     tracks, slices = {}, Counter()
-    processes, threads = {}, {}
+    processes, threads, prints = {}, {}, []
     for i, p in enumerate(trace.packet):
         kind = p.WhichOneof("data") or "none"
         packets[kind] += 1
@@ -57,6 +58,8 @@ def main():
         if kind == "ftrace_events":
             for ev in p.ftrace_events.event:
                 ftrace[ev.WhichOneof("event") or "none"] += 1
+                if ev.WhichOneof("event") == "print":
+                    prints.append(ev.print.buf)
         elif kind == "track_descriptor":
             tracks[p.track_descriptor.uuid] = p.track_descriptor.name
         elif kind == "track_event":
@@ -75,6 +78,7 @@ def main():
         "threads": len(threads),
         "threads_in_processes": sum(1 for t, g in threads.items() if g in processes),
         "unknown_fields": unknown,
+        "print_bufs": prints,
     }))
 
 

@@ -913,6 +913,8 @@ fn perfetto_exports_decode_with_perfettos_own_protos() {
             "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
             false,
         ),
+        // trace_marker lines: typed print events whose text is the marker's
+        ("fixtures/real_world/stacks_markers.dat", false),
         // text that names each task's process: ftrace's record-tgid column, perf script
         // -F pid,tid
         ("fixtures/samples/ftrace/trace_record_tgid.txt", false),
@@ -955,6 +957,20 @@ fn perfetto_exports_decode_with_perfettos_own_protos() {
                 .count() as u64;
             assert!(starts > 0);
             assert_eq!(v["ftrace_events"]["workqueue_execute_start"], starts, "{v}");
+        }
+        if rel.contains("stacks_markers") {
+            let dump = stallscope(&["dump", fixture(rel).to_str().unwrap()]);
+            let markers: Vec<String> = String::from_utf8_lossy(&dump)
+                .lines()
+                .filter(|l| l.contains(" print "))
+                .filter_map(|l| {
+                    l.split_once(" buf=")
+                        .map(|(_, b)| b.trim_matches('"').to_string())
+                })
+                .map(|b| format!("{b}\n"))
+                .collect();
+            assert_eq!(markers.len(), 4, "{v}");
+            assert_eq!(v["print_bufs"], serde_json::json!(markers), "{v}");
         }
         if rel.contains("record_tgid") || rel.contains("pid_tid") {
             let (threads, grouped) = (

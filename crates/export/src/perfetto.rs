@@ -80,6 +80,7 @@ pub mod field {
     pub mod ftrace {
         pub const TIMESTAMP: u32 = 1;
         pub const PID: u32 = 2;
+        pub const PRINT: u32 = 3;
         pub const SCHED_SWITCH: u32 = 4;
         pub const SCHED_WAKEUP: u32 = 17;
         pub const SCHED_WAKING: u32 = 20;
@@ -100,6 +101,11 @@ pub mod field {
     pub mod workqueue {
         pub const WORK: u32 = 1;
         pub const FUNCTION: u32 = 2;
+    }
+    /// `PrintFtraceEvent` (trace_marker).
+    pub mod print {
+        pub const IP: u32 = 1;
+        pub const BUF: u32 = 2;
     }
     /// `SystemInfo` / `Utsname`.
     pub mod system_info {
@@ -588,6 +594,7 @@ fn encode_payload<'k>(
             b.action.tracepoint()
         }
         EventKind::Generic(g) if encode_workqueue(out, g).is_some() => &g.name,
+        EventKind::Generic(g) if encode_print(out, g).is_some() => &g.name,
         EventKind::Generic(g) => {
             let m = out.begin(fe::GENERIC);
             out.str(field::generic::EVENT_NAME, &g.name);
@@ -723,6 +730,32 @@ fn encode_workqueue(out: &mut ProtoBuf, g: &stallscope_model::GenericEvent) -> O
     let m = out.begin(number);
     out.uint(field::workqueue::WORK, work);
     out.uint(field::workqueue::FUNCTION, function);
+    out.end(m);
+    Some(())
+}
+
+/// A trace_marker line (`ftrace:print`) as Perfetto's typed `PrintFtraceEvent`, with the
+/// newline the reader took off put back (the trace processor reads atrace `B|pid|name`
+/// lines from it); `None` (nothing written) for other events.
+fn encode_print(out: &mut ProtoBuf, g: &stallscope_model::GenericEvent) -> Option<()> {
+    if g.name != "print" || g.system.as_deref() != Some("ftrace") {
+        return None;
+    }
+    let mut ip = None;
+    let mut buf = None;
+    for (k, v) in &g.fields {
+        match (k.as_str(), v) {
+            ("ip", FieldValue::UInt(u)) => ip = Some(*u),
+            ("buf", FieldValue::Str(s)) => buf = Some(s),
+            _ => {}
+        }
+    }
+    let buf = buf?;
+    let m = out.begin(field::ftrace::PRINT);
+    if let Some(ip) = ip {
+        out.uint(field::print::IP, ip);
+    }
+    out.str(field::print::BUF, &format!("{buf}\n"));
     out.end(m);
     Some(())
 }

@@ -36,7 +36,7 @@ pub use state::{KernelStateEncoding, PrevState};
 pub use time::{fmt_secs_nsecs, fmt_secs_usecs, Dur, Ts};
 pub use window::{
     BlockRequest, CpuDensity, FindingWindow, FindingWindows, MigrationMark, Omitted, RunSlice,
-    RunnableWait, TaskStateSpan, WaitHistogram, WakeupMark, WindowTask,
+    RunnableWait, TaskStateSpan, TextMark, WaitHistogram, WakeupMark, WindowTask,
 };
 
 /// CPU number as the kernel numbers it.

@@ -106,6 +106,27 @@ pub struct WakeupMark {
     pub target_cpu: Option<Cpu>,
 }
 
+/// A text the traced system wrote into the trace: a `trace_marker` line (`ftrace:print`)
+/// or a kernel `trace_printk` (`ftrace:bprint`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TextMark {
+    /// Event time.
+    pub ts_ns: Ts,
+    /// CPU it was written on.
+    pub cpu: Cpu,
+    /// Task that wrote it.
+    pub pid: Tid,
+    /// `print` or `bprint`.
+    pub event: String,
+    /// The text (cut to [`TextMark::MAX_CHARS`] characters).
+    pub text: String,
+}
+
+impl TextMark {
+    /// Longest text kept.
+    pub const MAX_CHARS: usize = 200;
+}
+
 /// A task moved from one CPU's runqueue to another's.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MigrationMark {
@@ -165,6 +186,9 @@ pub struct Omitted {
     /// Block requests.
     #[serde(default)]
     pub requests: u64,
+    /// Text marks.
+    #[serde(default)]
+    pub markers: u64,
 }
 
 impl Omitted {
@@ -175,6 +199,7 @@ impl Omitted {
             && self.wakeups == 0
             && self.migrations == 0
             && self.requests == 0
+            && self.markers == 0
     }
 }
 
@@ -202,6 +227,9 @@ pub struct FindingWindow {
     /// Block requests (block inputs only), by completion time.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<BlockRequest>,
+    /// Texts the system wrote into the trace (trace_marker, trace_printk), by time.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub markers: Vec<TextMark>,
     /// The states of the finding's own tasks over the window, per task in time order
     /// (they tile the window: one track per task under the CPU lanes).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -67,6 +67,12 @@ impl PerfScriptTextReader {
                 if !self.st.check_line(&line) {
                     break;
                 }
+                // a frame line ends with its `(DSO)`: without the newline and the `)` it
+                // was cut
+                if line.unterminated && line.text.last() != Some(&b')') {
+                    self.st.note_truncated(&line);
+                    break;
+                }
                 match parse_frame(line.text) {
                     Some(ip) => self.ips.push(ip),
                     None => self.st.note(
@@ -124,9 +130,23 @@ impl PerfScriptTextReader {
             return Ok(());
         };
         self.st.note_tgid(ctx.pid, ctx.tgid);
+        let unterminated = line.unterminated;
+        let cut_line = unterminated.then(|| (line.number, line.text.to_vec()));
         let mut ev = ev;
-        ev.callchain = self.read_callchain()?;
+        if !unterminated {
+            ev.callchain = self.read_callchain()?;
+        }
+        let before = self.st.out.len();
         self.st.push(ev);
+        if let Some((number, text)) = cut_line {
+            let line = crate::text_common::lines::Line {
+                number,
+                text: &text,
+                lossy: false,
+                unterminated: true,
+            };
+            self.st.drop_cut_events(before, &line);
+        }
         Ok(())
     }
 }

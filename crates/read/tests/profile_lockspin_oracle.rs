@@ -136,9 +136,18 @@ fn saved_perf_script_text_matches_perf_report_by_name() {
         let r = perf_script::parse(case, &text, &opts).unwrap();
         let ours = self_shares(&r.profile);
         for (value, kind, name) in report_entries(case) {
-            // perf report prints an unresolved address as `0x%016llx`; we write `0x%llx`.
+            // perf report prints an unresolved address as `0x%016llx`; we write `0x%llx`
+            // for kernel frames and `[DSO+0x%llx]` for user frames (perf's key: DSO and
+            // offset; this report is sorted by symbol only, so the DSO is looked up).
             let name = match name.strip_prefix("0x").map(|h| u64::from_str_radix(h, 16)) {
-                Some(Ok(a)) => format!("{a:#x}"),
+                Some(Ok(a)) if kind == 'k' => format!("{a:#x}"),
+                Some(Ok(a)) => {
+                    let suffix = format!("+{a:#x}]");
+                    ours.keys()
+                        .find(|n| n.starts_with('[') && n.ends_with(&suffix))
+                        .cloned()
+                        .unwrap_or_else(|| format!("{a:#x}"))
+                }
                 _ => name,
             };
             let (got, k) = ours.get(&name).copied().unwrap_or((0, None));

@@ -230,10 +230,20 @@ fn independent_fold(script: &str) -> String {
                 Some(p) => &sym[..p],
                 None => sym,
             };
-            frames.push(if sym == "[unknown]" {
-                format!("0x{:x}", u64::from_str_radix(addr, 16).unwrap())
-            } else {
+            // unresolved user frames as perf report keys them: DSO file and (DSO-relative,
+            // as perf script prints it) address; kernel ones and those of no DSO `0x…`
+            let dso = rest[rest.rfind(" (").unwrap() + 2..].trim_end_matches(')');
+            let addr = u64::from_str_radix(addr, 16).unwrap();
+            frames.push(if sym != "[unknown]" {
                 sym.to_string()
+            } else if dso == "[unknown]" || dso.starts_with("[kernel.") {
+                if addr == 0 {
+                    "[unknown]".to_string()
+                } else {
+                    format!("0x{addr:x}")
+                }
+            } else {
+                format!("[{}+0x{addr:x}]", dso.rsplit('/').next().unwrap())
             });
         } else if line.trim().is_empty() {
             flush(&comm, period, &mut frames);
@@ -329,7 +339,9 @@ fn recording_host_script_text_has_the_perf_data_stacks() {
     }
     let leaf = |p: &Profile, i: usize| p.symbol(p.stacks[i].frames[0]).to_string();
     assert_eq!(leaf(&s.profile, 2), "leaf_compute");
-    assert_eq!(leaf(&d.profile, 2), "0x564f706f41e9");
+    // perf.data: the MMAP records name the file and offset, as `perf report` does
+    // (`burn  [.] 0x00000000000011e9`)
+    assert_eq!(leaf(&d.profile, 2), "[burn+0x11e9]");
 }
 
 #[test]

@@ -140,7 +140,8 @@ fn measures_html(m: &std::collections::BTreeMap<String, i64>) -> String {
         .join(" · ")
 }
 
-fn finding_html(o: &mut String, i: usize, f: &Finding, has_window: bool) {
+fn finding_html(o: &mut String, i: usize, f: &Finding, window: Option<&FindingWindow>) {
+    let has_window = window.is_some();
     let sev = f.severity.name();
     let _ = write!(
         o,
@@ -190,6 +191,30 @@ The timeline of this finding needs JavaScript.</p></noscript></div>"
         );
     } else {
         o.push_str("<p class=\"tl-note\">No timeline for this finding (see “What this file leaves out”).</p>\n");
+    }
+    if let Some(w) = window.filter(|w| !w.markers.is_empty()) {
+        let _ = write!(
+            o,
+            "<details open class=\"markers\"><summary>Trace markers in this window ({}{})</summary><pre class=\"markers\">",
+            w.markers.len(),
+            if w.omitted.markers > 0 {
+                format!(", {} more left out", w.omitted.markers)
+            } else {
+                String::new()
+            }
+        );
+        for m in &w.markers {
+            let _ = writeln!(
+                o,
+                "<span class=\"muted\">{} CPU {} pid {} {}</span>  {}",
+                fmt_ts(m.ts_ns),
+                m.cpu,
+                m.pid,
+                escape(&m.event),
+                escape(&m.text)
+            );
+        }
+        o.push_str("</pre></details>\n");
     }
     if !f.evidence.is_empty() {
         let _ = write!(
@@ -314,8 +339,8 @@ fn page(report: &Report, windows: &FindingWindows, left_out: &[String]) -> Strin
     }
     o.push_str("</nav>\n");
     for (i, f) in report.findings.iter().enumerate() {
-        let has = windows.windows.iter().any(|w| w.finding == i);
-        finding_html(&mut o, i, f, has);
+        let window = windows.windows.iter().find(|w| w.finding == i);
+        finding_html(&mut o, i, f, window);
     }
     histograms_html(&mut o, windows);
     if !report.data_quality.is_empty() {
@@ -396,6 +421,9 @@ fn thin(w: &FindingWindow, budget: usize) -> Option<FindingWindow> {
         let n = cut(t.requests.len());
         t.omitted.requests += (t.requests.len() - n) as u64;
         t.requests.truncate(n);
+        let n = cut(t.markers.len());
+        t.omitted.markers += (t.markers.len() - n) as u64;
+        t.markers.truncate(n);
         if window_cost(&t) <= budget {
             return Some(t);
         }
@@ -577,6 +605,13 @@ mod tests {
                 wakeups: vec![],
                 migrations: vec![],
                 requests: vec![],
+                markers: vec![stallscope_model::TextMark {
+                    ts_ns: 5,
+                    cpu: 1,
+                    pid: 7,
+                    event: "print".into(),
+                    text: "B|7|<commit>".into(),
+                }],
                 task_states: vec![],
                 density: vec![],
                 omitted: Omitted::default(),
@@ -594,6 +629,16 @@ mod tests {
         assert!(html.contains("98.766 ms"));
         assert_eq!(stats.windows, 1);
         assert!(!html.contains("http://") && !html.contains("https://"));
+    }
+
+    #[test]
+    fn trace_markers_are_listed_under_their_finding() {
+        let (html, _) = render(&report(), &windows(3), HtmlOptions::default());
+        assert!(
+            html.contains("Trace markers in this window (1)"),
+            "static list"
+        );
+        assert!(html.contains("B|7|&lt;commit&gt;"), "escaped text");
     }
 
     #[test]

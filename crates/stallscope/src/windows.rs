@@ -25,8 +25,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use stallscope_model::{
     BlockRequest, Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows,
-    MigrationMark, RunSlice, RunnableWait, TaskStateSpan, Tid, Ts, WaitHistogram, WakeupMark,
-    WindowTask,
+    MigrationMark, RunSlice, RunnableWait, TaskStateSpan, TextMark, Tid, Ts, WaitHistogram,
+    WakeupMark, WindowTask,
 };
 use stallscope_read::ReadError;
 use stallscope_timeline::timehist::{Timehist, TimehistOptions, TimehistRow};
@@ -212,6 +212,7 @@ impl WindowCollector {
                     wakeups: Vec::new(),
                     migrations: Vec::new(),
                     requests: Vec::new(),
+                    markers: Vec::new(),
                     task_states: Vec::new(),
                     density: Vec::new(),
                     omitted: Default::default(),
@@ -576,6 +577,32 @@ impl WindowCollector {
                     });
                 }
             }
+            EventKind::Generic(g)
+                if g.system.as_deref() == Some("ftrace")
+                    && matches!(g.name.as_str(), "print" | "bprint") =>
+            {
+                let text = g.fields.iter().find_map(|(k, v)| match (k.as_str(), v) {
+                    ("buf", stallscope_model::FieldValue::Str(s)) => Some(s),
+                    _ => None,
+                });
+                if let Some(text) = text {
+                    let mark = TextMark {
+                        ts_ns: ts,
+                        cpu: ev.cpu,
+                        pid: ev.pid,
+                        event: g.name.clone(),
+                        text: text.chars().take(TextMark::MAX_CHARS).collect(),
+                    };
+                    self.each_active(|b, max| {
+                        push_capped(
+                            &mut b.w.markers,
+                            &mut b.w.omitted.markers,
+                            max,
+                            mark.clone(),
+                        );
+                    });
+                }
+            }
             EventKind::Migrate(m) => {
                 self.names.insert(m.task.pid, m.task.comm);
                 if let Some(e) = self.runnable.get_mut(&m.task.pid) {
@@ -788,6 +815,47 @@ mod tests {
             evidence: vec![],
             hint: String::new(),
         }
+    }
+
+    #[test]
+    fn trace_marker_text_inside_a_window_is_kept() {
+        let marker = |ts: Ts, text: &str| {
+            ev(
+                ts,
+                1,
+                9,
+                EventKind::Generic(Box::new(stallscope_model::GenericEvent {
+                    system: Some("ftrace".into()),
+                    name: "print".into(),
+                    fields: vec![
+                        ("ip".into(), stallscope_model::FieldValue::UInt(1)),
+                        ("buf".into(), stallscope_model::FieldValue::Str(text.into())),
+                    ],
+                })),
+            )
+        };
+        let opts = WindowOptions {
+            margin_ns: 100,
+            ..Default::default()
+        };
+        let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], opts);
+        c.on_event(&switch(1, 0, 0, "R", 5));
+        c.on_event(&marker(500, "before the window"));
+        c.on_event(&marker(1500, "B|9|commit transaction"));
+        c.on_event(&switch(2000, 0, 5, "R", 7));
+        c.on_event(&marker(3000, "after it"));
+        let w = c.finish();
+        let win = &w.windows[0];
+        assert_eq!(
+            win.markers,
+            vec![TextMark {
+                ts_ns: 1500,
+                cpu: 1,
+                pid: 9,
+                event: "print".into(),
+                text: "B|9|commit transaction".into(),
+            }]
+        );
     }
 
     #[test]

@@ -411,6 +411,16 @@ impl Pipeline {
         Ok(true)
     }
 
+    /// Whether the bytes at the read position are text (printable ASCII and whitespace):
+    /// what `2>&1` appends, as opposed to a binary record cut by the end.
+    fn text_ahead(&mut self) -> bool {
+        let bytes = self.raw.preview(&mut self.pool, 64);
+        !bytes.is_empty()
+            && bytes
+                .iter()
+                .all(|&b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+    }
+
     /// Ends a pipe-mode stream at bytes that are not records (see
     /// [`Pipeline::pipe_garbage_ahead`]).
     fn end_at_garbage(&mut self) {
@@ -482,12 +492,30 @@ impl Pipeline {
                     self.input_done = true;
                     return Ok(());
                 }
-                Err(StreamError::Truncated { .. })
-                    if self.meta.format == Some(InputFormat::PerfPipe) =>
-                {
+                Err(StreamError::Truncated {
+                    off,
+                    rtype,
+                    need,
+                    have,
+                }) if self.meta.format == Some(InputFormat::PerfPipe) => {
                     // a pipe has no size to check against: a last "record" cut by the end
-                    // is either a recording killed mid-write or text appended after it
-                    self.end_at_garbage();
+                    // is text appended after the stream, or a recording killed mid-write
+                    if self.text_ahead() {
+                        self.end_at_garbage();
+                    } else {
+                        self.note(
+                            "perf_data_cut_record",
+                            Severity::Error,
+                            "the last record is cut off by the end of the file (incomplete perf.data): the data ends before it",
+                            1,
+                            format!(
+                                "offset {off:#x}: {have} of {need} bytes of a record{} present",
+                                rtype.map_or(String::new(), |t| format!(" of type {t}"))
+                            ),
+                        );
+                        self.queue.finish();
+                        self.input_done = true;
+                    }
                     return Ok(());
                 }
                 Err(e) => return Err(self.stream_error(e)),

@@ -56,7 +56,11 @@ impl EventReader for LineReader {
             match self.lines.next_line() {
                 Ok(Some(line)) => {
                     if self.st.check_line(&line) {
+                        let before = self.st.out.len();
                         (self.handle)(&mut self.st, &line);
+                        if line.unterminated {
+                            self.st.drop_cut_events(before, &line);
+                        }
                     }
                 }
                 Ok(None) => {

@@ -104,6 +104,9 @@ struct DeferredNote {
     added: u64,
 }
 
+/// What [`key::TRUNCATED`] means.
+const TRUNCATED_DESC: &str = "the input ends in the middle of a line (no final newline, and the line does not parse): that line was cut off and is not used";
+
 impl TextState {
     /// State for `input` read as `format`.
     pub fn new(
@@ -201,16 +204,30 @@ impl TextState {
         true
     }
 
+    /// The note of a last line that was cut.
+    pub(crate) fn note_truncated(&mut self, line: &Line<'_>) {
+        self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
+    }
+
+    /// The last line had no newline and gave the events from `from` on in `out`: an event
+    /// of no known kind without any field, or a function-tracer line, shows the line was cut
+    /// (the event name itself cut), and its events are dropped with the truncation note.
+    pub fn drop_cut_events(&mut self, from: usize, line: &Line<'_>) {
+        // (a cut event name also reads as a function-tracer line, `… 327.264290: sched_mig`)
+        let cut = self.out.iter().skip(from).any(|e| {
+            matches!(&e.kind, stallscope_model::EventKind::Generic(g)
+                if g.fields.is_empty() || g.name == "function")
+        });
+        if cut {
+            self.out.truncate(from);
+            self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
+        }
+    }
+
     /// A line that could not be parsed.
     pub fn unparsed(&mut self, line: &Line<'_>) {
         if line.unterminated {
-            self.note(
-                key::TRUNCATED,
-                Severity::Warning,
-                "the input ends in the middle of a line (no final newline, and the line does not parse): that line was cut off and is not used",
-                1,
-                line,
-            );
+            self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
             return;
         }
         self.note(

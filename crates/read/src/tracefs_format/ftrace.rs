@@ -556,7 +556,7 @@ mod tests {
     struct Packer(Vec<u8>);
     impl Packer {
         fn align(&mut self, a: usize) {
-            while self.0.len() % a != 0 {
+            while !self.0.len().is_multiple_of(a) {
                 self.0.push(0);
             }
         }

@@ -15,7 +15,7 @@
 
   var LABEL_W = 78, LANE_H = 34, AXIS_H = 22, PAD_TOP = 6, REQ_ROWS = 4;
   var COLORS = { victim: "#d32f2f", culprit: "#f57c00", wait: "rgba(211,47,47,0.28)",
-                 waitOther: "rgba(120,120,140,0.22)", wake: "#2e7d32", migrate: "#6a1b9a",
+                 waitOther: "rgba(120,120,140,0.22)", wake: "#2e7d32", migrate: "#6a1b9a", marker: "#1565c0",
                  finding: "rgba(255,213,79,0.25)", read: "#00897b", write: "#3949ab" };
   // task tracks: the scheduler state of each of the finding's tasks
   var STATE_COLORS = { running: null, runnable: "rgba(211,47,47,0.45)", sleeping: "#d8d8de",
@@ -88,12 +88,12 @@
     el.appendChild(bar);
     this.canvas = document.createElement("canvas");
     el.appendChild(this.canvas);
-    var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations + (om.requests || 0);
+    var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations + (om.requests || 0) + (om.markers || 0);
     if (left > 0) {
       var note = document.createElement("div");
       note.className = "tl-note";
       note.textContent = "Left out of this window (cap of " + data.max_items + " per kind): " +
-        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests." +
+        om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests, " + (om.markers || 0) + " trace markers." +
         (om.slices > 0 ? " Grey shading in the CPU lanes: how busy each CPU was there (density of all its runs, including those left out)." : "");
       el.appendChild(note);
     }
@@ -206,6 +206,14 @@
       if (from === to) { ya = PAD_TOP + to * LANE_H + LANE_H - 2; yb = PAD_TOP + to * LANE_H + 11; }
       arrow(x, ya, yb, COLORS.wake);
     });
+    // trace markers (trace_marker, trace_printk): a flag at the bottom of the CPU lane
+    (win.markers || []).forEach(function (m) {
+      if (m.ts_ns < self.t0 || m.ts_ns > self.t1 || self.laneOf[m.cpu] === undefined) return;
+      var x = self.x(m.ts_ns), y = PAD_TOP + self.laneOf[m.cpu] * LANE_H + LANE_H - 1;
+      g.fillStyle = COLORS.marker; g.strokeStyle = COLORS.marker;
+      g.beginPath(); g.moveTo(x, y); g.lineTo(x, y - 12); g.stroke();
+      g.beginPath(); g.moveTo(x, y - 12); g.lineTo(x + 6, y - 9); g.lineTo(x, y - 6); g.closePath(); g.fill();
+    });
     win.migrations.forEach(function (m) {
       if (m.ts_ns < self.t0 || m.ts_ns > self.t1) return;
       var from = self.laneOf[m.from_cpu], to = self.laneOf[m.to_cpu];
@@ -287,6 +295,11 @@
       if (Math.abs(k.ts_ns - ts) <= tol && (k.cpu === cpu || k.target_cpu === cpu))
         best = "wakeup at " + fmtTs(k.ts_ns) + "\n" + (self.names[k.waker_pid] || "?") + " (" + k.waker_pid + ") on CPU " + k.cpu +
           " woke " + (self.names[k.wakee_pid] || "?") + " (" + k.wakee_pid + ")" + (k.target_cpu == null ? "" : " → CPU " + k.target_cpu);
+    });
+    if (best) return best;
+    (this.win.markers || []).forEach(function (m) {
+      if (Math.abs(m.ts_ns - ts) <= tol && m.cpu === cpu)
+        best = m.event + " at " + fmtTs(m.ts_ns) + " by " + (self.names[m.pid] || "?") + " (" + m.pid + ")\n" + m.text;
     });
     if (best) return best;
     this.win.migrations.forEach(function (m) {
