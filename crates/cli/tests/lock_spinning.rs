@@ -341,6 +341,47 @@ fn perf_report_text_names_the_same_path() {
 }
 
 #[test]
+fn perf_report_text_pasted_without_its_header_names_the_same_path() {
+    // a mailing-list excerpt: the entries and graphs, without the `#` header and ruler
+    let dir = std::env::temp_dir().join(format!("ss-lockspin-paste-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for case in ["xfs-shared", "tmpfs-shared"] {
+        let whole = analyze(case, "report-graph.txt", &[]);
+        let text = std::fs::read_to_string(fixture(&format!("{case}.report-graph.txt"))).unwrap();
+        let pasted: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let path = dir.join(format!("{case}.pasted.txt"));
+        std::fs::write(&path, pasted).unwrap();
+        let v = json(&[
+            "analyze",
+            "--format",
+            "json",
+            "--select",
+            "lock-spinning",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(v["inputs"][0]["format"], "perf-report-text", "{case}");
+        let key = |v: &Value| -> Vec<(String, i64)> {
+            findings(v)
+                .iter()
+                .map(|f| {
+                    (
+                        f["title"].as_str().unwrap().to_string(),
+                        measure(f, "share_bp"),
+                    )
+                })
+                .collect()
+        };
+        assert!(!key(&whole).is_empty(), "{case}");
+        assert_eq!(key(&v), key(&whole), "{case}: pasted = whole");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn thresholds_are_parameters() {
     // 14.9 % of all samples, 31.8 % of the dirstorm tasks' own samples
     let v = analyze(

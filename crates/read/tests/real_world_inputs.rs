@@ -534,3 +534,93 @@ fn pre_4_14_prev_state_numbers_use_the_old_table() {
         .unwrap();
     assert!(e.examples[0].contains("4.8–4.13"), "{:?}", e.examples);
 }
+
+/// Self and total shares per function of a `perf report` text.
+fn report_shares(name: &str, text: &str) -> (HashMap<String, u64>, HashMap<String, u64>) {
+    let r = stallscope_read::profile::perf_report::parse(name, text).unwrap();
+    let p = &r.profile;
+    let (s, t) = (p.self_weights(), p.total_weights());
+    let pick = |w: &[u64]| {
+        (0..p.symbols.len())
+            .filter(|&i| w[i] > 0)
+            .map(|i| (p.symbols[i].to_string(), w[i]))
+            .collect::<HashMap<_, _>>()
+    };
+    (pick(&s), pick(&t))
+}
+
+#[test]
+fn perf_report_tui_saved_form_equals_the_stdio_report() {
+    // the same report (perf 6.1, recording host), saved from the TUI (`-`/`+` fold signs,
+    // indentation) and printed with --stdio (`|`/`---` graph, header, ruler)
+    let tui = std::fs::read_to_string(fixture("report_tui_saved.txt")).unwrap();
+    let stdio = std::fs::read_to_string(fixture("report_stdio_children.txt")).unwrap();
+    let (tui_self, tui_total) = report_shares("tui", &tui);
+    let (stdio_self, stdio_total) = report_shares("stdio", &stdio);
+    assert!(tui_self.len() > 5, "{tui_self:?}");
+    assert_eq!(tui_self, stdio_self, "self shares");
+    assert_eq!(tui_total, stdio_total, "totals");
+    let r = stallscope_read::profile::perf_report::parse("tui", &tui).unwrap();
+    assert_eq!(
+        r.quality.count("perf-report-bad-line"),
+        0,
+        "{:?}",
+        r.quality
+    );
+    // a sniffable profile on its own (no `#` header in a TUI save)
+    assert_eq!(
+        stallscope_read::profile::read_profile(
+            fixture("report_tui_saved.txt").to_str().unwrap(),
+            None,
+            &no_symbols()
+        )
+        .unwrap()
+        .format,
+        stallscope_read::profile::ProfileFormat::PerfReport
+    );
+}
+
+#[test]
+fn perf_report_pasted_without_header_or_one_entry_alone() {
+    for name in ["report_stdio_children.txt", "report_stdio_no_children.txt"] {
+        let text = std::fs::read_to_string(fixture(name)).unwrap();
+        let pasted: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(
+            report_shares(name, &pasted),
+            report_shares(name, &text),
+            "{name}"
+        );
+    }
+    // the first entry of the no-children report and its graph, pasted alone
+    let text = std::fs::read_to_string(fixture("report_stdio_no_children.txt")).unwrap();
+    let body: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .collect();
+    let is_entry = |l: &str| {
+        l.trim_start()
+            .split(' ')
+            .next()
+            .is_some_and(|p| p.ends_with('%'))
+            && l.contains("] ")
+    };
+    let end = body[1..]
+        .iter()
+        .position(|l| is_entry(l))
+        .map_or(body.len(), |i| i + 1);
+    let one: String = body[..end].iter().map(|l| format!("{l}\n")).collect();
+    let pct: u64 = {
+        let p = body[0].trim_start().split('%').next().unwrap();
+        let (i, f) = p.split_once('.').unwrap();
+        i.parse::<u64>().unwrap() * 100 + f.parse::<u64>().unwrap()
+    };
+    let r = stallscope_read::profile::perf_report::parse("one", &one).unwrap();
+    assert_eq!(r.profile.total_weight(), pct, "{one}");
+    let sym = body[0].rsplit("] ").next().unwrap().trim();
+    let id = r.profile.lookup(sym).unwrap();
+    assert_eq!(r.profile.self_weights()[id as usize], pct);
+}

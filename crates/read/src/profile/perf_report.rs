@@ -147,6 +147,12 @@ struct Entry {
     folded: Vec<(u64, Vec<String>)>,
     /// `-g flat`: the percentage line just read, waiting for its first frame.
     pending_flat_root: Option<usize>,
+    /// The TUI's saved form: (sign column, last node of the chain started there), innermost
+    /// last, and the implicit root of percentage branches.
+    tui_stack: Vec<(usize, usize)>,
+    tui_root: Option<usize>,
+    /// Whether this entry's graph is in the TUI's form.
+    tui: bool,
 }
 
 impl Entry {
@@ -163,8 +169,105 @@ impl Entry {
         self.tails.push((col, node));
     }
 
+    /// A graph line of the TUI's saved form (`perf report` TUI, `P`):
+    ///
+    /// ```text
+    /// -   49.81%    49.30%  burn  [.] leaf_compute      entry: fold sign, then the columns
+    ///    - 49.30% start_thread                          branch: sign, percentage, frame
+    ///         worker                                    chain continuation (no sign)
+    ///         leaf_compute
+    ///    + 0.51% leaf_compute                           folded branch (its children hidden)
+    ///      - entry_SYSCALL_64                           the only child: sign, no percentage
+    ///        0.67% fdget_pos                            a leaf branch (sign ' ')
+    /// ```
+    ///
+    /// A line with a percentage starts a branch under the chain whose sign column is left
+    /// of its own; a line without one continues the innermost chain at or left of its
+    /// column. `None` when the line is not in this form (then the `--stdio` grammar
+    /// applies).
+    fn tui_line(&mut self, line: &str) -> Option<bool> {
+        let b = line.as_bytes();
+        let first = b.iter().position(|&c| c != b' ')?;
+        let signed = matches!(b[first], b'-' | b'+') && b.get(first + 1) == Some(&b' ');
+        let (sign_col, content) = if signed {
+            (first, line[first + 2..].trim_start())
+        } else {
+            (first.saturating_sub(2), &line[first..])
+        };
+        // `NN.NN% name`
+        let branch = content.split_once(' ').and_then(|(p, name)| {
+            let name = name.trim();
+            (p.ends_with('%') && !name.is_empty())
+                .then(|| parse_bp(p).map(|bp| (bp, name)))
+                .flatten()
+        });
+        if !(signed || self.tui || branch.is_some()) {
+            return None;
+        }
+        // stdio glyphs are never TUI lines
+        if content.starts_with('|') || content.starts_with("--") {
+            return None;
+        }
+        self.tui = true;
+        match branch {
+            Some((pct, name)) => {
+                while self.tui_stack.last().is_some_and(|&(c, _)| c >= sign_col) {
+                    self.tui_stack.pop();
+                }
+                let parent = match self.tui_stack.last() {
+                    Some(&(_, n)) => n,
+                    None => match self.tui_root {
+                        Some(r) => r,
+                        None => {
+                            let r = self.push_node("", None, Some(self.self_bp));
+                            self.tui_root = Some(r);
+                            r
+                        }
+                    },
+                };
+                let node = self.push_node(name, Some(parent), Some(pct));
+                if let Some(p) = self.nodes.get_mut(parent) {
+                    p.branch_sum = p.branch_sum.saturating_add(pct);
+                }
+                self.tui_stack.push((sign_col, node));
+            }
+            None => {
+                let name = content.trim();
+                while self.tui_stack.last().is_some_and(|&(c, _)| c > sign_col) {
+                    self.tui_stack.pop();
+                }
+                match self.tui_stack.last_mut() {
+                    Some(top) => {
+                        let parent = top.1;
+                        let node = self.push_node(name, Some(parent), None);
+                        if let Some(p) = self.nodes.get_mut(parent) {
+                            p.continued = true;
+                        }
+                        if let Some(top) = self.tui_stack.last_mut() {
+                            top.1 = node;
+                        }
+                    }
+                    None => {
+                        // the chain at the root (callers in the children view, or the
+                        // entry's only path)
+                        let parent = self.tui_root;
+                        let node = self.push_node(name, parent, None);
+                        if let Some(p) = parent.and_then(|p| self.nodes.get_mut(p)) {
+                            p.continued = true;
+                        }
+                        self.tui_stack.push((sign_col, node));
+                    }
+                }
+            }
+        }
+        Some(true)
+    }
+
     /// Adds a graph line; false when it does not fit the grammar.
     fn graph_line(&mut self, line: &str) -> bool {
+        if let Some(ok) = self.tui_line(line) {
+            return ok;
+        }
         let b = line.as_bytes();
         // Position of the first non-space, non-'|' character.
         let Some(first) = b.iter().position(|&c| c != b' ' && c != b'|') else {
@@ -345,6 +448,75 @@ impl ReportParser<'_> {
             tails: Vec::new(),
             folded: Vec::new(),
             pending_flat_root: None,
+            tui_stack: Vec::new(),
+            tui_root: None,
+            tui: false,
+        })
+    }
+
+    /// An entry line read without a ruler (pasted without the `#` header, or the TUI's
+    /// saved form, which starts with a fold sign): `[-|+] P% [P%] [COMMAND  [DSO]]  [x] SYMBOL`
+    /// — one percentage (Overhead) or two (Children, Self), columns apart by two or more
+    /// spaces, the symbol after its `[k]`/`[.]` mark. The comm is the first column when
+    /// there are two before the symbol (the default `comm,dso,sym` sort).
+    fn entry_without_ruler(&mut self, line_no: u64, line: &str) -> Option<Entry> {
+        let mut rest = line;
+        // the TUI's fold sign: its graph lines follow in the TUI's form
+        let tui = line.starts_with(['-', '+']);
+        if let Some(r) = rest.strip_prefix(['-', '+']) {
+            rest = r;
+        }
+        let rest = rest.trim_start();
+        let (p1, after) = rest.split_once(' ')?;
+        let first = parse_bp(p1)?;
+        let after = after.trim_start();
+        let (second, after) = match after.split_once(' ') {
+            Some((p2, a)) if p2.ends_with('%') => (Some(parse_bp(p2)?), a.trim_start()),
+            _ => (None, after),
+        };
+        let mark = ["[k] ", "[.] ", "[g] ", "[u] ", "[H] "]
+            .iter()
+            .filter_map(|m| after.find(m).map(|i| (i, *m)))
+            .min()?;
+        let (at, m) = mark;
+        let symbol = after[at + 4..].trim();
+        if symbol.is_empty() {
+            return None;
+        }
+        let kernel = match m {
+            "[k] " => Some(true),
+            "[.] " => Some(false),
+            _ => None,
+        };
+        let columns: Vec<&str> = after[..at]
+            .split("  ")
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        let comm = (columns.len() >= 2).then(|| columns[0].to_string());
+        // two percentages: Children then Self (what `# Children  Self` titles say, when
+        // present)
+        let (self_bp, children_bp) = match second {
+            Some(s) => {
+                self.children_view = true;
+                (s, Some(first))
+            }
+            None => (first, None),
+        };
+        Some(Entry {
+            line: line_no,
+            self_bp,
+            children_bp,
+            symbol: symbol.to_string(),
+            kernel,
+            comm,
+            nodes: Vec::new(),
+            tails: Vec::new(),
+            folded: Vec::new(),
+            pending_flat_root: None,
+            tui_stack: Vec::new(),
+            tui_root: None,
+            tui,
         })
     }
 
@@ -513,7 +685,21 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
             }
             continue;
         }
-        if p.columns.is_empty() {
+        // without a ruler (a pasted excerpt, the TUI's saved form) or a line the ruler does
+        // not fit (the TUI's fold sign shifts the columns): entries by their own shape
+        let entry = if p.columns.is_empty() {
+            None
+        } else {
+            p.entry(line_no, line)
+        };
+        if let Some(e) = entry.or_else(|| p.entry_without_ruler(line_no, line)) {
+            if let Some(prev) = current.take() {
+                p.entries.push(prev);
+            }
+            current = Some(e);
+            continue;
+        }
+        if p.columns.is_empty() && current.is_none() {
             p.quality.add(
                 "perf-report-bad-line",
                 Severity::Warning,
@@ -526,13 +712,6 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
                     )
                 },
             );
-            continue;
-        }
-        if let Some(e) = p.entry(line_no, line) {
-            if let Some(prev) = current.take() {
-                p.entries.push(prev);
-            }
-            current = Some(e);
             continue;
         }
         // `-g folded` line: COUNT frame;frame…
@@ -628,12 +807,32 @@ pub fn read(input: Input) -> Result<ProfileRead, ReadError> {
 /// column title line among the first lines).
 pub fn sniff(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head);
-    text.lines().take(60).any(|l| {
+    let titled = text.lines().take(60).any(|l| {
         let t = l.strip_prefix('#').map(str::trim_start);
         t.is_some_and(|t| {
             t.starts_with("Overhead ") || t.starts_with("Children ") || t == "Overhead"
         })
-    })
+    });
+    // without the header (a pasted excerpt, the TUI's saved form): the first line that is
+    // not a comment is an entry
+    titled
+        || text
+            .lines()
+            .map(|l| l.strip_suffix('\r').unwrap_or(l))
+            .find(|l| !l.trim().is_empty() && !l.starts_with('#'))
+            .is_some_and(looks_like_entry)
+}
+
+/// `[-|+] NN.NN% [NN.NN%] … [k]|[.] SYMBOL`: the shape of a report entry line.
+fn looks_like_entry(line: &str) -> bool {
+    let rest = line.strip_prefix(['-', '+']).unwrap_or(line).trim_start();
+    let Some((p1, after)) = rest.split_once(' ') else {
+        return false;
+    };
+    parse_bp(p1).is_some()
+        && ["[k] ", "[.] ", "[g] ", "[u] ", "[H] "]
+            .iter()
+            .any(|m| after.contains(m))
 }
 
 #[cfg(test)]
