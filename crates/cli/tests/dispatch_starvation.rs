@@ -539,3 +539,34 @@ fn analyze_takes_a_blktrace_directory_or_dev_prefix_like_every_other_command() {
         assert_eq!(got, want, "{}", path.display());
     }
 }
+
+#[test]
+fn a_blkparse_excerpt_out_of_time_order_gives_the_same_findings() {
+    // How a request is pasted to a mailing list: its own lines grepped first, then the
+    // rest of the trace (the scheduler's lines, other requests) below them.
+    let text = decompressed("bfq.blkparse.txt.zst");
+    let whole = findings(&inputs("bfq", "blkparse"));
+    let first = whole.first().expect("a finding in the bfq capture");
+    let key = format!(" {} + {} ", measure(first, "sector"), measure(first, "nr_sector"));
+    let (grepped, rest): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.contains(&key));
+    assert!(grepped.len() >= 3, "{key}: {grepped:?}");
+    let excerpt: String = grepped
+        .iter()
+        .chain(rest.iter())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let path = std::env::temp_dir().join(format!("ss-blkparse-excerpt-{}.txt", std::process::id()));
+    std::fs::write(&path, excerpt).unwrap();
+    let p = path.to_string_lossy().into_owned();
+    let pasted = findings(std::slice::from_ref(&p));
+    let summary = |fs: &[Value]| -> Vec<(String, String)> {
+        fs.iter()
+            .map(|f| (f["title"].to_string(), f["measures"].to_string()))
+            .collect()
+    };
+    assert_eq!(summary(&pasted), summary(&whole));
+    // and the reader says it put the lines in order
+    let info = ok_stdout(run(&["info", "--format", "json"], std::slice::from_ref(&p)));
+    assert!(info.contains("blkparse_lines_out_of_order"), "{info}");
+    let _ = std::fs::remove_file(&path);
+}

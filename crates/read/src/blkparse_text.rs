@@ -19,6 +19,12 @@
 //! `Throughput`, `Events (dev): N entries`, `Skips`) ends the events: its lines are counted
 //! (`blkparse_summary_lines`, info) and not parsed, as are blkparse's `Input file … added`
 //! notes when stderr was captured too. `S` (sleep request, not modeled) is counted.
+//!
+//! Excerpts as people paste them are not always in time order (the request lines grepped
+//! first, the I/O scheduler's `m` messages after them): up to [`REORDER_EVENTS`] events are
+//! held and handed out in time order (stable: equal times keep their line order), with a
+//! note counting the lines that came earlier than a line before them
+//! (`blkparse_lines_out_of_order`). A longer input is handed out as read after that.
 
 use stallscope_model::time::{parse_secs_frac, parse_u64};
 use stallscope_model::{DataQuality, Event, EventKind, InputFormat, Rwbs, Severity, TraceMeta};
@@ -33,7 +39,11 @@ mod key {
     pub const SUMMARY: &str = "blkparse_summary_lines";
     pub const UNMODELED: &str = "blkparse_unmodeled_action";
     pub const INPUT_NOTE: &str = "blkparse_input_file_notes";
+    pub const OUT_OF_ORDER: &str = "blkparse_lines_out_of_order";
 }
+
+/// Events held to be handed out in time order (see the module doc).
+pub const REORDER_EVENTS: usize = 1 << 20;
 
 /// Reader of blkparse text.
 pub struct BlkparseTextReader {
@@ -41,6 +51,11 @@ pub struct BlkparseTextReader {
     st: TextState,
     in_summary: bool,
     done: bool,
+    /// Events held while reordering (`None` once handed on).
+    held: Option<Vec<Event>>,
+    /// The latest time read, and lines earlier than it.
+    latest: u64,
+    late_lines: u64,
 }
 
 /// Opens `input` (already decompressed) as input number `index`.
@@ -52,6 +67,9 @@ pub fn open(input: Input, index: u16) -> Result<BlkparseTextReader, ReadError> {
         st,
         in_summary: false,
         done: false,
+        held: Some(Vec::new()),
+        latest: 0,
+        late_lines: 0,
     })
 }
 
@@ -228,10 +246,15 @@ impl EventReader for BlkparseTextReader {
             st,
             in_summary,
             done,
+            held,
+            latest,
+            late_lines,
         } = self;
         loop {
-            if let Some(ev) = st.out.pop_front() {
-                return Ok(Some(ev));
+            if held.is_none() {
+                if let Some(ev) = st.out.pop_front() {
+                    return Ok(Some(ev));
+                }
             }
             if *done {
                 return Ok(None);
@@ -249,6 +272,30 @@ impl EventReader for BlkparseTextReader {
                 Err(e) => {
                     *done = true;
                     return Err(e);
+                }
+            }
+            if let Some(h) = held {
+                for ev in st.out.drain(..) {
+                    if ev.ts < *latest {
+                        *late_lines += 1;
+                    }
+                    *latest = (*latest).max(ev.ts);
+                    h.push(ev);
+                }
+                if *done || h.len() >= REORDER_EVENTS {
+                    let mut h = held.take().unwrap_or_default();
+                    if *late_lines > 0 {
+                        h.sort_by_key(|e| e.ts);
+                        let n = *late_lines;
+                        st.dq.add(
+                            key::OUT_OF_ORDER,
+                            Severity::Info,
+                            "lines earlier than a line before them (an excerpt put together by grep?): the events are read in time order",
+                            n,
+                            || format!("{n} lines"),
+                        );
+                    }
+                    st.out.extend(h);
                 }
             }
         }
@@ -279,6 +326,22 @@ mod tests {
         assert_eq!(c.act, b"Q");
         assert!(columns(b"CPU0 (loop0):").is_none());
         assert!(columns(b" Reads Queued:           0,        0KiB").is_none());
+    }
+
+    #[test]
+    fn grepped_request_lines_then_scheduler_messages_come_out_in_time_order() {
+        let text = "  7,0    0        1     0.100000000  5475  I   W 2732112 + 2560 [kworker/u8:4]\n\
+  7,0    1        2     0.900000000    54  D   W 2732112 + 2560 [kworker/1:1H]\n\
+  7,0    1        0     0.500000000    54  m   N bfq19413S select_queue: checking new queue\n\
+  7,0    1        0     0.899000000    54  m   N bfq11780A bfqq_served 7680 secs\n";
+        let input = Input::from_bytes("excerpt.txt", text.as_bytes().to_vec()).unwrap();
+        let mut r = open(input, 0).unwrap();
+        let mut ts = Vec::new();
+        while let Some(ev) = r.next_event().unwrap() {
+            ts.push(ev.ts);
+        }
+        assert_eq!(ts, [100_000_000, 500_000_000, 899_000_000, 900_000_000]);
+        assert_eq!(r.quality().count(key::OUT_OF_ORDER), 2);
     }
 
     #[test]
