@@ -547,7 +547,11 @@ fn a_blkparse_excerpt_out_of_time_order_gives_the_same_findings() {
     let text = decompressed("bfq.blkparse.txt.zst");
     let whole = findings(&inputs("bfq", "blkparse"));
     let first = whole.first().expect("a finding in the bfq capture");
-    let key = format!(" {} + {} ", measure(first, "sector"), measure(first, "nr_sector"));
+    let key = format!(
+        " {} + {} ",
+        measure(first, "sector"),
+        measure(first, "nr_sector")
+    );
     let (grepped, rest): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.contains(&key));
     assert!(grepped.len() >= 3, "{key}: {grepped:?}");
     let excerpt: String = grepped

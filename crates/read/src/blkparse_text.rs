@@ -330,7 +330,8 @@ mod tests {
 
     #[test]
     fn grepped_request_lines_then_scheduler_messages_come_out_in_time_order() {
-        let text = "  7,0    0        1     0.100000000  5475  I   W 2732112 + 2560 [kworker/u8:4]\n\
+        let text =
+            "  7,0    0        1     0.100000000  5475  I   W 2732112 + 2560 [kworker/u8:4]\n\
   7,0    1        2     0.900000000    54  D   W 2732112 + 2560 [kworker/1:1H]\n\
   7,0    1        0     0.500000000    54  m   N bfq19413S select_queue: checking new queue\n\
   7,0    1        0     0.899000000    54  m   N bfq11780A bfqq_served 7680 secs\n";

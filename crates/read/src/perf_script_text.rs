@@ -44,6 +44,35 @@ pub struct PerfScriptTextReader {
     done: bool,
     /// Reused buffer for callchain addresses.
     ips: Vec<u64>,
+    /// Reused buffer for a header line joined with its mail-wrapped continuation.
+    joined: Vec<u8>,
+}
+
+/// Whether an indented line is a callchain frame: TAB-indented as perf prints it, or
+/// space-indented (pasted through a mail client or a web page) and shaped like one:
+/// `ADDR SYMBOL …` (its `(DSO)` may have been wrapped to the next line), not a header.
+fn is_frame_line(text: &[u8]) -> bool {
+    match text.first() {
+        Some(b'\t') => true,
+        Some(b' ') => {
+            let t = text.trim_ascii();
+            t.contains(&b' ') && parse_frame(text).is_some() && parse_perf_context(text).is_none()
+        }
+        _ => false,
+    }
+}
+
+/// What [`key::WRAPPED`] counts.
+const WRAPPED_DESC: &str =
+    "event and frame lines broken over several lines (mail-wrapped), read joined";
+
+/// Whether a line after a header is the rest of it, wrapped by a mail client: not blank,
+/// not a comment, a frame or a header of its own.
+fn is_wrapped_rest(text: &[u8]) -> bool {
+    !text.trim_ascii().is_empty()
+        && text.first() != Some(&b'#')
+        && !is_frame_line(text)
+        && parse_perf_context(text).is_none()
 }
 
 impl PerfScriptTextReader {
@@ -56,14 +85,23 @@ impl PerfScriptTextReader {
             st,
             done: false,
             ips: Vec::new(),
+            joined: Vec::new(),
         })
     }
 
     /// Reads the callchain block that may follow an event header line.
     fn read_callchain(&mut self) -> Result<Option<Box<[u64]>>, ReadError> {
         self.ips.clear();
+        // the last frame had no `(DSO)`: its rest may follow, wrapped by a mail client
+        let mut rest_may_follow = false;
         while let Some(line) = self.lines.next_line()? {
-            if line.text.first() == Some(&b'\t') {
+            if rest_may_follow && is_wrapped_rest(line.text) {
+                rest_may_follow = !line.text.trim_ascii_end().ends_with(b")");
+                self.st
+                    .note(key::WRAPPED, Severity::Info, WRAPPED_DESC, 1, &line);
+                continue;
+            }
+            if is_frame_line(line.text) {
                 if !self.st.check_line(&line) {
                     break;
                 }
@@ -73,6 +111,7 @@ impl PerfScriptTextReader {
                     self.st.note_truncated(&line);
                     break;
                 }
+                rest_may_follow = !line.text.trim_ascii_end().ends_with(b")");
                 match parse_frame(line.text) {
                     Some(ip) => self.ips.push(ip),
                     None => self.st.note(
@@ -111,7 +150,7 @@ impl PerfScriptTextReader {
             header_comment(&mut self.st, &line);
             return Ok(());
         }
-        if t[0] == b'\t' {
+        if is_frame_line(t) {
             // A frame outside a block: nothing to attach it to.
             self.st.note(
                 key::BAD_CALLCHAIN,
@@ -122,31 +161,62 @@ impl PerfScriptTextReader {
             );
             return Ok(());
         }
+        // a header wrapped by a mail client: its rest on the following line(s)
+        let (number, lossy, mut unterminated) = (line.number, line.lossy, line.unterminated);
+        self.joined.clear();
+        self.joined.extend_from_slice(t);
+        let mut wraps = 0u64;
+        while !unterminated {
+            match self.lines.next_line()? {
+                Some(next) if is_wrapped_rest(next.text) => {
+                    self.joined.push(b' ');
+                    self.joined.extend_from_slice(next.text.trim_ascii());
+                    unterminated = next.unterminated;
+                    wraps += 1;
+                }
+                Some(_) => {
+                    self.lines.push_back();
+                    break;
+                }
+                None => break,
+            }
+        }
+        let joined = std::mem::take(&mut self.joined);
+        let line = Line {
+            number,
+            text: &joined,
+            lossy,
+            unterminated,
+        };
+        if wraps > 0 {
+            self.st.note(
+                key::WRAPPED,
+                Severity::Info,
+                "event lines broken over several lines (mail-wrapped), read joined",
+                wraps,
+                &line,
+            );
+        }
+        let t = line.text;
         let Some(ctx) = parse_perf_context(t) else {
             self.st.unparsed(&line);
+            self.joined = joined;
             return Ok(());
         };
-        let Some(ev) = build_event(&mut self.st, &line, &ctx) else {
+        let Some(mut ev) = build_event(&mut self.st, &line, &ctx) else {
+            self.joined = joined;
             return Ok(());
         };
         self.st.note_tgid(ctx.pid, ctx.tgid);
-        let unterminated = line.unterminated;
-        let cut_line = unterminated.then(|| (line.number, line.text.to_vec()));
-        let mut ev = ev;
-        if !unterminated {
+        if !line.unterminated {
             ev.callchain = self.read_callchain()?;
         }
         let before = self.st.out.len();
         self.st.push(ev);
-        if let Some((number, text)) = cut_line {
-            let line = crate::text_common::lines::Line {
-                number,
-                text: &text,
-                lossy: false,
-                unterminated: true,
-            };
+        if line.unterminated {
             self.st.drop_cut_events(before, &line);
         }
+        self.joined = joined;
         Ok(())
     }
 }

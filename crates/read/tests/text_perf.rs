@@ -289,3 +289,66 @@ fn a_file_cut_inside_a_callchain_block_or_a_header_line() {
     assert_eq!(r.dumps(), full.dumps()[..3].to_vec());
     assert_eq!(r.dq.count("truncated_last_line"), 1);
 }
+
+/// What a mail client does to `perf script` text: TABs become spaces and lines longer than
+/// `width` are broken at their last space before it (format=flowed style, the rest on the
+/// next line at column 0).
+fn mail_wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut rest = line.replace('\t', "        ");
+        while rest.len() > width {
+            let cut = rest[..width]
+                .rfind(' ')
+                .filter(|&c| c > 0 && rest[..c].trim().len() > 0);
+            let Some(cut) = cut else { break };
+            out.push_str(rest[..cut].trim_end());
+            out.push('\n');
+            rest = rest[cut + 1..].to_string();
+        }
+        out.push_str(&rest);
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn mail_wrapped_callchain_text_reads_like_perf_script() {
+    // `perf record -e 'sched:*' -g` text, as pasted through a mail client: every event and
+    // every callchain is the one perf printed
+    let body = std::fs::read_to_string(sample("script_tp_callchain.txt")).expect("sample");
+    let full = read("script_tp_callchain.txt");
+    for width in [72, 78, 100] {
+        let wrapped = mail_wrap(&body, width);
+        assert!(
+            wrapped.lines().count() > body.lines().count(),
+            "{width}: something wrapped"
+        );
+        let r = read_bytes("mail.txt", wrapped.as_bytes(), PERF);
+        assert_eq!(r.dumps(), full.dumps(), "width {width}");
+        let chains = |r: &Read| {
+            r.events
+                .iter()
+                .map(|e| e.callchain.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(chains(&r), chains(&full), "width {width}");
+        assert!(r.dq.count("wrapped_lines_joined") > 0, "width {width}");
+        assert_eq!(r.dq.count("unparsed_lines"), 0, "width {width}: {:?}", r.dq);
+        assert_eq!(r.dq.count("bad_callchain_lines"), 0, "width {width}");
+    }
+    // only TABs turned into spaces, no wrapping
+    let spaced = body.replace('\t', "        ");
+    let r = read_bytes("spaced.txt", spaced.as_bytes(), PERF);
+    assert_eq!(r.dumps(), full.dumps());
+    assert_eq!(
+        r.events
+            .iter()
+            .map(|e| e.callchain.clone())
+            .collect::<Vec<_>>(),
+        full.events
+            .iter()
+            .map(|e| e.callchain.clone())
+            .collect::<Vec<_>>()
+    );
+}

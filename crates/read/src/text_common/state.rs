@@ -52,6 +52,8 @@ pub(crate) mod key {
     pub const BAD_CALLCHAIN: &str = "bad_callchain_lines";
     /// perf events printed without a CPU column.
     pub const NO_CPU: &str = "cpu_not_recorded";
+    /// perf script event lines broken over several lines (mail-wrapped), read joined.
+    pub const WRAPPED: &str = "wrapped_lines_joined";
 }
 
 /// Longest line text kept in an example.
