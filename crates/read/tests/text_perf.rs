@@ -300,7 +300,7 @@ fn mail_wrap(text: &str, width: usize) -> String {
         while rest.len() > width {
             let cut = rest[..width]
                 .rfind(' ')
-                .filter(|&c| c > 0 && rest[..c].trim().len() > 0);
+                .filter(|&c| c > 0 && !rest[..c].trim().is_empty());
             let Some(cut) = cut else { break };
             out.push_str(rest[..cut].trim_end());
             out.push('\n');
