@@ -46,6 +46,11 @@ pub struct PerfScriptTextReader {
     ips: Vec<u64>,
     /// Reused buffer for a header line joined with its mail-wrapped continuation.
     joined: Vec<u8>,
+    /// Sample lines without a time column (old perf, `-F` without `time`): the first one's
+    /// line number, and how many.
+    untimed: Option<(u64, u64)>,
+    /// Events handed out.
+    handed: u64,
 }
 
 /// Whether an indented line is a callchain frame: TAB-indented as perf prints it, or
@@ -86,6 +91,8 @@ impl PerfScriptTextReader {
             done: false,
             ips: Vec::new(),
             joined: Vec::new(),
+            untimed: None,
+            handed: 0,
         })
     }
 
@@ -199,7 +206,19 @@ impl PerfScriptTextReader {
         }
         let t = line.text;
         let Some(ctx) = parse_perf_context(t) else {
-            self.st.unparsed(&line);
+            if crate::profile::perf_script::is_untimed_header(&String::from_utf8_lossy(t)) {
+                let u = self.untimed.get_or_insert((line.number, 0));
+                u.1 += 1;
+                // its frames belong to no event either
+                while let Some(next) = self.lines.next_line()? {
+                    if !is_frame_line(next.text) {
+                        self.lines.push_back();
+                        break;
+                    }
+                }
+            } else {
+                self.st.unparsed(&line);
+            }
             self.joined = joined;
             return Ok(());
         };
@@ -229,9 +248,30 @@ impl EventReader for PerfScriptTextReader {
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         loop {
             if let Some(ev) = self.st.out.pop_front() {
+                self.handed += 1;
                 return Ok(Some(ev));
             }
             if self.done {
+                if let (0, Some((line, n))) = (self.handed, self.untimed.take()) {
+                    return Err(ReadError::at_line(
+                        &self.st.path,
+                        line,
+                        "perf script sample lines with a time column (`COMM PID [CPU] SECS.USECS: …`)",
+                        format!(
+                            "{n} sample lines without one (perf before 3.x, or `perf script -F` without `time`): a CPU profile, not a trace; read it with `stallscope profile`"
+                        ),
+                    ));
+                }
+                if let Some((line, n)) = self.untimed.take() {
+                    let path = self.st.path.clone();
+                    self.st.dq.add(
+                        "untimed_sample_lines",
+                        Severity::Warning,
+                        "sample lines without a time column, not events of the trace (skipped; `stallscope profile` reads them)",
+                        n,
+                        || format!("{path}:{line}"),
+                    );
+                }
                 return Ok(None);
             }
             if let Err(e) = self.step() {

@@ -624,3 +624,27 @@ fn perf_report_pasted_without_header_or_one_entry_alone() {
     let id = r.profile.lookup(sym).unwrap();
     assert_eq!(r.profile.self_weights()[id as usize], pct);
 }
+
+#[test]
+fn untimed_perf_script_text_read_as_a_trace_says_it_is_a_profile() {
+    // with a `--header` block the text looks like a trace's: reading it as one must not
+    // give 0 events silently
+    let text = std::fs::read_to_string(fixture("untimed.script.txt")).unwrap();
+    let with_header = format!("# ========\n# os release : 6.18.44\n# ========\n#\n{text}");
+    let input =
+        stallscope_read::Input::from_bytes("untimed.txt", with_header.into_bytes()).unwrap();
+    let mut r =
+        stallscope_read::open_as(input, stallscope_model::InputFormat::PerfScriptText, 0).unwrap();
+    let err = loop {
+        match r.next_event() {
+            Ok(Some(_)) => panic!("an event from a text without times"),
+            Ok(None) => panic!("no error"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(
+        err.contains("without one") && err.contains("stallscope profile"),
+        "{err}"
+    );
+    assert!(err.contains("line 5"), "{err}");
+}

@@ -162,11 +162,34 @@ impl<'k> SampleProfiler<'k> {
                 return;
             }
             EventKind::Mapping(m) => {
-                // a new mapping replaces what it overlaps (perf's maps__fixup_overlaps);
-                // newest-last order makes lookups find it first
+                // a new mapping replaces the part of older ones it overlaps, which keep
+                // what lies before and after it (perf's maps__fixup_overlaps)
                 let list = self.maps.entry(m.tgid).or_default();
-                list.retain(|old| old.start >= m.start + m.len || m.start >= old.start + old.len);
-                list.push((**m).clone());
+                let (start, end) = (m.start, m.start.saturating_add(m.len));
+                let mut kept = Vec::with_capacity(list.len() + 2);
+                for old in list.drain(..) {
+                    let old_end = old.start.saturating_add(old.len);
+                    if old_end <= start || old.start >= end {
+                        kept.push(old);
+                        continue;
+                    }
+                    if old.start < start {
+                        kept.push(Mapping {
+                            len: start - old.start,
+                            ..old.clone()
+                        });
+                    }
+                    if old_end > end {
+                        kept.push(Mapping {
+                            start: end,
+                            len: old_end - end,
+                            pgoff: old.pgoff.wrapping_add(end - old.start),
+                            ..old
+                        });
+                    }
+                }
+                kept.push((**m).clone());
+                *list = kept;
                 self.names.retain(|&(space, _), _| space != m.tgid);
                 return;
             }
@@ -453,9 +476,29 @@ mod tests {
         });
         p.push(&sample_at(0x5555_0000_0e72, 2, None)); // tgid 42 (the sample says)
         p.push(&sample_at(0x7000_0000_0000, 2, None)); // no mapping covers it
+                                                       // a later mapping inside the first one replaces only that part of it
+        p.push(&Event {
+            kind: EventKind::Mapping(Box::new(Mapping {
+                tgid: 42,
+                start: 0x5555_0000_1000,
+                len: 0x1000,
+                pgoff: 0,
+                filename: "/usr/lib/libx.so".into(),
+                build_id: None,
+            })),
+            callchain: None,
+            ..sample(&[], 0)
+        });
+        p.push(&sample_at(0x5555_0000_0e72, 2, None));
+        p.push(&sample_at(0x5555_0000_1010, 2, None));
+        p.push(&sample_at(0x5555_0000_2010, 2, None));
         let (prof, _, _) = p.finish();
-        assert_eq!(prof.symbol(prof.stacks[0].frames[0]), "[libc.so.6+0x1e72]");
-        assert_eq!(prof.symbol(prof.stacks[1].frames[0]), "0x700000000000");
+        let leaf = |i: usize| prof.symbol(prof.stacks[i].frames[0]).to_string();
+        assert_eq!(leaf(0), "[libc.so.6+0x1e72]");
+        assert_eq!(leaf(1), "0x700000000000");
+        assert_eq!(leaf(2), "[libc.so.6+0x1e72]");
+        assert_eq!(leaf(3), "[libx.so+0x10]");
+        assert_eq!(leaf(4), "[libc.so.6+0x3010]");
     }
 
     #[test]

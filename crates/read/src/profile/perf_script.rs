@@ -163,6 +163,10 @@ fn parse_header(line: &str) -> Option<Header<'_>> {
 /// `COMM PID[/TID] [[CPU]] [PERIOD] EVENT: …` without a time column, as perf before 3.x
 /// and `perf script -F comm,pid,event,ip,sym` print it: the event is the first word ending
 /// in `:` that follows a PID (optionally a `[CPU]` and a period after it).
+pub(crate) fn is_untimed_header(line: &str) -> bool {
+    parse_untimed_header(line).is_some()
+}
+
 fn parse_untimed_header(line: &str) -> Option<Header<'_>> {
     let is_pid = |w: &str| {
         let (p, t) = w.split_once('/').unwrap_or((w, "0"));
