@@ -1,5 +1,6 @@
 //! `stallscope compare BASE… --vs NEW…`: compares two sets of runs — traces, CPU profiles,
-//! or metric files (`perf stat`, fio JSON) — and says which changes are significant.
+//! or metric files (`perf stat`, fio JSON) — and says which changes are significant;
+//! `stallscope compare LKP-TABLE` reads an lkp-tests compare table, which holds both sides.
 //! The work is in the `stallscope-compare` crate; this module parses flags and prints.
 //!
 //! Exit status: 0; 2 when an input cannot be read or the two sides are not of one kind.
@@ -17,19 +18,24 @@ use crate::common::{CliError, OutputFormat};
 Both sides must hold one kind of input: traces (perf.data, trace.dat, text traces), \
 profiles (folded stacks), or metric files (perf stat text / -r N / -x, CSV; fio \
 --output-format=json). A change is called significant only when its Holm-adjusted p-value \
-is below --alpha. Details: docs/compare.md.\n\n\
+is below --alpha. An lkp-tests `compare` table (the kernel test robot's `%stddev %change \
+%stddev` rows) holds both sides and is given alone: its changes are checked against their \
+stddev and its perf-profile rows named with the lock-spinning vocabulary. Details: \
+docs/compare.md.\n\n\
 Examples:\n  stallscope compare equal.perf.data --vs starve.perf.data\n  \
 stallscope compare base-1.perf.data base-2.perf.data --vs new-1.perf.data new-2.perf.data --comm cyclictest\n  \
 stallscope compare base-*.perf-stat.csv --vs new-*.perf-stat.csv\n  \
 stallscope compare base.fio.json --vs new.fio.json --alpha 0.01\n  \
-stallscope compare before.folded --vs after.folded --format json | jq .profile.rises"
+stallscope compare before.folded --vs after.folded --format json | jq .profile.rises\n  \
+stallscope compare lkp-report.txt"
 )]
 pub struct CompareArgs {
     /// Base runs (one file per run).
     #[arg(required = true, value_name = "BASE")]
     base: Vec<String>,
-    /// New runs to compare against the base.
-    #[arg(long = "vs", required = true, num_args = 1.., value_name = "NEW")]
+    /// New runs to compare against the base (not with an lkp-tests compare table, which
+    /// holds both sides).
+    #[arg(long = "vs", num_args = 1.., value_name = "NEW")]
     new: Vec<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]

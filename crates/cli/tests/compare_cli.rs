@@ -655,3 +655,70 @@ fn sparse_file_writes_flood_the_workers() {
         "{d}"
     );
 }
+
+#[test]
+fn an_lkp_compare_table_is_read_alone_and_its_lock_rows_named() {
+    let table = path("fixtures/compare/lkp/aim7-rwsem-spin.txt");
+    let out = run(&["--format".into(), "json".into(), table.clone()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lkp = &v["lkp"];
+    assert_eq!(
+        lkp["commits"],
+        serde_json::json!(["6f1e3c0a9b", "c0ffee4d21"])
+    );
+    let rows = lkp["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    let by = |m: &str| {
+        rows.iter()
+            .find(|r| r["metric"] == m)
+            .unwrap_or_else(|| panic!("{m}"))
+    };
+    // every relative change agrees with its two means (lkp rounds to 0.1 %)
+    for r in rows.iter().filter(|r| r["change_unit"] == "percent") {
+        let (b, n, c) = (
+            r["base"].as_f64().unwrap(),
+            r["new"].as_f64().unwrap(),
+            r["change"].as_f64().unwrap(),
+        );
+        assert!(((n - b) / b * 100.0 - c).abs() < 0.1, "{r}");
+    }
+    for r in rows.iter().filter(|r| r["change_unit"] == "points") {
+        let (b, n, c) = (
+            r["base"].as_f64().unwrap(),
+            r["new"].as_f64().unwrap(),
+            r["change"].as_f64().unwrap(),
+        );
+        assert!((n - b - c).abs() < 0.11, "{r}");
+    }
+    assert_eq!(by("aim7.jobs-per-min")["exceeds_stddev"], true);
+    assert_eq!(
+        by("iostat.cpu.system")["exceeds_stddev"],
+        false,
+        "-0.4 %, no stddev printed"
+    );
+    assert_eq!(
+        by("iostat.cpu.iowait")["exceeds_stddev"],
+        false,
+        "+3.1 % inside ±9 %/±11 %"
+    );
+    let osq = by("perf-profile.self.cycles-pp.osq_lock");
+    let meaning = osq["meaning"].as_str().unwrap();
+    assert!(
+        meaning.contains("+30.2 points") && meaning.contains("rwsem optimistic spinning"),
+        "{meaning}"
+    );
+    assert!(by("aim7.jobs-per-min").get("meaning").is_none());
+    // the text view says the same
+    let text = run(std::slice::from_ref(&table));
+    let t = String::from_utf8_lossy(&text.stdout);
+    assert!(t.contains("14 of 16 changes exceed their stddev"), "{t}");
+    // a table holds both sides: --vs is refused with a reason
+    let both = run(&[table.clone(), "--vs".into(), table]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&both.stderr).contains("without --vs"));
+}

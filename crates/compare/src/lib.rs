@@ -126,13 +126,24 @@ pub struct Comparison {
     /// Metrics comparison (kind `metrics`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics: Option<metrics::MetricsComparison>,
+    /// An lkp-tests compare table (kind `metrics`, one file holding both sides).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lkp: Option<metrics::lkp::LkpComparison>,
 }
 
 /// The common kind of both sides, or a usage error naming every file's kind.
 pub fn common_kind(base: &[String], new: &[String]) -> Result<InputKind, CompareError> {
+    // an lkp-tests compare table holds both sides: it is compared alone
+    if let ([one], []) = (base, new) {
+        if one != "-" {
+            if let InputKind::Metrics("lkp-compare") = kind::classify(one)? {
+                return Ok(InputKind::Metrics("lkp-compare"));
+            }
+        }
+    }
     if base.is_empty() || new.is_empty() {
         return Err(CompareError::Usage(
-            "compare needs at least one file on each side: BASE… --vs NEW…".to_string(),
+            "compare needs at least one file on each side: BASE… --vs NEW… (or one lkp-tests compare table, which holds both)".to_string(),
         ));
     }
     if base.iter().chain(new).any(|p| p == "-") {
@@ -210,8 +221,22 @@ pub fn compare(
         trace: None,
         profile: None,
         metrics: None,
+        lkp: None,
     };
     match kind {
+        InputKind::Metrics("lkp-compare") => {
+            let ([path], []) = (base, new) else {
+                return Err(CompareError::Usage(
+                    "an lkp-tests compare table holds both sides: give it alone, without --vs"
+                        .to_string(),
+                ));
+            };
+            let text = kind::read_text(path)?;
+            let (table, dq) = metrics::lkp::parse(path, &text)?;
+            out.base.data_quality = quality(&dq);
+            out.new.files = vec![path.clone()];
+            out.lkp = Some(table);
+        }
         InputKind::Metrics(_) => {
             let read = |paths: &[String]| -> Result<(Vec<metrics::MetricFile>, DataQuality), CompareError> {
                 let mut files = Vec::new();

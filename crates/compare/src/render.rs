@@ -104,6 +104,17 @@ fn plural(n: usize) -> &'static str {
 
 /// Writes the text form.
 pub fn write_text(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
+    if let Some(l) = &c.lkp {
+        writeln!(out, "stallscope compare: {}", c.base.files.join(" "))?;
+        for (key, e) in &c.base.data_quality {
+            writeln!(
+                out,
+                "  data quality: {} {key}: {} — {}",
+                e.severity, e.count, e.description
+            )?;
+        }
+        return write_lkp(out, l);
+    }
     writeln!(
         out,
         "stallscope compare: {}, base {} {}, new {} {}; alpha = {} (Holm-adjusted p per table; * = significant)",
@@ -135,6 +146,55 @@ pub fn write_text(out: &mut dyn Write, c: &Comparison) -> io::Result<()> {
         write_profile(out, p)?;
     }
     Ok(())
+}
+
+/// An lkp-tests compare table: `!` marks a change larger than its stddev.
+fn write_lkp(out: &mut dyn Write, l: &crate::metrics::lkp::LkpComparison) -> io::Result<()> {
+    use crate::metrics::lkp::ChangeUnit;
+    writeln!(out)?;
+    if let [a, b] = l.commits.as_slice() {
+        writeln!(out, "lkp-tests compare table: {a} → {b}")?;
+    } else {
+        writeln!(out, "lkp-tests compare table")?;
+    }
+    if let Some(p) = &l.parameters {
+        writeln!(out, "  {p}")?;
+    }
+    writeln!(
+        out,
+        "  {} of {} changes exceed their stddev (!: |new − base| > the larger stddev; 2 % where lkp printed none)",
+        l.exceeding,
+        l.rows.len()
+    )?;
+    let sd = |v: Option<f64>| v.map_or(String::new(), |s| format!(" ±{s:.0}%"));
+    for r in &l.rows {
+        let change = match r.change_unit {
+            ChangeUnit::Percent => format!("{:+.1}%", r.change),
+            ChangeUnit::Points => format!("{:+.1} pt", r.change),
+        };
+        writeln!(
+            out,
+            "  {} {:>14} {:>9} {:>14}  {}",
+            if r.exceeds_stddev { "!" } else { " " },
+            format!("{}{}", fmt_num(r.base), sd(r.base_stddev_pct)),
+            change,
+            format!("{}{}", fmt_num(r.new), sd(r.new_stddev_pct)),
+            r.metric
+        )?;
+        if let Some(m) = &r.meaning {
+            writeln!(out, "  {:>41}  → {m}", "")?;
+        }
+    }
+    Ok(())
+}
+
+/// A value as lkp prints it: integers whole, others with two decimals.
+fn fmt_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 fn latency_table(out: &mut dyn Write, title: &str, rows: &[LatencyRow]) -> io::Result<()> {

@@ -635,12 +635,10 @@ fn untimed_perf_script_text_read_as_a_trace_says_it_is_a_profile() {
         stallscope_read::Input::from_bytes("untimed.txt", with_header.into_bytes()).unwrap();
     let mut r =
         stallscope_read::open_as(input, stallscope_model::InputFormat::PerfScriptText, 0).unwrap();
-    let err = loop {
-        match r.next_event() {
-            Ok(Some(_)) => panic!("an event from a text without times"),
-            Ok(None) => panic!("no error"),
-            Err(e) => break e.to_string(),
-        }
+    let err = match r.next_event() {
+        Ok(Some(_)) => panic!("an event from a text without times"),
+        Ok(None) => panic!("no error"),
+        Err(e) => e.to_string(),
     };
     assert!(
         err.contains("without one") && err.contains("stallscope profile"),

@@ -12,6 +12,7 @@
 //! over the table; significant only when the adjusted p < α.
 
 pub mod fio;
+pub mod lkp;
 pub mod perf_stat;
 
 use serde::Serialize;
@@ -122,6 +123,8 @@ pub struct MetricsComparison {
 pub fn sniff(head: &str) -> Option<&'static str> {
     if fio::is_fio_json(head) {
         Some("fio-json")
+    } else if lkp::is_lkp(head) {
+        Some("lkp-compare")
     } else if perf_stat::is_text(head) {
         Some("perf-stat")
     } else if perf_stat::is_csv(head) {

@@ -17,7 +17,7 @@
 
 mod attribute;
 mod blocked;
-mod classify;
+pub mod classify;
 #[cfg(test)]
 mod tests;
 
