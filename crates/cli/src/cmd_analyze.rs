@@ -297,6 +297,9 @@ fn analysis_pass(
     if let Some((a, b)) = time {
         engine.set_time_range(a, b);
     }
+    if let Some(load) = stallscope::profile_analysis::stack_symbols(symbols, &metas) {
+        engine.set_stack_symbols(load);
+    }
     if park {
         engine.park_unmeetable();
     }

@@ -42,6 +42,10 @@ pub struct Context<'a> {
     /// The recording command lines the inputs carry (perf.data `cmdline`), one per input
     /// that has one.
     pub cmdlines: &'a [String],
+    /// Stacks recorded with the events, by event source.
+    pub stacks: &'a crate::stacks::StackTable,
+    /// Kernel frame names for those stacks (empty until the engine finishes).
+    pub symbolizer: &'a crate::stacks::Symbolizer,
 }
 
 impl Context<'_> {
@@ -107,6 +111,13 @@ pub struct Engine {
     paths: Vec<String>,
     system: Option<SystemContext>,
     kallsyms: Option<std::sync::Arc<str>>,
+    /// Stacks recorded with scheduler events (see [`crate::stacks`]).
+    stacks: crate::stacks::StackTable,
+    /// Names of their kernel frames, made at [`Engine::finish`].
+    symbolizer: crate::stacks::Symbolizer,
+    /// Where kernel symbols come from when the inputs carry none and stacks were recorded
+    /// ([`Engine::set_stack_symbols`]).
+    stack_symbols: Option<StackSymbols>,
     /// See [`Context::cmdlines`].
     cmdlines: Vec<String>,
     declared: BTreeSet<String>,
@@ -149,6 +160,9 @@ fn native_name(k: &EventKind) -> Option<&'static str> {
     }
 }
 
+/// Loads a kernel symbol table (`/proc/kallsyms` text) for the stacks, or says why not.
+pub type StackSymbols = Box<dyn FnOnce() -> Result<std::sync::Arc<str>, String> + Send>;
+
 /// The detectors' view of an engine's state: borrows only the fields it names, so the
 /// detector list stays mutably borrowable beside it.
 macro_rules! context {
@@ -159,6 +173,8 @@ macro_rules! context {
             system: $engine.system.as_ref(),
             kallsyms: $engine.kallsyms.as_deref(),
             cmdlines: &$engine.cmdlines,
+            stacks: &$engine.stacks,
+            symbolizer: &$engine.symbolizer,
         }
     };
 }
@@ -311,6 +327,9 @@ impl Engine {
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system,
             kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
+            stacks: crate::stacks::StackTable::default(),
+            symbolizer: crate::stacks::Symbolizer::default(),
+            stack_symbols: None,
             cmdlines: metas.iter().filter_map(|m| m.cmdline.clone()).collect(),
             declared,
             seen_native: BTreeSet::new(),
@@ -345,6 +364,13 @@ impl Engine {
             Some(v) if !v.is_empty() => v.into_iter().max().unwrap_or(NR_CPUS_MAX).max(1),
             _ => NR_CPUS_MAX,
         }
+    }
+
+    /// Where to get kernel symbols for the stacks recorded with events when no input
+    /// carries a table: called once, at [`Engine::finish`], and only if stacks were seen
+    /// (reading a 5 MB `/proc/kallsyms` costs nothing for the traces without stacks).
+    pub fn set_stack_symbols(&mut self, load: StackSymbols) {
+        self.stack_symbols = Some(load);
     }
 
     /// Analyze only events with `start <= ts <= end`.
@@ -468,6 +494,7 @@ impl Engine {
             // scheduler kind's name is noted the first time its bit is missing from the
             // seen mask.
             let bit = kind_bit(&ev.kind);
+            self.stacks.record(ev);
             if bit & SCHED_KINDS != 0 {
                 if self.seen_mask & bit == 0 {
                     self.note_native(&ev.kind, bit.trailing_zeros());
@@ -598,7 +625,29 @@ impl Engine {
     }
 
     /// Ends the analysis.
-    pub fn finish(self) -> EngineOutput {
+    pub fn finish(mut self) -> EngineOutput {
+        if !self.stacks.is_empty() {
+            let loaded = match (&self.kallsyms, self.stack_symbols.take()) {
+                (Some(k), _) => Some(k.clone()),
+                (None, Some(load)) => match load() {
+                    Ok(k) => Some(k),
+                    Err(note) => {
+                        self.dq.add(
+                            "stack-frames-unnamed",
+                            Severity::Info,
+                            "kernel frames of the stacks recorded with events are shown as addresses (no kernel symbol table)",
+                            1,
+                            || note,
+                        );
+                        None
+                    }
+                },
+                (None, None) => None,
+            };
+            if let Some(k) = loaded {
+                self.symbolizer = crate::stacks::Symbolizer::from_kallsyms(&k);
+            }
+        }
         let events = self.available_events();
         let has = |n: &str| events.iter().any(|e| e == n);
         let cx = context!(self);

@@ -196,18 +196,72 @@ pub fn source(paths: &[String], ev: &Event) -> String {
     }
 }
 
-/// Evidence entries for `events`, sorted by time, duplicates (same time and source) removed.
-pub fn render(paths: &[String], events: &[&Kept]) -> Vec<Evidence> {
+/// Evidence entries for `events`, sorted by time, duplicates (same time and source)
+/// removed; an event recorded with a stack gets it ([`Evidence::stack`]) and what it says
+/// the event was ([`Evidence::site`]).
+pub fn render(cx: &crate::Context<'_>, events: &[&Kept]) -> Vec<Evidence> {
     let mut v: Vec<&Kept> = events.to_vec();
     v.sort_by_key(|e| (e.ts, e.span.input(), span_key(e.span.pos())));
     v.dedup_by(|a, b| a.ts == b.ts && a.span == b.span);
     v.into_iter()
-        .map(|e| Evidence {
-            ts_ns: e.ts,
-            source: source(paths, e),
-            text: e.dump_line(),
+        .map(|e| {
+            let stack = cx
+                .stacks
+                .get(e.span)
+                .map(|c| cx.symbolizer.frames(c))
+                .unwrap_or_default();
+            let site = (!stack.is_empty()).then(|| site(cx, e, &stack));
+            Evidence {
+                ts_ns: e.ts,
+                source: source(cx.paths, e),
+                text: e.dump_line(),
+                stack,
+                site,
+            }
         })
         .collect()
+}
+
+/// What an event's stack says it was: where a task switched out (blocked, slept or was
+/// preempted), or where a waker woke its wakee, in the first frames that are not tracing
+/// or scheduler mechanics.
+fn site(cx: &crate::Context<'_>, e: &Kept, stack: &[String]) -> String {
+    let place: Vec<&str> = stack
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !crate::stacks::is_mechanism(f))
+        .take(3)
+        .collect();
+    let place = if place.is_empty() {
+        stack.first().map_or("?".to_string(), Clone::clone)
+    } else {
+        place.join(" ← ")
+    };
+    let who = |pid: Tid| {
+        let c = cx.comm(pid);
+        if c.is_empty() {
+            format!("pid {pid}")
+        } else {
+            format!("{} ({pid})", c.as_str())
+        }
+    };
+    match &e.kind {
+        EventKind::Switch(s) => {
+            let state = s.prev_state.to_string();
+            let how = if s.prev_state.is_runnable() {
+                "was preempted"
+            } else if state.contains('D') {
+                "blocked"
+            } else {
+                "went to sleep"
+            };
+            format!("{} {how} ({state}) in {place}", who(s.prev.pid))
+        }
+        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+            format!("{} woke {} from {place}", who(e.pid), who(w.task.pid))
+        }
+        other => format!("{} {} in {place}", who(e.pid), other.name()),
+    }
 }
 
 fn span_key(p: SpanPos) -> u64 {

@@ -20,6 +20,7 @@ pub mod hist;
 pub mod params;
 pub mod per_task;
 pub mod registry;
+pub mod stacks;
 
 #[cfg(test)]
 mod testutil;

@@ -87,7 +87,7 @@ pub struct FindingTask {
 }
 
 /// One supporting event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     /// Event time.
     pub ts_ns: Ts,
@@ -95,6 +95,14 @@ pub struct Evidence {
     pub source: String,
     /// The original trace line (text inputs) or the normalized `dump` line of the event.
     pub text: String,
+    /// The stack recorded with the event (perf `-g`, `ftrace:kernel_stack`), leaf first:
+    /// function names where the kernel symbols are known, else `0x` addresses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stack: Vec<String>,
+    /// What the stack says the event was: `bash (1234) switched out D in io_schedule ←
+    /// …`, `kworker/0:1 (12) woke fio (77) from aio_complete_rw ← …`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<String>,
 }
 
 /// One verdict.

@@ -229,6 +229,16 @@ The timeline of this finding needs JavaScript.</p></noscript></div>"
                 escape(&e.source),
                 escape(&e.text)
             );
+            if let Some(site) = &e.site {
+                let _ = writeln!(o, "  <span class=\"site\">↳ {}</span>", escape(site));
+            }
+            if !e.stack.is_empty() {
+                let _ = writeln!(
+                    o,
+                    "    <span class=\"muted\">stack: {}</span>",
+                    escape(&e.stack.join(" ← "))
+                );
+            }
         }
         o.push_str("</pre></details>\n");
     }

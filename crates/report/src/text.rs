@@ -171,6 +171,12 @@ fn write_finding(out: &mut dyn Write, f: &Finding, color: bool) -> io::Result<()
                 e.source,
                 e.text
             )?;
+            if let Some(site) = &e.site {
+                writeln!(out, "      ↳ {site}")?;
+            }
+            if !e.stack.is_empty() {
+                writeln!(out, "        stack: {}", e.stack.join(" ← "))?;
+            }
         }
     }
     if let Some(c) = &f.cause {

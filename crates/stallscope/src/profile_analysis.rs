@@ -99,6 +99,37 @@ pub fn attach_kallsyms_text(
     notes
 }
 
+/// Where the stacks recorded with scheduler events get kernel frame names when the inputs
+/// carry no symbol table (see `Engine::set_stack_symbols`): the `--kallsyms` file, or
+/// `/proc/kallsyms` when the inputs were recorded on the running kernel release.
+pub fn stack_symbols(
+    source: &KernelSymbolSource,
+    metas: &[stallscope_model::TraceMeta],
+) -> Option<stallscope_detect::engine::StackSymbols> {
+    let path = match source {
+        KernelSymbolSource::Off => return None,
+        KernelSymbolSource::File(p) => p.clone(),
+        KernelSymbolSource::Auto => {
+            let host = stallscope_read::profile::host_release();
+            let release = metas.iter().find_map(|m| m.kernel_release.clone());
+            if release.is_none() || release != host {
+                let why = format!(
+                    "recorded on {}, running {}; pass --kallsyms FILE of the recording host",
+                    release.as_deref().unwrap_or("an unnamed kernel"),
+                    host.as_deref().unwrap_or("an unknown kernel")
+                );
+                return Some(Box::new(move || Err(why)));
+            }
+            stallscope_read::profile::kallsyms::DEFAULT_PATH.to_string()
+        }
+    };
+    Some(Box::new(move || {
+        stallscope_read::profile::kallsyms::load_text(&path)
+            .map(std::sync::Arc::from)
+            .map_err(|e| e.to_string())
+    }))
+}
+
 /// Whether samples of event `name` measure CPU time (a CPU profile), as opposed to counting
 /// other things (page faults, context switches, tracepoints).
 pub fn is_cpu_time_event(name: &str) -> bool {

@@ -583,7 +583,7 @@ fn finding(
         cpus: cpus.into_iter().collect(),
         tasks: dedup_tasks(tasks),
         measures: m,
-        evidence: render(cx.paths, &refs),
+        evidence: render(cx, &refs),
         hint,
     }
 }

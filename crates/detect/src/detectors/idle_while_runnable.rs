@@ -474,7 +474,7 @@ impl IdleWhileRunnable {
                 measures: BTreeMap::new(),
             }],
             measures: m,
-            evidence: render(cx.paths, &kept),
+            evidence: render(cx, &kept),
             hint: format!(
                 "{text} Check `taskset -p {tid}` and the task's cpuset: if it may run on CPU {idle_cpu}, look at load balancing (scheduler domains, idle states, isolcpus/nohz_full). `perf sched timehist` around {} s shows CPU {idle_cpu} in <idle>.",
                 stallscope_model::fmt_secs_usecs(g.worst.from)

@@ -869,5 +869,6 @@ fn stack_evidence(p: &Profile, s: &stallscope_model::WeightedStack, paths: &[Str
         ts_ns: s.ts.unwrap_or(0),
         source,
         text: format!("{head}{} (weight {})", frames.join(" ← "), s.weight),
+        ..Evidence::default()
     }
 }

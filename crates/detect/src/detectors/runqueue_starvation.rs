@@ -1639,7 +1639,7 @@ impl RunqueueStarvation {
             cpus,
             tasks,
             measures: m,
-            evidence: render(cx.paths, &kept),
+            evidence: render(cx, &kept),
             hint,
             cause: Some(FindingCause {
                 kind: w.cause.id().into(),

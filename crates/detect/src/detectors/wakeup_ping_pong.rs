@@ -602,7 +602,7 @@ impl WakeupPingPong {
             cpus: vec![c as Cpu],
             tasks,
             measures: m,
-            evidence: render(cx.paths, &kept),
+            evidence: render(cx, &kept),
             hint: format!(
                 "{text} {} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) reduces it.",
                 names[0], names[1], p.wakes[0], p.preempted_after_waking[0],
@@ -703,7 +703,7 @@ impl WakeupPingPong {
                 cpus: vec![c as Cpu],
                 tasks,
                 measures: m,
-                evidence: render(cx.paths, &kept),
+                evidence: render(cx, &kept),
                 hint: format!("Look at the top pairs' wakeup-ping-pong findings; `perf sched timehist -C {c}` shows who switches."),
             });
         }

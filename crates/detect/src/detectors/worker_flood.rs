@@ -385,7 +385,7 @@ impl WorkerFlood {
             cpus: st.cpus.keys().copied().collect(),
             tasks,
             measures,
-            evidence: render(cx.paths, &ev),
+            evidence: render(cx, &ev),
             hint,
         })
     }

@@ -107,6 +107,7 @@ pub fn blocked_by_path(p: &Profile, paths: &[String]) -> BTreeMap<PathName, Bloc
                     s.weight,
                     frames.join(" ← ")
                 ),
+                ..Evidence::default()
             });
         }
     }
