@@ -585,6 +585,7 @@ mod tests {
                     ts_ns: i,
                     source: "f:1".into(),
                     text: "x".repeat(100),
+                    ..Evidence::default()
                 })
                 .collect(),
             hint: "h".into(),

@@ -212,6 +212,8 @@ mod tests {
                 ts_ns: 1_500_000_000,
                 source: "x.txt:3".into(),
                 text: "original line".into(),
+                stack: vec!["io_schedule".into(), "ext4_sync_file".into()],
+                site: Some("fio (7) blocked (D) in io_schedule ← ext4_sync_file".into()),
             }],
             hint: "h".into(),
         }
@@ -233,6 +235,8 @@ mod tests {
         let low = full.find("[LOW]").unwrap();
         assert!(high < low, "most severe first");
         assert!(full.contains("    1.500000000  x.txt:3  original line\n"));
+        assert!(full.contains("      ↳ fio (7) blocked (D) in io_schedule ← ext4_sync_file\n"));
+        assert!(full.contains("        stack: io_schedule ← ext4_sync_file\n"));
         let mut one = Vec::new();
         write(
             &mut one,
