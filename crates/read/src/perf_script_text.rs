@@ -252,7 +252,11 @@ impl EventReader for PerfScriptTextReader {
                 return Ok(Some(ev));
             }
             if self.done {
-                if let (0, Some((line, n))) = (self.handed, self.untimed.take()) {
+                // mostly sample lines without a time column: the file is a profile
+                let unparsed = self.st.dq.count(key::UNPARSED);
+                if let (0, Some((line, n))) = (self.handed, self.untimed.filter(|u| u.1 > unparsed))
+                {
+                    self.untimed = None;
                     return Err(ReadError::at_line(
                         &self.st.path,
                         line,
