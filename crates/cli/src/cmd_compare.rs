@@ -72,6 +72,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<(), CliError> {
         profile: ProfileOptions {
             symbols,
             event: None,
+            no_user_symbols: false,
         },
     };
     let c = stallscope_compare::compare(&args.base, &args.new, &opts).map_err(|e| match e {

@@ -74,6 +74,11 @@ pub struct ProfileArgs {
     /// /proc/kallsyms when the input's kernel release is the running one; `none` disables.
     #[arg(long, value_name = "FILE")]
     kallsyms: Option<String>,
+    /// perf.data: leave user frames named by file and offset (`[libc.so.6+0xf8350]`, perf
+    /// report's key) instead of naming them from the recording's binaries found on this
+    /// host (by build id: perf's ~/.debug cache, else the recorded path).
+    #[arg(long)]
+    no_user_symbols: bool,
     /// The sampled event to profile (e.g. `cycles`, `sched:sched_switch` for off-CPU stacks);
     /// default: the first event with call chains.
     #[arg(long, value_name = "NAME")]
@@ -194,6 +199,7 @@ pub fn run(a: &ProfileArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let opts = ProfileOptions {
         symbols,
         event: a.event.clone(),
+        no_user_symbols: a.no_user_symbols,
     };
     let r = read_profile(&a.file, forced, &opts)?;
     let mut rows = function_table(&r.profile, a.sort);

@@ -106,4 +106,9 @@ pub struct TraceMeta {
     /// processes with them. Filled while reading.
     #[serde(skip)]
     pub task_tgids: Vec<(crate::Tid, crate::Tid)>,
+    /// `(file, build id as lowercase hex)` of the binaries the recording touched, as perf
+    /// wrote them at its end (perf.data HEADER_BUILD_ID): which file a user frame's name
+    /// may be read from.
+    #[serde(skip)]
+    pub build_ids: Vec<(String, String)>,
 }

@@ -79,6 +79,7 @@ fn read(path: &Path, symbols: KernelSymbolSource) -> ProfileRead {
     let opts = ProfileOptions {
         symbols,
         event: None,
+        no_user_symbols: true,
     };
     read_profile(path.to_str().unwrap(), None, &opts).unwrap()
 }
@@ -132,6 +133,7 @@ fn saved_perf_script_text_matches_perf_report_by_name() {
         let opts = ProfileOptions {
             symbols: KernelSymbolSource::Off,
             event: None,
+            no_user_symbols: true,
         };
         let r = perf_script::parse(case, &text, &opts).unwrap();
         let ours = self_shares(&r.profile);

@@ -32,6 +32,7 @@ fn no_symbols() -> ProfileOptions {
     ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: None,
+        no_user_symbols: true,
     }
 }
 
@@ -361,6 +362,7 @@ fn off_cpu_sched_switch_stacks_from_perf_data_and_perf_script_agree() {
     let opts = ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: Some("sched:sched_switch".into()),
+        no_user_symbols: true,
     };
     let d = read_profile(data.to_str().unwrap(), None, &opts).unwrap();
     let out = Command::new("perf")

@@ -242,6 +242,7 @@ fn empty_and_garbage_inputs_are_errors_with_the_line() {
     let off = ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: None,
+        no_user_symbols: false,
     };
     let e = folded::parse("f", "# only a comment\n\nnot a stack\n").unwrap_err();
     assert_eq!(e.pos, Some(SpanPos::Line(3)));
@@ -279,6 +280,7 @@ fn mutated_inputs_never_panic() {
     let off = ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: None,
+        no_user_symbols: false,
     };
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = move |n: usize| {

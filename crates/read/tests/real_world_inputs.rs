@@ -83,6 +83,7 @@ fn no_symbols() -> ProfileOptions {
     ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: None,
+        no_user_symbols: true,
     }
 }
 
@@ -645,4 +646,80 @@ fn untimed_perf_script_text_read_as_a_trace_says_it_is_a_profile() {
         "{err}"
     );
     assert!(err.contains("line 5"), "{err}");
+}
+
+#[test]
+fn user_frames_are_named_from_the_binaries_on_this_host_like_perf_report() {
+    // fp.perf.data was recorded here: libc.so.6 is the recorded build (perf.data's build-id
+    // list says which), spin was built in a directory deleted after the capture. perf
+    // report, reading the same host files, and we give libc's functions the same shares
+    // (the alias each picks for a function may differ: `__GI___getppid` / `__GI_getppid`).
+    if !stallscope_testkit::require_perf() {
+        return;
+    }
+    let data = fixture("fp.perf.data");
+    let named = read_profile(
+        data.to_str().unwrap(),
+        None,
+        &ProfileOptions {
+            symbols: KernelSymbolSource::Off,
+            event: None,
+            no_user_symbols: false,
+        },
+    )
+    .unwrap();
+    if named.quality.count("user-symbols-other-version") > 0
+        || named.quality.count("user-symbols-missing") > 0
+            && named.quality.count("user-symbols") == 0
+    {
+        println!(
+            "SKIP: libc.so.6 of this host is not the recorded build: {:?}",
+            named.quality
+        );
+        return;
+    }
+    let report = perf_plain(
+        &[
+            "report",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "dso,sym",
+            "-g",
+            "none",
+            "--percent-limit",
+            "0",
+        ],
+        &data,
+    );
+    let mut theirs: Vec<i64> = report
+        .lines()
+        .filter(|l| l.contains(" libc.so.6 ") && !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let pct = l.trim_start().split('%').next()?;
+            let (i, f) = pct.split_once('.')?;
+            Some(i.parse::<i64>().ok()? * 100 + f.parse::<i64>().ok()?)
+        })
+        .collect();
+    // our libc functions: the leaves that were libc file+offset frames before naming
+    let plain = read_profile(data.to_str().unwrap(), None, &no_symbols()).unwrap();
+    assert_eq!(plain.profile.stacks.len(), named.profile.stacks.len());
+    let total = u128::from(named.profile.total_weight());
+    let mut by_fn: HashMap<String, u64> = HashMap::new();
+    for (a, b) in plain.profile.stacks.iter().zip(&named.profile.stacks) {
+        let before = plain.profile.symbol(a.frames[0]);
+        if before.starts_with("[libc.so.6+") {
+            let after = named.profile.symbol(b.frames[0]);
+            assert!(!after.starts_with('['), "{before} stayed unnamed: {after}");
+            *by_fn.entry(after.to_string()).or_default() += b.weight;
+        }
+    }
+    assert!(!by_fn.is_empty(), "the capture has libc samples");
+    let mut ours: Vec<i64> = by_fn
+        .values()
+        .map(|&w| ((u128::from(w) * 20_000 + total) / (2 * total)) as i64)
+        .collect();
+    theirs.sort_unstable();
+    ours.sort_unstable();
+    assert_eq!(ours, theirs, "libc self shares, by function");
 }

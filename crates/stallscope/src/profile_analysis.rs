@@ -186,6 +186,7 @@ pub fn read_text_profiles(
     let opts = ProfileOptions {
         symbols: symbols.clone(),
         event: None,
+        no_user_symbols: false,
     };
     let mut profiles = Vec::new();
     for i in wanted {
@@ -199,6 +200,7 @@ pub fn read_text_profiles(
                 let opts = ProfileOptions {
                     symbols: symbols.clone(),
                     event: Some(event),
+                    no_user_symbols: false,
                 };
                 read = read_profile(f, None, &opts)?;
             }

@@ -21,6 +21,8 @@ use crate::tracefs_format::Endian;
 pub mod feat {
     /// HEADER_TRACING_DATA.
     pub const TRACING_DATA: u32 = 1;
+    /// HEADER_BUILD_ID: build ids of the binaries the recording touched.
+    pub const BUILD_ID: u32 = 2;
     /// Host name.
     pub const HOSTNAME: u32 = 3;
     /// Kernel release.

@@ -190,6 +190,7 @@ impl Pipeline {
             let used = matches!(
                 bit,
                 feat::TRACING_DATA
+                    | feat::BUILD_ID
                     | feat::HOSTNAME
                     | feat::OSRELEASE
                     | feat::VERSION

@@ -246,6 +246,33 @@ impl Pipeline {
                 .zip(e.u32(b, 4))
                 .map(|(avail, online)| self.meta.nr_cpus = Some(avail.max(online)))
                 .is_some(),
+            feat::BUILD_ID => {
+                // records `{u32 type, u16 misc, u16 size; i32 pid; u8 build_id[24]; char
+                // filename[]}`; with PERF_RECORD_MISC_BUILD_ID_SIZE (misc bit 15) byte 20
+                // of the id says its length, else it is 20 bytes (SHA-1)
+                let mut at = 0usize;
+                while let (Some(misc), Some(size)) = (e.u16(b, at + 4), e.u16(b, at + 6)) {
+                    let size = usize::from(size);
+                    let Some(rec) = b.get(at..at + size).filter(|_| size >= 36) else {
+                        break;
+                    };
+                    let len = if misc & (1 << 15) != 0 {
+                        usize::from(rec[32]).min(20)
+                    } else {
+                        20
+                    };
+                    let id: String = rec[12..12 + len]
+                        .iter()
+                        .map(|x| format!("{x:02x}"))
+                        .collect();
+                    let name = crate::tracefs_format::c_string(&rec[36..]);
+                    if !name.is_empty() && id.bytes().any(|c| c != b'0') {
+                        self.meta.build_ids.push((name, id));
+                    }
+                    at += size;
+                }
+                true
+            }
             feat::CMDLINE => header::cmdline(b, e)
                 .map(|s| self.meta.cmdline = Some(s))
                 .is_some(),

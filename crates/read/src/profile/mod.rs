@@ -20,6 +20,7 @@ pub mod kallsyms;
 pub mod perf_report;
 pub mod perf_samples;
 pub mod perf_script;
+pub mod user_symbols;
 
 pub use kallsyms::{Kallsyms, KernelSymbol, SymbolAt};
 
@@ -109,6 +110,9 @@ pub struct ProfileOptions {
     /// The sampled event to profile (`cpu-clock:pppH`, `sched:sched_switch`); default: the
     /// first event with a callchain. Ignored by folded and perf report input.
     pub event: Option<String>,
+    /// Leave user frames of perf.data named by file and offset instead of looking for
+    /// their binaries on this host ([`user_symbols`]).
+    pub no_user_symbols: bool,
 }
 
 /// Whether sample event `name` is the `wanted` one: equal, or equal up to a `sys:` prefix

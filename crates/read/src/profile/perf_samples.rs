@@ -67,6 +67,8 @@ pub struct SampleProfiler<'k> {
     maps: HashMap<Tid, Vec<Mapping>>,
     /// Process of each task, from COMM records and sample tgids.
     tgid_of: HashMap<Tid, Tid>,
+    /// User frames named by file and offset, for [`super::user_symbols`].
+    user_frames: HashMap<u32, super::user_symbols::UserFrame>,
 }
 
 /// Where a sample's ip was, from the record header's cpumode (`PERF_RECORD_MISC_*`).
@@ -103,6 +105,7 @@ impl<'k> SampleProfiler<'k> {
             names: HashMap::new(),
             maps: HashMap::new(),
             tgid_of: HashMap::new(),
+            user_frames: HashMap::new(),
         }
     }
 
@@ -127,7 +130,21 @@ impl<'k> SampleProfiler<'k> {
                 .get(&tgid)
                 .and_then(|m| m.iter().rev().find(|m| m.contains(addr)));
             match mapped {
-                Some(m) => format!("[{}+{:#x}]", m.short_name(), m.file_offset(addr)),
+                Some(m) => {
+                    let frame = super::user_symbols::UserFrame {
+                        file: m.filename.clone(),
+                        offset: m.file_offset(addr),
+                        build_id: m
+                            .build_id
+                            .as_ref()
+                            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+                    };
+                    let name = format!("[{}+{:#x}]", m.short_name(), frame.offset);
+                    let id = self.profile.intern(&name, Some(false));
+                    self.user_frames.insert(id, frame);
+                    self.names.insert(key, id);
+                    return id;
+                }
                 None => frame_name(None, addr),
             }
         };
@@ -307,6 +324,11 @@ impl<'k> SampleProfiler<'k> {
         });
     }
 
+    /// The user frames named by file and offset (for [`super::user_symbols`]).
+    pub fn user_frames(&self) -> &HashMap<u32, super::user_symbols::UserFrame> {
+        &self.user_frames
+    }
+
     /// The profile, its notes and the profiled event name.
     pub fn finish(mut self) -> (Profile, DataQuality, Option<String>) {
         if self.any_period {
@@ -336,9 +358,14 @@ pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<Profi
             profiler.push(ev);
         }
     }
-    let (profile, q, event) = profiler.finish();
+    let user_frames = std::mem::take(&mut profiler.user_frames);
+    let (mut profile, q, event) = profiler.finish();
     quality.merge(&q);
     quality.merge(reader.quality());
+    if !opts.no_user_symbols {
+        let recorded = reader.meta().build_ids.clone();
+        super::user_symbols::name_user_frames(&mut profile, &user_frames, &recorded, &mut quality);
+    }
     if profile.stacks.is_empty() {
         let path = reader.meta().path.clone();
         return Err(ReadError::new(

@@ -647,6 +647,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             &ProfileOptions {
                 symbols: crate::profile::KernelSymbolSource::Off,
                 event: None,
+                no_user_symbols: false,
             },
         )
         .unwrap();
@@ -686,6 +687,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             &ProfileOptions {
                 symbols: crate::profile::KernelSymbolSource::Off,
                 event: None,
+                no_user_symbols: false,
             },
         )
         .unwrap_err();
@@ -695,7 +697,8 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
             "",
             &ProfileOptions {
                 symbols: crate::profile::KernelSymbolSource::Off,
-                event: None
+                event: None,
+                no_user_symbols: false,
             }
         )
         .is_err());

@@ -1,0 +1,325 @@
+//! Names for user-space frames of a perf.data profile, from the recording's binaries
+//! (blazesym reads their ELF symbols, debug links and DWARF).
+//!
+//! A user frame is first named by the file mapped at its address and the offset into that
+//! file (`[libc.so.6+0xf8350]`, see [`super::perf_samples`]). This module looks for that file
+//! where perf would: perf's build-id cache (`~/.debug/.build-id/ab/cdef…/elf`) when the
+//! recording said the file's build id (perf.data `HEADER_BUILD_ID`, or the MMAP2 record),
+//! then the file at its recorded path — used only when its own build id is the recorded one
+//! (or when the recording said none). Frames whose file is found and whose offset falls in a
+//! function are renamed after it; the rest keep their file+offset names, and a data-quality
+//! note says which files were not available and why (recorded on another host, a different
+//! version installed here, no symbols in the file).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use blazesym::symbolize::source::{Elf, Source};
+use blazesym::symbolize::{Input, Symbolized, Symbolizer};
+use stallscope_model::{DataQuality, Profile, Severity, SymbolId};
+
+/// A user frame to name: its file, the offset into it, and the build id the recording gave
+/// for that mapping, if any.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UserFrame {
+    /// File as the recording host named it.
+    pub file: String,
+    /// Offset into the file.
+    pub offset: u64,
+    /// Build id from the MMAP2 record, lowercase hex.
+    pub build_id: Option<String>,
+}
+
+/// Why a file's frames stay unnamed.
+enum Missing {
+    NotHere,
+    OtherVersion { recorded: String, here: String },
+}
+
+/// perf's build-id cache directory (`$HOME/.debug`).
+fn build_id_cache() -> Option<PathBuf> {
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".debug"))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The files to read `file`'s symbols from, best first (perf's build-id cache copy, then
+/// the file itself when it is the recorded build), or why there is none.
+fn locate(file: &str, build_id: Option<&str>) -> Result<Vec<PathBuf>, Missing> {
+    let mut out = Vec::new();
+    if let (Some(id), Some(cache)) = (build_id, build_id_cache()) {
+        if id.len() > 2 {
+            let cached = cache
+                .join(".build-id")
+                .join(&id[..2])
+                .join(&id[2..])
+                .join("elf");
+            if cached.is_file() {
+                out.push(cached);
+            }
+        }
+    }
+    let path = Path::new(file);
+    if !path.is_file() {
+        return if out.is_empty() {
+            Err(Missing::NotHere)
+        } else {
+            Ok(out)
+        };
+    }
+    if let Some(recorded) = build_id {
+        let here = blazesym::helper::read_elf_build_id(&path)
+            .ok()
+            .flatten()
+            .map(|b| hex(&b));
+        match here {
+            Some(h) if h == recorded => {}
+            Some(h) => {
+                return Err(Missing::OtherVersion {
+                    recorded: recorded.to_string(),
+                    here: h,
+                })
+            }
+            None => {
+                return Err(Missing::OtherVersion {
+                    recorded: recorded.to_string(),
+                    here: "none".to_string(),
+                })
+            }
+        }
+    }
+    out.push(path.to_path_buf());
+    Ok(out)
+}
+
+/// Whether a mapping name is a real file (not `[vdso]`, `//anon`, `[heap]`, a JIT map).
+fn is_file(name: &str) -> bool {
+    name.starts_with('/') && !name.starts_with("//") && !name.starts_with("/memfd:")
+}
+
+/// Renames the frames of `profile` listed in `frames` (symbol id → frame) after the
+/// functions of their binaries where those are available here; `recorded` gives build ids
+/// by file (perf.data `HEADER_BUILD_ID`). Notes go to `dq`.
+pub fn name_user_frames(
+    profile: &mut Profile,
+    frames: &HashMap<SymbolId, UserFrame>,
+    recorded: &[(String, String)],
+    dq: &mut DataQuality,
+) {
+    if frames.is_empty() {
+        return;
+    }
+    let recorded: HashMap<&str, &str> = recorded
+        .iter()
+        .map(|(f, id)| (f.as_str(), id.as_str()))
+        .collect();
+    // by file: (symbol id, offset)
+    let mut by_file: BTreeMap<&str, Vec<(SymbolId, u64)>> = BTreeMap::new();
+    for (&id, f) in frames {
+        if is_file(&f.file) {
+            by_file.entry(&f.file).or_default().push((id, f.offset));
+        }
+    }
+    let symbolizer = Symbolizer::new();
+    let mut names: HashMap<SymbolId, String> = HashMap::new();
+    let mut named_files = Vec::new();
+    for (file, list) in by_file {
+        let build_id = frames
+            .get(&list[0].0)
+            .and_then(|f| f.build_id.as_deref())
+            .or_else(|| recorded.get(file).copied());
+        let paths = match locate(file, build_id) {
+            Ok(p) => p,
+            Err(why) => {
+                let (key, desc, example) = match why {
+                    Missing::NotHere => (
+                        "user-symbols-missing",
+                        "user frames stay file+offset: their binaries are not on this host (run `stallscope profile` on the recording host, or copy its binaries or ~/.debug build-id cache here)",
+                        format!("{file} ({} frames)", list.len()),
+                    ),
+                    Missing::OtherVersion { recorded, here } => (
+                        "user-symbols-other-version",
+                        "user frames stay file+offset: the file on this host is another build than the recorded one (build ids differ)",
+                        format!("{file}: recorded {recorded}, here {here}"),
+                    ),
+                };
+                dq.add(key, Severity::Info, desc, 1, || example);
+                continue;
+            }
+        };
+        let offsets: Vec<u64> = list.iter().map(|&(_, o)| o).collect();
+        let mut errors = Vec::new();
+        let mut found = None;
+        for path in &paths {
+            let src = Source::Elf(Elf::new(path));
+            match symbolizer.symbolize(&src, Input::FileOffset(&offsets)) {
+                Ok(f) => {
+                    found = Some((path.clone(), f));
+                    break;
+                }
+                Err(e) => errors.push(format!("{}: {e}", path.display())),
+            }
+        }
+        let Some((path, found)) = found else {
+            dq.add(
+                "user-symbols-unreadable",
+                Severity::Info,
+                "user frames stay file+offset: the binary could not be read for symbols",
+                1,
+                || errors.join("; "),
+            );
+            continue;
+        };
+        let mut any = false;
+        for ((id, _), s) in list.iter().zip(found) {
+            if let Symbolized::Sym(sym) = s {
+                names.insert(*id, sym.name.to_string());
+                any = true;
+            }
+        }
+        if any {
+            named_files.push(path.display().to_string());
+        } else {
+            let (key, desc, example) = no_symbols_note(file);
+            dq.add(key, Severity::Info, desc, 1, || example);
+        }
+    }
+    if names.is_empty() {
+        return;
+    }
+    let n = named_files.len();
+    dq.add(
+        "user-symbols",
+        Severity::Info,
+        "user frames named from the recording's binaries found on this host (build ids checked where the recording gave them)",
+        n as u64,
+        || named_files.join(", "),
+    );
+    rename(profile, &names);
+}
+
+/// The note of a binary without function symbols at the frames' offsets.
+fn no_symbols_note(file: &str) -> (&'static str, &'static str, String) {
+    (
+        "user-symbols-none",
+        "user frames stay file+offset: the binary has no symbols for them (stripped; install its debug symbols)",
+        file.to_string(),
+    )
+}
+
+/// `profile` with the symbols in `names` renamed (frames that get the same name become one
+/// function, as perf report shows them).
+fn rename(profile: &mut Profile, names: &HashMap<SymbolId, String>) {
+    let old = std::mem::replace(profile, Profile::new(profile.unit.clone()));
+    let mut new_id: HashMap<SymbolId, SymbolId> = HashMap::new();
+    for (i, sym) in old.symbols.iter().enumerate() {
+        let id = i as SymbolId;
+        let name = names.get(&id).map_or(&**sym, String::as_str);
+        let kernel = old.kernel.get(i).copied().flatten();
+        new_id.insert(id, profile.intern(name, kernel));
+    }
+    profile.stacks = old
+        .stacks
+        .into_iter()
+        .map(|mut s| {
+            for f in &mut s.frames {
+                *f = new_id.get(f).copied().unwrap_or(*f);
+            }
+            s
+        })
+        .collect();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use stallscope_model::{WeightUnit, WeightedStack};
+
+    #[inline(never)]
+    fn a_function_to_find() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    /// (file, offset into it) of `addr` in this process, from /proc/self/maps.
+    fn file_offset(addr: u64) -> (String, u64) {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for line in maps.lines() {
+            let mut p = line.split_whitespace();
+            let range = p.next().unwrap();
+            let _perms = p.next();
+            let off = u64::from_str_radix(p.next().unwrap(), 16).unwrap();
+            let (_, _, file) = (p.next(), p.next(), p.next());
+            let (a, b) = range.split_once('-').unwrap();
+            let (a, b) = (
+                u64::from_str_radix(a, 16).unwrap(),
+                u64::from_str_radix(b, 16).unwrap(),
+            );
+            if (a..b).contains(&addr) {
+                return (file.unwrap_or("").to_string(), addr - a + off);
+            }
+        }
+        panic!("{addr:#x} not mapped")
+    }
+
+    #[test]
+    fn a_frame_in_a_binary_on_this_host_is_named_after_its_function() {
+        assert_eq!(a_function_to_find(), 42);
+        let addr = a_function_to_find as *const () as u64;
+        let (file, offset) = file_offset(addr);
+        let mut p = Profile::new(WeightUnit::Samples);
+        let id = p.intern("[test+0x1]", Some(false));
+        let other = p.intern("[gone+0x2]", Some(false));
+        p.stacks.push(WeightedStack {
+            frames: vec![id, other],
+            weight: 1,
+            ..WeightedStack::default()
+        });
+        let frames = HashMap::from([
+            (
+                id,
+                UserFrame {
+                    file: file.clone(),
+                    offset,
+                    build_id: None,
+                },
+            ),
+            (
+                other,
+                UserFrame {
+                    file: "/nonexistent/gone".into(),
+                    offset: 2,
+                    build_id: None,
+                },
+            ),
+        ]);
+        let mut dq = DataQuality::default();
+        name_user_frames(&mut p, &frames, &[], &mut dq);
+        let leaf = p.symbol(p.stacks[0].frames[0]);
+        assert!(leaf.contains("a_function_to_find"), "{leaf}");
+        assert_eq!(p.symbol(p.stacks[0].frames[1]), "[gone+0x2]");
+        assert_eq!(dq.count("user-symbols"), 1);
+        assert_eq!(dq.count("user-symbols-missing"), 1);
+        // a recorded build id that is not this file's: not used, and said
+        let mut p2 = Profile::new(WeightUnit::Samples);
+        let id2 = p2.intern("[test+0x1]", Some(false));
+        p2.stacks.push(WeightedStack {
+            frames: vec![id2],
+            weight: 1,
+            ..WeightedStack::default()
+        });
+        let frames2 = HashMap::from([(
+            id2,
+            UserFrame {
+                file,
+                offset,
+                build_id: Some("00112233445566778899aabbccddeeff00112233".into()),
+            },
+        )]);
+        let mut dq2 = DataQuality::default();
+        name_user_frames(&mut p2, &frames2, &[], &mut dq2);
+        assert_eq!(p2.symbol(p2.stacks[0].frames[0]), "[test+0x1]");
+        assert_eq!(dq2.count("user-symbols-other-version"), 1);
+    }
+}
