@@ -27,6 +27,7 @@ fn run(data: &[u8]) {
     let opts = ProfileOptions {
         symbols: KernelSymbolSource::Off,
         event: None,
+        no_user_symbols: true,
     };
     exercise(folded::parse("fuzz", &text));
     exercise(perf_script::parse("fuzz", &text, &opts));

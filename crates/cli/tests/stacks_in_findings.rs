@@ -51,6 +51,20 @@ fn trace_cmd_stacks() -> HashMap<String, Vec<u64>> {
     stacks
 }
 
+/// `analyze --format json` of the capture's runqueue-starvation findings with `--kallsyms`.
+fn analyze(kallsyms: &str) -> Value {
+    json(&[
+        "analyze",
+        "--format",
+        "json",
+        "--select",
+        "runqueue-starvation",
+        "--kallsyms",
+        kallsyms,
+        &fixture("stacks_starve.dat"),
+    ])
+}
+
 /// The capture's kernel symbols: the function an address is in.
 fn symbolize(addr: u64, table: &[(u64, String)]) -> Option<String> {
     let i = table.partition_point(|(a, _)| *a <= addr);
@@ -63,16 +77,7 @@ fn evidence_carries_the_stack_recorded_with_each_event() {
         return;
     }
     let kallsyms = fixture("stacks_starve.kallsyms.txt");
-    let v: Value = json(&[
-        "analyze",
-        "--format",
-        "json",
-        "--select",
-        "runqueue-starvation",
-        "--kallsyms",
-        &kallsyms,
-        &fixture("stacks_starve.dat"),
-    ]);
+    let v = analyze(&kallsyms);
     let mut table: Vec<(u64, String)> = std::fs::read_to_string(&kallsyms)
         .unwrap()
         .lines()
@@ -141,16 +146,7 @@ fn evidence_carries_the_stack_recorded_with_each_event() {
 
 #[test]
 fn without_symbols_the_frames_are_addresses() {
-    let v: Value = json(&[
-        "analyze",
-        "--format",
-        "json",
-        "--select",
-        "runqueue-starvation",
-        "--kallsyms",
-        "none",
-        &fixture("stacks_starve.dat"),
-    ]);
+    let v = analyze("none");
     let stacks: Vec<&Value> = v["findings"]
         .as_array()
         .unwrap()

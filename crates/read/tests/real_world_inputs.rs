@@ -132,22 +132,22 @@ fn perf_entries(report: &str) -> HashMap<String, i64> {
     out
 }
 
+/// `perf report` of every self share by DSO and symbol, no call graph, nothing cut.
+const REPORT_DSO_SYM: &[&str] = &[
+    "report",
+    "--stdio",
+    "--no-children",
+    "--sort",
+    "dso,sym",
+    "-g",
+    "none",
+    "--percent-limit",
+    "0",
+];
+
 /// Our self shares equal perf's, entry by entry (±1 bp for rounding).
 fn assert_same_self_shares(ours: &ProfileRead, data: &Path) {
-    let report = perf_without_symbols(
-        &[
-            "report",
-            "--stdio",
-            "--no-children",
-            "--sort",
-            "dso,sym",
-            "-g",
-            "none",
-            "--percent-limit",
-            "0",
-        ],
-        data,
-    );
+    let report = perf_without_symbols(REPORT_DSO_SYM, data);
     let theirs = perf_entries(&report);
     assert!(theirs.len() >= 3, "perf report entries: {report}");
     let mine = self_bp(&ours.profile);
@@ -678,20 +678,7 @@ fn user_frames_are_named_from_the_binaries_on_this_host_like_perf_report() {
         );
         return;
     }
-    let report = perf_plain(
-        &[
-            "report",
-            "--stdio",
-            "--no-children",
-            "--sort",
-            "dso,sym",
-            "-g",
-            "none",
-            "--percent-limit",
-            "0",
-        ],
-        &data,
-    );
+    let report = perf_plain(REPORT_DSO_SYM, &data);
     let mut theirs: Vec<i64> = report
         .lines()
         .filter(|l| l.contains(" libc.so.6 ") && !l.trim_start().starts_with('#'))

@@ -680,18 +680,13 @@ impl Pipeline {
                 // AUX data (Intel PT, CoreSight, SPE packets) follow the record, outside
                 // its header.size. They are skipped: this reader does not decode them.
                 let size = e.u64(self.pool.bytes(&r), 8).unwrap_or(0);
-                self.pool.unref(&r);
-                if nested {
-                    self.failed = true;
-                    return Err(ReadError::at_byte(
-                        &self.path,
-                        r.file_off,
-                        "ordinary records inside compressed data",
-                        "an AUXTRACE record (its data cannot follow it there)",
-                    ));
-                }
+                self.payload_record(
+                    &r,
+                    nested,
+                    "an AUXTRACE record (its data cannot follow it there)",
+                )?;
                 self.raw
-                    .skip_payload(size)
+                    .skip_payload(&mut self.pool, size)
                     .map_err(|err| self.stream_error(err))?;
                 self.note(
                     "perf_auxtrace_skipped",
@@ -704,16 +699,7 @@ impl Pipeline {
             }
             rt::HEADER_TRACING_DATA => {
                 let size = e.u32(self.pool.bytes(&r), 8).unwrap_or(0);
-                self.pool.unref(&r);
-                if nested {
-                    self.failed = true;
-                    return Err(ReadError::at_byte(
-                        &self.path,
-                        r.file_off,
-                        "ordinary records inside compressed data",
-                        "a tracing-data record",
-                    ));
-                }
+                self.payload_record(&r, nested, "a tracing-data record")?;
                 let at = self.raw.offset();
                 let payload = self
                     .raw
@@ -761,6 +747,22 @@ impl Pipeline {
             }
         }
         self.pool.unref(&r);
+        Ok(())
+    }
+
+    /// Releases record `r`, whose payload follows it in the stream (tracing data, AUXTRACE);
+    /// inside compressed data (`nested`) no payload can follow: an error naming `what`.
+    fn payload_record(&mut self, r: &RecordRef, nested: bool, what: &str) -> Result<(), ReadError> {
+        self.pool.unref(r);
+        if nested {
+            self.failed = true;
+            return Err(ReadError::at_byte(
+                &self.path,
+                r.file_off,
+                "ordinary records inside compressed data",
+                what,
+            ));
+        }
         Ok(())
     }
 

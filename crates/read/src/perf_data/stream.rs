@@ -604,25 +604,45 @@ impl RawStream {
     /// Reads `n` bytes that follow the last record outside any record (pipe-mode tracing
     /// data). Memory grows only with bytes actually present.
     pub fn read_payload(&mut self, pool: &mut ChunkPool, n: u64) -> Result<Vec<u8>, StreamError> {
+        self.take_payload(pool, n, true)
+    }
+
+    /// Skips `n` bytes that follow the last record outside any record (AUXTRACE data)
+    /// without keeping them.
+    pub fn skip_payload(&mut self, pool: &mut ChunkPool, n: u64) -> Result<(), StreamError> {
+        self.take_payload(pool, n, false).map(drop)
+    }
+
+    /// [`RawStream::read_payload`] (`keep`) or [`RawStream::skip_payload`].
+    fn take_payload(
+        &mut self,
+        pool: &mut ChunkPool,
+        n: u64,
+        keep: bool,
+    ) -> Result<Vec<u8>, StreamError> {
         let off = self.offset();
-        if let (Some((pos, end)), Some(m)) = (self.mapped, &pool.map) {
-            let take = (end - pos).min(n);
-            let s = (pos - m.base) as usize;
-            let out = m.map[s..s + take as usize].to_vec();
-            self.mapped = Some((pos + take, end));
-            if take < n {
-                return Err(StreamError::Truncated {
-                    off,
-                    rtype: None,
-                    need: usize::try_from(n).unwrap_or(usize::MAX),
-                    have: out.len(),
-                });
-            }
-            return Ok(out);
-        }
+        let truncated = |have: u64| StreamError::Truncated {
+            off,
+            rtype: None,
+            need: usize::try_from(n).unwrap_or(usize::MAX),
+            have: usize::try_from(have).unwrap_or(usize::MAX),
+        };
         let mut out = Vec::new();
+        if let Some((pos, end)) = self.mapped {
+            let take = (end - pos).min(n);
+            if let (true, Some(m)) = (keep, &pool.map) {
+                let s = (pos - m.base) as usize;
+                out.extend_from_slice(&m.map[s..s + take as usize]);
+            }
+            self.mapped = Some((pos + take, end));
+            return if take < n {
+                Err(truncated(take))
+            } else {
+                Ok(out)
+            };
+        }
         let from_buf = (self.win.avail() as u64).min(n) as usize;
-        if let Some(chunk) = self.win.chunk {
+        if let (true, Some(chunk)) = (keep, self.win.chunk) {
             out.extend_from_slice(
                 &pool.chunks[chunk as usize].data[self.win.start..self.win.start + from_buf],
             );
@@ -633,68 +653,23 @@ impl RawStream {
             Some(l) => rest.min(l),
             None => rest,
         };
-        let got = (&mut self.src)
-            .take(rest)
-            .read_to_end(&mut out)
-            .map_err(StreamError::Io)?;
-        if let Some(l) = &mut self.limit {
-            *l -= got as u64;
+        let mut src = (&mut self.src).take(rest);
+        let got = if keep {
+            src.read_to_end(&mut out).map(|g| g as u64)
+        } else {
+            io::copy(&mut src, &mut io::sink())
         }
-        // The window's base moves past the payload.
-        self.win.base += got as u64;
-        if (out.len() as u64) < n {
-            return Err(StreamError::Truncated {
-                off,
-                rtype: None,
-                need: usize::try_from(n).unwrap_or(usize::MAX),
-                have: out.len(),
-            });
-        }
-        Ok(out)
-    }
-}
-
-impl RawStream {
-    /// Skips `n` bytes that follow the last record outside any record (AUXTRACE data)
-    /// without keeping them.
-    pub fn skip_payload(&mut self, n: u64) -> Result<(), StreamError> {
-        let off = self.offset();
-        if let Some((pos, end)) = self.mapped {
-            let take = (end - pos).min(n);
-            self.mapped = Some((pos + take, end));
-            if take < n {
-                return Err(StreamError::Truncated {
-                    off,
-                    rtype: None,
-                    need: usize::try_from(n).unwrap_or(usize::MAX),
-                    have: usize::try_from(take).unwrap_or(usize::MAX),
-                });
-            }
-            return Ok(());
-        }
-        let from_buf = (self.win.avail() as u64).min(n) as usize;
-        self.win.start += from_buf;
-        let rest = n - from_buf as u64;
-        let rest = match self.limit {
-            Some(l) => rest.min(l),
-            None => rest,
-        };
-        let got =
-            io::copy(&mut (&mut self.src).take(rest), &mut io::sink()).map_err(StreamError::Io)?;
+        .map_err(StreamError::Io)?;
         if let Some(l) = &mut self.limit {
             *l -= got;
         }
+        // The window's base moves past the payload.
         self.win.base += got;
         let have = from_buf as u64 + got;
         if have < n {
-            return Err(StreamError::Truncated {
-                off,
-                rtype: None,
-                need: usize::try_from(n).unwrap_or(usize::MAX),
-                have: usize::try_from(have).unwrap_or(usize::MAX),
-            });
+            return Err(truncated(have));
         }
-        Ok(())
+        Ok(out)
     }
 }
 

@@ -156,6 +156,33 @@ struct Entry {
 }
 
 impl Entry {
+    /// An entry read from line `line`: its (Self or Overhead, Children) percentages, symbol
+    /// and kernel mark, comm, and whether its graph is in the TUI's form.
+    fn new(
+        line: u64,
+        (self_bp, children_bp): (u64, Option<u64>),
+        symbol: &str,
+        kernel: Option<bool>,
+        comm: Option<String>,
+        tui: bool,
+    ) -> Entry {
+        Entry {
+            line,
+            self_bp,
+            children_bp,
+            symbol: symbol.to_string(),
+            kernel,
+            comm,
+            nodes: Vec::new(),
+            tails: Vec::new(),
+            folded: Vec::new(),
+            pending_flat_root: None,
+            tui_stack: Vec::new(),
+            tui_root: None,
+            tui,
+        }
+    }
+
     fn tail_at(&self, col: usize) -> Option<usize> {
         self.tails
             .iter()
@@ -437,21 +464,14 @@ impl ReportParser<'_> {
             .col("Command")
             .map(|c| cut(line, c.start, c.end).to_string())
             .filter(|s| !s.is_empty());
-        Some(Entry {
-            line: line_no,
-            self_bp,
-            children_bp,
-            symbol: symbol.trim().to_string(),
+        Some(Entry::new(
+            line_no,
+            (self_bp, children_bp),
+            symbol.trim(),
             kernel,
             comm,
-            nodes: Vec::new(),
-            tails: Vec::new(),
-            folded: Vec::new(),
-            pending_flat_root: None,
-            tui_stack: Vec::new(),
-            tui_root: None,
-            tui: false,
-        })
+            false,
+        ))
     }
 
     /// An entry line read without a ruler (pasted without the `#` header, or the TUI's
@@ -503,21 +523,14 @@ impl ReportParser<'_> {
             }
             None => (first, None),
         };
-        Some(Entry {
-            line: line_no,
-            self_bp,
-            children_bp,
-            symbol: symbol.to_string(),
+        Some(Entry::new(
+            line_no,
+            (self_bp, children_bp),
+            symbol,
             kernel,
             comm,
-            nodes: Vec::new(),
-            tails: Vec::new(),
-            folded: Vec::new(),
-            pending_flat_root: None,
-            tui_stack: Vec::new(),
-            tui_root: None,
             tui,
-        })
+        ))
     }
 
     fn push_stack(&mut self, e: &Entry, leaf_first: &[String], weight: u64) {
