@@ -355,7 +355,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         pass = analysis_pass(args, &detectors, &symbols, &text_profiles, time, false)?;
     }
     let Pass {
-        engine,
+        mut engine,
         inputs,
         metas,
         symbol_notes,
@@ -368,6 +368,15 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         .copied()
         .filter(|&p| engine.task_seen(p) == (false, true))
         .collect();
+    // text inputs learn kernel function names while they are read (the frames of `perf
+    // script` callchains): the recording host's names, preferred for the stacks
+    if let Some(k) = inputs
+        .as_ref()
+        .and_then(|i| i.metas().into_iter().find_map(|m| m.kallsyms.clone()))
+        .filter(|_| metas.iter().all(|m| m.kallsyms.is_none()))
+    {
+        engine.set_stack_symbols(Box::new(move || Ok(k)));
+    }
     let result = engine.finish();
     let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
     dq.merge(&profile_dq);

@@ -160,3 +160,54 @@ fn without_symbols_the_frames_are_addresses() {
         .flat_map(|s| s.as_array().unwrap())
         .all(|f| f.as_str().unwrap().starts_with("0x")));
 }
+
+#[test]
+fn pasted_perf_script_stacks_keep_the_names_perf_printed() {
+    // `perf record -e sched:sched_switch -e sched:sched_waking -g` as `perf script --ns`
+    // text, from a kernel this host does not run: the frame names come from the text
+    let path = root().join("fixtures/sched/sched_callchain.perf-script.txt");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: Value = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    // the text's frames after each event line, by the event's time in ns: kernel frames
+    // by the name perf printed (user frames are named from the binaries, not here)
+    let mut frames: HashMap<u64, Vec<String>> = HashMap::new();
+    let mut current = None;
+    for line in text.lines() {
+        if let Some(f) = line.strip_prefix('\t') {
+            if let Some(ts) = current {
+                let (addr, rest) = f.trim().split_once(' ').unwrap();
+                let sym = rest.rsplit_once(" (").unwrap().0;
+                let kernel = rest.ends_with("([kernel.kallsyms])");
+                let name = match sym.rsplit_once("+0x") {
+                    Some((n, _)) if kernel => n.to_string(),
+                    _ => format!("{:#x}", u64::from_str_radix(addr, 16).unwrap()),
+                };
+                frames.entry(ts).or_default().push(name);
+            }
+        } else if let Some((head, _)) = line.split_once(": ") {
+            current = head
+                .rsplit(' ')
+                .next()
+                .and_then(|t| t.replace('.', "").parse::<u64>().ok());
+        }
+    }
+    let mut checked = 0;
+    for f in v["findings"].as_array().unwrap() {
+        for e in f["evidence"].as_array().unwrap() {
+            let Some(stack) = e["stack"].as_array() else {
+                continue;
+            };
+            let theirs: Vec<&String> = frames[&e["ts_ns"].as_u64().unwrap()]
+                .iter()
+                .skip_while(|n| {
+                    n.starts_with("trace_event_raw_event_") || n.starts_with("__traceiter_")
+                })
+                .take(8)
+                .collect();
+            let ours: Vec<&str> = stack.iter().map(|s| s.as_str().unwrap()).collect();
+            assert_eq!(ours, theirs, "{}", e["text"]);
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}

@@ -15,6 +15,9 @@ const CONTEXT_MAX: u64 = -4095i64 as u64;
 /// Kernel frames follow.
 const CONTEXT_KERNEL: u64 = -128i64 as u64;
 
+/// Lowest kernel address of 64-bit kernels (frames without a context marker).
+const KERNEL_ADDR_MIN: u64 = 0xffff_8000_0000_0000;
+
 /// Frames shown per stack.
 pub const FRAMES_SHOWN: usize = 8;
 
@@ -71,11 +74,11 @@ impl StackTable {
     pub fn kernel_addresses(&self) -> Vec<u64> {
         let mut out = Vec::new();
         for s in &self.stacks {
-            let mut kernel = false;
+            let mut marked: Option<bool> = None;
             for &a in s.iter() {
                 if a >= CONTEXT_MAX {
-                    kernel = a == CONTEXT_KERNEL;
-                } else if kernel {
+                    marked = Some(a == CONTEXT_KERNEL);
+                } else if marked.unwrap_or(a >= KERNEL_ADDR_MIN) {
                     out.push(a);
                 }
             }
@@ -127,13 +130,15 @@ impl Symbolizer {
     /// The tracing code that took the stack (`trace_event_raw_event_*`, `__traceiter_*`,
     /// `perf_trace_*`) is left off its top.
     pub fn frames(&self, chain: &[u64]) -> Vec<String> {
-        let mut kernel = false;
+        // before any context marker (text callchains have none), by the address
+        let mut marked: Option<bool> = None;
         let mut out: Vec<String> = Vec::new();
         for &a in chain {
             if a >= CONTEXT_MAX {
-                kernel = a == CONTEXT_KERNEL;
+                marked = Some(a == CONTEXT_KERNEL);
                 continue;
             }
+            let kernel = marked.unwrap_or(a >= KERNEL_ADDR_MIN);
             if out.len() == FRAMES_SHOWN {
                 break;
             }

@@ -51,6 +51,10 @@ pub struct PerfScriptTextReader {
     untimed: Option<(u64, u64)>,
     /// Events handed out.
     handed: u64,
+    /// Kernel functions the frames named, by start address (`addr − offset` of
+    /// `ADDR name+0xOFF ([kernel.kallsyms])`): given as the input's kernel symbol table at
+    /// its end, so stacks of pasted text keep the names perf printed.
+    kernel_functions: std::collections::BTreeMap<u64, String>,
 }
 
 /// Whether an indented line is a callchain frame: TAB-indented as perf prints it, or
@@ -70,6 +74,21 @@ fn is_frame_line(text: &[u8]) -> bool {
 /// What [`key::WRAPPED`] counts.
 const WRAPPED_DESC: &str =
     "event and frame lines broken over several lines (mail-wrapped), read joined";
+
+/// `(start, name)` of the kernel function a frame line names
+/// (`\tffffffff813a89c4 try_to_wake_up+0x3a4 ([kernel.kallsyms])` → `(0xffffffff813a8620,
+/// try_to_wake_up)`); `None` for user frames, `[unknown]` and frames without an offset.
+fn kernel_function(text: &[u8], ip: u64) -> Option<(u64, String)> {
+    let t = std::str::from_utf8(text).ok()?.trim();
+    let (_, rest) = t.split_once(' ')?;
+    let (sym, dso) = rest.rsplit_once(" (")?;
+    if !(dso.starts_with("[kernel.") || dso.starts_with("[guest.kernel")) {
+        return None;
+    }
+    let (name, off) = sym.trim().rsplit_once("+0x")?;
+    let off = u64::from_str_radix(off, 16).ok()?;
+    (!name.is_empty() && name != "[unknown]").then(|| (ip.wrapping_sub(off), name.to_string()))
+}
 
 /// Whether a line after a header is the rest of it, wrapped by a mail client: not blank,
 /// not a comment, a frame or a header of its own.
@@ -93,6 +112,7 @@ impl PerfScriptTextReader {
             joined: Vec::new(),
             untimed: None,
             handed: 0,
+            kernel_functions: std::collections::BTreeMap::new(),
         })
     }
 
@@ -120,7 +140,12 @@ impl PerfScriptTextReader {
                 }
                 rest_may_follow = !line.text.trim_ascii_end().ends_with(b")");
                 match parse_frame(line.text) {
-                    Some(ip) => self.ips.push(ip),
+                    Some(ip) => {
+                        self.ips.push(ip);
+                        if let Some((start, name)) = kernel_function(line.text, ip) {
+                            self.kernel_functions.entry(start).or_insert(name);
+                        }
+                    }
                     None => self.st.note(
                         key::BAD_CALLCHAIN,
                         Severity::Warning,
@@ -143,6 +168,14 @@ impl PerfScriptTextReader {
     fn step(&mut self) -> Result<(), ReadError> {
         let Some(line) = self.lines.next_line()? else {
             self.st.finish();
+            if self.st.meta.kallsyms.is_none() && !self.kernel_functions.is_empty() {
+                let text: String = self
+                    .kernel_functions
+                    .iter()
+                    .map(|(a, n)| format!("{a:016x} T {n}\n"))
+                    .collect();
+                self.st.meta.kallsyms = Some(text.into());
+            }
             self.done = true;
             return Ok(());
         };

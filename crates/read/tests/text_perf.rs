@@ -352,3 +352,16 @@ fn mail_wrapped_callchain_text_reads_like_perf_script() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn kernel_frame_names_become_the_inputs_symbol_table() {
+    // `ADDR name+0xOFF ([kernel.kallsyms])`: the function starts at ADDR − OFF
+    let r = read("script_tp_callchain.txt");
+    let k = r.meta.kallsyms.as_deref().expect("a table from the frames");
+    assert!(
+        k.contains("ffffffff813a8620 T try_to_wake_up\n"),
+        "{}",
+        &k[..k.len().min(400)]
+    );
+    assert!(!k.contains("[unknown]"));
+}
