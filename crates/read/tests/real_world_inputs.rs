@@ -407,9 +407,11 @@ fn trace_dat_stacks_and_markers_equal_trace_cmd_report() {
         .collect();
     assert!(ours.len() > 20, "stacks recorded: {}", ours.len());
     assert_eq!(ours, theirs, "every stack, frame by frame");
+    // records hold as many frames as the stack had: not cut to the format's `caller[8]`
     assert!(
-        ours.iter().any(|(k, f)| k == "kernel_stack" && f.len() < 8),
-        "short stacks kept"
+        ours.iter()
+            .any(|(k, f)| k == "kernel_stack" && f.len() != 8),
+        "stacks of other lengths than 8 kept"
     );
     // each stack is also the callchain of the event it follows
     let with_chain = events
@@ -709,4 +711,29 @@ fn user_frames_are_named_from_the_binaries_on_this_host_like_perf_report() {
     theirs.sort_unstable();
     ours.sort_unstable();
     assert_eq!(ours, theirs, "libc self shares, by function");
+}
+
+#[test]
+fn with_several_events_the_profile_is_perf_reports_first_section() {
+    if !stallscope_testkit::require_perf() {
+        return;
+    }
+    let data = fixture("two_events.perf.data");
+    let report = perf_plain(&["report", "--stdio", "--no-children"], &data);
+    let first = report
+        .lines()
+        .find_map(|l| l.strip_prefix("# Samples: "))
+        .expect("a section");
+    let event = first.split('\'').nth(1).unwrap();
+    let count: u64 = report
+        .lines()
+        .find_map(|l| l.strip_prefix("# Event count (approx.): "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let r = read_profile(data.to_str().unwrap(), None, &no_symbols()).unwrap();
+    assert_eq!(r.event.as_deref(), Some(event));
+    assert_eq!(r.profile.total_weight(), count);
+    assert_eq!(r.profile.stacks.len(), perf_sample_count(&data));
 }

@@ -302,6 +302,19 @@ pub fn read_profile(
             // File and pipe mode share the reader (it tells them apart itself); the general
             // one, with the MMAP records that name user frames by file and offset.
             let mut reader = crate::perf_data::PerfDataReader::open_with_mappings(input, 0)?;
+            // Several events recorded: perf report's first section is the first event (in
+            // the file's order) with samples; find it, then read that event's samples.
+            let declared = crate::EventReader::meta(&reader).declared_events.clone();
+            if opts.event.is_none() && declared.len() > 1 && path != "-" {
+                let first = perf_samples::first_sampled_event(&mut reader, &declared)?;
+                let mut again =
+                    crate::perf_data::PerfDataReader::open_with_mappings(Input::open(path)?, 0)?;
+                let opts = ProfileOptions {
+                    event: first,
+                    ..opts.clone()
+                };
+                return perf_samples::read(&mut again, &opts);
+            }
             perf_samples::read(&mut reader, opts)
         }
         ProfileFormat::PerfScript => perf_script::read(input, opts),

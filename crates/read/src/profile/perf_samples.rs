@@ -338,6 +338,36 @@ impl<'k> SampleProfiler<'k> {
     }
 }
 
+/// Of `declared` events (the file's attrs, in order), the first one with samples, reading
+/// `reader` only until the first declared event's first sample (`None`: no samples).
+pub fn first_sampled_event(
+    reader: &mut dyn EventReader,
+    declared: &[String],
+) -> Result<Option<String>, ReadError> {
+    let mut seen = vec![false; declared.len()];
+    let mut batch = Vec::new();
+    while reader.next_batch(&mut batch)? {
+        for ev in &batch {
+            let name = match &ev.kind {
+                EventKind::Generic(g)
+                    if field_u64(&g.fields, "ip").is_some() || ev.callchain.is_some() =>
+                {
+                    g.name.as_str()
+                }
+                k if ev.callchain.is_some() => k.name(),
+                _ => continue,
+            };
+            if let Some(i) = declared.iter().position(|d| super::event_matches(d, name)) {
+                seen[i] = true;
+                if i == 0 {
+                    return Ok(Some(declared[0].clone()));
+                }
+            }
+        }
+    }
+    Ok(seen.iter().position(|&s| s).map(|i| declared[i].clone()))
+}
+
 /// Reads every event of `reader` into a profile, naming kernel frames per `symbols`.
 /// Fails when the reader fails or when the input has no sample at all.
 pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
