@@ -300,6 +300,9 @@ fn analysis_pass(
     if let Some(load) = stallscope::profile_analysis::stack_symbols(symbols, &metas) {
         engine.set_stack_symbols(load);
     }
+    if let Some(name) = stallscope::profile_analysis::user_frame_names(&metas) {
+        engine.set_user_frame_names(name);
+    }
     if park {
         engine.park_unmeetable();
     }

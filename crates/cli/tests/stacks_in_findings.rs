@@ -211,3 +211,27 @@ fn pasted_perf_script_stacks_keep_the_names_perf_printed() {
     }
     assert!(checked > 0);
 }
+
+#[test]
+fn user_frames_of_perf_data_stacks_are_named_by_their_mappings() {
+    // `perf record -e sched:sched_switch -e sched:sched_waking -g -a`: the user part of a
+    // stack is named from the binaries when this host has the recorded build, else by
+    // file and offset from the file's MMAP records (stress-ng is stripped: file+offset)
+    let path = root().join("fixtures/sched/sched_callchain.perf.data");
+    let v: Value = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    let frames: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["evidence"].as_array().unwrap())
+        .filter_map(|e| e.get("stack"))
+        .flat_map(|s| s.as_array().unwrap())
+        .map(|f| f.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        frames.iter().any(|f| f.starts_with("[stress-ng+0x")),
+        "{frames:?}"
+    );
+    let notes = v["data_quality"].to_string();
+    assert!(notes.contains("user-symbols"), "{notes}");
+}

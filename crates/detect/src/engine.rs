@@ -118,6 +118,8 @@ pub struct Engine {
     /// Where kernel symbols come from when the inputs carry none and stacks were recorded
     /// ([`Engine::set_stack_symbols`]).
     stack_symbols: Option<StackSymbols>,
+    /// Names user frames of the stacks ([`Engine::set_user_frame_names`]).
+    user_frame_names: Option<UserFrameNames>,
     /// See [`Context::cmdlines`].
     cmdlines: Vec<String>,
     declared: BTreeSet<String>,
@@ -162,6 +164,12 @@ fn native_name(k: &EventKind) -> Option<&'static str> {
 
 /// Loads a kernel symbol table (`/proc/kallsyms` text) for the stacks, or says why not.
 pub type StackSymbols = Box<dyn FnOnce() -> Result<std::sync::Arc<str>, String> + Send>;
+
+/// Names the `(task, user address)` frames of the stacks, with notes on those it cannot.
+pub type UserFrameNames = Box<
+    dyn FnOnce(&[(Tid, u64)]) -> (std::collections::HashMap<(Tid, u64), String>, DataQuality)
+        + Send,
+>;
 
 /// The detectors' view of an engine's state: borrows only the fields it names, so the
 /// detector list stays mutably borrowable beside it.
@@ -330,6 +338,7 @@ impl Engine {
             stacks: crate::stacks::StackTable::default(),
             symbolizer: crate::stacks::Symbolizer::default(),
             stack_symbols: None,
+            user_frame_names: None,
             cmdlines: metas.iter().filter_map(|m| m.cmdline.clone()).collect(),
             declared,
             seen_native: BTreeSet::new(),
@@ -371,6 +380,12 @@ impl Engine {
     /// (reading a 5 MB `/proc/kallsyms` costs nothing for the traces without stacks).
     pub fn set_stack_symbols(&mut self, load: StackSymbols) {
         self.stack_symbols = Some(load);
+    }
+
+    /// How to name the user frames of the stacks recorded with events: called once, at
+    /// [`Engine::finish`], with every distinct `(task, address)`, and only if there are any.
+    pub fn set_user_frame_names(&mut self, name: UserFrameNames) {
+        self.user_frame_names = Some(name);
     }
 
     /// Analyze only events with `start <= ts <= end`.
@@ -646,6 +661,14 @@ impl Engine {
             };
             if let Some(k) = loaded {
                 self.symbolizer = crate::stacks::Symbolizer::from_kallsyms(&k);
+            }
+            if let Some(name) = self.user_frame_names.take() {
+                let frames = self.stacks.user_frames();
+                if !frames.is_empty() {
+                    let (names, dq) = name(&frames);
+                    self.symbolizer.set_user_names(names);
+                    self.dq.merge(&dq);
+                }
             }
         }
         let events = self.available_events();

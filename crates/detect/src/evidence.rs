@@ -208,7 +208,7 @@ pub fn render(cx: &crate::Context<'_>, events: &[&Kept]) -> Vec<Evidence> {
             let stack = cx
                 .stacks
                 .get(e.span)
-                .map(|c| cx.symbolizer.frames(c))
+                .map(|(c, pid)| cx.symbolizer.frames(c, pid))
                 .unwrap_or_default();
             let site = (!stack.is_empty()).then(|| site(cx, e, &stack));
             Evidence {

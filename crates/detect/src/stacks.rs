@@ -8,7 +8,7 @@
 //! entry from its span to the stack.
 
 use rustc_hash::FxHashMap;
-use stallscope_model::{Event, EventKind, Span};
+use stallscope_model::{Event, EventKind, Span, Tid};
 
 /// perf's callchain context markers are the values at or above this (`PERF_CONTEXT_MAX`).
 const CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -24,7 +24,8 @@ pub const FRAMES_SHOWN: usize = 8;
 /// Interned stacks by event source.
 #[derive(Debug, Default)]
 pub struct StackTable {
-    by_span: FxHashMap<Span, u32>,
+    /// Event source → (stack id, the event's task).
+    by_span: FxHashMap<Span, (u32, Tid)>,
     stacks: Vec<Box<[u64]>>,
     index: FxHashMap<Box<[u64]>, u32>,
 }
@@ -40,11 +41,11 @@ impl StackTable {
         if matches!(ev.kind, EventKind::Generic(_)) {
             return;
         }
-        self.record_chain(ev.span, chain);
+        self.record_chain(ev.span, ev.pid, chain);
     }
 
     #[cold]
-    fn record_chain(&mut self, span: Span, chain: &[u64]) {
+    fn record_chain(&mut self, span: Span, pid: Tid, chain: &[u64]) {
         let id = match self.index.get(chain) {
             Some(&id) => id,
             None => {
@@ -54,15 +55,34 @@ impl StackTable {
                 id
             }
         };
-        self.by_span.insert(span, id);
+        self.by_span.insert(span, (id, pid));
     }
 
-    /// The stack recorded with the event at `span`.
-    pub fn get(&self, span: Span) -> Option<&[u64]> {
-        self.by_span
-            .get(&span)
-            .and_then(|&id| self.stacks.get(id as usize))
-            .map(|s| &**s)
+    /// The stack recorded with the event at `span`, and the event's task.
+    pub fn get(&self, span: Span) -> Option<(&[u64], Tid)> {
+        let &(id, pid) = self.by_span.get(&span)?;
+        self.stacks.get(id as usize).map(|s| (&**s, pid))
+    }
+
+    /// Every distinct `(task, user address)` of the stacks, to name them in one go.
+    pub fn user_frames(&self) -> Vec<(Tid, u64)> {
+        let mut out: Vec<(Tid, u64)> = Vec::new();
+        for &(id, pid) in self.by_span.values() {
+            let Some(s) = self.stacks.get(id as usize) else {
+                continue;
+            };
+            let mut marked: Option<bool> = None;
+            for &a in s.iter() {
+                if a >= CONTEXT_MAX {
+                    marked = Some(a == CONTEXT_KERNEL);
+                } else if !marked.unwrap_or(a >= KERNEL_ADDR_MIN) {
+                    out.push((pid, a));
+                }
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// Whether any stack was recorded.
@@ -95,6 +115,8 @@ impl StackTable {
 pub struct Symbolizer {
     /// (start, name), sorted by start.
     symbols: Vec<(u64, String)>,
+    /// Names of user frames by (task, address), from the recording's binaries.
+    user: FxHashMap<(Tid, u64), String>,
 }
 
 impl Symbolizer {
@@ -114,7 +136,15 @@ impl Symbolizer {
             })
             .collect();
         symbols.sort_by_key(|s| s.0);
-        Symbolizer { symbols }
+        Symbolizer {
+            symbols,
+            user: FxHashMap::default(),
+        }
+    }
+
+    /// Adds names of user frames by (task, address).
+    pub fn set_user_names(&mut self, names: impl IntoIterator<Item = ((Tid, u64), String)>) {
+        self.user.extend(names);
     }
 
     /// The function `addr` is in, when the table covers it.
@@ -125,11 +155,12 @@ impl Symbolizer {
         (addr - start < 1 << 24).then_some(name.as_str())
     }
 
-    /// The frames of `chain` as names, leaf first, markers dropped, at most
-    /// [`FRAMES_SHOWN`]: kernel frames named when the table knows them, the rest `0x…`.
+    /// The frames of `chain` (recorded with an event of task `pid`) as names, leaf first,
+    /// markers dropped, at most [`FRAMES_SHOWN`]: kernel frames named when the table knows
+    /// them, user frames when their binaries named them, the rest `0x…`.
     /// The tracing code that took the stack (`trace_event_raw_event_*`, `__traceiter_*`,
     /// `perf_trace_*`) is left off its top.
-    pub fn frames(&self, chain: &[u64]) -> Vec<String> {
+    pub fn frames(&self, chain: &[u64], pid: Tid) -> Vec<String> {
         // before any context marker (text callchains have none), by the address
         let mut marked: Option<bool> = None;
         let mut out: Vec<String> = Vec::new();
@@ -144,6 +175,10 @@ impl Symbolizer {
             }
             let name = match (kernel, self.name(a)) {
                 (true, Some(n)) => n.to_string(),
+                (false, _) => match self.user.get(&(pid, a)) {
+                    Some(n) => n.clone(),
+                    None => format!("{a:#x}"),
+                },
                 _ => format!("{a:#x}"),
             };
             if out.is_empty() && is_tracing(&name) {
@@ -221,12 +256,15 @@ mod tests {
             });
         }
         assert_eq!(table.stacks.len(), 1, "interned");
-        assert_eq!(table.get(Span::new(0, SpanPos::Byte(2))), Some(&*chain));
+        assert_eq!(
+            table.get(Span::new(0, SpanPos::Byte(2))),
+            Some((&*chain, 1))
+        );
         assert!(table.get(Span::new(0, SpanPos::Byte(3))).is_none());
         let k = Symbolizer::from_kallsyms(
             "ffff000000001000 T io_schedule\nffff000000002000 t do_sys_open\n0 T zero\n",
         );
-        assert_eq!(k.frames(&chain), ["io_schedule", "do_sys_open"]);
+        assert_eq!(k.frames(&chain, 1), ["io_schedule", "do_sys_open"]);
         assert_eq!(table.kernel_addresses().len(), 2);
         assert!(is_mechanism("trace_event_raw_event_sched_switch"));
         assert!(!is_mechanism("io_schedule"));

@@ -130,6 +130,52 @@ pub fn stack_symbols(
     }))
 }
 
+/// Names for the user frames of stacks recorded with the events of perf.data inputs
+/// (`perf record -e 'sched:*' -g`; see `Engine::set_user_frame_names`): the recording's
+/// binaries found on this host, else the file and offset from the MMAP records. `None`
+/// without a perf.data input that can be read again (stdin).
+pub fn user_frame_names(
+    metas: &[stallscope_model::TraceMeta],
+) -> Option<stallscope_detect::engine::UserFrameNames> {
+    use stallscope_model::InputFormat;
+    let paths: Vec<String> = metas
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.format,
+                Some(InputFormat::PerfData | InputFormat::PerfPipe)
+            )
+        })
+        .map(|m| m.path.clone())
+        .filter(|p| p != "-")
+        .collect();
+    if paths.is_empty() {
+        return None;
+    }
+    Some(Box::new(move |frames| {
+        let mut names = std::collections::HashMap::new();
+        let mut dq = stallscope_model::DataQuality::default();
+        for path in &paths {
+            match stallscope_read::profile::user_symbols::perf_user_frame_names(path, frames) {
+                Ok((n, q)) => {
+                    for (k, v) in n {
+                        names.entry(k).or_insert(v);
+                    }
+                    dq.merge(&q);
+                }
+                Err(e) => dq.add(
+                    "user-symbols-unreadable",
+                    stallscope_model::Severity::Info,
+                    "user frames stay addresses: the input could not be read again for its mappings",
+                    1,
+                    || e.to_string(),
+                ),
+            }
+        }
+        (names, dq)
+    }))
+}
+
 /// Whether samples of event `name` measure CPU time (a CPU profile), as opposed to counting
 /// other things (page faults, context switches, tracepoints).
 pub fn is_cpu_time_event(name: &str) -> bool {

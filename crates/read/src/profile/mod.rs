@@ -15,6 +15,7 @@
 //! [`read_profile`] opens a path, sniffs which of these it is ([`sniff_profile`]) and reads
 //! it, with the kernel symbol table chosen by [`kernel_symbols_for`].
 
+pub mod address_space;
 pub mod folded;
 pub mod kallsyms;
 pub mod perf_report;

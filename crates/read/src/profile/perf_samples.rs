@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, Mapping, Profile, Severity, Tid, WeightUnit,
+    Comm, DataQuality, Event, EventKind, FieldValue, Profile, Severity, Tid, WeightUnit,
     WeightedStack,
 };
 
@@ -63,8 +63,8 @@ pub struct SampleProfiler<'k> {
     any_period: bool,
     /// Frame ids by (address space, address): 0 for kernel addresses, else the tgid.
     names: HashMap<(Tid, u64), u32>,
-    /// Executable mappings per process (MMAP / MMAP2 records), newest last.
-    maps: HashMap<Tid, Vec<Mapping>>,
+    /// Executable mappings per process (MMAP / MMAP2 records).
+    maps: super::address_space::AddressSpaces,
     /// Process of each task, from COMM records and sample tgids.
     tgid_of: HashMap<Tid, Tid>,
     /// User frames named by file and offset, for [`super::user_symbols`].
@@ -103,7 +103,7 @@ impl<'k> SampleProfiler<'k> {
             comms: HashMap::new(),
             any_period: false,
             names: HashMap::new(),
-            maps: HashMap::new(),
+            maps: Default::default(),
             tgid_of: HashMap::new(),
             user_frames: HashMap::new(),
         }
@@ -125,10 +125,7 @@ impl<'k> SampleProfiler<'k> {
                 addr,
             )
         } else {
-            let mapped = self
-                .maps
-                .get(&tgid)
-                .and_then(|m| m.iter().rev().find(|m| m.contains(addr)));
+            let mapped = self.maps.find(tgid, addr);
             match mapped {
                 Some(m) => {
                     let frame = super::user_symbols::UserFrame {
@@ -179,34 +176,7 @@ impl<'k> SampleProfiler<'k> {
                 return;
             }
             EventKind::Mapping(m) => {
-                // a new mapping replaces the part of older ones it overlaps, which keep
-                // what lies before and after it (perf's maps__fixup_overlaps)
-                let list = self.maps.entry(m.tgid).or_default();
-                let (start, end) = (m.start, m.start.saturating_add(m.len));
-                let mut kept = Vec::with_capacity(list.len() + 2);
-                for old in list.drain(..) {
-                    let old_end = old.start.saturating_add(old.len);
-                    if old_end <= start || old.start >= end {
-                        kept.push(old);
-                        continue;
-                    }
-                    if old.start < start {
-                        kept.push(Mapping {
-                            len: start - old.start,
-                            ..old.clone()
-                        });
-                    }
-                    if old_end > end {
-                        kept.push(Mapping {
-                            start: end,
-                            len: old_end - end,
-                            pgoff: old.pgoff.wrapping_add(end - old.start),
-                            ..old
-                        });
-                    }
-                }
-                kept.push((**m).clone());
-                *list = kept;
+                self.maps.add(m);
                 self.names.retain(|&(space, _), _| space != m.tgid);
                 return;
             }
@@ -427,7 +397,7 @@ pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<Profi
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stallscope_model::{GenericEvent, Span};
+    use stallscope_model::{GenericEvent, Mapping, Span};
 
     fn sample(chain: &[u64], period: u64) -> Event {
         Event {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use stallscope_model::{DataQuality, Profile, Severity, SymbolId};
+use stallscope_model::{DataQuality, EventKind, Profile, Severity, SymbolId, Tid};
 
 /// A user frame to name: its file, the offset into it, and the build id the recording gave
 /// for that mapping, if any.
@@ -108,27 +108,44 @@ pub fn name_user_frames(
     recorded: &[(String, String)],
     dq: &mut DataQuality,
 ) {
-    if frames.is_empty() {
-        return;
+    let list: Vec<(SymbolId, UserFrame)> = frames.iter().map(|(&k, v)| (k, v.clone())).collect();
+    let only: Vec<UserFrame> = list.iter().map(|(_, f)| f.clone()).collect();
+    let found = name_frames(&only, recorded, dq);
+    let names: HashMap<SymbolId, String> = list
+        .iter()
+        .zip(found)
+        .filter_map(|((id, _), n)| n.map(|n| (*id, n)))
+        .collect();
+    if !names.is_empty() {
+        rename(profile, &names);
     }
+}
+
+/// The function names of `frames` (in order; `None` where unknown) from the recording's
+/// binaries available here, with the notes of the files that were not.
+pub fn name_frames(
+    frames: &[UserFrame],
+    recorded: &[(String, String)],
+    dq: &mut DataQuality,
+) -> Vec<Option<String>> {
+    let mut out = vec![None; frames.len()];
     let recorded: HashMap<&str, &str> = recorded
         .iter()
         .map(|(f, id)| (f.as_str(), id.as_str()))
         .collect();
-    // by file: (symbol id, offset)
-    let mut by_file: BTreeMap<&str, Vec<(SymbolId, u64)>> = BTreeMap::new();
-    for (&id, f) in frames {
+    // by file: (index, offset)
+    let mut by_file: BTreeMap<&str, Vec<(usize, u64)>> = BTreeMap::new();
+    for (i, f) in frames.iter().enumerate() {
         if is_file(&f.file) {
-            by_file.entry(&f.file).or_default().push((id, f.offset));
+            by_file.entry(&f.file).or_default().push((i, f.offset));
         }
     }
     let symbolizer = Symbolizer::new();
-    let mut names: HashMap<SymbolId, String> = HashMap::new();
     let mut named_files = Vec::new();
     for (file, list) in by_file {
-        let build_id = frames
-            .get(&list[0].0)
-            .and_then(|f| f.build_id.as_deref())
+        let build_id = frames[list[0].0]
+            .build_id
+            .as_deref()
             .or_else(|| recorded.get(file).copied());
         let paths = match locate(file, build_id) {
             Ok(p) => p,
@@ -136,7 +153,7 @@ pub fn name_user_frames(
                 let (key, desc, example) = match why {
                     Missing::NotHere => (
                         "user-symbols-missing",
-                        "user frames stay file+offset: their binaries are not on this host (run `stallscope profile` on the recording host, or copy its binaries or ~/.debug build-id cache here)",
+                        "user frames stay file+offset: their binaries are not on this host (run stallscope on the recording host, or copy its binaries or ~/.debug build-id cache here)",
                         format!("{file} ({} frames)", list.len()),
                     ),
                     Missing::OtherVersion { recorded, here } => (
@@ -173,9 +190,9 @@ pub fn name_user_frames(
             continue;
         };
         let mut any = false;
-        for ((id, _), s) in list.iter().zip(found) {
+        for ((i, _), s) in list.iter().zip(found) {
             if let Symbolized::Sym(sym) = s {
-                names.insert(*id, sym.name.to_string());
+                out[*i] = Some(sym.name.to_string());
                 any = true;
             }
         }
@@ -186,18 +203,76 @@ pub fn name_user_frames(
             dq.add(key, Severity::Info, desc, 1, || example);
         }
     }
-    if names.is_empty() {
-        return;
+    if !named_files.is_empty() {
+        let n = named_files.len();
+        dq.add(
+            "user-symbols",
+            Severity::Info,
+            "user frames named from the recording's binaries found on this host (build ids checked where the recording gave them)",
+            n as u64,
+            || named_files.join(", "),
+        );
     }
-    let n = named_files.len();
-    dq.add(
-        "user-symbols",
-        Severity::Info,
-        "user frames named from the recording's binaries found on this host (build ids checked where the recording gave them)",
-        n as u64,
-        || named_files.join(", "),
-    );
-    rename(profile, &names);
+    out
+}
+
+/// Names of user frames by `(task, address)`.
+pub type FrameNames = HashMap<(Tid, u64), String>;
+
+/// Names for user addresses of the stacks recorded with a perf.data's scheduler events,
+/// `(tid, address)` each: the function from the binary (see [`name_frames`]), else
+/// `[FILE+0xOFFSET]` from the file's MMAP records, else nothing. Reads `path` once more
+/// for its MMAP / MMAP2 and COMM records (only traces with stacks pay for it).
+pub fn perf_user_frame_names(
+    path: &str,
+    frames: &[(Tid, u64)],
+) -> Result<(FrameNames, DataQuality), crate::ReadError> {
+    let input = crate::Input::open(path)?;
+    let mut reader = crate::perf_data::PerfDataReader::open_with_mappings(input, 0)?;
+    let mut spaces = super::address_space::AddressSpaces::default();
+    let mut tgid_of: HashMap<Tid, Tid> = HashMap::new();
+    let mut batch = Vec::new();
+    while crate::EventReader::next_batch(&mut reader, &mut batch)? {
+        for ev in &batch {
+            match &ev.kind {
+                EventKind::Mapping(m) => spaces.add(m),
+                EventKind::TaskComm { tgid, tid, .. } if *tgid > 0 => {
+                    tgid_of.insert(*tid, *tgid);
+                }
+                _ => {}
+            }
+        }
+    }
+    let recorded = crate::EventReader::meta(&reader).build_ids.clone();
+    let mut wanted = Vec::new();
+    let mut keys = Vec::new();
+    let mut names = HashMap::new();
+    for &(tid, addr) in frames {
+        let tgid = tgid_of.get(&tid).copied().unwrap_or(tid);
+        if let Some(m) = spaces.find(tgid, addr) {
+            let f = UserFrame {
+                file: m.filename.clone(),
+                offset: m.file_offset(addr),
+                build_id: m
+                    .build_id
+                    .as_ref()
+                    .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+            };
+            names.insert((tid, addr), format!("[{}+{:#x}]", m.short_name(), f.offset));
+            keys.push((tid, addr));
+            wanted.push(f);
+        }
+    }
+    let mut dq = DataQuality::default();
+    for (key, name) in keys
+        .into_iter()
+        .zip(name_frames(&wanted, &recorded, &mut dq))
+    {
+        if let Some(n) = name {
+            names.insert(key, n);
+        }
+    }
+    Ok((names, dq))
 }
 
 /// The note of a binary without function symbols at the frames' offsets.
