@@ -235,3 +235,18 @@ fn user_frames_of_perf_data_stacks_are_named_by_their_mappings() {
     let notes = v["data_quality"].to_string();
     assert!(notes.contains("user-symbols"), "{notes}");
 }
+
+#[test]
+fn user_frames_of_a_trace_dat_are_said_to_be_unnamed() {
+    // options/userstacktrace records user addresses without the processes' mappings
+    let path = root().join("fixtures/real_world/stacks_markers.dat");
+    let v: Value = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
+    assert!(
+        v["data_quality"]["user-frames-unnamed"]["count"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "{}",
+        v["data_quality"]
+    );
+}

@@ -662,13 +662,24 @@ impl Engine {
             if let Some(k) = loaded {
                 self.symbolizer = crate::stacks::Symbolizer::from_kallsyms(&k);
             }
-            if let Some(name) = self.user_frame_names.take() {
-                let frames = self.stacks.user_frames();
-                if !frames.is_empty() {
+            let frames = self.stacks.user_frames();
+            match self.user_frame_names.take() {
+                Some(name) if !frames.is_empty() => {
                     let (names, dq) = name(&frames);
                     self.symbolizer.set_user_names(names);
                     self.dq.merge(&dq);
                 }
+                None if !frames.is_empty() => {
+                    let n = frames.len() as u64;
+                    self.dq.add(
+                        "user-frames-unnamed",
+                        Severity::Info,
+                        "user-space frames of the stacks recorded with events are shown as addresses: the trace does not say which files the processes had mapped (perf record -g records them: its user frames are named)",
+                        n,
+                        || format!("{n} distinct user addresses"),
+                    );
+                }
+                _ => {}
             }
         }
         let events = self.available_events();
