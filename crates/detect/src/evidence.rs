@@ -7,6 +7,7 @@
 //! detector replaces on every switch or wakeup are kept as plain data ([`KeptCopy`], in a
 //! [`KeptCopySlot`]) and become [`Kept`] events only when a finding uses them.
 
+use rustc_hash::FxHashMap;
 use stallscope_model::{Cpu, Event, EventKind, Evidence, Span, SpanPos, Tid, Ts};
 
 /// An event kept as evidence (a copy without its call chain).
@@ -203,6 +204,9 @@ pub fn render(cx: &crate::Context<'_>, events: &[&Kept]) -> Vec<Evidence> {
     let mut v: Vec<&Kept> = events.to_vec();
     v.sort_by_key(|e| (e.ts, e.span.input(), span_key(e.span.pos())));
     v.dedup_by(|a, b| a.ts == b.ts && a.span == b.span);
+    // the last wakeup each task issued, with where it issued it: a preemption of that task
+    // right after it says so (the wakeup-preemption pattern)
+    let mut last_waking: FxHashMap<Tid, (Ts, Tid, String)> = FxHashMap::default();
     v.into_iter()
         .map(|e| {
             let stack = cx
@@ -210,7 +214,27 @@ pub fn render(cx: &crate::Context<'_>, events: &[&Kept]) -> Vec<Evidence> {
                 .get(e.span)
                 .map(|(c, pid)| cx.symbolizer.frames(c, pid))
                 .unwrap_or_default();
-            let site = (!stack.is_empty()).then(|| site(cx, e, &stack));
+            let mut site = (!stack.is_empty()).then(|| site(cx, e, &stack));
+            match &e.kind {
+                EventKind::Waking(w) | EventKind::Wakeup(w) if !stack.is_empty() => {
+                    last_waking.insert(e.pid, (e.ts, w.task.pid, place(&stack)));
+                }
+                EventKind::Switch(s) if s.prev_state.is_runnable() => {
+                    if let (Some(site), Some((ts, wakee, from))) =
+                        (site.as_mut(), last_waking.get(&s.prev.pid))
+                    {
+                        let after = e.ts.saturating_sub(*ts);
+                        if after <= WAKE_THEN_PREEMPT_NS {
+                            site.push_str(&format!(
+                                " {} after waking {} from {from}",
+                                fmt_after(after),
+                                who(cx, *wakee)
+                            ));
+                        }
+                    }
+                }
+                _ => {}
+            }
             Evidence {
                 ts_ns: e.ts,
                 source: source(cx.paths, e),
@@ -222,29 +246,51 @@ pub fn render(cx: &crate::Context<'_>, events: &[&Kept]) -> Vec<Evidence> {
         .collect()
 }
 
-/// What an event's stack says it was: where a task switched out (blocked, slept or was
-/// preempted), or where a waker woke its wakee, in the first frames that are not tracing
-/// or scheduler mechanics.
-fn site(cx: &crate::Context<'_>, e: &Kept, stack: &[String]) -> String {
+/// A preemption this soon after the task woke another is said to follow that wakeup.
+const WAKE_THEN_PREEMPT_NS: Ts = 1_000_000;
+
+/// `3 µs`, `250 ns`, `1.2 ms`.
+fn fmt_after(ns: Ts) -> String {
+    if ns < 1_000 {
+        format!("{ns} ns")
+    } else if ns < 1_000_000 {
+        format!("{} µs", ns / 1_000)
+    } else {
+        format!("{}.{} ms", ns / 1_000_000, ns % 1_000_000 / 100_000)
+    }
+}
+
+/// The first frames of a stack that are not tracing or scheduler mechanics, `a ← b ← c`.
+fn place(stack: &[String]) -> String {
     let place: Vec<&str> = stack
         .iter()
         .map(String::as_str)
         .filter(|f| !crate::stacks::is_mechanism(f))
         .take(3)
         .collect();
-    let place = if place.is_empty() {
+    if place.is_empty() {
         stack.first().map_or("?".to_string(), Clone::clone)
     } else {
         place.join(" ← ")
-    };
-    let who = |pid: Tid| {
-        let c = cx.comm(pid);
-        if c.is_empty() {
-            format!("pid {pid}")
-        } else {
-            format!("{} ({pid})", c.as_str())
-        }
-    };
+    }
+}
+
+/// `comm (pid)`, or `pid N` for an unnamed task.
+fn who(cx: &crate::Context<'_>, pid: Tid) -> String {
+    let c = cx.comm(pid);
+    if c.is_empty() {
+        format!("pid {pid}")
+    } else {
+        format!("{} ({pid})", c.as_str())
+    }
+}
+
+/// What an event's stack says it was: where a task switched out (blocked, slept or was
+/// preempted), or where a waker woke its wakee, in the first frames that are not tracing
+/// or scheduler mechanics.
+fn site(cx: &crate::Context<'_>, e: &Kept, stack: &[String]) -> String {
+    let place = place(stack);
+    let who = |pid: Tid| who(cx, pid);
     match &e.kind {
         EventKind::Switch(s) => {
             let state = s.prev_state.to_string();
@@ -275,6 +321,73 @@ mod tests {
     use super::*;
     use crate::testutil::{idle, t, Trace, MS};
     use stallscope_model::{BlockAction, FieldValue};
+
+    #[test]
+    fn a_preemption_right_after_a_wakeup_says_where_both_happened() {
+        use crate::stacks::{StackTable, Symbolizer};
+        const KERNEL: u64 = -128i64 as u64;
+        let kallsyms = "ffff000000001000 T __cond_resched\nffff000000002000 T process_one_work\n\
+ffff000000003000 T aio_complete_rw\nffff000000004000 T try_to_wake_up\nffff000000005000 T __schedule\n";
+        let (kw, fio) = (t("kworker/0:1", 12, 120), t("fio", 77, 120));
+        let mut tr = Trace::new();
+        tr.sw(MS, 0, idle(), "R", kw)
+            .wake(MS + 10_000, 0, 12, fio, 0)
+            .sw(MS + 13_000, 0, kw, "R+", fio);
+        let mut evs = tr.events.clone();
+        evs[1].callchain = Some(
+            vec![
+                KERNEL,
+                0xffff_0000_0000_4010,
+                0xffff_0000_0000_3020,
+                0xffff_0000_0000_2030,
+            ]
+            .into(),
+        );
+        evs[2].callchain = Some(
+            vec![
+                KERNEL,
+                0xffff_0000_0000_5010,
+                0xffff_0000_0000_1010,
+                0xffff_0000_0000_2040,
+            ]
+            .into(),
+        );
+        let mut stacks = StackTable::default();
+        let mut timeline = stallscope_timeline::Timeline::new(
+            stallscope_timeline::WakeupSelector::preferring_waking(true),
+        );
+        for ev in &evs {
+            stacks.record(ev);
+            timeline.process(ev, &mut |_| {});
+        }
+        let symbolizer = Symbolizer::from_kallsyms(kallsyms);
+        let paths = vec!["t.dat".to_string()];
+        let cx = crate::Context {
+            timeline: &timeline,
+            paths: &paths,
+            system: None,
+            kallsyms: None,
+            cmdlines: &[],
+            stacks: &stacks,
+            symbolizer: &symbolizer,
+        };
+        let kept: Vec<Kept> = evs.iter().map(keep).collect();
+        let refs: Vec<&Kept> = kept.iter().collect();
+        let ev = render(&cx, &refs);
+        assert_eq!(
+            ev[1].site.as_deref(),
+            Some("kworker/0:1 (12) woke fio (77) from aio_complete_rw ← process_one_work")
+        );
+        assert_eq!(
+            ev[2].site.as_deref(),
+            Some("kworker/0:1 (12) was preempted (R+) in __cond_resched ← process_one_work 3 µs after waking fio (77) from aio_complete_rw ← process_one_work")
+        );
+        assert_eq!(
+            ev[2].stack,
+            ["__schedule", "__cond_resched", "process_one_work"]
+        );
+        assert!(ev[0].site.is_none() && ev[0].stack.is_empty());
+    }
 
     #[test]
     fn kept_in_place_equals_a_fresh_copy() {
