@@ -29,7 +29,8 @@ pub struct RecordArgs {
     /// Record for this many seconds (decimals allowed: 0.5).
     #[arg(long, value_name = "SECONDS", conflicts_with = "command")]
     duration: Option<String>,
-    /// Event groups: sched, block, workqueue (default), irq, softirq, or SYSTEM:EVENT, comma separated.
+    /// Event groups: sched, block, workqueue (default), irq, softirq, chain (all five), or
+    /// SYSTEM:EVENT, comma separated.
     #[arg(long, value_name = "GROUPS", default_value = DEFAULT_GROUPS)]
     events: String,
     /// Ring-buffer size per CPU in KiB.
@@ -42,6 +43,11 @@ pub struct RecordArgs {
     /// workqueue work items, print as names.
     #[arg(long)]
     kallsyms: bool,
+    /// Record the kernel stack of every event (the private instance's `options/stacktrace`):
+    /// where each task slept, blocked or was preempted, and where its waker was. With
+    /// `--kallsyms` the frames get names on any machine.
+    #[arg(long)]
+    stacks: bool,
     /// Command to run and record until it exits (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
@@ -66,6 +72,7 @@ pub fn run(args: &RecordArgs, _out: &mut dyn Write) -> Result<(), CliError> {
         buffer_kb: args.buffer_kb,
         cpus: args.cpus.clone(),
         kallsyms: args.kallsyms,
+        stacks: args.stacks,
         verbose: true,
     };
     let summary = record(&opts).map_err(|e| CliError::Usage(format!("record: {e}")))?;

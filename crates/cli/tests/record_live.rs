@@ -726,6 +726,51 @@ fn record_cpus_limits_the_recording_to_those_cpus() {
 }
 
 #[test]
+fn record_stacks_gives_each_scheduler_event_its_kernel_stack() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = global_settings();
+    let top_stacktrace = std::fs::read_to_string(format!("{TRACEFS}/options/stacktrace")).ok();
+    let file = tmp("stacks.dat");
+    let child = stallscope()
+        .args(["record", "--events", "sched", "--stacks", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c", "for i in 1 2 3 4 5; do sleep 0.01; done"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = wait_with_timeout(child, Duration::from_secs(30));
+    let report = check_clean_run(&out, pid, &file, &before);
+    // the top-level instance's option is untouched
+    assert_eq!(
+        std::fs::read_to_string(format!("{TRACEFS}/options/stacktrace")).ok(),
+        top_stacktrace
+    );
+    let stacks = report
+        .lines()
+        .filter(|l| l.contains("kernel_stack:"))
+        .count();
+    assert!(stacks > 5, "{stacks} stacks in the report");
+    // every stack record follows an event and becomes its callchain
+    let mut r = stallscope::read::open(file.0.to_str().unwrap(), None, 0).unwrap();
+    let (mut sched, mut with_stack) = (0, 0);
+    while let Some(ev) = r.next_event().unwrap() {
+        if matches!(ev.kind, stallscope::model::EventKind::Switch(_)) {
+            sched += 1;
+            with_stack += usize::from(ev.callchain.is_some());
+        }
+    }
+    assert!(
+        sched > 5 && with_stack * 10 >= sched * 9,
+        "{with_stack} of {sched} switches with a stack"
+    );
+}
+
+#[test]
 fn record_kallsyms_names_workqueue_functions() {
     if !live_ok() {
         return;

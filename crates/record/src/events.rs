@@ -8,6 +8,8 @@
 //! workqueue  every event of events/workqueue/
 //! irq        irq:irq_handler_entry irq:irq_handler_exit          (on request)
 //! softirq    irq:softirq_raise irq:softirq_entry irq:softirq_exit  (on request)
+//! chain      sched, block, workqueue, irq and softirq: what a blocked chain needs (who woke a
+//!            sleeper, from an interrupt or a work item, after which request)
 //! SYS:EVENT  one event by name, e.g. `sched:sched_wakeup` (also SYS:* for a whole system)
 //! ```
 //! Events this kernel lacks are skipped with a warning; an empty result is an error.
@@ -127,8 +129,8 @@ fn wanted(group: &str, events_dir: &Path) -> Result<Vec<EventId>, String> {
             Some((sys, ev)) if !sys.is_empty() && !ev.is_empty() => fixed(sys, &[ev]),
             _ => {
                 return Err(format!(
-                    "unknown event group {g:?}; expected sched, block, workqueue, irq, softirq \
-                     or SYSTEM:EVENT"
+                    "unknown event group {g:?}; expected sched, block, workqueue, irq, softirq, \
+                     chain or SYSTEM:EVENT"
                 ))
             }
         },
@@ -138,7 +140,15 @@ fn wanted(group: &str, events_dir: &Path) -> Result<Vec<EventId>, String> {
 /// Resolves a comma-separated group list against `events_dir` (`…/instances/X/events`).
 pub fn resolve(groups: &str, events_dir: &Path) -> Result<ResolvedEvents, String> {
     let mut out = ResolvedEvents::default();
-    for group in groups.split(',').map(str::trim).filter(|g| !g.is_empty()) {
+    let expanded = groups
+        .split(',')
+        .map(str::trim)
+        .flat_map(|g| match g {
+            "chain" => vec!["sched", "block", "workqueue", "irq", "softirq"],
+            g => vec![g],
+        })
+        .collect::<Vec<_>>();
+    for group in expanded.into_iter().filter(|g| !g.is_empty()) {
         let ids = wanted(group, events_dir)?;
         if ids.is_empty() {
             out.warnings.push(format!(
@@ -193,6 +203,9 @@ mod tests {
         assert!(resolve("block", &dir).is_err());
         let one = resolve("sched:sched_waking", &dir).unwrap();
         assert_eq!(one.names(), vec!["sched:sched_waking"]);
+        // `chain` is the five groups: here only sched and workqueue exist
+        let chain = resolve("chain", &dir).unwrap();
+        assert_eq!(chain.names(), r.names());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

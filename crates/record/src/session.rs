@@ -40,6 +40,9 @@ pub struct RecordOptions {
     pub cpus: Option<String>,
     /// Store `/proc/kallsyms` (≈5 MB) so kernel addresses (workqueue functions) get names.
     pub kallsyms: bool,
+    /// Record the kernel stack of every event (the private instance's `options/stacktrace`:
+    /// an `ftrace:kernel_stack` record after each event, read as that event's stack).
+    pub stacks: bool,
     /// Print progress and warnings to stderr.
     pub verbose: bool,
 }
@@ -178,6 +181,10 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         for ev in evs {
             inst.write(&format!("events/{sys}/{ev}/enable"), "1")?;
         }
+    }
+    if opts.stacks {
+        // per instance: gone with it, the top-level tracing setting is untouched
+        inst.write("options/stacktrace", "1")?;
     }
 
     // Readers first, then tracing_on, so nothing waits in the buffer unread.
