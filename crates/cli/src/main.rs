@@ -15,6 +15,7 @@ mod cmd_iolat;
 mod cmd_latency;
 mod cmd_profile;
 mod cmd_record;
+mod cmd_sleeps;
 mod cmd_timehist;
 mod common;
 
@@ -64,6 +65,8 @@ enum Command {
     Iolat(cmd_iolat::IolatArgs),
     /// One row per context switch, like `perf sched timehist`.
     Timehist(cmd_timehist::TimehistArgs),
+    /// Every sleep that ended and who ended it: the waker, its context, what it had just done.
+    Sleeps(cmd_sleeps::SleepsArgs),
     /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
     Export(cmd_export::ExportArgs),
     /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
@@ -87,6 +90,7 @@ fn main() -> ExitCode {
         Command::Latency(a) => cmd_latency::run(a, &mut out),
         Command::Iolat(a) => cmd_iolat::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
+        Command::Sleeps(a) => cmd_sleeps::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
         Command::Export(a) => cmd_export::run(a, &mut out),
         Command::Profile(a) => cmd_profile::run(a, &mut out),

@@ -9,6 +9,8 @@
 //!   data-quality counters for impossible sequences. Detectors build on it.
 //! * [`latency::Latency`]: `perf sched latency`, reproduced definition for definition.
 //! * [`timehist::Timehist`]: `perf sched timehist` rows (streamed) and its runtime summary.
+//! * [`sleeps::SleepTracker`]: every sleep that ends and who ended it (the waker, its
+//!   context, the block completion or work item just before).
 //!
 //! Shared plumbing: [`tasks::TaskTable`] (tid → dense slot, task names) and
 //! [`wakeups::WakeupSelector`] (which wakeup tracepoint starts a wait).
@@ -19,6 +21,7 @@
 pub mod block;
 pub mod iolat;
 pub mod latency;
+pub mod sleeps;
 pub mod tasks;
 pub mod timehist;
 pub mod timeline;

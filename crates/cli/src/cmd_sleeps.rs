@@ -1,0 +1,172 @@
+//! `stallscope sleeps`: every sleep that ended, with who ended it — the waker task, its CPU
+//! and context (task, interrupt, softirq, idle), and what it had just done (a block request
+//! completed on its CPU, a work item it was running). Definitions:
+//! `stallscope_timeline::sleeps`.
+//!
+//! ```text
+//!        start (s)    sleep    pid  task            state  woken by                     context    after
+//!   608.011889353    2.101 ms  13092 cyclictest      S      swapper/1 (0) on CPU 1       idle
+//!   608.113000000   15.820 ms  4431 fio             D      kworker/1:1H (54) on CPU 1   softirq    block 7,0 sector 2732112
+//! ```
+//!
+//! JSON: `{"sleeps":[{"pid","state","cpu","start_ns","end_ns","waker":{"pid","cpu","context",
+//! "after"}|null}…],"counts":{…},"data_quality":{…}}`.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use clap::Args;
+use serde_json::json;
+use stallscope::model::{Comm, EventKind, Tid};
+use stallscope::timeline::sleeps::{SleepTracker, WakeCause};
+use stallscope::timeline::WakeupSelector;
+
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
+
+/// Arguments of `stallscope sleeps`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "A sleep runs from the task's switch-out in a sleeping state (S, D, …) to its first \
+wakeup (sched_waking, else sched_wakeup): timehist's wait time minus sch delay.\n\n\
+Examples:\n  stallscope sleeps --pid 1234 trace.dat\n  stallscope sleeps --min-ms 100 --state D perf.data\n  \
+stallscope sleeps --format json trace.dat | jq '.sleeps[] | select(.waker.context == \"interrupt\")'"
+)]
+pub struct SleepsArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// Only sleeps of this task.
+    #[arg(long, value_name = "TID")]
+    pid: Option<Tid>,
+    /// Only sleeps at least this long (milliseconds, decimals allowed).
+    #[arg(long, value_name = "MS")]
+    min_ms: Option<f64>,
+    /// Only sleeps in this state (`D`, `S`).
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+}
+
+/// Runs the command.
+pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let mut inputs = args.input.open()?;
+    let metas = inputs.metas();
+    let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(
+        WakeupSelector::declared_in(metas.iter().copied()),
+    ));
+    let mut names: HashMap<Tid, Comm> = HashMap::new();
+    let mut buf = Vec::new();
+    while inputs.next_batch(&mut buf)? {
+        for ev in &buf {
+            tracker.push(ev);
+            match &ev.kind {
+                EventKind::Switch(s) => {
+                    names.insert(s.prev.pid, s.prev.comm);
+                    names.insert(s.next.pid, s.next.comm);
+                }
+                EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
+                    names.insert(w.task.pid, w.task.comm);
+                }
+                EventKind::TaskComm { tid, comm, .. } => {
+                    names.insert(*tid, *comm);
+                }
+                _ => {}
+            }
+        }
+    }
+    if inputs.events_read() == 0 {
+        return Err(CliError::Missing(format!(
+            "{}: sleeps has nothing to read: the inputs hold no events",
+            args.input.files.join(", ")
+        )));
+    }
+    let (sleeps, counts) = tracker.finish();
+    let min_ns = args.min_ms.map(|m| (m * 1e6) as u64);
+    let kept: Vec<_> = sleeps
+        .iter()
+        .filter(|s| args.pid.is_none_or(|p| s.pid == p))
+        .filter(|s| min_ns.is_none_or(|m| s.end_ns - s.start_ns >= m))
+        .filter(|s| {
+            args.state
+                .as_deref()
+                .is_none_or(|st| s.state.to_string().contains(st))
+        })
+        .collect();
+    let name = |pid: Tid| {
+        let c = names.get(&pid).copied().unwrap_or(Comm::EMPTY);
+        if c.is_empty() {
+            format!("pid {pid}")
+        } else {
+            format!("{} ({pid})", c.as_str())
+        }
+    };
+    let dq = inputs.quality();
+    match args.format {
+        OutputFormat::Json => {
+            let doc = json!({
+                "sleeps": kept,
+                "counts": counts,
+                "data_quality": stallscope::report::quality_entries(&dq),
+            });
+            serde_json::to_writer(&mut *out, &doc)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Text => {
+            writeln!(
+                out,
+                "{:>18} {:>12} {:>7} {:<16} {:<5} {:<30} {:<9} after",
+                "start (s)", "sleep", "pid", "task", "state", "woken by", "context"
+            )?;
+            for s in &kept {
+                let dur = s.end_ns - s.start_ns;
+                let (by, ctx, after) = match s.waker {
+                    Some(w) => (
+                        format!("{} on CPU {}", name(w.pid), w.cpu),
+                        format!("{:?}", w.context).to_lowercase(),
+                        match w.after {
+                            Some(WakeCause::BlockComplete { dev, sector, .. }) => {
+                                format!("block {},{} sector {sector}", dev >> 20, dev & 0xf_ffff)
+                            }
+                            Some(WakeCause::WorkItem { function }) => {
+                                format!("work item {function:#x}")
+                            }
+                            None => String::new(),
+                        },
+                    ),
+                    None => (
+                        "(no wakeup recorded)".to_string(),
+                        String::new(),
+                        String::new(),
+                    ),
+                };
+                let comm = names.get(&s.pid).map_or("", |c| c.as_str()).to_string();
+                writeln!(
+                    out,
+                    "{:>8}.{:09} {:>9}.{:03} ms {:>6} {:<16} {:<5} {:<30} {:<9} {after}",
+                    s.start_ns / 1_000_000_000,
+                    s.start_ns % 1_000_000_000,
+                    dur / 1_000_000,
+                    dur % 1_000_000 / 1000,
+                    s.pid,
+                    comm,
+                    s.state.to_string(),
+                    by,
+                    ctx
+                )?;
+            }
+            writeln!(
+                out,
+                "{} sleeps ({} shown); {} ended with no wakeup recorded, {} wakeups of tasks not seen asleep, {} still sleeping at the end",
+                sleeps.len(),
+                kept.len(),
+                counts.ended_without_wakeup,
+                counts.wakeups_without_sleep,
+                counts.unfinished
+            )?;
+            out.flush()?;
+            write_quality_text(&mut std::io::stderr(), &dq)?;
+        }
+    }
+    Ok(())
+}
