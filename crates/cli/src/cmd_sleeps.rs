@@ -81,6 +81,11 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             args.input.files.join(", ")
         )));
     }
+    let functions: Vec<String> = tracker
+        .work_functions()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let (sleeps, counts) = tracker.finish();
     let min_ns = args.min_ms.map(|m| (m * 1e6) as u64);
     let kept: Vec<_> = sleeps
@@ -106,6 +111,7 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         OutputFormat::Json => {
             let doc = json!({
                 "sleeps": kept,
+                "work_functions": functions,
                 "counts": counts,
                 "data_quality": stallscope::report::quality_entries(&dq),
             });
@@ -128,9 +134,10 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                             Some(WakeCause::BlockComplete { dev, sector, .. }) => {
                                 format!("block {},{} sector {sector}", dev >> 20, dev & 0xf_ffff)
                             }
-                            Some(WakeCause::WorkItem { function }) => {
-                                format!("work item {function:#x}")
-                            }
+                            Some(WakeCause::WorkItem { function, .. }) => format!(
+                                "work item {}",
+                                functions.get(function as usize).map_or("?", String::as_str)
+                            ),
                             None => String::new(),
                         },
                     ),

@@ -6,6 +6,7 @@
 
 mod cmd_analyze;
 mod cmd_compare;
+mod cmd_critical_path;
 mod cmd_detectors;
 mod cmd_dump;
 mod cmd_explain;
@@ -67,6 +68,8 @@ enum Command {
     Timehist(cmd_timehist::TimehistArgs),
     /// Every sleep that ended and who ended it: the waker, its context, what it had just done.
     Sleeps(cmd_sleeps::SleepsArgs),
+    /// One task's time over a window: running, runnable (who ran instead), sleeping (woken by whom), with shares.
+    CriticalPath(cmd_critical_path::CriticalPathArgs),
     /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
     Export(cmd_export::ExportArgs),
     /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
@@ -91,6 +94,7 @@ fn main() -> ExitCode {
         Command::Iolat(a) => cmd_iolat::run(a, &mut out),
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
         Command::Sleeps(a) => cmd_sleeps::run(a, &mut out),
+        Command::CriticalPath(a) => cmd_critical_path::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
         Command::Export(a) => cmd_export::run(a, &mut out),
         Command::Profile(a) => cmd_profile::run(a, &mut out),

@@ -194,9 +194,9 @@ fn missing_events_skip_detectors_with_a_record_command() {
     std::fs::write(&file, only_switch).unwrap();
     let v = json(&["analyze", "--format", "json", file.to_str().unwrap()]);
     let skipped = v["skipped"].as_array().unwrap();
-    // every detector is skipped: the four scheduler ones for the missing wakeups, the
-    // block / workqueue / profile ones for their own missing inputs
-    assert_eq!(skipped.len(), 7, "{v}");
+    // every detector is skipped: the four scheduler ones and blocked-chain for the missing
+    // wakeups, the block / workqueue / profile ones for their own missing inputs
+    assert_eq!(skipped.len(), 8, "{v}");
     let sched: Vec<_> = skipped
         .iter()
         .filter(|s| {
@@ -205,11 +205,12 @@ fn missing_events_skip_detectors_with_a_record_command() {
                 "cpu-saturation",
                 "wakeup-ping-pong",
                 "idle-while-runnable",
+                "blocked-chain",
             ]
             .contains(&s["id"].as_str().unwrap())
         })
         .collect();
-    assert_eq!(sched.len(), 4, "{v}");
+    assert_eq!(sched.len(), 5, "{v}");
     for s in skipped {
         assert!(!s["record_command"].as_str().unwrap().is_empty(), "{s}");
     }
@@ -252,7 +253,7 @@ fn select_ignore_set_and_filters() {
         "--format",
         "json",
         "--ignore",
-        "idle-while-runnable,wakeup-ping-pong,cpu-saturation",
+        "idle-while-runnable,wakeup-ping-pong,cpu-saturation,blocked-chain",
         &starve,
     ]);
     assert_eq!(
@@ -360,7 +361,8 @@ fn detectors_and_explain() {
             "idle-while-runnable",
             "worker-flood",
             "lock-spinning",
-            "dispatch-starvation"
+            "dispatch-starvation",
+            "blocked-chain"
         ]
     );
     for d in v.as_array().unwrap() {

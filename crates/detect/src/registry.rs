@@ -41,6 +41,10 @@ pub static DETECTORS: &[Entry] = &[
         info: &crate::detectors::dispatch_starvation::INFO,
         make: crate::detectors::dispatch_starvation::make,
     },
+    Entry {
+        info: &crate::detectors::blocked_chain::INFO,
+        make: crate::detectors::blocked_chain::make,
+    },
 ];
 
 /// The entry with id `id`.

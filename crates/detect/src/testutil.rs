@@ -115,6 +115,24 @@ impl Trace {
         )
     }
 
+    /// A block request event on device 7,0: `action` at `sector` + `nr_sector`.
+    pub fn block_rq(
+        &mut self,
+        ts: Ts,
+        cpu: Cpu,
+        pid: Tid,
+        action: BlockAction,
+        sector: u64,
+        nr_sector: u32,
+    ) -> &mut Self {
+        let mut b = BlockEvent::new(action);
+        b.dev = Some(BlockDev::new(7, 0));
+        b.sector = sector;
+        b.nr_sector = nr_sector;
+        b.rwbs = stallscope_model::Rwbs::parse("WS").unwrap_or_default();
+        self.push(ts, cpu, pid, EventKind::Block(Box::new(b)))
+    }
+
     /// A block event with only its action set (device 7,0).
     pub fn block(&mut self, ts: Ts, cpu: Cpu, pid: Tid, action: BlockAction) -> &mut Self {
         let mut b = BlockEvent::new(action);

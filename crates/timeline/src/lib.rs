@@ -11,6 +11,9 @@
 //! * [`timehist::Timehist`]: `perf sched timehist` rows (streamed) and its runtime summary.
 //! * [`sleeps::SleepTracker`]: every sleep that ends and who ended it (the waker, its
 //!   context, the block completion or work item just before).
+//! * [`critical_path::critical_path`]: one task's time over a window as running, runnable
+//!   (who ran instead), sleeping (woken by whom) and unknown intervals, from timehist's rows
+//!   and the sleeps.
 //!
 //! Shared plumbing: [`tasks::TaskTable`] (tid → dense slot, task names) and
 //! [`wakeups::WakeupSelector`] (which wakeup tracepoint starts a wait).
@@ -19,6 +22,7 @@
 //! analyses reproduce, so our numbers can be checked against the perf that is installed.
 
 pub mod block;
+pub mod critical_path;
 pub mod iolat;
 pub mod latency;
 pub mod sleeps;

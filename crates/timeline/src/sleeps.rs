@@ -12,9 +12,18 @@
 //!           softirq     inside a softirq (softirq_entry … _exit on that CPU)
 //!           idle        recorded by the idle task: an interrupt when no irq events say more
 //!           task_or_interrupt  a task's context in a trace without irq / softirq events
-//! after     block_complete   a block request completed on that CPU just before (≤ 1 ms)
-//!           work_item        the waker was running a work item (its function)
+//! after     block_complete   a block request completed on that CPU just before (≤ 1 ms),
+//!                            and the wakeup is not in a task's context (an interrupt,
+//!                            softirq or idle; or no irq events to tell)
+//!           work_item        the waker was running a work item (its function), with who
+//!                            queued it and when, and the block completion on the
+//!                            queuing CPU just before the queueing (≤ 1 ms), if any
 //! ```
+//!
+//! A tracker made [`SleepTracker::keeping_at_least`] a length keeps only sleeps that long
+//! (the counts still cover all of them), so that a long trace costs memory only for the
+//! sleeps a chain can be made of. A task whose first event in the trace is a wakeup slept
+//! since before the trace: [`SleepTracker::asleep_before_trace`] says when it woke.
 //!
 //! A sleep that ends without a wakeup — the task is switched in, or records an event of its
 //! own, with no wakeup seen (the VM this project runs on drops some switches) — is kept with
@@ -24,9 +33,10 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use stallscope_model::{BlockAction, Cpu, Event, EventKind, FieldValue, PrevState, Tid, Ts};
+use stallscope_model::{BlockAction, Cpu, Event, EventKind, PrevState, Tid, Ts};
 
 use crate::wakeups::WakeupSelector;
+use crate::workers::{decode, WorkFn};
 
 /// A block completion this close before a wakeup on the same CPU is taken as its cause.
 pub const COMPLETION_BEFORE_WAKEUP_NS: Ts = 1_000_000;
@@ -58,13 +68,25 @@ pub enum WakeCause {
         dev: u64,
         /// First sector.
         sector: u64,
+        /// Sectors completed (0: the end of a flush sequence, e.g. a preflush/FUA write's
+        /// final completion).
+        nr_sector: u32,
         /// Completion time.
         ts_ns: Ts,
     },
     /// The waker was running a work item.
     WorkItem {
-        /// The work function's kernel address.
-        function: u64,
+        /// The work function: an index into [`SleepTracker::work_functions`].
+        function: u32,
+        /// When the item was queued (`workqueue_queue_work`), when recorded.
+        queued_ns: Option<Ts>,
+        /// The task that queued it (0: idle / interrupt on an idle CPU).
+        queued_by: Option<Tid>,
+        /// The CPU it was queued on.
+        queued_cpu: Option<Cpu>,
+        /// A block request completed on the queuing CPU just before the queueing (≤ 1 ms):
+        /// (device, sector, sectors, completion time).
+        queued_after_complete: Option<(u64, u64, u32, Ts)>,
     },
 }
 
@@ -122,11 +144,22 @@ pub struct SleepTracker {
     /// Sleeping tasks: (start, state, cpu).
     asleep: FxHashMap<Tid, (Ts, PrevState, Cpu)>,
     /// Per CPU: irq and softirq nesting, the last block completion.
-    in_irq: FxHashMap<Cpu, u32>,
-    in_softirq: FxHashMap<Cpu, u32>,
-    last_complete: FxHashMap<Cpu, (Ts, u64, u64)>,
-    /// The work function each kworker is running.
-    working: FxHashMap<Tid, u64>,
+    cpus: Vec<CpuState>,
+    /// The work item each kworker is running.
+    working: FxHashMap<Tid, WakeCause>,
+    /// Queued work items by work struct: (time, task, CPU, completion just before).
+    queued: FxHashMap<u64, QueuedWork>,
+    /// Work functions seen, interned.
+    functions: Vec<WorkFn>,
+    function_index: FxHashMap<WorkFn, u32>,
+    /// Tasks seen in a switch (running, or going to sleep).
+    seen: TidSet,
+    /// Tasks whose first event was a wakeup: when they woke.
+    before_trace: FxHashMap<Tid, Ts>,
+    /// Sleeps shorter than this are counted, not kept.
+    min_len: Ts,
+    /// Only sleeps in a state with one of these [`PrevState`] bits are kept (0: all).
+    only_states: u16,
     /// Whether any irq or softirq entry was seen (else a task's wakeup may be an
     /// interrupt's).
     irq_events: bool,
@@ -134,16 +167,38 @@ pub struct SleepTracker {
     counts: SleepCounts,
 }
 
-fn field(fields: &[(String, FieldValue)], name: &str) -> Option<u64> {
-    fields
-        .iter()
-        .find(|(n, _)| n == name)
-        .and_then(|(_, v)| match v {
-            FieldValue::UInt(u) => Some(*u),
-            FieldValue::Int(i) => u64::try_from(*i).ok(),
-            _ => None,
-        })
+/// A queued work item: when, by whom, on which CPU, after which block completion.
+/// Per CPU: irq and softirq nesting, the last block completion (time, device, sector,
+/// sectors).
+#[derive(Clone, Copy, Debug, Default)]
+struct CpuState {
+    in_irq: u32,
+    in_softirq: u32,
+    last_complete: Option<(Ts, u64, u64, u32)>,
 }
+
+/// A set of task ids (a bitmap: one bit per id up to the highest seen).
+#[derive(Debug, Default)]
+struct TidSet(Vec<u64>);
+
+impl TidSet {
+    /// Adds `t`; true when it was not there (negative ids are never added).
+    #[inline]
+    fn insert(&mut self, t: Tid) -> bool {
+        let Ok(t) = usize::try_from(t) else {
+            return false;
+        };
+        let (word, bit) = (t / 64, 1u64 << (t % 64));
+        if word >= self.0.len() {
+            self.0.resize(word + 1, 0);
+        }
+        let fresh = self.0[word] & bit == 0;
+        self.0[word] |= bit;
+        fresh
+    }
+}
+
+type QueuedWork = (Ts, Tid, Cpu, Option<(u64, u64, u32, Ts)>);
 
 impl SleepTracker {
     /// A tracker choosing wakeup events with `wakeups` (as timehist does).
@@ -151,21 +206,96 @@ impl SleepTracker {
         SleepTracker {
             wakeups,
             asleep: FxHashMap::default(),
-            in_irq: FxHashMap::default(),
-            in_softirq: FxHashMap::default(),
-            last_complete: FxHashMap::default(),
+            cpus: Vec::new(),
             working: FxHashMap::default(),
+            queued: FxHashMap::default(),
+            functions: Vec::new(),
+            function_index: FxHashMap::default(),
+            seen: TidSet::default(),
+            before_trace: FxHashMap::default(),
+            min_len: 0,
+            only_states: 0,
             irq_events: false,
             sleeps: Vec::new(),
             counts: SleepCounts::default(),
         }
     }
 
+    /// The same tracker keeping only sleeps at least `min_len_ns` long.
+    pub fn keeping_at_least(mut self, min_len_ns: Ts) -> SleepTracker {
+        self.min_len = min_len_ns;
+        self
+    }
+
+    /// The work functions [`WakeCause::WorkItem`] indexes.
+    pub fn work_functions(&self) -> &[WorkFn] {
+        &self.functions
+    }
+
+    fn intern(&mut self, f: WorkFn) -> u32 {
+        if let Some(&i) = self.function_index.get(&f) {
+            return i;
+        }
+        let i = u32::try_from(self.functions.len()).unwrap_or(u32::MAX);
+        self.functions.push(f.clone());
+        self.function_index.insert(f, i);
+        i
+    }
+
+    /// The same tracker keeping only sleeps in a state with one of the [`PrevState`] bits
+    /// `states` ([`PrevState::D`] for chains of uninterruptible sleeps). Sleeps in other
+    /// states are not followed at all (their wakeups count as wakeups without a sleep).
+    pub fn keeping_states(mut self, states: u16) -> SleepTracker {
+        self.only_states = states;
+        self
+    }
+
+    /// Whether a sleep in `state` is kept.
+    #[inline]
+    pub fn keeps_state(&self, state: PrevState) -> bool {
+        self.only_states == 0 || state.bits() & self.only_states != 0
+    }
+
+    /// The sleeps kept so far, in the order they ended.
+    pub fn sleeps(&self) -> &[Sleep] {
+        &self.sleeps
+    }
+
+    /// Tasks whose first event in the trace was a wakeup (asleep since before the trace),
+    /// with the time of that wakeup.
+    pub fn asleep_before_trace(&self) -> &FxHashMap<Tid, Ts> {
+        &self.before_trace
+    }
+
+    /// The block completion on `cpu` at most [`COMPLETION_BEFORE_WAKEUP_NS`] before `ts`.
+    fn completion_before(&self, cpu: Cpu, ts: Ts) -> Option<(u64, u64, u32, Ts)> {
+        match self
+            .cpus
+            .get(cpu as usize)
+            .and_then(|c| c.last_complete.as_ref())
+        {
+            Some(&(t, dev, sector, nr)) if ts.saturating_sub(t) <= COMPLETION_BEFORE_WAKEUP_NS => {
+                Some((dev, sector, nr, t))
+            }
+            _ => None,
+        }
+    }
+
+    /// `cpu`'s state (grown on demand).
+    fn cpu(&mut self, cpu: Cpu) -> &mut CpuState {
+        let i = cpu as usize;
+        if i >= self.cpus.len() {
+            self.cpus.resize(i + 1, CpuState::default());
+        }
+        &mut self.cpus[i]
+    }
+
     /// The context of a wakeup recorded by `pid` on `cpu`.
     fn context(&self, pid: Tid, cpu: Cpu) -> WakeContext {
-        if self.in_irq.get(&cpu).is_some_and(|&n| n > 0) {
+        let c = self.cpus.get(cpu as usize).copied().unwrap_or_default();
+        if c.in_irq > 0 {
             WakeContext::Interrupt
-        } else if self.in_softirq.get(&cpu).is_some_and(|&n| n > 0) {
+        } else if c.in_softirq > 0 {
             WakeContext::Softirq
         } else if pid == 0 {
             WakeContext::Idle
@@ -178,21 +308,35 @@ impl SleepTracker {
 
     /// Ends `pid`'s sleep at `ts`, woken by `waker`.
     fn end(&mut self, pid: Tid, ts: Ts, waker: Option<Waker>) {
-        if let Some((start, state, cpu)) = self.asleep.remove(&pid) {
-            if waker.is_none() {
-                self.counts.ended_without_wakeup += 1;
-            }
-            self.sleeps.push(Sleep {
-                pid,
-                state,
-                cpu,
-                start_ns: start,
-                end_ns: ts,
-                waker,
-            });
+        if let Some(sleep) = self.asleep.remove(&pid) {
+            self.ended(pid, sleep, ts, waker);
         } else if waker.is_some() {
             self.counts.wakeups_without_sleep += 1;
         }
+    }
+
+    /// Records the end of `pid`'s sleep `(start, state, cpu)` at `ts`.
+    fn ended(
+        &mut self,
+        pid: Tid,
+        (start, state, cpu): (Ts, PrevState, Cpu),
+        ts: Ts,
+        waker: Option<Waker>,
+    ) {
+        if waker.is_none() {
+            self.counts.ended_without_wakeup += 1;
+        }
+        if ts.saturating_sub(start) < self.min_len || !self.keeps_state(state) {
+            return;
+        }
+        self.sleeps.push(Sleep {
+            pid,
+            state,
+            cpu,
+            start_ns: start,
+            end_ns: ts,
+            waker,
+        });
     }
 
     /// Takes one event.
@@ -202,11 +346,21 @@ impl SleepTracker {
                 // the next task runs: if it was asleep, no wakeup was seen for it
                 if s.next.pid != 0 {
                     self.end(s.next.pid, ev.ts, None);
+                    self.seen.insert(s.next.pid);
                 }
                 if s.prev.pid != 0 && !s.prev_state.is_runnable() {
-                    self.end(s.prev.pid, ev.ts, None); // its own event while "asleep"
-                    self.asleep
-                        .insert(s.prev.pid, (ev.ts, s.prev_state, ev.cpu));
+                    self.seen.insert(s.prev.pid);
+                    let old = if self.keeps_state(s.prev_state) {
+                        self.asleep
+                            .insert(s.prev.pid, (ev.ts, s.prev_state, ev.cpu))
+                    } else {
+                        // a sleep this tracker does not keep is not followed either
+                        self.asleep.remove(&s.prev.pid)
+                    };
+                    if let Some(old) = old {
+                        // its own event while "asleep": that sleep ended unseen
+                        self.ended(s.prev.pid, old, ev.ts, None);
+                    }
                 }
             }
             EventKind::Waking(_) | EventKind::Wakeup(_) | EventKind::WakeupNew(_) => {
@@ -217,56 +371,78 @@ impl SleepTracker {
                 if !self.asleep.contains_key(&pid) {
                     if pid != 0 {
                         self.counts.wakeups_without_sleep += 1;
+                        if self.seen.insert(pid) {
+                            self.before_trace.insert(pid, ev.ts);
+                        }
                     }
                     return;
                 }
-                let after = match self.last_complete.get(&ev.cpu) {
-                    Some(&(t, dev, sector))
-                        if ev.ts.saturating_sub(t) <= COMPLETION_BEFORE_WAKEUP_NS =>
-                    {
-                        Some(WakeCause::BlockComplete {
-                            dev,
-                            sector,
-                            ts_ns: t,
-                        })
-                    }
-                    _ => self
-                        .working
-                        .get(&ev.pid)
-                        .map(|&function| WakeCause::WorkItem { function }),
+                let context = self.context(ev.pid, ev.cpu);
+                // a completion causes a wakeup in its own (interrupt) context; a task's
+                // wakeup after one on its CPU only when irq events cannot tell
+                let after = match self
+                    .completion_before(ev.cpu, ev.ts)
+                    .filter(|_| context != WakeContext::Task)
+                {
+                    Some((dev, sector, nr_sector, t)) => Some(WakeCause::BlockComplete {
+                        dev,
+                        sector,
+                        nr_sector,
+                        ts_ns: t,
+                    }),
+                    None => self.working.get(&ev.pid).copied(),
                 };
                 let waker = Waker {
                     pid: ev.pid,
                     cpu: ev.cpu,
-                    context: self.context(ev.pid, ev.cpu),
+                    context,
                     after,
                 };
                 self.end(pid, ev.ts, Some(waker));
             }
             EventKind::Block(b) if b.action == BlockAction::Complete => {
                 let dev = b.dev.map_or(0, |d| u64::from(d.0));
-                self.last_complete.insert(ev.cpu, (ev.ts, dev, b.sector));
+                self.cpu(ev.cpu).last_complete = Some((ev.ts, dev, b.sector, b.nr_sector));
             }
             EventKind::Generic(g) => match g.name.as_str() {
                 "irq_handler_entry" => {
                     self.irq_events = true;
-                    *self.in_irq.entry(ev.cpu).or_default() += 1;
+                    self.cpu(ev.cpu).in_irq += 1;
                 }
                 "irq_handler_exit" => {
-                    let n = self.in_irq.entry(ev.cpu).or_default();
-                    *n = n.saturating_sub(1);
+                    let c = self.cpu(ev.cpu);
+                    c.in_irq = c.in_irq.saturating_sub(1);
                 }
                 "softirq_entry" => {
                     self.irq_events = true;
-                    *self.in_softirq.entry(ev.cpu).or_default() += 1;
+                    self.cpu(ev.cpu).in_softirq += 1;
                 }
                 "softirq_exit" => {
-                    let n = self.in_softirq.entry(ev.cpu).or_default();
-                    *n = n.saturating_sub(1);
+                    let c = self.cpu(ev.cpu);
+                    c.in_softirq = c.in_softirq.saturating_sub(1);
+                }
+                "workqueue_queue_work" => {
+                    if let Some(w) = decode(g) {
+                        let after = self
+                            .completion_before(ev.cpu, ev.ts)
+                            .filter(|_| self.context(ev.pid, ev.cpu) != WakeContext::Task);
+                        self.queued.insert(w.work, (ev.ts, ev.pid, ev.cpu, after));
+                    }
                 }
                 "workqueue_execute_start" => {
-                    if let Some(f) = field(&g.fields, "function") {
-                        self.working.insert(ev.pid, f);
+                    if let Some(w) = decode(g) {
+                        let q = self.queued.remove(&w.work);
+                        let function = self.intern(w.function.unwrap_or(WorkFn::Addr(0)));
+                        self.working.insert(
+                            ev.pid,
+                            WakeCause::WorkItem {
+                                function,
+                                queued_ns: q.map(|q| q.0),
+                                queued_by: q.map(|q| q.1),
+                                queued_cpu: q.map(|q| q.2),
+                                queued_after_complete: q.and_then(|q| q.3),
+                            },
+                        );
                     }
                 }
                 "workqueue_execute_end" => {
@@ -290,7 +466,7 @@ impl SleepTracker {
 mod tests {
     use super::*;
     use stallscope_model::{
-        BlockDev, BlockEvent, Comm, GenericEvent, Span, Switch, TaskRef, Wakeup,
+        BlockDev, BlockEvent, Comm, FieldValue, GenericEvent, Span, Switch, TaskRef, Wakeup,
     };
 
     fn t(pid: Tid) -> TaskRef {
@@ -369,7 +545,10 @@ mod tests {
             0,
             12,
             "workqueue_execute_start",
-            vec![("function".into(), FieldValue::UInt(0xffff_1234))],
+            vec![
+                ("work".into(), FieldValue::UInt(0xffff_8888)),
+                ("function".into(), FieldValue::UInt(0xffff_1234)),
+            ],
         ));
         s.push(&waking(2_000_000, 0, 12, 11));
         // 13 sleeps and is switched in with no wakeup recorded (a dropped event)
@@ -378,6 +557,7 @@ mod tests {
         // 14 is woken without having been seen asleep; 15 never wakes
         s.push(&waking(2_200_000, 0, 12, 14));
         s.push(&sw(2_300_000, 1, 15, "S", 0));
+        let s_functions = s.work_functions().to_vec();
         let (sleeps, counts) = s.finish();
         assert_eq!(sleeps.len(), 3);
         let w = sleeps[0].waker.unwrap();
@@ -392,6 +572,7 @@ mod tests {
             Some(WakeCause::BlockComplete {
                 dev: 7 << 20,
                 sector: 4096,
+                nr_sector: 0,
                 ts_ns: 160
             })
         );
@@ -400,9 +581,14 @@ mod tests {
         assert_eq!(
             w.after,
             Some(WakeCause::WorkItem {
-                function: 0xffff_1234
+                function: 0,
+                queued_ns: None,
+                queued_by: None,
+                queued_cpu: None,
+                queued_after_complete: None,
             })
         );
+        assert_eq!(s_functions, vec![WorkFn::Addr(0xffff_1234)]);
         assert_eq!((sleeps[2].pid, sleeps[2].waker), (13, None));
         assert_eq!(
             counts,

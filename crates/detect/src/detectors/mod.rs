@@ -1,6 +1,7 @@
 //! One module per detector, plus small shared helpers ([`sched`]: nice and weights,
 //! [`fmt`]: units in titles).
 
+pub mod blocked_chain;
 pub mod cpu_saturation;
 pub mod dispatch_starvation;
 pub mod fmt;

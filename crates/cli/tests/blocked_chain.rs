@@ -1,0 +1,196 @@
+//! `blocked-chain` (issue #21) on fixtures/chain/: an `open(O_CREAT)` blocked over a second
+//! behind XFS log I/O on a throttled, saturated device, captured here by
+//! fixtures/chain/capture.sh. The ground truth (`chain.ground-truth.json`) was walked by
+//! fixtures/chain/ground_truth.py from `perf script`'s text of the same recording, not by
+//! stallscope: every D sleep of at least 500 ms, who woke it, the waker's longest D sleep
+//! inside it, … down to the block request whose completion started the wakeups.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{json, root};
+use serde_json::Value;
+
+fn chain_findings(file: &str) -> Vec<Value> {
+    let path = root().join("fixtures/chain").join(file);
+    let p = path.to_str().unwrap();
+    let report = json(&[
+        "analyze",
+        "--select",
+        "blocked-chain",
+        "--format",
+        "json",
+        p,
+    ]);
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["detector"] == "blocked-chain")
+        .cloned()
+        .collect()
+}
+
+fn ground_truth() -> Value {
+    let text =
+        std::fs::read_to_string(root().join("fixtures/chain/chain.ground-truth.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+#[test]
+fn every_long_d_sleep_is_a_victim_with_its_length() {
+    let gt = ground_truth();
+    let chains = gt["chains"].as_array().unwrap();
+    assert!(chains.len() >= 5, "the capture has long D sleeps");
+    // the longest D sleep (≥ 500 ms) of each task, from perf's text
+    let mut want: BTreeMap<i64, u64> = BTreeMap::new();
+    for c in chains {
+        let h = &c["hops"][0];
+        let len = u(&h["end_ns"]) - u(&h["start_ns"]);
+        let e = want.entry(h["pid"].as_i64().unwrap()).or_default();
+        *e = (*e).max(len);
+    }
+    let findings = chain_findings("chain.perf.data.xz");
+    assert!(!findings.is_empty());
+    let victims: u64 = findings.iter().map(|f| u(&f["measures"]["victims"])).sum();
+    assert_eq!(
+        victims as usize,
+        chains.len(),
+        "one victim per D sleep ≥ 500 ms"
+    );
+    let mut got: BTreeMap<i64, u64> = BTreeMap::new();
+    for f in &findings {
+        for t in f["tasks"].as_array().unwrap() {
+            if let Some(b) = t["measures"]["blocked_ns"].as_u64() {
+                let e = got.entry(t["pid"].as_i64().unwrap()).or_default();
+                *e = (*e).max(b);
+            }
+        }
+    }
+    assert_eq!(got, want);
+}
+
+#[test]
+fn the_probe_open_is_blocked_as_long_as_it_measured_itself() {
+    // chain.probe.txt: the probe's own CLOCK_MONOTONIC timing of its slow open() calls (perf
+    // recorded with -k mono, the same clock)
+    let probe = std::fs::read_to_string(root().join("fixtures/chain/chain.probe.txt")).unwrap();
+    let gt = ground_truth();
+    let (first, last) = (u(&gt["recording"][0]), u(&gt["recording"][1]));
+    let findings = chain_findings("chain.perf.data.xz");
+    let mut checked = 0;
+    for line in probe.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (tid, begin, end): (i64, u64, u64) = (
+            f[1].parse().unwrap(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        );
+        if end - begin < 500_000_000 || begin < first || end > last {
+            continue; // short, or not wholly inside the recording
+        }
+        let blocked = findings
+            .iter()
+            .flat_map(|f| f["tasks"].as_array().unwrap())
+            .filter(|t| t["pid"].as_i64() == Some(tid))
+            .filter_map(|t| t["measures"]["blocked_ns"].as_u64())
+            .max()
+            .unwrap_or_else(|| panic!("the probe {tid} is not among the blocked tasks"));
+        // its D sleep is inside the call and most of it
+        assert!(blocked <= end - begin, "{blocked} > call {}", end - begin);
+        assert!(
+            blocked * 10 >= (end - begin) * 9,
+            "{blocked} of {}",
+            end - begin
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 1,
+        "a probe call of ≥ 500 ms inside the recording"
+    );
+}
+
+#[test]
+fn the_worst_chain_is_the_ground_truths_hop_by_hop() {
+    let gt = ground_truth();
+    for f in chain_findings("chain.perf.data.xz") {
+        let m = &f["measures"];
+        let start = u(&m["worst_start_ns"]);
+        let want = gt["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| u(&c["hops"][0]["start_ns"]) == start)
+            .unwrap_or_else(|| panic!("no ground-truth chain from {start}"));
+        let hops = want["hops"].as_array().unwrap();
+        assert_eq!(u(&m["hops"]) as usize, hops.len(), "{}", f["title"]);
+        for (n, h) in hops.iter().enumerate() {
+            assert_eq!(m[format!("hop{n}_pid")], h["pid"], "hop {n}");
+            assert_eq!(m[format!("hop{n}_start_ns")], h["start_ns"], "hop {n}");
+            assert_eq!(m[format!("hop{n}_end_ns")], h["end_ns"], "hop {n}");
+        }
+        let r = &want["root"]["request"];
+        assert_eq!(want["root"]["kind"], "request");
+        assert_eq!(m["root_sector"], r["sector"]);
+        for (ours, theirs) in [
+            ("root_queue_ns", "queue_ns"),
+            ("root_insert_ns", "insert_ns"),
+            ("root_issue_ns", "issue_ns"),
+            ("root_data_complete_ns", "data_complete_ns"),
+            ("root_complete_ns", "complete_ns"),
+        ] {
+            assert_eq!(m[ours], r[theirs], "{ours}");
+        }
+        // where the request's time went: never the I/O scheduler when insert → dispatch
+        // took microseconds (here it took 2–4 µs: the device and the flush machinery did)
+        let i2d = u(&r["issue_ns"]) - u(&r["insert_ns"]);
+        assert_eq!(u(&m["root_i2d_ns"]), i2d);
+        let kind = f["cause"]["kind"].as_str().unwrap();
+        if i2d < 1_000_000 {
+            assert_ne!(kind, "request_in_scheduler", "{}", f["title"]);
+            assert!(f["title"]
+                .as_str()
+                .unwrap()
+                .contains("not the I/O scheduler"));
+        }
+        // the chain is stated hop by hop, with where each task slept (perf -g stacks)
+        let title = f["title"].as_str().unwrap();
+        assert_eq!(title.matches("blocked").count(), hops.len(), "{title}");
+        let first_site = f["evidence"][0]["site"].as_str().unwrap_or_default();
+        assert!(first_site.contains("blocked (D)"), "{first_site}");
+        assert_eq!(f["severity"], "high");
+    }
+}
+
+#[test]
+fn without_the_sync_writers_nothing_is_blocked_for_long() {
+    // the same setup, metadata churn and probe, no O_DIRECT writers: the device keeps up
+    let gt: Value = serde_json::from_str(
+        &std::fs::read_to_string(root().join("fixtures/chain/nowriters.ground-truth.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(gt["chains"].as_array().map(Vec::len), Some(0));
+    let findings = chain_findings("nowriters.perf.data.xz");
+    assert!(findings.is_empty(), "{findings:#?}");
+}
+
+#[test]
+fn explain_names_the_recording_commands() {
+    let out = common::run(&["explain", "blocked-chain"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for want in [
+        "stallscope record --stacks --events chain",
+        "perf record -a -g -e sched:sched_switch",
+        "trace-cmd record -e sched:sched_switch -T",
+    ] {
+        assert!(text.contains(want), "{want}");
+    }
+}
