@@ -10,7 +10,8 @@
 //! ```
 //!
 //! JSON: `{"sleeps":[{"pid","state","cpu","start_ns","end_ns","waker":{"pid","cpu","context",
-//! "after"}|null}…],"counts":{…},"data_quality":{…}}`.
+//! "irq"?,"after":{"kind":"block_complete"|"work_item"|"after_own_wait",…}|null}|null}…],
+//! "work_functions":[…],"irq_names":{line:name},"counts":{…},"data_quality":{…}}`.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -81,6 +82,7 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             args.input.files.join(", ")
         )));
     }
+    let irq_names = tracker.irq_names().clone();
     let functions: Vec<String> = tracker
         .work_functions()
         .iter()
@@ -112,6 +114,7 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
             let doc = json!({
                 "sleeps": kept,
                 "work_functions": functions,
+                "irq_names": irq_names,
                 "counts": counts,
                 "data_quality": stallscope::report::quality_entries(&dq),
             });
@@ -129,7 +132,13 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 let (by, ctx, after) = match s.waker {
                     Some(w) => (
                         format!("{} on CPU {}", name(w.pid), w.cpu),
-                        format!("{:?}", w.context).to_lowercase(),
+                        match (w.context, w.irq) {
+                            (_, Some(n)) => match irq_names.get(&n) {
+                                Some(name) => format!("irq {n} ({name})"),
+                                None => format!("irq {n}"),
+                            },
+                            (c, None) => format!("{c:?}").to_lowercase(),
+                        },
                         match w.after {
                             Some(WakeCause::BlockComplete { dev, sector, .. }) => {
                                 format!("block {},{} sector {sector}", dev >> 20, dev & 0xf_ffff)
@@ -137,6 +146,14 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                             Some(WakeCause::WorkItem { function, .. }) => format!(
                                 "work item {}",
                                 functions.get(function as usize).map_or("?", String::as_str)
+                            ),
+                            Some(WakeCause::AfterOwnWait {
+                                start_ns,
+                                end_ns,
+                                state,
+                            }) => format!(
+                                "after its own {state} sleep of {:.3} ms",
+                                (end_ns - start_ns) as f64 / 1e6
                             ),
                             None => String::new(),
                         },

@@ -169,6 +169,60 @@ fn the_worst_chain_is_the_ground_truths_hop_by_hop() {
 }
 
 #[test]
+fn sleeps_say_the_waker_released_after_its_own_wait() {
+    // the data behind the chain: `stallscope sleeps` of each ground-truth victim whose waker
+    // slept in D inside its sleep names the waker's last such sleep
+    let gt = ground_truth();
+    let path = root().join("fixtures/chain/chain.perf.data.xz");
+    let p = path.to_str().unwrap();
+    let sl = json(&[
+        "sleeps", "--format", "json", "--min-ms", "500", "--state", "D", p,
+    ]);
+    let sleeps = sl["sleeps"].as_array().unwrap();
+    let mut checked = 0;
+    for c in gt["chains"].as_array().unwrap() {
+        let hops = c["hops"].as_array().unwrap();
+        if hops.len() < 2 {
+            continue;
+        }
+        let (victim, waker_sleep) = (&hops[0], &hops[1]);
+        let ours = sleeps
+            .iter()
+            .find(|s| s["pid"] == victim["pid"] && s["start_ns"] == victim["start_ns"])
+            .unwrap_or_else(|| panic!("no sleep {victim}"));
+        assert_eq!(ours["end_ns"], victim["end_ns"]);
+        assert_eq!(ours["waker"]["pid"], waker_sleep["pid"]);
+        let after = &ours["waker"]["after"];
+        if after["kind"] == "after_own_wait" {
+            // the waker's last sleep inside the victim's: the ground truth's hop is its
+            // longest, often the same one
+            assert!(u(&after["end_ns"]) <= u(&victim["end_ns"]));
+            assert!(u(&after["end_ns"]) >= u(&victim["start_ns"]));
+            assert!(u(&after["end_ns"]) >= u(&waker_sleep["end_ns"]));
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "{checked}");
+}
+
+#[test]
+fn wakeups_in_hard_irqs_name_the_interrupt() {
+    // perf recorded irq:irq_handler_entry (irq, name): a wakeup inside a handler names it
+    let path = root().join("fixtures/chain/chain.perf.data.xz");
+    let sl = json(&["sleeps", "--format", "json", path.to_str().unwrap()]);
+    let names = sl["irq_names"].as_object().unwrap();
+    let mut checked = 0;
+    for s in sl["sleeps"].as_array().unwrap() {
+        if let Some(irq) = s["waker"]["irq"].as_u64() {
+            assert_eq!(s["waker"]["context"], "interrupt", "{s}");
+            assert!(names.contains_key(&irq.to_string()), "{irq} unnamed");
+            checked += 1;
+        }
+    }
+    assert!(checked > 0);
+}
+
+#[test]
 fn without_the_sync_writers_nothing_is_blocked_for_long() {
     // the same setup, metadata churn and probe, no O_DIRECT writers: the device keeps up
     let gt: Value = serde_json::from_str(

@@ -15,6 +15,8 @@
 //! after     block_complete   a block request completed on that CPU just before (≤ 1 ms),
 //!                            and the wakeup is not in a task's context (an interrupt,
 //!                            softirq or idle; or no irq events to tell)
+//!           after_own_wait   the waker's own last sleep ended inside this one (it released
+//!                            what the sleeper waited for after its own wait)
 //!           work_item        the waker was running a work item (its function), with who
 //!                            queued it and when, and the block completion on the
 //!                            queuing CPU just before the queueing (≤ 1 ms), if any
@@ -33,7 +35,7 @@
 
 use rustc_hash::FxHashMap;
 use serde::Serialize;
-use stallscope_model::{BlockAction, Cpu, Event, EventKind, PrevState, Tid, Ts};
+use stallscope_model::{BlockAction, Cpu, Event, EventKind, FieldValue, PrevState, Tid, Ts};
 
 use crate::wakeups::WakeupSelector;
 use crate::workers::{decode, WorkFn};
@@ -80,6 +82,8 @@ pub enum WakeCause {
         function: u32,
         /// When the item was queued (`workqueue_queue_work`), when recorded.
         queued_ns: Option<Ts>,
+        /// When the worker started it (`workqueue_execute_start`).
+        started_ns: Ts,
         /// The task that queued it (0: idle / interrupt on an idle CPU).
         queued_by: Option<Tid>,
         /// The CPU it was queued on.
@@ -87,6 +91,17 @@ pub enum WakeCause {
         /// A block request completed on the queuing CPU just before the queueing (≤ 1 ms):
         /// (device, sector, sectors, completion time).
         queued_after_complete: Option<(u64, u64, u32, Ts)>,
+    },
+    /// The waker (a task) had just ended a sleep of its own that ended inside this one: it
+    /// released what the sleeper waited for after its own wait.
+    AfterOwnWait {
+        /// The waker's sleep: start.
+        start_ns: Ts,
+        /// Its end (the waker's wakeup).
+        end_ns: Ts,
+        /// Its state (`D`, `S`, …).
+        #[serde(serialize_with = "state_text")]
+        state: PrevState,
     },
 }
 
@@ -99,6 +114,10 @@ pub struct Waker {
     pub cpu: Cpu,
     /// Where it ran.
     pub context: WakeContext,
+    /// The interrupt line when the wakeup came from a hard irq handler
+    /// (`irq_handler_entry`'s `irq`; its name: [`SleepTracker::irq_names`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub irq: Option<u32>,
     /// What it had just done, when the trace says.
     pub after: Option<WakeCause>,
 }
@@ -154,6 +173,10 @@ pub struct SleepTracker {
     function_index: FxHashMap<WorkFn, u32>,
     /// Tasks seen in a switch (running, or going to sleep).
     seen: TidSet,
+    /// Interrupt names by line (`irq_handler_entry`'s `name`).
+    irq_names: std::collections::BTreeMap<u32, String>,
+    /// Each task's last ended sleep (followed states only): start, end, state.
+    last_sleep: FxHashMap<Tid, (Ts, Ts, PrevState)>,
     /// Tasks whose first event was a wakeup: when they woke.
     before_trace: FxHashMap<Tid, Ts>,
     /// Sleeps shorter than this are counted, not kept.
@@ -173,6 +196,8 @@ pub struct SleepTracker {
 #[derive(Clone, Copy, Debug, Default)]
 struct CpuState {
     in_irq: u32,
+    /// The irq line of the innermost handler running.
+    irq: Option<u32>,
     in_softirq: u32,
     last_complete: Option<(Ts, u64, u64, u32)>,
 }
@@ -213,6 +238,8 @@ impl SleepTracker {
             function_index: FxHashMap::default(),
             seen: TidSet::default(),
             before_trace: FxHashMap::default(),
+            last_sleep: FxHashMap::default(),
+            irq_names: std::collections::BTreeMap::new(),
             min_len: 0,
             only_states: 0,
             irq_events: false,
@@ -225,6 +252,11 @@ impl SleepTracker {
     pub fn keeping_at_least(mut self, min_len_ns: Ts) -> SleepTracker {
         self.min_len = min_len_ns;
         self
+    }
+
+    /// Interrupt names by line, from `irq_handler_entry` (`virtio2-req.0`, `nvme0q3`).
+    pub fn irq_names(&self) -> &std::collections::BTreeMap<u32, String> {
+        &self.irq_names
     }
 
     /// The work functions [`WakeCause::WorkItem`] indexes.
@@ -326,6 +358,7 @@ impl SleepTracker {
         if waker.is_none() {
             self.counts.ended_without_wakeup += 1;
         }
+        self.last_sleep.insert(pid, (start, ts, state));
         if ts.saturating_sub(start) < self.min_len || !self.keeps_state(state) {
             return;
         }
@@ -390,12 +423,31 @@ impl SleepTracker {
                         nr_sector,
                         ts_ns: t,
                     }),
-                    None => self.working.get(&ev.pid).copied(),
+                    None => self.working.get(&ev.pid).copied().or_else(|| {
+                        // the waker's own sleep that ended inside this one
+                        let since = self.asleep.get(&pid).map_or(ev.ts, |a| a.0);
+                        self.last_sleep
+                            .get(&ev.pid)
+                            .filter(|&&(_, end, _)| end >= since && end <= ev.ts)
+                            .filter(|_| {
+                                context != WakeContext::Interrupt && context != WakeContext::Softirq
+                            })
+                            .map(|&(start_ns, end_ns, state)| WakeCause::AfterOwnWait {
+                                start_ns,
+                                end_ns,
+                                state,
+                            })
+                    }),
+                };
+                let irq = match context {
+                    WakeContext::Interrupt => self.cpus.get(ev.cpu as usize).and_then(|c| c.irq),
+                    _ => None,
                 };
                 let waker = Waker {
                     pid: ev.pid,
                     cpu: ev.cpu,
                     context,
+                    irq,
                     after,
                 };
                 self.end(pid, ev.ts, Some(waker));
@@ -407,11 +459,31 @@ impl SleepTracker {
             EventKind::Generic(g) => match g.name.as_str() {
                 "irq_handler_entry" => {
                     self.irq_events = true;
-                    self.cpu(ev.cpu).in_irq += 1;
+                    let irq =
+                        g.fields
+                            .iter()
+                            .find(|(n, _)| n == "irq")
+                            .and_then(|(_, v)| match v {
+                                FieldValue::UInt(u) => u32::try_from(*u).ok(),
+                                FieldValue::Int(i) => u32::try_from(*i).ok(),
+                                FieldValue::Str(t) => t.trim().parse().ok(),
+                                _ => None,
+                            });
+                    if let (Some(irq), Some((_, FieldValue::Str(name)))) =
+                        (irq, g.fields.iter().find(|(n, _)| n == "name"))
+                    {
+                        self.irq_names.entry(irq).or_insert_with(|| name.clone());
+                    }
+                    let c = self.cpu(ev.cpu);
+                    c.in_irq += 1;
+                    c.irq = irq;
                 }
                 "irq_handler_exit" => {
                     let c = self.cpu(ev.cpu);
                     c.in_irq = c.in_irq.saturating_sub(1);
+                    if c.in_irq == 0 {
+                        c.irq = None;
+                    }
                 }
                 "softirq_entry" => {
                     self.irq_events = true;
@@ -438,6 +510,7 @@ impl SleepTracker {
                             WakeCause::WorkItem {
                                 function,
                                 queued_ns: q.map(|q| q.0),
+                                started_ns: ev.ts,
                                 queued_by: q.map(|q| q.1),
                                 queued_cpu: q.map(|q| q.2),
                                 queued_after_complete: q.and_then(|q| q.3),
@@ -466,7 +539,7 @@ impl SleepTracker {
 mod tests {
     use super::*;
     use stallscope_model::{
-        BlockDev, BlockEvent, Comm, FieldValue, GenericEvent, Span, Switch, TaskRef, Wakeup,
+        BlockDev, BlockEvent, Comm, GenericEvent, Span, Switch, TaskRef, Wakeup,
     };
 
     fn t(pid: Tid) -> TaskRef {
@@ -527,11 +600,44 @@ mod tests {
     }
 
     #[test]
+    fn a_waker_that_just_ended_its_own_wait_says_so() {
+        let mut s = SleepTracker::new(WakeupSelector::preferring_waking(true));
+        s.push(&sw(1_000, 0, 20, "D", 21)); // 20 waits (for a lock 21 holds)
+        s.push(&sw(2_000, 0, 21, "D", 0)); // 21 waits for its own I/O
+        s.push(&waking(9_000, 1, 0, 21)); // the idle CPU (an interrupt) wakes 21
+        s.push(&sw(9_500, 0, 0, "R", 21));
+        s.push(&waking(9_800, 0, 21, 20)); // 21 releases: wakes 20
+                                           // a wakeup by a task whose last sleep ended before the sleeper's began says nothing
+        s.push(&sw(10_000, 0, 22, "S", 21));
+        s.push(&waking(12_000, 0, 21, 22));
+        let (sleeps, _) = s.finish();
+        let of = |pid| sleeps.iter().find(|x| x.pid == pid).and_then(|x| x.waker);
+        assert_eq!(
+            of(20).and_then(|w| w.after),
+            Some(WakeCause::AfterOwnWait {
+                start_ns: 2_000,
+                end_ns: 9_000,
+                state: PrevState::parse("D").unwrap()
+            })
+        );
+        assert_eq!(of(22).map(|w| w.after), Some(None));
+    }
+
+    #[test]
     fn who_ended_each_sleep() {
         let mut s = SleepTracker::new(WakeupSelector::preferring_waking(true));
         // 10 blocks (D); a request completes in an irq on CPU 1, which wakes it
         s.push(&sw(100, 0, 10, "D", 0));
-        s.push(&generic(150, 1, 0, "irq_handler_entry", vec![]));
+        s.push(&generic(
+            150,
+            1,
+            0,
+            "irq_handler_entry",
+            vec![
+                ("irq".into(), FieldValue::Int(25)),
+                ("name".into(), FieldValue::Str("virtio2-req.0".into())),
+            ],
+        ));
         let mut b = BlockEvent::new(BlockAction::Complete);
         b.dev = Some(BlockDev::new(7, 0));
         b.sector = 4096;
@@ -558,6 +664,7 @@ mod tests {
         s.push(&waking(2_200_000, 0, 12, 14));
         s.push(&sw(2_300_000, 1, 15, "S", 0));
         let s_functions = s.work_functions().to_vec();
+        let irq_names = s.irq_names().clone();
         let (sleeps, counts) = s.finish();
         assert_eq!(sleeps.len(), 3);
         let w = sleeps[0].waker.unwrap();
@@ -567,6 +674,11 @@ mod tests {
         );
         assert_eq!(sleeps[0].state.to_string(), "D");
         assert_eq!(w.context, WakeContext::Interrupt);
+        assert_eq!(w.irq, Some(25));
+        assert_eq!(
+            irq_names.get(&25).map(String::as_str),
+            Some("virtio2-req.0")
+        );
         assert_eq!(
             w.after,
             Some(WakeCause::BlockComplete {
@@ -583,6 +695,7 @@ mod tests {
             Some(WakeCause::WorkItem {
                 function: 0,
                 queued_ns: None,
+                started_ns: 210,
                 queued_by: None,
                 queued_cpu: None,
                 queued_after_complete: None,

@@ -19,7 +19,8 @@
 //!   waker in an interrupt / softirq / idle    → root: interrupt on that CPU
 //!   waker asleep since before the trace       → root: left the trace
 //!   waker slept in D during the sleep         → hop: its longest such sleep, walked again
-//!   otherwise                                 → root: the waker ran (held it without sleeping)
+//!   otherwise                                 → root: the waker, runnable (starved of CPU) or
+//!                                               running while it held it
 //! ```
 //!
 //! Victims whose chains end at the same kind of root on the same device (or task, or work
@@ -36,6 +37,7 @@ use stallscope_timeline::block::{BlockTracker, CompletedRequest};
 use stallscope_timeline::sleeps::{Sleep, SleepTracker, WakeCause, WakeContext};
 use stallscope_timeline::wakeups::WakeupSelector;
 use stallscope_timeline::workers::WorkFn;
+use stallscope_timeline::{TaskState, Transition};
 
 use super::fmt::{dur, i};
 use crate::evidence::{keep, render, Kept};
@@ -117,8 +119,9 @@ it is the waker):
   the root is the interrupt on that CPU;
 - the waker is a task that slept in `D` itself during the victim's sleep (it released what
   the victim waited for after its own wait): a hop to its longest such sleep, followed again;
-- the waker never slept meanwhile: the root is the waker itself (it held what the victim
-  waited for while running or runnable: see `runqueue-starvation`);
+- the waker never slept meanwhile: the root is the waker itself — it held what the victim
+  waited for while waiting for a CPU (`holder_runnable`, with how long it was runnable during
+  the victim's sleep: see `runqueue-starvation`) or while running (`holder_running`);
 - the waker's first event is that wakeup (asleep since before the trace), or the sleep ended
   with no wakeup recorded (a dropped event): the chain leaves the trace, and the finding
   says so instead of guessing.
@@ -191,6 +194,8 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
         blocks: BlockTracker::new(),
         requests: FxHashMap::default(),
         functions: Vec::new(),
+        irq_names: std::collections::BTreeMap::new(),
+        runnable: FxHashMap::default(),
         prune_at: PRUNE_MIN,
     })
 }
@@ -229,6 +234,10 @@ struct BlockedChain {
     blocks: BlockTracker,
     /// Size of `requests` that triggers the next pruning.
     prune_at: usize,
+    /// Runnable waits of at least `hop_min` by task: (start, end).
+    runnable: FxHashMap<Tid, Vec<(Ts, Ts)>>,
+    /// Interrupt names by line (filled at the end).
+    irq_names: std::collections::BTreeMap<u32, String>,
     /// The tracker's work functions (filled at the end).
     functions: Vec<WorkFn>,
     /// Completed requests at least `hop_min` long, by (device, sector): the latest few.
@@ -251,12 +260,18 @@ enum Root {
         function: u32,
         kworker: Tid,
         queued_ns: Option<Ts>,
+        started_ns: Ts,
         queued_by: Option<Tid>,
     },
     /// An interrupt, softirq or the idle task with no completion before.
-    Interrupt { cpu: u32, context: WakeContext },
-    /// The waker did not sleep in D meanwhile.
-    Running { pid: Tid },
+    Interrupt {
+        cpu: u32,
+        context: WakeContext,
+        irq: Option<u32>,
+    },
+    /// The waker did not sleep in D meanwhile: it ran, or waited for a CPU
+    /// (`runnable_ns` of the sleeper's wait).
+    Running { pid: Tid, runnable_ns: Ts },
     /// The waker was asleep since before the trace.
     BeforeTrace { pid: Tid },
     /// The sleep ended with no wakeup recorded.
@@ -288,7 +303,7 @@ impl Root {
             }
             Root::WorkItem { function, .. } => (1, u64::from(*function), 0),
             Root::Interrupt { cpu, .. } => (2, u64::from(*cpu), 0),
-            Root::Running { pid } => (3, u64::try_from(*pid).unwrap_or(0), 0),
+            Root::Running { pid, .. } => (3, u64::try_from(*pid).unwrap_or(0), 0),
             Root::BeforeTrace { .. } => (4, 0, 0),
             Root::NoWakeup => (5, 0, 0),
             Root::HopLimit => (6, 0, 0),
@@ -412,7 +427,7 @@ impl BlockedChain {
                 }
                 // a work item not queued by a completion: its worker is followed like a
                 // task (it may have slept itself before waking this one)
-                Some(WakeCause::WorkItem { .. }) | None => {}
+                Some(WakeCause::WorkItem { .. } | WakeCause::AfterOwnWait { .. }) | None => {}
             }
             if matches!(
                 w.context,
@@ -424,6 +439,7 @@ impl BlockedChain {
                     root: Root::Interrupt {
                         cpu: w.cpu,
                         context: w.context,
+                        irq: w.irq,
                     },
                 };
             }
@@ -465,19 +481,33 @@ impl BlockedChain {
                             function,
                             queued_ns,
                             queued_by,
+                            started_ns,
                             ..
                         }) => Root::WorkItem {
                             function,
                             kworker: w.pid,
                             queued_ns,
                             queued_by,
+                            started_ns,
                         },
-                        _ => Root::Running { pid: w.pid },
+                        _ => Root::Running {
+                            pid: w.pid,
+                            runnable_ns: self.runnable_within(w.pid, s.start_ns, s.end_ns),
+                        },
                     };
                     return Chain { hops, root };
                 }
             }
         }
+    }
+
+    /// How long `pid` was runnable (waits of at least `hop_min`) inside `[a, b]`.
+    fn runnable_within(&self, pid: Tid, a: Ts, b: Ts) -> Ts {
+        self.runnable.get(&pid).map_or(0, |v| {
+            v.iter()
+                .map(|&(s, e)| e.min(b).saturating_sub(s.max(a)))
+                .sum()
+        })
     }
 
     fn request_root(&self, dev: u64, sector: u64, complete_ns: Ts, at: usize) -> Root {
@@ -663,6 +693,7 @@ impl BlockedChain {
                 kworker,
                 queued_ns,
                 queued_by,
+                started_ns,
             } => {
                 let mut s = format!(
                     "work item {} run by {}",
@@ -670,27 +701,51 @@ impl BlockedChain {
                     who(cx, *kworker)
                 );
                 if let (Some(q), Some(by)) = (queued_ns, queued_by) {
-                    s.push_str(&format!(", queued by {} at {}", who(cx, *by), secs(*q)));
+                    let waited = started_ns.saturating_sub(*q);
+                    s.push_str(&format!(
+                        ", queued by {} at {}, started {} later{}",
+                        who(cx, *by),
+                        secs(*q),
+                        dur(waited),
+                        if waited >= self.hop_min {
+                            " (waiting for a kworker: see worker-flood)"
+                        } else {
+                            ""
+                        }
+                    ));
                 } else {
                     s.push_str(" (its queueing is not in the trace)");
                 }
                 (s, "work_item")
             }
-            Root::Interrupt { cpu, context } => (
+            Root::Interrupt { cpu, context, irq } => (
                 format!(
                     "an interrupt on CPU {cpu} ({}) with no block completion just before it",
-                    match context {
-                        WakeContext::Softirq => "softirq",
-                        WakeContext::Idle => "recorded by the idle task",
-                        _ => "hard irq",
+                    match (context, irq) {
+                        (WakeContext::Softirq, _) => "softirq".to_string(),
+                        (WakeContext::Idle, _) => "recorded by the idle task".to_string(),
+                        (_, Some(n)) => match self.irq_names.get(n) {
+                            Some(name) => format!("hard irq {n}, {name}"),
+                            None => format!("hard irq {n}"),
+                        },
+                        _ => "hard irq".to_string(),
                     }
                 ),
                 "interrupt",
             ),
-            Root::Running { pid } => (
+            Root::Running { pid, runnable_ns } if *runnable_ns > 0 => (
                 format!(
-                    "{} woke it without sleeping in D during the wait: it held what the sleeper waited for while running or runnable (see runqueue-starvation for its run-queue waits)",
-                    who(cx, *pid)
+                    "{} woke it without sleeping in D during the wait, and was runnable (waiting for a CPU) for {} of it: the holder of what the sleeper waited for was starved of CPU (see runqueue-starvation)",
+                    who(cx, *pid),
+                    dur(*runnable_ns)
+                ),
+                "holder_runnable",
+            ),
+            Root::Running { pid, .. } => (
+                format!(
+                    "{} woke it without sleeping in D or waiting for a CPU (≥ {}) during the wait: it held what the sleeper waited for while running",
+                    who(cx, *pid),
+                    dur(self.hop_min)
                 ),
                 "holder_running",
             ),
@@ -750,8 +805,24 @@ impl Detector for BlockedChain {
         &INFO
     }
 
-    fn wants_transitions(&self) -> bool {
-        false
+    fn ignores_quiet_transitions(&self) -> bool {
+        true
+    }
+
+    /// Runnable waits (a woken or preempted task waiting for a CPU) of at least
+    /// `hop_min`: a waker that did not sleep may have waited for a CPU instead.
+    fn on_transition(&mut self, t: &Transition, _ev: &Event) {
+        if let Transition::State {
+            ts,
+            tid,
+            from: TaskState::Runnable { since, .. },
+            to: TaskState::Running { .. },
+        } = *t
+        {
+            if ts.saturating_sub(since) >= self.hop_min {
+                self.runnable.entry(tid).or_default().push((since, ts));
+            }
+        }
     }
 
     fn event_kinds(&self) -> u32 {
@@ -779,7 +850,7 @@ impl Detector for BlockedChain {
                     queued_after_complete,
                     ..
                 }) => queued_after_complete,
-                None => None,
+                Some(WakeCause::AfterOwnWait { .. }) | None => None,
             };
             let request = completion.and_then(|(dev, sector, nr, ts)| {
                 find_request(&self.requests, dev, sector, nr, ts)
@@ -831,6 +902,7 @@ impl Detector for BlockedChain {
         };
         let before = tracker.asleep_before_trace().clone();
         self.functions = tracker.work_functions().to_vec();
+        self.irq_names = tracker.irq_names().clone();
         let (sleeps, counts) = tracker.finish();
         let mut by_pid: FxHashMap<Tid, Vec<usize>> = FxHashMap::default();
         for (k, s) in sleeps.iter().enumerate() {

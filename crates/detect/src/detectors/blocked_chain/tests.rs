@@ -2,7 +2,7 @@
 //! scheduler for exactly this long, a waker asleep since before the trace, a lost wakeup).
 //! The real chain is tested on fixtures/chain/ (crates/cli/tests/blocked_chain.rs).
 
-use stallscope_model::{BlockAction, Finding};
+use stallscope_model::{BlockAction, FieldValue, Finding};
 
 use crate::testutil::{idle, run, t, Trace, MS};
 
@@ -141,4 +141,91 @@ fn short_or_interruptible_sleeps_are_not_victims() {
     assert!(run("blocked-chain", &[], &tr).is_empty());
     let f = run("blocked-chain", &[("include_s", "1")], &tr);
     assert_eq!(only(&f).measures["hop0_pid"], 11);
+}
+
+#[test]
+fn an_interrupt_root_names_the_line() {
+    let mut tr = Trace::new();
+    let victim = t("victim", 10, 120);
+    tr.sw(0, 0, victim, "D", idle());
+    tr.generic(
+        600 * MS,
+        1,
+        0,
+        "irq_handler_entry",
+        vec![
+            ("irq".into(), FieldValue::Int(36)),
+            ("name".into(), FieldValue::Str("virtio1-req.0".into())),
+        ],
+    );
+    tr.wake(600 * MS + 1_000, 1, 0, victim, 0);
+    tr.generic(600 * MS + 2_000, 1, 0, "irq_handler_exit", vec![]);
+    let f = run("blocked-chain", &[], &tr);
+    let f = only(&f);
+    assert_eq!(f.cause.as_ref().map(|c| c.kind.as_str()), Some("interrupt"));
+    assert!(
+        f.title.contains("hard irq 36, virtio1-req.0"),
+        "{}",
+        f.title
+    );
+}
+
+#[test]
+fn a_holder_waiting_for_a_cpu_is_the_root() {
+    // 11 holds what 10 waits for, is preempted and waits 600 ms for its CPU behind a hog
+    let mut tr = Trace::new();
+    let (victim, holder, hog) = (
+        t("victim", 10, 120),
+        t("holder", 11, 120),
+        t("hog", 12, 100),
+    );
+    tr.sw(0, 0, victim, "D", holder);
+    tr.sw(100 * MS, 0, holder, "R+", hog);
+    tr.sw(700 * MS, 0, hog, "R+", holder);
+    tr.wake(800 * MS, 0, 11, victim, 0);
+    let f = run("blocked-chain", &[], &tr);
+    let f = only(&f);
+    assert_eq!(
+        f.cause.as_ref().map(|c| c.kind.as_str()),
+        Some("holder_runnable")
+    );
+    assert!(
+        f.title
+            .contains("runnable (waiting for a CPU) for 600.000 ms"),
+        "{}",
+        f.title
+    );
+}
+
+#[test]
+fn a_work_item_that_waited_for_a_worker_is_the_root() {
+    let mut tr = Trace::new();
+    let victim = t("victim", 10, 120);
+    let work = |name: &str| {
+        vec![
+            ("work".to_string(), FieldValue::UInt(0xffff_8881_0000_1000)),
+            ("function".to_string(), FieldValue::Str(name.to_string())),
+        ]
+    };
+    tr.sw(0, 0, victim, "D", idle());
+    tr.generic(100 * MS, 1, 5, "workqueue_queue_work", work("xfs_end_io"));
+    tr.generic(
+        650 * MS,
+        1,
+        30,
+        "workqueue_execute_start",
+        work("xfs_end_io"),
+    );
+    tr.wake(690 * MS, 1, 30, victim, 0);
+    tr.generic(691 * MS, 1, 30, "workqueue_execute_end", work("xfs_end_io"));
+    let f = run("blocked-chain", &[], &tr);
+    let f = only(&f);
+    assert_eq!(f.cause.as_ref().map(|c| c.kind.as_str()), Some("work_item"));
+    assert!(
+        f.title.contains("work item xfs_end_io")
+            && f.title
+                .contains("started 550.000 ms later (waiting for a kworker: see worker-flood)"),
+        "{}",
+        f.title
+    );
 }
