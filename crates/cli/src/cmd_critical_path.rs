@@ -19,17 +19,18 @@
 //! …}],"runnable_behind":[[tid,ns]…],"woken_by":[[tid,sleeps,ns]…],"names":{tid:comm},
 //! "data_quality":{…}}`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use clap::Args;
 use serde_json::json;
-use stallscope::model::{Comm, EventKind, Tid, Ts};
+use stallscope::model::{Tid, Ts};
 use stallscope::timeline::critical_path::{critical_path, Activity};
 use stallscope::timeline::sleeps::{SleepTracker, WakeContext};
 use stallscope::timeline::{PerfFlavor, Timehist, TimehistOptions, WakeupSelector};
 
-use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, TaskNames};
+use stallscope::detect::detectors::fmt::dur;
 
 /// Arguments of `stallscope critical-path`.
 #[derive(Args, Debug)]
@@ -110,22 +111,6 @@ fn secs(ns: Ts) -> String {
     format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000)
 }
 
-fn dur(ns: Ts) -> String {
-    if ns >= 1_000_000_000 {
-        format!(
-            "{}.{:03} s",
-            ns / 1_000_000_000,
-            ns % 1_000_000_000 / 1_000_000
-        )
-    } else if ns >= 1_000_000 {
-        format!("{}.{:03} ms", ns / 1_000_000, ns % 1_000_000 / 1_000)
-    } else if ns >= 1_000 {
-        format!("{}.{:03} µs", ns / 1_000, ns % 1_000)
-    } else {
-        format!("{ns} ns")
-    }
-}
-
 /// `12.3%` of `total`.
 fn share(part: Ts, total: Ts) -> String {
     let pm = (u128::from(part) * 1000)
@@ -149,19 +134,12 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
     });
     let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(waking));
     let mut rows = Vec::new();
-    let mut names: HashMap<Tid, Comm> = HashMap::new();
+    let mut names = TaskNames::default();
     let (mut first, mut last): (Option<Ts>, Ts) = (None, 0);
     let mut buf = Vec::new();
     while inputs.next_batch(&mut buf)? {
         for ev in &buf {
-            if matches!(
-                ev.kind,
-                EventKind::Switch(_)
-                    | EventKind::Waking(_)
-                    | EventKind::Wakeup(_)
-                    | EventKind::WakeupNew(_)
-                    | EventKind::Migrate(_)
-            ) {
+            if ev.kind.is_scheduling() {
                 // the window defaults to the scheduler events' span (perf.data's setup
                 // records carry time 0)
                 first.get_or_insert(ev.ts);
@@ -169,19 +147,7 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
             }
             th.process(ev, &mut |r| rows.push(*r));
             tracker.push(ev);
-            match &ev.kind {
-                EventKind::Switch(s) => {
-                    names.insert(s.prev.pid, s.prev.comm);
-                    names.insert(s.next.pid, s.next.comm);
-                }
-                EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                    names.insert(w.task.pid, w.task.comm);
-                }
-                EventKind::TaskComm { tid, comm, .. } => {
-                    names.insert(*tid, *comm);
-                }
-                _ => {}
-            }
+            names.note(ev);
         }
     }
     let Some(first) = first else {
@@ -218,13 +184,9 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
     let path = critical_path(&rows, &sleeps, args.pid, start, end);
     let name = |pid: Tid| {
         if pid == 0 {
-            return "swapper (0)".to_string();
-        }
-        let c = names.get(&pid).copied().unwrap_or(Comm::EMPTY);
-        if c.is_empty() {
-            format!("pid {pid}")
+            "swapper (0)".to_string()
         } else {
-            format!("{} ({pid})", c.as_str())
+            names.label(pid)
         }
     };
     let dq = inputs.quality();

@@ -13,16 +13,15 @@
 //! "irq"?,"after":{"kind":"block_complete"|"work_item"|"after_own_wait",…}|null}|null}…],
 //! "work_functions":[…],"irq_names":{line:name},"counts":{…},"data_quality":{…}}`.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use clap::Args;
 use serde_json::json;
-use stallscope::model::{Comm, EventKind, Tid};
+use stallscope::model::Tid;
 use stallscope::timeline::sleeps::{SleepTracker, WakeCause};
 use stallscope::timeline::WakeupSelector;
 
-use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, TaskNames};
 
 /// Arguments of `stallscope sleeps`.
 #[derive(Args, Debug)]
@@ -56,24 +55,12 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(
         WakeupSelector::declared_in(metas.iter().copied()),
     ));
-    let mut names: HashMap<Tid, Comm> = HashMap::new();
+    let mut names = TaskNames::default();
     let mut buf = Vec::new();
     while inputs.next_batch(&mut buf)? {
         for ev in &buf {
             tracker.push(ev);
-            match &ev.kind {
-                EventKind::Switch(s) => {
-                    names.insert(s.prev.pid, s.prev.comm);
-                    names.insert(s.next.pid, s.next.comm);
-                }
-                EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                    names.insert(w.task.pid, w.task.comm);
-                }
-                EventKind::TaskComm { tid, comm, .. } => {
-                    names.insert(*tid, *comm);
-                }
-                _ => {}
-            }
+            names.note(ev);
         }
     }
     if inputs.events_read() == 0 {
@@ -100,14 +87,7 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 .is_none_or(|st| s.state.to_string().contains(st))
         })
         .collect();
-    let name = |pid: Tid| {
-        let c = names.get(&pid).copied().unwrap_or(Comm::EMPTY);
-        if c.is_empty() {
-            format!("pid {pid}")
-        } else {
-            format!("{} ({pid})", c.as_str())
-        }
-    };
+    let name = |pid: Tid| names.label(pid);
     let dq = inputs.quality();
     match args.format {
         OutputFormat::Json => {
@@ -164,7 +144,9 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                         String::new(),
                     ),
                 };
-                let comm = names.get(&s.pid).map_or("", |c| c.as_str()).to_string();
+                let comm = names
+                    .comm(s.pid)
+                    .map_or(String::new(), |c| c.as_str().to_string());
                 writeln!(
                     out,
                     "{:>8}.{:09} {:>9}.{:03} ms {:>6} {:<16} {:<5} {:<30} {:<9} {after}",

@@ -314,6 +314,19 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Scheduler events proper (switch, wakeups, migration): what bounds the time a
+    /// scheduling analysis covers.
+    pub fn is_scheduling(&self) -> bool {
+        matches!(
+            self,
+            EventKind::Switch(_)
+                | EventKind::Waking(_)
+                | EventKind::Wakeup(_)
+                | EventKind::WakeupNew(_)
+                | EventKind::Migrate(_)
+        )
+    }
+
     /// Side-band records that describe tasks or address spaces rather than something that
     /// happened on a CPU at a time ([`EventKind::TaskComm`], [`EventKind::Mapping`]): perf
     /// synthesizes them with time 0 for what existed before the recording.

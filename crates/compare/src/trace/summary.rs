@@ -69,14 +69,7 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
     while inputs.next_batch(&mut batch)? {
         for ev in &batch {
             engine.process(ev);
-            if matches!(
-                ev.kind,
-                EventKind::Switch(_)
-                    | EventKind::Waking(_)
-                    | EventKind::Wakeup(_)
-                    | EventKind::WakeupNew(_)
-                    | EventKind::Migrate(_)
-            ) {
+            if ev.kind.is_scheduling() {
                 first.get_or_insert(ev.ts);
                 last = last.max(ev.ts);
             }

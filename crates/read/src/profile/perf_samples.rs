@@ -128,15 +128,7 @@ impl<'k> SampleProfiler<'k> {
             let mapped = self.maps.find(tgid, addr);
             match mapped {
                 Some(m) => {
-                    let frame = super::user_symbols::UserFrame {
-                        file: m.filename.clone(),
-                        offset: m.file_offset(addr),
-                        build_id: m
-                            .build_id
-                            .as_ref()
-                            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
-                    };
-                    let name = format!("[{}+{:#x}]", m.short_name(), frame.offset);
+                    let (frame, name) = super::user_symbols::UserFrame::in_mapping(m, addr);
                     let id = self.profile.intern(&name, Some(false));
                     self.user_frames.insert(id, frame);
                     self.names.insert(key, id);

@@ -30,6 +30,23 @@ pub struct UserFrame {
     pub build_id: Option<String>,
 }
 
+impl UserFrame {
+    /// The frame at `addr` inside mapping `m`, and its name until symbolized:
+    /// `[file+0xoffset]`.
+    pub fn in_mapping(m: &stallscope_model::Mapping, addr: u64) -> (UserFrame, String) {
+        let frame = UserFrame {
+            file: m.filename.clone(),
+            offset: m.file_offset(addr),
+            build_id: m
+                .build_id
+                .as_ref()
+                .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
+        };
+        let name = format!("[{}+{:#x}]", m.short_name(), frame.offset);
+        (frame, name)
+    }
+}
+
 /// Why a file's frames stay unnamed.
 enum Missing {
     NotHere,
@@ -250,15 +267,8 @@ pub fn perf_user_frame_names(
     for &(tid, addr) in frames {
         let tgid = tgid_of.get(&tid).copied().unwrap_or(tid);
         if let Some(m) = spaces.find(tgid, addr) {
-            let f = UserFrame {
-                file: m.filename.clone(),
-                offset: m.file_offset(addr),
-                build_id: m
-                    .build_id
-                    .as_ref()
-                    .map(|b| b.iter().map(|x| format!("{x:02x}")).collect()),
-            };
-            names.insert((tid, addr), format!("[{}+{:#x}]", m.short_name(), f.offset));
+            let (f, name) = UserFrame::in_mapping(m, addr);
+            names.insert((tid, addr), name);
             keys.push((tid, addr));
             wanted.push(f);
         }
