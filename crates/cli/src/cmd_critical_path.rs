@@ -29,6 +29,7 @@ use stallscope::timeline::critical_path::{critical_path, Activity};
 use stallscope::timeline::sleeps::{SleepTracker, WakeContext};
 use stallscope::timeline::{PerfFlavor, Timehist, TimehistOptions, WakeupSelector};
 
+use crate::cmd_analyze::parse_time_range;
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, TaskNames};
 use stallscope::detect::detectors::fmt::dur;
 
@@ -52,59 +53,13 @@ pub struct CriticalPathArgs {
     /// The task (thread id).
     #[arg(long, value_name = "TID")]
     pid: Tid,
-    /// The window, in seconds of the trace clock: `A..B`, `A..`, `..B` or perf's `A,B`
-    /// (default: the whole trace).
+    /// The window, in seconds of the trace clock: `A..B`, `A..` or `..B` (as `analyze
+    /// --time`; default: the whole trace).
     #[arg(long, value_name = "A..B")]
     time: Option<String>,
     /// Intervals listed at most (the totals always cover the window; 0 lists none).
     #[arg(long, value_name = "N", default_value_t = 200)]
     max_intervals: usize,
-}
-
-/// Seconds (decimal) to ns.
-fn seconds(s: &str) -> Result<Ts, CliError> {
-    let bad = || {
-        CliError::Usage(format!(
-            "--time: {s:?} is not a time in seconds (e.g. 608.25)"
-        ))
-    };
-    let (int, frac) = s.trim().split_once('.').unwrap_or((s.trim(), ""));
-    if frac.len() > 9 || !frac.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(bad());
-    }
-    let int: u64 = int.parse().map_err(|_| bad())?;
-    let frac: u64 = if frac.is_empty() {
-        0
-    } else {
-        format!("{frac:0<9}").parse().map_err(|_| bad())?
-    };
-    int.checked_mul(1_000_000_000)
-        .and_then(|n| n.checked_add(frac))
-        .ok_or_else(bad)
-}
-
-/// `A..B`, `A..`, `..B`, `A,B` → optional bounds.
-fn parse_window(s: &str) -> Result<(Option<Ts>, Option<Ts>), CliError> {
-    let (a, b) = s
-        .split_once("..")
-        .or_else(|| s.split_once(','))
-        .ok_or_else(|| CliError::Usage(format!("--time {s:?}: expected A..B (seconds)")))?;
-    let bound = |x: &str| -> Result<Option<Ts>, CliError> {
-        if x.trim().is_empty() {
-            Ok(None)
-        } else {
-            seconds(x).map(Some)
-        }
-    };
-    let (a, b) = (bound(a)?, bound(b)?);
-    if let (Some(a), Some(b)) = (a, b) {
-        if b <= a {
-            return Err(CliError::Usage(format!(
-                "--time {s:?}: the end is not after the start"
-            )));
-        }
-    }
-    Ok((a, b))
 }
 
 fn secs(ns: Ts) -> String {
@@ -121,7 +76,7 @@ fn share(part: Ts, total: Ts) -> String {
 
 /// Runs the command.
 pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let window = args.time.as_deref().map(parse_window).transpose()?;
+    let window = args.time.as_deref().map(parse_time_range).transpose()?;
     let mut inputs = args.input.open()?;
     let metas = inputs.metas();
     let waking = WakeupSelector::declared_in(metas.iter().copied());
@@ -167,8 +122,9 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
         ))
         .json_too(args.format, out));
     }
+    // an open side of the range (0 or Ts::MAX) is the trace's edge
     let (start, end) = match window {
-        Some((a, b)) => (a.unwrap_or(first), b.unwrap_or(last)),
+        Some((a, b)) => (a.max(first), b.min(last)),
         None => (first, last),
     };
     if end <= start {
@@ -328,25 +284,4 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows_parse_like_perf_and_ranges() {
-        assert_eq!(
-            parse_window("1.5..2").ok(),
-            Some((Some(1_500_000_000), Some(2_000_000_000)))
-        );
-        assert_eq!(
-            parse_window("608.000000001,609").ok(),
-            Some((Some(608_000_000_001), Some(609_000_000_000)))
-        );
-        assert_eq!(parse_window("..3").ok(), Some((None, Some(3_000_000_000))));
-        assert!(parse_window("3..2").is_err());
-        assert!(parse_window("x..2").is_err());
-        assert!(parse_window("1.0000000001..2").is_err());
-    }
 }

@@ -143,10 +143,14 @@ fn the_starved_task_is_runnable_behind_the_hog() {
 fn bad_windows_and_unknown_tasks_exit_2_saying_why() {
     let path = root().join("fixtures/sched/starve.perf.data");
     let p = path.to_str().unwrap();
+    let th: Value = json(&["timehist", "--format", "json", p]);
+    let tid = busy_tasks(th["rows"].as_array().unwrap(), 20)[0].to_string();
     for (args, want) in [
         (vec!["--pid", "999999"], "never ran"),
-        (vec!["--pid", "1", "--time", "5..4"], "not after"),
-        (vec!["--pid", "1", "--time", "abc"], "expected A..B"),
+        (vec!["--pid", &tid, "--time", "5..4"], "expected A..B"),
+        // a window before the trace's first event
+        (vec!["--pid", &tid, "--time", "1..2"], "is empty"),
+        (vec!["--pid", &tid, "--time", "abc"], "expected A..B"),
     ] {
         let mut a = vec!["critical-path"];
         a.extend(args.iter().copied());
