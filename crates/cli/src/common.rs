@@ -26,18 +26,23 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
-    /// Opens the inputs.
-    pub fn open(&self) -> Result<Inputs, CliError> {
-        let forced = match &self.input_format {
-            None => None,
-            Some(name) => Some(InputFormat::from_name(name).ok_or_else(|| {
+    /// `--input-format`, checked.
+    pub fn forced_format(&self) -> Result<Option<InputFormat>, CliError> {
+        match &self.input_format {
+            None => Ok(None),
+            Some(name) => InputFormat::from_name(name).map(Some).ok_or_else(|| {
                 let names: Vec<&str> = InputFormat::ALL.iter().map(|f| f.name()).collect();
                 CliError::Usage(format!(
                     "unknown --input-format {name:?}; expected one of {}",
                     names.join(", ")
                 ))
-            })?),
-        };
+            }),
+        }
+    }
+
+    /// Opens the inputs.
+    pub fn open(&self) -> Result<Inputs, CliError> {
+        let forced = self.forced_format()?;
         let mut inputs = Inputs::open(&self.files, forced)?;
         if self.merge_unrelated {
             inputs.allow_unrelated();
@@ -113,6 +118,15 @@ impl fmt::Display for CliError {
     }
 }
 
+impl From<stallscope::analyze::AnalyzeError> for CliError {
+    fn from(e: stallscope::analyze::AnalyzeError) -> CliError {
+        match e {
+            stallscope::analyze::AnalyzeError::Read(e) => CliError::Read(e),
+            stallscope::analyze::AnalyzeError::Usage(m) => CliError::Usage(m),
+        }
+    }
+}
+
 impl From<ReadError> for CliError {
     fn from(e: ReadError) -> Self {
         CliError::Read(e)
@@ -159,7 +173,7 @@ pub fn write_quality_text(out: &mut dyn Write, dq: &DataQuality) -> io::Result<(
 /// Draws a progress line on stderr while reading long inputs — only when stderr is a
 /// terminal, `NO_COLOR`-independent, never mixed into stdout. The line is erased at the end
 /// of each update so finished output stays clean.
-fn attach_progress(inputs: &mut Inputs) {
+pub fn attach_progress(inputs: &mut Inputs) {
     use std::io::IsTerminal;
     if !io::stderr().is_terminal() {
         return;

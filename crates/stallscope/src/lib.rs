@@ -1,6 +1,10 @@
 //! The stallscope facade: open inputs, merge them into one time-ordered event stream, and
 //! hand events to analyses. The CLI and (later) bindings depend on this crate only.
 //!
+//! [`analyze::analyze`] is the whole analysis as one call (files and options in, the
+//! report out); `stallscope analyze` is that call plus arguments and rendering. Reading
+//! events yourself:
+//!
 //! ```no_run
 //! let mut inputs = stallscope::Inputs::open(&["perf.data".to_string()], None).unwrap();
 //! while let Some(ev) = inputs.next_event().unwrap() {
@@ -8,6 +12,7 @@
 //! }
 //! ```
 
+pub mod analyze;
 pub mod merge;
 pub mod profile_analysis;
 pub mod windows;
