@@ -123,6 +123,7 @@ impl From<stallscope::analyze::AnalyzeError> for CliError {
         match e {
             stallscope::analyze::AnalyzeError::Read(e) => CliError::Read(e),
             stallscope::analyze::AnalyzeError::Usage(m) => CliError::Usage(m),
+            stallscope::analyze::AnalyzeError::Output(m) => CliError::Io(io::Error::other(m)),
         }
     }
 }

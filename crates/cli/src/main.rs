@@ -17,6 +17,7 @@ mod cmd_latency;
 mod cmd_profile;
 mod cmd_record;
 mod cmd_sleeps;
+mod cmd_tables;
 mod cmd_timehist;
 mod common;
 
@@ -68,6 +69,8 @@ enum Command {
     Timehist(cmd_timehist::TimehistArgs),
     /// Every sleep that ended and who ended it: the waker, its context, what it had just done.
     Sleeps(cmd_sleeps::SleepsArgs),
+    /// Write the analyses as Parquet tables (switches, waits, latency, requests, findings, events).
+    Tables(cmd_tables::TablesArgs),
     /// One task's time over a window: running, runnable (who ran instead), sleeping (woken by whom), with shares.
     CriticalPath(cmd_critical_path::CriticalPathArgs),
     /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Timehist(a) => cmd_timehist::run(a, &mut out),
         Command::Sleeps(a) => cmd_sleeps::run(a, &mut out),
         Command::CriticalPath(a) => cmd_critical_path::run(a, &mut out),
+        Command::Tables(a) => cmd_tables::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
         Command::Export(a) => cmd_export::run(a, &mut out),
         Command::Profile(a) => cmd_profile::run(a, &mut out),

@@ -118,13 +118,15 @@ pub enum AnalyzeError {
     Read(ReadError),
     /// The options are wrong (an unknown detector, a bad threshold).
     Usage(String),
+    /// A table or file could not be written.
+    Output(String),
 }
 
 impl fmt::Display for AnalyzeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AnalyzeError::Read(e) => write!(f, "{e}"),
-            AnalyzeError::Usage(m) => write!(f, "{m}"),
+            AnalyzeError::Usage(m) | AnalyzeError::Output(m) => write!(f, "{m}"),
         }
     }
 }

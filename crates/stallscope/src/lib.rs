@@ -15,6 +15,7 @@
 pub mod analyze;
 pub mod merge;
 pub mod profile_analysis;
+pub mod tables;
 pub mod windows;
 
 pub use merge::{Inputs, Progress};
@@ -24,4 +25,5 @@ pub use stallscope_model as model;
 pub use stallscope_read as read;
 pub use stallscope_record as record;
 pub use stallscope_report as report;
+pub use stallscope_tables as table_schemas;
 pub use stallscope_timeline as timeline;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tables_vs_latency.sh — issue 22's yardsticks for the tables: the time to build the `waits`
+# table (Parquet) of one large perf.data against `stallscope latency` on the same file, and
+# the bytes per event of the Parquet `events` table against JSON lines (`dump --format json`).
+#
+# Usage:  benches/tables_vs_latency.sh [PERF.DATA]   (default: /tmp/stallscope-bench/big.perf.data,
+#         recorded by benches/latency_vs_perf.sh)
+# Env:    RUNS=3        timed runs per command (minimum and median printed)
+#         SKIP_BUILD=1  use the existing release binary
+# The issue's target: the waits table within 2× of `stallscope latency`. (The pyarrow
+# variant of this measurement waits for the Python package.)
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FILE=${1:-/tmp/stallscope-bench/big.perf.data}
+RUNS=${RUNS:-3}
+BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/stallscope
+[[ -f $FILE ]] || { echo "no $FILE (run benches/latency_vs_perf.sh once, or give a perf.data)" >&2; exit 2; }
+if [[ -z ${SKIP_BUILD:-} ]]; then
+    (cd "$REPO" && cargo build --release -j2 -p stallscope-cli >&2)
+fi
+OUT=$(mktemp -d /tmp/stallscope-tables-bench.XXXXXX)
+trap 'rm -rf "$OUT"' EXIT
+
+# times CMD… — RUNS wall times in ms, sorted
+times() {
+    local i t0 t1 out=()
+    for ((i = 0; i < RUNS; i++)); do
+        t0=$EPOCHREALTIME
+        "$@" > /dev/null 2>&1 || { echo FAILED; return; }
+        t1=$EPOCHREALTIME
+        out+=("$(( (${t1/./} - ${t0/./}) / 1000 ))")
+    done
+    printf '%s\n' "${out[@]}" | sort -n | tr '\n' ' '
+}
+lat=$(times "$BIN" latency "$FILE")
+waits=$(times "$BIN" tables --tables waits --to "$OUT" "$FILE")
+min() { echo "$1" | awk '{print $1}'; }
+med() { echo "$1" | awk '{print $(int((NF + 1) / 2))}'; }
+echo "file: $FILE ($(stat -c %s "$FILE") bytes)"
+echo "stallscope latency            ms: $lat"
+echo "stallscope tables --tables waits ms: $waits"
+awk -v a="$(min "$waits")" -v b="$(min "$lat")" -v c="$(med "$waits")" -v d="$(med "$lat")" \
+    'BEGIN { printf "waits / latency: %.2f× (minimums), %.2f× (medians); target ≤ 2×\n", a / b, c / d }'
+
+# bytes per event: Parquet events table vs JSON lines
+"$BIN" tables --tables events --to "$OUT" "$FILE" > /dev/null
+events=$("$BIN" info --format json "$FILE" | python3 -c 'import json,sys; print(json.load(sys.stdin)["events"])' 2> /dev/null || echo 0)
+pq=$(stat -c %s "$OUT/events.parquet")
+js=$("$BIN" dump --format json "$FILE" | wc -c)
+if [[ $events -gt 0 ]]; then
+    awk -v p="$pq" -v j="$js" -v n="$events" \
+        'BEGIN { printf "bytes per event: Parquet %.1f, JSON lines %.1f (%.1f× smaller)\n", p / n, j / n, j / p }'
+else
+    echo "bytes: Parquet events $pq, JSON lines $js"
+fi

@@ -1,0 +1,135 @@
+//! `stallscope tables FILE… --to DIR`: the analyses of the inputs as Parquet files, one per
+//! table (`switches`, `waits`, `latency`, `requests`, `findings`, `events`; columns in
+//! `stallscope_tables`), for pandas, polars and DuckDB:
+//!
+//! ```text
+//! $ stallscope tables perf.data --to out/
+//! table      rows  file
+//! switches   7821  out/switches.parquet
+//! waits      3907  out/waits.parquet
+//! …
+//! $ duckdb -c "select comm, max(wait_ns) from 'out/waits.parquet' group by comm order by 2 desc limit 5"
+//! ```
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::json;
+use stallscope::analyze::{AnalyzeError, AnalyzeOptions};
+use stallscope::tables::{parquet_writer, tables, ParquetWriter, Table};
+
+use crate::cmd_analyze::parse_time_range;
+use crate::common::{CliError, InputArgs, OutputFormat};
+
+/// Arguments of `stallscope tables`.
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Tables (columns: `stallscope tables --help` lists them; times are integer ns):\n  \
+switches  one row per context switch (perf sched timehist's rows)\n  \
+waits     one row per runnable interval: task, CPU, start, end, started_by, ended_by\n  \
+latency   perf sched latency's rows\n  \
+requests  block requests with Q/G/I/D/C times and tasks\n  \
+findings  one row per finding of `analyze`\n  \
+events    every normalized event (stallscope dump's line, split)\n\n\
+Examples:\n  stallscope tables perf.data --to out/\n  \
+stallscope tables --tables waits,latency --time 595.1..596 trace.dat --to out/\n  \
+duckdb -c \"select comm, max(wait_ns) from 'out/waits.parquet' group by comm order by 2 desc\""
+)]
+pub struct TablesArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Output format of the summary (the tables are Parquet files).
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// Directory to write `<table>.parquet` into (created when missing).
+    #[arg(long, value_name = "DIR")]
+    to: PathBuf,
+    /// Which tables (comma-separated; default: all but `events`).
+    #[arg(long, value_name = "NAMES")]
+    tables: Option<String>,
+    /// Only events in this time range, seconds in the trace clock: A..B, A.. or ..B.
+    #[arg(long, value_name = "A..B")]
+    time: Option<String>,
+}
+
+fn parse_tables(s: Option<&str>) -> Result<Vec<Table>, CliError> {
+    let Some(s) = s else {
+        return Ok(Table::ALL
+            .into_iter()
+            .filter(|t| *t != Table::Events)
+            .collect());
+    };
+    s.split(',')
+        .map(str::trim)
+        .filter(|x| !x.is_empty())
+        .map(|name| {
+            Table::from_name(name).ok_or_else(|| {
+                let names: Vec<&str> = Table::ALL.iter().map(|t| t.name()).collect();
+                CliError::Usage(format!(
+                    "unknown table {name:?}; expected one of {}",
+                    names.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+fn writer(dir: &Path, t: Table) -> Result<ParquetWriter, AnalyzeError> {
+    let path = dir.join(format!("{}.parquet", t.name()));
+    parquet_writer(&path, t).map_err(|e| AnalyzeError::Output(format!("{}: {e}", path.display())))
+}
+
+/// Runs the command.
+pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
+    let which = parse_tables(args.tables.as_deref())?;
+    std::fs::create_dir_all(&args.to)
+        .map_err(|e| CliError::Usage(format!("--to {}: {e}", args.to.display())))?;
+    let mut options = AnalyzeOptions::new(args.input.files.clone());
+    options.input_format = args.input.forced_format()?;
+    options.merge_unrelated = args.input.merge_unrelated;
+    options.time = args.time.as_deref().map(parse_time_range).transpose()?;
+    options.on_open = Some(crate::common::attach_progress);
+    let mut writers: HashMap<&'static str, (ParquetWriter, u64)> = HashMap::new();
+    for &t in &which {
+        writers.insert(t.name(), (writer(&args.to, t)?, 0));
+    }
+    tables(&options, &which, |t, batch| {
+        let (w, rows) = writers
+            .get_mut(t.name())
+            .ok_or_else(|| AnalyzeError::Output(format!("no writer for {}", t.name())))?;
+        *rows += batch.num_rows() as u64;
+        w.write(&batch)
+            .map_err(|e| AnalyzeError::Output(format!("{}.parquet: {e}", t.name())))
+    })?;
+    let mut summary = Vec::new();
+    for &t in &which {
+        if let Some((w, rows)) = writers.remove(t.name()) {
+            w.close().map_err(|e| {
+                CliError::Io(std::io::Error::other(format!("{}.parquet: {e}", t.name())))
+            })?;
+            let file = args.to.join(format!("{}.parquet", t.name()));
+            summary.push((t.name(), rows, file));
+        }
+    }
+    match args.format {
+        OutputFormat::Json => {
+            let doc = json!({
+                "tables": summary
+                    .iter()
+                    .map(|(name, rows, file)| json!({"table": name, "rows": rows, "file": file}))
+                    .collect::<Vec<_>>(),
+            });
+            serde_json::to_writer(&mut *out, &doc)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Text => {
+            writeln!(out, "{:<9} {:>10}  file", "table", "rows")?;
+            for (name, rows, file) in &summary {
+                writeln!(out, "{name:<9} {rows:>10}  {}", file.display())?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,270 @@
+//! The Arrow tables (#22 item 2) against the commands that print the same facts: `latency`
+//! row for row equals `stallscope latency --format json`, `switches` equals `timehist`,
+//! `waits` holds the worst wait of every `runqueue-starvation` finding, `findings` equals
+//! `analyze`'s; `stallscope tables --to DIR` writes Parquet files that read back with the
+//! rows it reports.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use arrow_array::{
+    Array, Int32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
+};
+use common::{json, root};
+use serde_json::Value;
+use stallscope::analyze::AnalyzeOptions;
+use stallscope::tables::{tables, Table};
+
+fn build(file: &str, table: Table) -> Vec<RecordBatch> {
+    let path = root().join(file);
+    let options = AnalyzeOptions::new(vec![path.to_str().unwrap().to_string()]);
+    let mut out = Vec::new();
+    tables(&options, &[table], |_, b| {
+        out.push(b);
+        Ok(())
+    })
+    .unwrap();
+    for b in &out {
+        assert_eq!(b.schema(), table.schema(), "{}", table.name());
+    }
+    out
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
+    b.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap_or_else(|| panic!("{name}: other type"))
+}
+
+const SCHED: [&str; 3] = [
+    "fixtures/sched/starve.perf.data",
+    "fixtures/sched/equal.perf.data",
+    "fixtures/sched/sched_all.perf.data",
+];
+
+#[test]
+fn latency_rows_equal_the_latency_command() {
+    for file in SCHED {
+        let p = root().join(file);
+        let want: Value = json(&["latency", "--format", "json", p.to_str().unwrap()]);
+        let want = want["tasks"].as_array().unwrap();
+        let got = build(file, Table::Latency);
+        assert_eq!(got.len(), 1);
+        let b = &got[0];
+        assert_eq!(b.num_rows(), want.len(), "{file}");
+        for (i, w) in want.iter().enumerate() {
+            assert_eq!(
+                col::<StringArray>(b, "comm").value(i),
+                w["comm"],
+                "{file} row {i}"
+            );
+            let pid = col::<Int32Array>(b, "pid");
+            assert_eq!(
+                (!pid.is_null(i)).then(|| i64::from(pid.value(i))),
+                w["pid"].as_i64(),
+                "{file} row {i}"
+            );
+            let pids = col::<ListArray>(b, "pids").value(i);
+            let pids = pids.as_any().downcast_ref::<Int32Array>().unwrap();
+            let pids: Vec<i64> = pids.values().iter().map(|&p| i64::from(p)).collect();
+            let want_pids: Vec<i64> = w["pids"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_i64().unwrap())
+                .collect();
+            assert_eq!(pids, want_pids, "{file} row {i}");
+            for c in [
+                "runtime_ns",
+                "switches",
+                "avg_delay_ns",
+                "max_delay_ns",
+                "max_delay_start_ns",
+                "max_delay_end_ns",
+            ] {
+                assert_eq!(
+                    Some(col::<UInt64Array>(b, c).value(i)),
+                    w[c].as_u64(),
+                    "{file} row {i} {c}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn switches_equal_timehist_rows() {
+    for file in SCHED {
+        let p = root().join(file);
+        let th: Value = json(&["timehist", "--format", "json", p.to_str().unwrap()]);
+        let want = th["rows"].as_array().unwrap();
+        let got = build(file, Table::Switches);
+        let mut i = 0;
+        for b in &got {
+            for r in 0..b.num_rows() {
+                let w = &want[i];
+                assert_eq!(
+                    Some(col::<UInt64Array>(b, "ts_ns").value(r)),
+                    w["ts_ns"].as_u64()
+                );
+                assert_eq!(
+                    Some(u64::from(col::<UInt32Array>(b, "cpu").value(r))),
+                    w["cpu"].as_u64()
+                );
+                assert_eq!(
+                    Some(i64::from(col::<Int32Array>(b, "tid").value(r))),
+                    w["tid"].as_i64()
+                );
+                assert_eq!(col::<StringArray>(b, "comm").value(r), w["comm"]);
+                for c in ["wait_ns", "sch_delay_ns", "run_ns"] {
+                    assert_eq!(
+                        Some(col::<UInt64Array>(b, c).value(r)),
+                        w[c].as_u64(),
+                        "{file} row {i} {c}"
+                    );
+                }
+                assert_eq!(
+                    col::<StringArray>(b, "prev_state").value(r),
+                    w["prev_state"]
+                );
+                i += 1;
+            }
+        }
+        assert_eq!(i, want.len(), "{file}: every timehist row");
+    }
+}
+
+#[test]
+fn waits_hold_the_worst_wait_of_every_starvation_finding() {
+    let mut checked = 0;
+    for file in SCHED {
+        let p = root().join(file);
+        let report: Value = json(&[
+            "analyze",
+            "--select",
+            "runqueue-starvation",
+            "--format",
+            "json",
+            p.to_str().unwrap(),
+        ]);
+        let waits = build(file, Table::Waits);
+        let mut by_task: BTreeMap<i32, Vec<(u64, u64)>> = BTreeMap::new();
+        for b in &waits {
+            for r in 0..b.num_rows() {
+                by_task
+                    .entry(col::<Int32Array>(b, "tid").value(r))
+                    .or_default()
+                    .push((
+                        col::<UInt64Array>(b, "start_ns").value(r),
+                        col::<UInt64Array>(b, "end_ns").value(r),
+                    ));
+                assert_eq!(
+                    col::<UInt64Array>(b, "wait_ns").value(r),
+                    col::<UInt64Array>(b, "end_ns").value(r)
+                        - col::<UInt64Array>(b, "start_ns").value(r)
+                );
+            }
+        }
+        for f in report["findings"].as_array().unwrap() {
+            let m = &f["measures"];
+            if m["worst_wait_censored"].as_i64() != Some(0) {
+                continue; // still waiting at the trace's end: no row ends it
+            }
+            let victim = f["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["role"] == "victim")
+                .unwrap()["pid"]
+                .as_i64()
+                .unwrap() as i32;
+            let want = (
+                m["worst_wait_start_ns"].as_u64().unwrap(),
+                m["worst_wait_end_ns"].as_u64().unwrap(),
+            );
+            assert!(
+                by_task.get(&victim).is_some_and(|w| w.contains(&want)),
+                "{file}: the wait {want:?} of {victim} is not a row"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2, "{checked}");
+}
+
+#[test]
+fn findings_rows_are_analyzes_findings() {
+    let file = "fixtures/chain/chain.perf.data.xz";
+    let p = root().join(file);
+    let report: Value = json(&["analyze", "--format", "json", p.to_str().unwrap()]);
+    let want = report["findings"].as_array().unwrap();
+    let got = build(file, Table::Findings);
+    let b = &got[0];
+    assert_eq!(b.num_rows(), want.len());
+    for (i, w) in want.iter().enumerate() {
+        assert_eq!(col::<StringArray>(b, "detector").value(i), w["detector"]);
+        assert_eq!(col::<StringArray>(b, "severity").value(i), w["severity"]);
+        assert_eq!(col::<StringArray>(b, "title").value(i), w["title"]);
+        let measures: Value =
+            serde_json::from_str(col::<StringArray>(b, "measures_json").value(i)).unwrap();
+        assert_eq!(measures, w["measures"]);
+    }
+}
+
+#[test]
+fn parquet_files_read_back_with_the_rows_reported() {
+    let dir = std::env::temp_dir().join(format!("stallscope-tables-{}", std::process::id()));
+    let p = root().join("fixtures/chain/chain.perf.data.xz");
+    let summary: Value = json(&[
+        "tables",
+        "--format",
+        "json",
+        "--tables",
+        "switches,waits,latency,requests,findings,events",
+        "--to",
+        dir.to_str().unwrap(),
+        p.to_str().unwrap(),
+    ]);
+    let tables = summary["tables"].as_array().unwrap();
+    assert_eq!(tables.len(), 6);
+    for t in tables {
+        let file = std::fs::File::open(t["file"].as_str().unwrap()).unwrap();
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap();
+        let rows: usize = reader.map(|b| b.unwrap().num_rows()).sum();
+        assert_eq!(Some(rows as u64), t["rows"].as_u64(), "{t}");
+        if t["table"] != "latency" && t["table"] != "findings" {
+            assert!(rows > 0, "{t}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn requests_are_iolats_requests_and_flushes() {
+    // one row per completed request or flush sequence, from the same BlockTracker iolat runs
+    let file = "fixtures/chain/chain.perf.data.xz";
+    let p = root().join(file);
+    let iolat: Value = json(&["iolat", "--format", "json", p.to_str().unwrap()]);
+    let mut kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for b in build(file, Table::Requests) {
+        for r in 0..b.num_rows() {
+            *kinds
+                .entry(col::<StringArray>(&b, "kind").value(r).to_string())
+                .or_default() += 1;
+        }
+    }
+    assert_eq!(
+        kinds.get("data").copied(),
+        iolat["counts"]["requests"].as_u64()
+    );
+    assert_eq!(
+        kinds.get("flush").copied(),
+        iolat["counts"]["flushes"].as_u64()
+    );
+}

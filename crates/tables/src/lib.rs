@@ -1,0 +1,548 @@
+//! The tables of a trace as Arrow record batches, with stable column names and integer
+//! nanosecond times, for pandas, polars, DuckDB and Parquet (`stallscope tables`).
+//!
+//! | table | one row per | from |
+//! |---|---|---|
+//! | `switches` | context switch of a task (perf sched timehist's rows) | [`Timehist`] |
+//! | `waits` | runnable interval: a task waiting for a CPU, how it started and ended | the scheduler [`Timeline`] |
+//! | `latency` | task (or task name) of `perf sched latency` | [`Latency`] |
+//! | `requests` | block request with its Q/G/I/D/C times and tasks | [`BlockTracker`] |
+//! | `findings` | finding of `analyze` | a [`Finding`] list |
+//! | `events` | normalized event (`stallscope dump`'s line, split) | the events |
+//!
+//! Columns (`_ns` columns are nanoseconds of the trace clock; nullable ones marked `?`):
+//!
+//! ```text
+//! switches  ts_ns cpu tid pid? comm wait_ns sch_delay_ns run_ns prev_state
+//! waits     tid comm cpu? start_ns end_ns wait_ns started_by ended_by
+//!           started_by: wakeup | preempted;  ended_by: ran (switched in on cpu) | slept |
+//!           exited | unknown (a contradicting event reset the task's state)
+//! latency   comm pid? pids runtime_ns switches avg_delay_ns max_delay_ns
+//!           max_delay_start_ns max_delay_end_ns
+//! requests  dev_major dev_minor kind sector nr_sector rwbs queue_ns? getrq_ns? insert_ns?
+//!           first_issue_ns? issue_ns? complete_ns queuer_pid? queuer_comm? inserter_pid?
+//!           dispatcher_pid? bios merges requeues error
+//! findings  detector severity cause? title start_ns end_ns cpus tasks_json measures_json hint
+//! events    ts_ns cpu pid event detail
+//! ```
+//!
+//! Builders take events in time order and hand out a batch every
+//! [`TableOptions::batch_rows`] rows, so memory stays bounded on multi-gigabyte traces
+//! (`latency` is one batch at the end: one row per task).
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::builder::{Int32Builder, ListBuilder};
+pub use arrow_array::RecordBatch;
+use arrow_array::{ArrayRef, Int32Array, StringArray, UInt32Array, UInt64Array};
+pub use arrow_schema::ArrowError;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+pub use parquet::errors::ParquetError;
+use parquet::file::properties::WriterProperties;
+use stallscope_model::{Event, Finding, Tid, Ts};
+use stallscope_timeline::block::{BlockTracker, CompletedRequest, RequestKind};
+use stallscope_timeline::{
+    Latency, LatencyOptions, RunnableCause, TaskState, Timehist, TimehistOptions, TimehistRow,
+    Timeline, Transition, WakeupSelector,
+};
+
+/// The tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Table {
+    /// Context switches (timehist rows).
+    Switches,
+    /// Runnable intervals.
+    Waits,
+    /// perf sched latency rows.
+    Latency,
+    /// Block requests.
+    Requests,
+    /// Findings of `analyze`.
+    Findings,
+    /// Normalized events.
+    Events,
+}
+
+impl Table {
+    /// Every table, in documentation order.
+    pub const ALL: [Table; 6] = [
+        Table::Switches,
+        Table::Waits,
+        Table::Latency,
+        Table::Requests,
+        Table::Findings,
+        Table::Events,
+    ];
+
+    /// Its name (`waits`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Switches => "switches",
+            Table::Waits => "waits",
+            Table::Latency => "latency",
+            Table::Requests => "requests",
+            Table::Findings => "findings",
+            Table::Events => "events",
+        }
+    }
+
+    /// The table called `name`.
+    pub fn from_name(name: &str) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Its schema.
+    pub fn schema(self) -> SchemaRef {
+        use DataType::{Int32, UInt32, UInt64, Utf8};
+        let f = |name: &str, t: DataType, nullable: bool| Field::new(name, t, nullable);
+        let fields = match self {
+            Table::Switches => vec![
+                f("ts_ns", UInt64, false),
+                f("cpu", UInt32, false),
+                f("tid", Int32, false),
+                f("pid", Int32, true),
+                f("comm", Utf8, false),
+                f("wait_ns", UInt64, false),
+                f("sch_delay_ns", UInt64, false),
+                f("run_ns", UInt64, false),
+                f("prev_state", Utf8, false),
+            ],
+            Table::Waits => vec![
+                f("tid", Int32, false),
+                f("comm", Utf8, false),
+                f("cpu", UInt32, true),
+                f("start_ns", UInt64, false),
+                f("end_ns", UInt64, false),
+                f("wait_ns", UInt64, false),
+                f("started_by", Utf8, false),
+                f("ended_by", Utf8, false),
+            ],
+            Table::Latency => vec![
+                f("comm", Utf8, false),
+                f("pid", Int32, true),
+                f(
+                    "pids",
+                    DataType::List(Arc::new(Field::new("item", Int32, true))),
+                    false,
+                ),
+                f("runtime_ns", UInt64, false),
+                f("switches", UInt64, false),
+                f("avg_delay_ns", UInt64, false),
+                f("max_delay_ns", UInt64, false),
+                f("max_delay_start_ns", UInt64, false),
+                f("max_delay_end_ns", UInt64, false),
+            ],
+            Table::Requests => vec![
+                f("dev_major", UInt32, false),
+                f("dev_minor", UInt32, false),
+                f("kind", Utf8, false),
+                f("sector", UInt64, false),
+                f("nr_sector", UInt32, false),
+                f("rwbs", Utf8, false),
+                f("queue_ns", UInt64, true),
+                f("getrq_ns", UInt64, true),
+                f("insert_ns", UInt64, true),
+                f("first_issue_ns", UInt64, true),
+                f("issue_ns", UInt64, true),
+                f("complete_ns", UInt64, false),
+                f("queuer_pid", Int32, true),
+                f("queuer_comm", Utf8, true),
+                f("inserter_pid", Int32, true),
+                f("dispatcher_pid", Int32, true),
+                f("bios", UInt32, false),
+                f("merges", UInt32, false),
+                f("requeues", UInt32, false),
+                f("error", Int32, false),
+            ],
+            Table::Findings => vec![
+                f("detector", Utf8, false),
+                f("severity", Utf8, false),
+                f("cause", Utf8, true),
+                f("title", Utf8, false),
+                f("start_ns", UInt64, false),
+                f("end_ns", UInt64, false),
+                f("cpus", Utf8, false),
+                f("tasks_json", Utf8, false),
+                f("measures_json", Utf8, false),
+                f("hint", Utf8, false),
+            ],
+            Table::Events => vec![
+                f("ts_ns", UInt64, false),
+                f("cpu", UInt32, false),
+                f("pid", Int32, false),
+                f("event", Utf8, false),
+                f("detail", Utf8, false),
+            ],
+        };
+        Arc::new(Schema::new(fields))
+    }
+}
+
+/// How tables are built.
+#[derive(Clone, Copy, Debug)]
+pub struct TableOptions {
+    /// Whether the inputs declare `sched_waking` (wakeups are then counted from it, as
+    /// perf does; see [`WakeupSelector`]).
+    pub waking_declared: bool,
+    /// Rows per record batch.
+    pub batch_rows: usize,
+}
+
+impl Default for TableOptions {
+    fn default() -> TableOptions {
+        TableOptions {
+            waking_declared: false,
+            batch_rows: 65_536,
+        }
+    }
+}
+
+/// One wait of the `waits` table.
+#[derive(Clone, Debug)]
+struct WaitRow {
+    tid: Tid,
+    start: Ts,
+    end: Ts,
+    cpu: Option<u32>,
+    started_by: &'static str,
+    ended_by: &'static str,
+}
+
+enum Inner {
+    Switches(Box<Timehist>, Vec<TimehistRow>),
+    Waits(Box<Timeline>, Vec<WaitRow>),
+    Latency(Box<Latency>),
+    Requests(Box<BlockTracker>, Vec<CompletedRequest>),
+    Events(Vec<(Ts, u32, Tid, String, String)>),
+}
+
+/// Builds one table from events in time order.
+pub struct TableBuilder {
+    table: Table,
+    batch_rows: usize,
+    inner: Inner,
+}
+
+impl TableBuilder {
+    /// A builder of `table`; `None` for `findings` (see [`findings_batch`]).
+    pub fn new(table: Table, opts: TableOptions) -> Option<TableBuilder> {
+        let wakeups = WakeupSelector::preferring_waking(opts.waking_declared);
+        let inner = match table {
+            Table::Switches => Inner::Switches(
+                Box::new(Timehist::new(TimehistOptions {
+                    pid: None,
+                    cpu: None,
+                    flavor: Default::default(),
+                    waking_declared: opts.waking_declared,
+                    nr_cpus: None,
+                })),
+                Vec::new(),
+            ),
+            Table::Waits => Inner::Waits(Box::new(Timeline::new(wakeups)), Vec::new()),
+            Table::Latency => Inner::Latency(Box::new(Latency::new(LatencyOptions {
+                waking_declared: opts.waking_declared,
+                ..LatencyOptions::default()
+            }))),
+            Table::Requests => Inner::Requests(Box::new(BlockTracker::new()), Vec::new()),
+            Table::Events => Inner::Events(Vec::new()),
+            Table::Findings => return None,
+        };
+        Some(TableBuilder {
+            table,
+            batch_rows: opts.batch_rows.max(1),
+            inner,
+        })
+    }
+
+    /// Takes one event; a full batch when one is ready.
+    pub fn push(&mut self, ev: &Event) -> Result<Option<RecordBatch>, ArrowError> {
+        let rows = match &mut self.inner {
+            Inner::Switches(th, rows) => {
+                th.process(ev, &mut |r| rows.push(*r));
+                rows.len()
+            }
+            Inner::Waits(tl, rows) => {
+                tl.process(ev, &mut |t| {
+                    if let Transition::State {
+                        ts,
+                        tid,
+                        from: TaskState::Runnable { since, cause },
+                        to,
+                    } = t
+                    {
+                        let (cpu, ended_by) = match to {
+                            TaskState::Running { cpu, .. } => (Some(cpu), "ran"),
+                            TaskState::Sleeping { .. } | TaskState::Blocked { .. } => {
+                                (None, "slept")
+                            }
+                            TaskState::Dead { .. } => (None, "exited"),
+                            _ => (None, "unknown"),
+                        };
+                        rows.push(WaitRow {
+                            tid,
+                            start: since,
+                            end: ts,
+                            cpu,
+                            started_by: match cause {
+                                RunnableCause::Wakeup => "wakeup",
+                                RunnableCause::Preempted => "preempted",
+                            },
+                            ended_by,
+                        });
+                    }
+                });
+                rows.len()
+            }
+            Inner::Latency(lat) => {
+                lat.process(ev);
+                0
+            }
+            Inner::Requests(bt, rows) => {
+                bt.process(ev, &mut |r: &CompletedRequest| rows.push(*r));
+                rows.len()
+            }
+            Inner::Events(rows) => {
+                let line = ev.dump_line();
+                // "TS CPU PID EVENT rest…"
+                let mut parts = line.splitn(5, ' ');
+                let _ = (parts.next(), parts.next(), parts.next());
+                let name = parts.next().unwrap_or_default().to_string();
+                let detail = parts.next().unwrap_or_default().to_string();
+                rows.push((ev.ts, ev.cpu, ev.pid, name, detail));
+                rows.len()
+            }
+        };
+        if rows >= self.batch_rows {
+            return self.take().map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The rows gathered so far as a batch (none left behind).
+    fn take(&mut self) -> Result<RecordBatch, ArrowError> {
+        let schema = self.table.schema();
+        let columns: Vec<ArrayRef> = match &mut self.inner {
+            Inner::Switches(th, rows) => {
+                let r = std::mem::take(rows);
+                let comms: Vec<String> = r.iter().map(|x| x.comm.as_str().to_string()).collect();
+                let _ = th;
+                vec![
+                    u64s(r.iter().map(|x| x.ts_ns)),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.cpu))),
+                    Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.tid))),
+                    Arc::new(Int32Array::from(
+                        r.iter().map(|x| x.pid).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(StringArray::from(comms)),
+                    u64s(r.iter().map(|x| x.wait_ns)),
+                    u64s(r.iter().map(|x| x.sch_delay_ns)),
+                    u64s(r.iter().map(|x| x.run_ns)),
+                    Arc::new(StringArray::from(
+                        r.iter()
+                            .map(|x| x.prev_state.to_string())
+                            .collect::<Vec<_>>(),
+                    )),
+                ]
+            }
+            Inner::Waits(tl, rows) => {
+                let r = std::mem::take(rows);
+                let tasks = tl.tasks();
+                let comm = |tid: Tid| {
+                    tasks
+                        .find(tid)
+                        .map_or(String::new(), |i| tasks.get(i).comm.as_str().to_string())
+                };
+                vec![
+                    Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.tid))),
+                    Arc::new(StringArray::from(
+                        r.iter().map(|x| comm(x.tid)).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(UInt32Array::from(
+                        r.iter().map(|x| x.cpu).collect::<Vec<_>>(),
+                    )),
+                    u64s(r.iter().map(|x| x.start)),
+                    u64s(r.iter().map(|x| x.end)),
+                    u64s(r.iter().map(|x| x.end.saturating_sub(x.start))),
+                    Arc::new(StringArray::from(
+                        r.iter().map(|x| x.started_by).collect::<Vec<_>>(),
+                    )),
+                    Arc::new(StringArray::from(
+                        r.iter().map(|x| x.ended_by).collect::<Vec<_>>(),
+                    )),
+                ]
+            }
+            Inner::Latency(_) => return Ok(RecordBatch::new_empty(schema)),
+            Inner::Requests(_, rows) => {
+                let r = std::mem::take(rows);
+                let opt = |f: fn(&CompletedRequest) -> Option<Ts>| -> ArrayRef {
+                    Arc::new(UInt64Array::from(r.iter().map(f).collect::<Vec<_>>()))
+                };
+                vec![
+                    Arc::new(UInt32Array::from_iter_values(
+                        r.iter().map(|x| x.dev.major()),
+                    )),
+                    Arc::new(UInt32Array::from_iter_values(
+                        r.iter().map(|x| x.dev.minor()),
+                    )),
+                    Arc::new(StringArray::from(
+                        r.iter()
+                            .map(|x| match x.kind {
+                                RequestKind::Data => "data",
+                                RequestKind::Flush => "flush",
+                            })
+                            .collect::<Vec<_>>(),
+                    )),
+                    u64s(r.iter().map(|x| x.sector)),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.nr_sector))),
+                    Arc::new(StringArray::from(
+                        r.iter().map(|x| x.rwbs.to_letters()).collect::<Vec<_>>(),
+                    )),
+                    opt(|x| x.queue_ts),
+                    opt(|x| x.getrq_ts),
+                    opt(|x| x.insert_ts),
+                    opt(|x| x.first_issue_ts),
+                    opt(|x| x.issue_ts),
+                    u64s(r.iter().map(|x| x.complete_ts)),
+                    Arc::new(Int32Array::from(
+                        r.iter()
+                            .map(|x| x.queuer.map(|t| t.pid))
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(StringArray::from(
+                        r.iter()
+                            .map(|x| x.queuer.map(|t| t.comm.as_str().to_string()))
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Int32Array::from(
+                        r.iter()
+                            .map(|x| x.inserter.map(|t| t.pid))
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(Int32Array::from(
+                        r.iter()
+                            .map(|x| x.dispatcher.map(|t| t.pid))
+                            .collect::<Vec<_>>(),
+                    )),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.bios))),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.merges))),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.requeues))),
+                    Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.error))),
+                ]
+            }
+            Inner::Events(rows) => {
+                let r = std::mem::take(rows);
+                vec![
+                    u64s(r.iter().map(|x| x.0)),
+                    Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.1))),
+                    Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.2))),
+                    Arc::new(StringArray::from_iter_values(r.iter().map(|x| &x.3))),
+                    Arc::new(StringArray::from_iter_values(r.iter().map(|x| &x.4))),
+                ]
+            }
+        };
+        RecordBatch::try_new(schema, columns)
+    }
+
+    /// The last batches (the rows not handed out yet; `latency`'s single batch).
+    pub fn finish(mut self) -> Result<Vec<RecordBatch>, ArrowError> {
+        if let Inner::Latency(lat) = self.inner {
+            let report = lat.finish();
+            let rows = &report.tasks;
+            let mut pids = ListBuilder::new(Int32Builder::new());
+            for r in rows {
+                pids.values().append_slice(&r.pids);
+                pids.append(true);
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from_iter_values(
+                    rows.iter().map(|r| r.comm.as_str()),
+                )),
+                Arc::new(Int32Array::from(
+                    rows.iter().map(|r| r.pid).collect::<Vec<_>>(),
+                )),
+                Arc::new(pids.finish()),
+                u64s(rows.iter().map(|r| r.runtime_ns)),
+                u64s(rows.iter().map(|r| r.switches)),
+                u64s(rows.iter().map(|r| r.avg_delay_ns)),
+                u64s(rows.iter().map(|r| r.max_delay_ns)),
+                u64s(rows.iter().map(|r| r.max_delay_start_ns)),
+                u64s(rows.iter().map(|r| r.max_delay_end_ns)),
+            ];
+            return Ok(vec![RecordBatch::try_new(
+                Table::Latency.schema(),
+                columns,
+            )?]);
+        }
+        let last = self.take()?;
+        Ok(if last.num_rows() > 0 {
+            vec![last]
+        } else {
+            Vec::new()
+        })
+    }
+}
+
+fn u64s(it: impl Iterator<Item = u64>) -> ArrayRef {
+    Arc::new(UInt64Array::from_iter_values(it))
+}
+
+/// The `findings` table of a finding list (one batch).
+pub fn findings_batch(findings: &[Finding]) -> Result<RecordBatch, ArrowError> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(
+            findings.iter().map(|f| f.detector.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            findings.iter().map(|f| f.severity.name()),
+        )),
+        Arc::new(StringArray::from(
+            findings
+                .iter()
+                .map(|f| f.cause.as_ref().map(|c| c.kind.clone()))
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            findings.iter().map(|f| f.title.as_str()),
+        )),
+        u64s(findings.iter().map(|f| f.window.start_ns)),
+        u64s(findings.iter().map(|f| f.window.end_ns)),
+        Arc::new(StringArray::from_iter_values(findings.iter().map(|f| {
+            f.cpus
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        }))),
+        Arc::new(StringArray::from_iter_values(
+            findings
+                .iter()
+                .map(|f| serde_json::to_string(&f.tasks).unwrap_or_default()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            findings
+                .iter()
+                .map(|f| serde_json::to_string(&f.measures).unwrap_or_default()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            findings.iter().map(|f| f.hint.as_str()),
+        )),
+    ];
+    RecordBatch::try_new(Table::Findings.schema(), columns)
+}
+
+/// A Parquet file being written, batch by batch (`write`, then `close`).
+pub type ParquetWriter = ArrowWriter<File>;
+
+/// A Parquet writer (zstd) of `table` at `path`.
+pub fn parquet_writer(path: &Path, table: Table) -> Result<ParquetWriter, ParquetError> {
+    let file = File::create(path)
+        .map_err(|e| ParquetError::General(format!("{}: {e}", path.display())))?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::default()))
+        .build();
+    ArrowWriter::try_new(file, table.schema(), Some(props))
+}
