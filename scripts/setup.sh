@@ -6,6 +6,9 @@
 #   chromium, nodejs + tests/browser (npm ci)         the HTML report's browser test
 #   python3-scipy                                     compare's statistics cross-check
 #   perfetto (PyPI)                                   Perfetto's trace protos, for the export
+#   python3-venv                                      the Python package's virtual environment
+#                                                     (scripts/test.sh installs maturin, pyarrow
+#                                                     and pytest into it from PyPI)
 # Run as root (or with sudo). A test whose prerequisite is missing fails and names what to
 # install; STALLSCOPE_SKIP_MISSING=1 turns that into a printed skip instead.
 set -euo pipefail
@@ -33,6 +36,8 @@ python3 -c 'import scipy' 2>/dev/null || pip_install scipy
 # the Perfetto export is decoded with Perfetto's own trace protos (perfetto_trace_pb2)
 python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null \
   || pip_install perfetto protobuf
+# the Python package (python/): scripts/test.sh builds it into a virtual environment
+python3 -m venv --help >/dev/null 2>&1 || apt-get install -y -qq python3-venv >/dev/null
 # the HTML report's browser test drives chromium with playwright-core
 (cd tests/browser && npm ci --no-audit --no-fund)
 perf --version
