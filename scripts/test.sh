@@ -13,9 +13,10 @@ cargo fmt --manifest-path python/Cargo.toml --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked
 # The Python package: built from ./python (maturin, pyo3) into a virtual environment with
-# pyarrow, then its tests against the command built above.
+# pyarrow, Dask (the fleet on a LocalCluster) and DuckDB (docs/fleet.md's queries), then
+# its tests against the command built above.
 python3 -m venv target/pyenv
-target/pyenv/bin/pip install --quiet --disable-pip-version-check ./python pytest
+target/pyenv/bin/pip install --quiet --disable-pip-version-check './python[test,fleet]' duckdb
 (cd target && STALLSCOPE_BIN="$PWD/debug/stallscope" pyenv/bin/python -m pytest -q ../python/tests)
 # Fuzz targets are built (not run) in CI; run them for longer with `cargo +nightly fuzz run <target>`.
 cargo check --manifest-path fuzz/Cargo.toml

@@ -54,7 +54,7 @@ pub struct TablesArgs {
     time: Option<String>,
 }
 
-fn parse_tables(s: Option<&str>) -> Result<Vec<Table>, CliError> {
+pub fn parse_tables(s: Option<&str>) -> Result<Vec<Table>, CliError> {
     let Some(s) = s else {
         return Ok(Table::ALL
             .into_iter()

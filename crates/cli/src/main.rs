@@ -11,6 +11,7 @@ mod cmd_detectors;
 mod cmd_dump;
 mod cmd_explain;
 mod cmd_export;
+mod cmd_fleet;
 mod cmd_info;
 mod cmd_iolat;
 mod cmd_latency;
@@ -73,6 +74,8 @@ enum Command {
     Tables(cmd_tables::TablesArgs),
     /// One task's time over a window: running, runnable (who ran instead), sleeping (woken by whom), with shares.
     CriticalPath(cmd_critical_path::CriticalPathArgs),
+    /// Analyze many traces in parallel into one Parquet dataset, with a fleet summary.
+    Fleet(cmd_fleet::FleetArgs),
     /// Write the events (and findings) as a Perfetto trace or Chrome JSON for trace viewers.
     Export(cmd_export::ExportArgs),
     /// Record scheduler/block/workqueue events into a trace.dat (root; private tracefs instance).
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
         Command::Sleeps(a) => cmd_sleeps::run(a, &mut out),
         Command::CriticalPath(a) => cmd_critical_path::run(a, &mut out),
         Command::Tables(a) => cmd_tables::run(a, &mut out),
+        Command::Fleet(a) => cmd_fleet::run(a, &mut out),
         Command::Record(a) => cmd_record::run(a, &mut out),
         Command::Export(a) => cmd_export::run(a, &mut out),
         Command::Profile(a) => cmd_profile::run(a, &mut out),

@@ -13,6 +13,7 @@
 //! ```
 
 pub mod analyze;
+pub mod fleet;
 pub mod merge;
 pub mod profile_analysis;
 pub mod tables;

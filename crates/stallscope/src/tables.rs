@@ -22,6 +22,8 @@ pub use stallscope_tables::{
     findings_batch, parquet_writer, ParquetWriter, RecordBatch, Table, TableBuilder, TableOptions,
 };
 
+use stallscope_model::TraceMeta;
+
 use crate::analyze::{analyze, AnalyzeError, AnalyzeOptions};
 
 /// Builds the tables `which` from the inputs of `options` (its time range applies to the
@@ -49,13 +51,25 @@ pub fn tables(
     if event_tables.is_empty() {
         return Ok(());
     }
+    event_tables_of(options, &event_tables, sink).map(|_| ())
+}
+
+/// The event tables `which` (not `findings`) of the inputs of `options`, batch by batch to
+/// `sink`; the inputs' metadata as known after reading them (text inputs learn theirs
+/// while being read).
+pub(crate) fn event_tables_of(
+    options: &AnalyzeOptions,
+    which: &[Table],
+    mut sink: impl FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
+) -> Result<Vec<TraceMeta>, AnalyzeError> {
+    let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
     let mut inputs = options.open()?;
     let waking_declared = stallscope_timeline::WakeupSelector::declared_in(inputs.metas());
     let opts = TableOptions {
         waking_declared,
         ..TableOptions::default()
     };
-    let mut builders: Vec<(Table, TableBuilder)> = event_tables
+    let mut builders: Vec<(Table, TableBuilder)> = which
         .iter()
         .filter_map(|&t| TableBuilder::new(t, opts).map(|b| (t, b)))
         .collect();
@@ -90,5 +104,5 @@ pub fn tables(
             sink(t, batch)?;
         }
     }
-    Ok(())
+    Ok(inputs.metas().into_iter().cloned().collect())
 }

@@ -26,6 +26,11 @@
 //! events    ts_ns cpu pid event detail
 //! ```
 //!
+//! A fleet dataset (`stallscope fleet`) puts the [`TraceColumns`] (`trace_id host? kernel?
+//! file`) before every table's columns ([`fleet_schema`], [`with_trace_columns`]) and adds
+//! two tables of its own: `traces` (one row per trace: [`traces_schema`]) and `errors` (one
+//! row per trace that could not be read: [`errors_schema`]).
+//!
 //! Builders take events in time order and hand out a batch every
 //! [`TableOptions::batch_rows`] rows, so memory stays bounded on multi-gigabyte traces
 //! (`latency` is one batch at the end: one row per task).
@@ -34,6 +39,7 @@ use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use arrow_array as arrow;
 use arrow_array::builder::{Int32Builder, ListBuilder};
 pub use arrow_array::RecordBatch;
 use arrow_array::{ArrayRef, Int32Array, StringArray, UInt32Array, UInt64Array};
@@ -539,10 +545,172 @@ pub type ParquetWriter = ArrowWriter<File>;
 
 /// A Parquet writer (zstd) of `table` at `path`.
 pub fn parquet_writer(path: &Path, table: Table) -> Result<ParquetWriter, ParquetError> {
+    parquet_writer_of(path, table.schema())
+}
+
+/// The columns a fleet dataset (`stallscope fleet`) puts before every table's own: which
+/// trace a row comes from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TraceColumns {
+    /// The trace's number in the fleet (its rank in the sorted list of inputs).
+    pub trace_id: u32,
+    /// Host name the trace recorded, when it did.
+    pub host: Option<String>,
+    /// Kernel release the trace recorded, when it did.
+    pub kernel: Option<String>,
+    /// The input path.
+    pub file: String,
+}
+
+fn trace_fields() -> Vec<Field> {
+    vec![
+        Field::new("trace_id", DataType::UInt32, false),
+        Field::new("host", DataType::Utf8, true),
+        Field::new("kernel", DataType::Utf8, true),
+        Field::new("file", DataType::Utf8, false),
+    ]
+}
+
+/// The schema of `table` in a fleet dataset: [`TraceColumns`] then the table's columns.
+pub fn fleet_schema(table: Table) -> SchemaRef {
+    let mut fields = trace_fields();
+    fields.extend(table.schema().fields().iter().map(|f| f.as_ref().clone()));
+    Arc::new(Schema::new(fields))
+}
+
+/// `batch` of `table` with the trace columns of `trace` before its own.
+pub fn with_trace_columns(
+    table: Table,
+    batch: &RecordBatch,
+    trace: &TraceColumns,
+) -> Result<RecordBatch, ArrowError> {
+    let n = batch.num_rows();
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt32Array::from(vec![trace.trace_id; n])),
+        Arc::new(StringArray::from(vec![trace.host.as_deref(); n])),
+        Arc::new(StringArray::from(vec![trace.kernel.as_deref(); n])),
+        Arc::new(StringArray::from(vec![trace.file.as_str(); n])),
+    ];
+    columns.extend(batch.columns().iter().cloned());
+    RecordBatch::try_new(fleet_schema(table), columns)
+}
+
+/// One row of a fleet's `traces` table: a trace and what its analysis found.
+#[derive(Clone, Debug, Default)]
+pub struct TraceRow {
+    /// Which trace.
+    pub trace: TraceColumns,
+    /// Input format (`perf-data`, `trace-dat`, …) when it was read.
+    pub format: Option<String>,
+    /// `ok` or `error` (the reason is in the `errors` table).
+    pub status: &'static str,
+    /// Events analyzed.
+    pub events: u64,
+    /// First and last event time (trace clock), when any.
+    pub first_ns: Option<Ts>,
+    /// Last event time.
+    pub last_ns: Option<Ts>,
+    /// Findings of `analyze`, and how many are high / medium.
+    pub findings: u32,
+    /// High-severity findings.
+    pub high: u32,
+    /// Medium-severity findings.
+    pub medium: u32,
+    /// The longest wait for a CPU (perf sched latency's maximum delay) and whose.
+    pub worst_wait_ns: Option<u64>,
+    /// The task of the longest wait.
+    pub worst_wait_comm: Option<String>,
+}
+
+/// The schema of a fleet's `traces` table.
+pub fn traces_schema() -> SchemaRef {
+    use DataType::{UInt32, UInt64, Utf8};
+    let mut fields = trace_fields();
+    fields.extend([
+        Field::new("format", Utf8, true),
+        Field::new("status", Utf8, false),
+        Field::new("events", UInt64, false),
+        Field::new("first_ns", UInt64, true),
+        Field::new("last_ns", UInt64, true),
+        Field::new("findings", UInt32, false),
+        Field::new("high", UInt32, false),
+        Field::new("medium", UInt32, false),
+        Field::new("worst_wait_ns", UInt64, true),
+        Field::new("worst_wait_comm", Utf8, true),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// The schema of a fleet's `errors` table: trace columns, then `error` (the message of
+/// `stallscope analyze` on that file: file, offset or line, expected vs found).
+pub fn errors_schema() -> SchemaRef {
+    let mut fields = trace_fields();
+    fields.push(Field::new("error", DataType::Utf8, false));
+    Arc::new(Schema::new(fields))
+}
+
+fn trace_columns(rows: &[&TraceColumns]) -> Vec<ArrayRef> {
+    vec![
+        Arc::new(UInt32Array::from_iter_values(
+            rows.iter().map(|t| t.trace_id),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter().map(|t| t.host.as_deref()).collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            rows.iter().map(|t| t.kernel.as_deref()).collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|t| t.file.as_str()),
+        )),
+    ]
+}
+
+/// The `traces` table of `rows`.
+pub fn traces_batch(rows: &[TraceRow]) -> Result<RecordBatch, ArrowError> {
+    let mut columns = trace_columns(&rows.iter().map(|r| &r.trace).collect::<Vec<_>>());
+    let u32s = |f: fn(&TraceRow) -> u32| -> ArrayRef {
+        Arc::new(UInt32Array::from_iter_values(rows.iter().map(f)))
+    };
+    let opt = |f: fn(&TraceRow) -> Option<u64>| -> ArrayRef {
+        Arc::new(UInt64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    columns.extend([
+        Arc::new(StringArray::from(
+            rows.iter().map(|r| r.format.as_deref()).collect::<Vec<_>>(),
+        )) as ArrayRef,
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.status))),
+        u64s(rows.iter().map(|r| r.events)),
+        opt(|r| r.first_ns),
+        opt(|r| r.last_ns),
+        u32s(|r| r.findings),
+        u32s(|r| r.high),
+        u32s(|r| r.medium),
+        opt(|r| r.worst_wait_ns),
+        Arc::new(StringArray::from(
+            rows.iter()
+                .map(|r| r.worst_wait_comm.as_deref())
+                .collect::<Vec<_>>(),
+        )),
+    ]);
+    RecordBatch::try_new(traces_schema(), columns)
+}
+
+/// The `errors` table of `(trace, message)` rows.
+pub fn errors_batch(rows: &[(TraceColumns, String)]) -> Result<RecordBatch, ArrowError> {
+    let mut columns = trace_columns(&rows.iter().map(|r| &r.0).collect::<Vec<_>>());
+    columns.push(Arc::new(StringArray::from_iter_values(
+        rows.iter().map(|r| r.1.as_str()),
+    )));
+    RecordBatch::try_new(errors_schema(), columns)
+}
+
+/// A Parquet writer (zstd) of batches of `schema` at `path`.
+pub fn parquet_writer_of(path: &Path, schema: SchemaRef) -> Result<ParquetWriter, ParquetError> {
     let file = File::create(path)
         .map_err(|e| ParquetError::General(format!("{}: {e}", path.display())))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
-    ArrowWriter::try_new(file, table.schema(), Some(props))
+    ArrowWriter::try_new(file, schema, Some(props))
 }

@@ -1,0 +1,265 @@
+//! `stallscope fleet` (#22 item 4) against the single-trace commands on the same files: the
+//! `findings` dataset holds one row per finding per trace (`stallscope analyze --format
+//! json` on that file), `latency` equals `stallscope latency --format json` row for row,
+//! `traces` holds every input with its status and worst wait (the latency command's
+//! largest maximum delay), a file that is no trace lands in `errors` with `analyze`'s own
+//! message while the run goes on, the summary's counts are the dataset's, and a second run
+//! replaces the first one's dataset.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use arrow_array::{Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
+use common::{json, root, run};
+use serde_json::Value;
+
+fn read_parquet(path: &Path) -> Vec<RecordBatch> {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap()
+        .map(|b| b.unwrap())
+        .collect()
+}
+
+fn rows(path: &Path) -> usize {
+    read_parquet(path).iter().map(|b| b.num_rows()).sum()
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
+    b.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap_or_else(|| panic!("{name}: other type"))
+}
+
+fn out_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("stallscope-fleet-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// The inputs: sched perf.data captures, two trace.dat captures, a blktrace directory, and
+/// a README that is no trace.
+fn inputs() -> Vec<String> {
+    let r = root();
+    vec![
+        r.join("fixtures/sched/*.perf.data").display().to_string(),
+        r.join("fixtures/detectors/cpu-saturation/*.dat.zst")
+            .display()
+            .to_string(),
+        r.join("fixtures/detectors/dispatch-starvation/deadline")
+            .display()
+            .to_string(),
+        r.join("fixtures/sched/README.md").display().to_string(),
+    ]
+}
+
+#[test]
+fn fleet_dataset_equals_the_single_trace_commands() {
+    let out = out_dir("equal");
+    let mut args: Vec<String> = vec!["fleet".into(), "--format".into(), "json".into()];
+    args.extend(inputs());
+    args.extend(["-o".into(), out.display().to_string()]);
+    let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    let summary = json(&argv);
+
+    // traces: every input once, sorted by path, the README an error
+    let traces = read_parquet(&out.join("traces.parquet"));
+    assert_eq!(traces.len(), 1);
+    let t = &traces[0];
+    let files: Vec<String> = (0..t.num_rows())
+        .map(|i| col::<StringArray>(t, "file").value(i).to_string())
+        .collect();
+    let mut sorted = files.clone();
+    sorted.sort();
+    assert_eq!(files, sorted);
+    assert!(files.len() >= 6, "{files:?}");
+    assert_eq!(summary["traces"], files.len());
+    let errors = read_parquet(&out.join("errors.parquet"));
+    let e = &errors[0];
+    assert_eq!(e.num_rows(), 1);
+    assert!(col::<StringArray>(e, "file")
+        .value(0)
+        .ends_with("README.md"));
+    let readme = root().join("fixtures/sched/README.md");
+    let analyze_err = run(&["analyze", readme.to_str().unwrap()]);
+    assert_eq!(analyze_err.status.code(), Some(2));
+    let analyze_msg = String::from_utf8_lossy(&analyze_err.stderr);
+    assert!(
+        analyze_msg.contains(col::<StringArray>(e, "error").value(0)),
+        "errors.parquet has analyze's message: {analyze_msg}"
+    );
+    assert_eq!(summary["failed"], 1);
+
+    let mut findings_total = 0;
+    let mut latency_compared = 0;
+    for (i, file) in files.iter().enumerate() {
+        let id = col::<UInt32Array>(t, "trace_id").value(i);
+        assert_eq!(id as usize, i, "trace ids are ranks");
+        let status = col::<StringArray>(t, "status").value(i);
+        if file.ends_with("README.md") {
+            assert_eq!(status, "error");
+            assert!(!out.join(format!("findings/part-{id:05}.parquet")).exists());
+            continue;
+        }
+        assert_eq!(status, "ok", "{file}");
+
+        // one row per finding, as analyze reports them
+        let report: Value = json(&["analyze", "--format", "json", file]);
+        let want = report["findings"].as_array().unwrap();
+        let part = out.join(format!("findings/part-{id:05}.parquet"));
+        let got = read_parquet(&part);
+        let n: usize = got.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(n, want.len(), "{file}: findings");
+        findings_total += n;
+        let mut j = 0;
+        for b in &got {
+            for r in 0..b.num_rows() {
+                assert_eq!(col::<UInt32Array>(b, "trace_id").value(r), id);
+                assert_eq!(col::<StringArray>(b, "file").value(r), file);
+                assert_eq!(
+                    col::<StringArray>(b, "detector").value(r),
+                    want[j]["detector"]
+                );
+                assert_eq!(col::<StringArray>(b, "title").value(r), want[j]["title"]);
+                j += 1;
+            }
+        }
+        assert_eq!(
+            u64::from(col::<UInt32Array>(t, "findings").value(i)),
+            want.len() as u64
+        );
+        let kernel = report["inputs"][0]["kernel_release"].as_str();
+        let kcol = col::<StringArray>(t, "kernel");
+        assert_eq!((!kcol.is_null(i)).then(|| kcol.value(i)), kernel, "{file}");
+
+        // latency row for row; the worst wait is its largest maximum delay
+        let lat_out = run(&["latency", "--format", "json", file]);
+        let part = out.join(format!("latency/part-{id:05}.parquet"));
+        let got = read_parquet(&part);
+        let worst = col::<UInt64Array>(t, "worst_wait_ns");
+        if !lat_out.status.success() {
+            // no switches in this trace: no latency rows, no worst wait
+            assert_eq!(got.iter().map(|b| b.num_rows()).sum::<usize>(), 0, "{file}");
+            assert!(worst.is_null(i), "{file}");
+            continue;
+        }
+        let lat: Value = serde_json::from_slice(&lat_out.stdout).unwrap();
+        let want = lat["tasks"].as_array().unwrap();
+        let b = &got[0];
+        assert_eq!(b.num_rows(), want.len(), "{file}: latency rows");
+        for (r, w) in want.iter().enumerate() {
+            assert_eq!(col::<StringArray>(b, "comm").value(r), w["comm"]);
+            assert_eq!(
+                col::<UInt64Array>(b, "max_delay_ns").value(r),
+                w["max_delay_ns"].as_u64().unwrap(),
+                "{file} row {r}"
+            );
+        }
+        let max = want
+            .iter()
+            .map(|w| w["max_delay_ns"].as_u64().unwrap())
+            .max()
+            .unwrap();
+        assert_eq!(worst.value(i), max, "{file}: worst wait");
+        latency_compared += 1;
+    }
+    assert!(findings_total > 0);
+    assert!(latency_compared >= 6, "{latency_compared} traces compared");
+    assert_eq!(summary["findings"], findings_total);
+    let mut by_table: BTreeMap<String, u64> = BTreeMap::new();
+    for t in summary["tables"].as_array().unwrap() {
+        by_table.insert(
+            t["table"].as_str().unwrap().into(),
+            t["rows"].as_u64().unwrap(),
+        );
+    }
+    for (table, n) in &by_table {
+        let mut total = 0;
+        for entry in std::fs::read_dir(out.join(table)).unwrap() {
+            total += rows(&entry.unwrap().path()) as u64;
+        }
+        assert_eq!(total, *n, "{table}: the summary counts the dataset's rows");
+    }
+    assert_eq!(by_table["findings"], findings_total as u64);
+    let by_detector: u64 = summary["by_detector"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["findings"].as_u64().unwrap())
+        .sum();
+    assert_eq!(by_detector, findings_total as u64);
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(saved, summary, "summary.json is what the command printed");
+
+    // a second run over fewer traces replaces the dataset
+    let starve = root().join("fixtures/sched/starve.perf.data");
+    let again = json(&[
+        "fleet",
+        "--format",
+        "json",
+        starve.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--tables",
+        "findings",
+    ]);
+    assert_eq!(again["traces"], 1);
+    assert_eq!(std::fs::read_dir(out.join("findings")).unwrap().count(), 1);
+    assert!(!out.join("latency/part-00000.parquet").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn fleet_refuses_what_it_cannot_run() {
+    let out = out_dir("refuse");
+    let r = run(&[
+        "fleet",
+        "/nonexistent/*.perf.data",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let msg = String::from_utf8_lossy(&r.stderr);
+    assert!(msg.contains("matches no file"), "{msg}");
+
+    // every trace bad: the dataset says why, and the exit status says nothing was analyzed
+    let readme = root().join("fixtures/sched/README.md");
+    let r = run(&[
+        "fleet",
+        readme.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let msg = String::from_utf8_lossy(&r.stderr);
+    assert!(msg.contains("no trace could be analyzed"), "{msg}");
+    assert_eq!(rows(&out.join("errors.parquet")), 1);
+
+    let r = run(&[
+        "fleet",
+        readme.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--jobs",
+        "0",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    let r = run(&[
+        "fleet",
+        readme.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--tables",
+        "nope",
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("unknown table"));
+    let _ = std::fs::remove_dir_all(&out);
+}
