@@ -17,7 +17,7 @@ use crate::common::{CliError, OutputFormat};
 #[command(
     after_help = "The dataset (one Parquet file per trace and table; trace_id, host, kernel \
 and file columns first):\n  \
-DIR/<table>/part-NNNNN.parquet  switches, waits, latency, requests, findings (events with --tables)\n  \
+DIR/<table>/part-NNNNN.parquet  switches, waits, latency, requests, work_items, samples, findings (events with --tables)\n  \
 DIR/traces.parquet              one row per trace: format, status, events, findings, worst wait\n  \
 DIR/errors.parquet              the traces that could not be read, with the reason\n  \
 DIR/summary.json                what this command prints\n\n\

@@ -1,5 +1,5 @@
 //! `stallscope tables FILE… --to DIR`: the analyses of the inputs as Parquet files, one per
-//! table (`switches`, `waits`, `latency`, `requests`, `findings`, `events`; columns in
+//! table (`switches`, `waits`, `latency`, `requests`, `work_items`, `samples`, `findings`, `events`; columns in
 //! `stallscope_tables`), for pandas, polars and DuckDB:
 //!
 //! ```text
@@ -31,6 +31,8 @@ switches  one row per context switch (perf sched timehist's rows)\n  \
 waits     one row per runnable interval: task, CPU, start, end, started_by, ended_by\n  \
 latency   perf sched latency's rows\n  \
 requests  block requests with Q/G/I/D/C times and tasks\n  \
+work_items  workqueue executions: function, workqueue, worker, queue/start/end, CPU time\n  \
+samples   profile stacks (leaf first) with their weights, as `stallscope profile` reads them\n  \
 findings  one row per finding of `analyze`\n  \
 events    every normalized event (stallscope dump's line, split)\n\n\
 Examples:\n  stallscope tables perf.data --to out/\n  \
@@ -46,12 +48,18 @@ pub struct TablesArgs {
     /// Directory to write `<table>.parquet` into (created when missing).
     #[arg(long, value_name = "DIR")]
     to: PathBuf,
-    /// Which tables (comma-separated; default: all but `events`).
+    /// Which tables (comma-separated: switches, waits, latency, requests, work_items, samples,
+    /// findings, events; default: all but `events`).
     #[arg(long, value_name = "NAMES")]
     tables: Option<String>,
     /// Only events in this time range, seconds in the trace clock: A..B, A.. or ..B.
     #[arg(long, value_name = "A..B")]
     time: Option<String>,
+    /// The recording host's /proc/kallsyms: names work functions (`work_items`) and kernel
+    /// frames (`samples`); default: the input's own table (trace.dat), then this host's
+    /// when its kernel is the recording's; `none`: addresses.
+    #[arg(long, value_name = "FILE")]
+    kallsyms: Option<String>,
 }
 
 pub fn parse_tables(s: Option<&str>) -> Result<Vec<Table>, CliError> {
@@ -90,6 +98,7 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
     options.input_format = args.input.forced_format()?;
     options.merge_unrelated = args.input.merge_unrelated;
     options.time = args.time.as_deref().map(parse_time_range).transpose()?;
+    options.kallsyms = args.kallsyms.clone();
     options.on_open = Some(crate::common::attach_progress);
     let mut writers: HashMap<&'static str, (ParquetWriter, u64)> = HashMap::new();
     for &t in &which {

@@ -70,7 +70,7 @@ enum Command {
     Timehist(cmd_timehist::TimehistArgs),
     /// Every sleep that ended and who ended it: the waker, its context, what it had just done.
     Sleeps(cmd_sleeps::SleepsArgs),
-    /// Write the analyses as Parquet tables (switches, waits, latency, requests, findings, events).
+    /// Write the analyses as Parquet tables (switches, waits, latency, requests, work items, samples, findings, events).
     Tables(cmd_tables::TablesArgs),
     /// One task's time over a window: running, runnable (who ran instead), sleeping (woken by whom), with shares.
     CriticalPath(cmd_critical_path::CriticalPathArgs),

@@ -1,7 +1,9 @@
 //! The Arrow tables (#22 item 2) against the commands that print the same facts: `latency`
 //! row for row equals `stallscope latency --format json`, `switches` equals `timehist`,
 //! `waits` holds the worst wait of every `runqueue-starvation` finding, `findings` equals
-//! `analyze`'s; `stallscope tables --to DIR` writes Parquet files that read back with the
+//! `analyze`'s, `work_items` pairs every `workqueue_execute_start` with its end as the
+//! dumped events show, `samples` sums to `stallscope profile`'s self weights;
+//! `stallscope tables --to DIR` writes Parquet files that read back with the
 //! rows it reports.
 
 mod common;
@@ -223,13 +225,13 @@ fn parquet_files_read_back_with_the_rows_reported() {
         "--format",
         "json",
         "--tables",
-        "switches,waits,latency,requests,findings,events",
+        "switches,waits,latency,requests,work_items,samples,findings,events",
         "--to",
         dir.to_str().unwrap(),
         p.to_str().unwrap(),
     ]);
     let tables = summary["tables"].as_array().unwrap();
-    assert_eq!(tables.len(), 6);
+    assert_eq!(tables.len(), 8);
     for t in tables {
         let file = std::fs::File::open(t["file"].as_str().unwrap()).unwrap();
         let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
@@ -267,4 +269,145 @@ fn requests_are_iolats_requests_and_flushes() {
         kinds.get("flush").copied(),
         iolat["counts"]["flushes"].as_u64()
     );
+}
+
+fn build_with(file: &str, table: Table, kallsyms: Option<&str>) -> Vec<RecordBatch> {
+    let path = root().join(file);
+    let mut options = AnalyzeOptions::new(vec![path.to_str().unwrap().to_string()]);
+    options.kallsyms = kallsyms.map(|k| root().join(k).to_str().unwrap().to_string());
+    let mut out = Vec::new();
+    tables(&options, &[table], |_, b| {
+        out.push(b);
+        Ok(())
+    })
+    .unwrap();
+    for b in &out {
+        assert_eq!(b.schema(), table.schema(), "{}", table.name());
+    }
+    out
+}
+
+#[test]
+fn work_items_pair_every_execute_start_with_its_end() {
+    // the pairing done here from `stallscope dump` lines, independently: per worker, an
+    // execute_start opens an item and the next execute_end of the same work struct ends it
+    for (file, kallsyms) in [
+        ("fixtures/chain/chain.perf.data.xz", None),
+        (
+            "fixtures/chain/tracedat.trace.dat.xz",
+            Some("fixtures/chain/tracedat.kallsyms.txt"),
+        ),
+    ] {
+        let p = root().join(file);
+        let dump = common::run(&["dump", "--format", "json", p.to_str().unwrap()]);
+        assert!(dump.status.success());
+        let mut open: BTreeMap<i64, (u64, u64)> = BTreeMap::new();
+        let mut want: Vec<(i64, u64, u64, u64)> = Vec::new(); // worker, work, start, end
+        let mut starts = 0;
+        for line in String::from_utf8_lossy(&dump.stdout).lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let ev = v["event"].as_str().unwrap_or("");
+            let (pid, ts) = (v["pid"].as_i64().unwrap(), v["ts_ns"].as_u64().unwrap());
+            let work = v["fields"]["work"].as_u64().unwrap_or(0);
+            match ev {
+                "workqueue_execute_start" => {
+                    starts += 1;
+                    open.insert(pid, (work, ts));
+                }
+                "workqueue_execute_end" => {
+                    if let Some((w, start)) = open.get(&pid).copied() {
+                        if w == work {
+                            want.push((pid, work, start, ts));
+                            open.remove(&pid);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert!(!want.is_empty(), "{file}");
+        let got = build_with(file, Table::WorkItems, kallsyms);
+        let mut rows = 0;
+        let mut ended: Vec<(i64, u64, u64, u64)> = Vec::new();
+        let mut named = 0;
+        for b in &got {
+            for r in 0..b.num_rows() {
+                rows += 1;
+                let row = (
+                    i64::from(col::<Int32Array>(b, "worker_tid").value(r)),
+                    col::<UInt64Array>(b, "work").value(r),
+                    col::<UInt64Array>(b, "start_ns").value(r),
+                    col::<UInt64Array>(b, "end_ns").value(r),
+                );
+                assert_eq!(col::<UInt64Array>(b, "duration_ns").value(r), row.3 - row.2);
+                assert!(col::<UInt64Array>(b, "cpu_ns").value(r) <= row.3 - row.2);
+                if col::<StringArray>(b, "ended").value(r) == "end" {
+                    ended.push(row);
+                }
+                if !col::<StringArray>(b, "function").value(r).starts_with("0x") {
+                    named += 1;
+                }
+            }
+        }
+        assert_eq!(rows, starts, "{file}: one row per execute_start");
+        ended.sort();
+        want.sort();
+        assert_eq!(ended, want, "{file}: ended items as the events pair them");
+        if kallsyms.is_some() {
+            assert!(
+                named * 2 > rows,
+                "{file}: functions named from --kallsyms ({named}/{rows})"
+            );
+        }
+    }
+}
+
+#[test]
+fn samples_sum_to_the_profile_commands_self_weights() {
+    for file in [
+        "fixtures/profile/perf_cpu_fp/perf_cpu_fp.data",
+        "fixtures/profile/perf_cpu_fp/script_cpu_fp.txt",
+        "fixtures/sched/sched_callchain.perf.data",
+    ] {
+        let p = root().join(file);
+        let want: Value = json(&[
+            "profile",
+            "--format",
+            "json",
+            "--top",
+            "0",
+            p.to_str().unwrap(),
+        ]);
+        let got = build(file, Table::Samples);
+        let rows: usize = got.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(Some(rows as u64), want["stacks"].as_u64(), "{file}: stacks");
+        let mut by_leaf: BTreeMap<String, u64> = BTreeMap::new();
+        let mut total = 0;
+        for b in &got {
+            for r in 0..b.num_rows() {
+                let w = col::<UInt64Array>(b, "weight").value(r);
+                total += w;
+                let leaf = col::<StringArray>(b, "leaf");
+                let stack = col::<ListArray>(b, "stack").value(r);
+                let stack = stack.as_any().downcast_ref::<StringArray>().unwrap();
+                if leaf.is_null(r) {
+                    assert_eq!(stack.len(), 0, "{file}: a null leaf is an empty stack");
+                    continue;
+                }
+                *by_leaf.entry(leaf.value(r).to_string()).or_default() += w;
+                assert_eq!(stack.value(0), leaf.value(r));
+            }
+        }
+        assert_eq!(Some(total), want["total_weight"].as_u64(), "{file}: total");
+        for f in want["functions"].as_array().unwrap() {
+            let name = f["name"].as_str().unwrap();
+            assert_eq!(
+                by_leaf.get(name).copied().unwrap_or(0),
+                f["self_weight"].as_u64().unwrap(),
+                "{file}: self weight of {name}"
+            );
+        }
+    }
+    // a scheduler trace without samples: no rows, no error
+    assert!(build("fixtures/sched/starve.perf.data", Table::Samples).is_empty());
 }

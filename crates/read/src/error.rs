@@ -18,7 +18,18 @@ pub struct ReadError {
     pub found: String,
 }
 
+/// What a profile reader found when an input holds no sample (see
+/// [`ReadError::is_no_samples`]).
+pub(crate) const NO_SAMPLES: &str = "no sample records";
+
 impl ReadError {
+    /// Whether this is a profile reader's "the input holds no samples" (of any event, or
+    /// of the profiled one), as opposed to a damaged input.
+    pub fn is_no_samples(&self) -> bool {
+        self.expected.starts_with("samples")
+            && (self.found == NO_SAMPLES || self.found.starts_with("only samples of other events"))
+    }
+
     /// A problem at `pos` in `path`.
     pub fn new(
         path: &str,

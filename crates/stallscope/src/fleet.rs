@@ -52,7 +52,7 @@ use stallscope_tables::{
 pub use summary::{CulpritRow, DetectorRow, FleetSummary, WorstWaitRow};
 
 use crate::analyze::{analyze, AnalyzeError, AnalyzeOptions};
-use crate::tables::{event_tables_of, findings_batch};
+use crate::tables::{event_tables_of, findings_batch, samples_of};
 
 /// One trace of a fleet: its number and path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -329,7 +329,7 @@ fn analyze_into(
     let mut event_tables: Vec<Table> = tables
         .iter()
         .copied()
-        .filter(|t| *t != Table::Findings)
+        .filter(|t| !matches!(t, Table::Findings | Table::Samples))
         .collect();
     if !event_tables.contains(&Table::Latency) {
         event_tables.push(Table::Latency);
@@ -366,6 +366,11 @@ fn analyze_into(
         let batch =
             findings_batch(&report.findings).map_err(|e| AnalyzeError::Output(e.to_string()))?;
         write(Table::Findings, &batch)?;
+    }
+    if tables.contains(&Table::Samples) {
+        for batch in samples_of(&options)? {
+            write(Table::Samples, &batch)?;
+        }
     }
     let mut worst: Option<(u64, String)> = None;
     event_tables_of(&options, &event_tables, |t, batch| {

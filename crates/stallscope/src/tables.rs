@@ -1,5 +1,5 @@
 //! [`tables`]: the analyses of a trace as Arrow tables (`switches`, `waits`, `latency`,
-//! `requests`, `findings`, `events`; schemas in [`stallscope_tables`]), streamed to a sink
+//! `requests`, `work_items`, `samples`, `findings`, `events`; schemas in [`stallscope_tables`]), streamed to a sink
 //! batch by batch — what `stallscope tables` writes as Parquet and the Python package hands
 //! to pyarrow.
 //!
@@ -19,7 +19,8 @@
 //! ```
 
 pub use stallscope_tables::{
-    findings_batch, parquet_writer, ParquetWriter, RecordBatch, Table, TableBuilder, TableOptions,
+    findings_batch, parquet_writer, samples_batches, ParquetWriter, RecordBatch, Table,
+    TableBuilder, TableOptions,
 };
 
 use stallscope_model::TraceMeta;
@@ -43,15 +44,52 @@ pub fn tables(
             findings_batch(&report.findings).map_err(arrow)?,
         )?;
     }
+    if which.contains(&Table::Samples) {
+        for batch in samples_of(options)? {
+            sink(Table::Samples, batch)?;
+        }
+    }
     let event_tables: Vec<Table> = which
         .iter()
         .copied()
-        .filter(|t| *t != Table::Findings)
+        .filter(|t| !matches!(t, Table::Findings | Table::Samples))
         .collect();
     if event_tables.is_empty() {
         return Ok(());
     }
     event_tables_of(options, &event_tables, sink).map(|_| ())
+}
+
+/// The `samples` table of the inputs: each input's profile as `stallscope profile` reads
+/// it (perf.data samples with their callchains, `perf script`, folded or `perf report`
+/// text), stacks outside `options.time` dropped; no rows for inputs without samples.
+pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, AnalyzeError> {
+    let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
+    let mut out = Vec::new();
+    let profile_options = stallscope_read::profile::ProfileOptions {
+        symbols: crate::profile_analysis::symbol_source(options.kallsyms.as_deref()),
+        ..Default::default()
+    };
+    for file in &options.files {
+        if file == "-" || std::path::Path::new(file).is_dir() {
+            continue; // stdin is read once, by the event tables; a directory is blktrace's
+        }
+        let Some(mut read) = stallscope_read::profile::read_profile_if_any(file, &profile_options)?
+        else {
+            continue;
+        };
+        let mut quality = stallscope_model::DataQuality::default();
+        crate::profile_analysis::restrict_time(&mut read.profile, options.time, &mut quality);
+        out.extend(
+            samples_batches(
+                &read.profile,
+                read.event.as_deref(),
+                TableOptions::default().batch_rows,
+            )
+            .map_err(arrow)?,
+        );
+    }
+    Ok(out)
 }
 
 /// The event tables `which` (not `findings`) of the inputs of `options`, batch by batch to
@@ -67,11 +105,21 @@ pub(crate) fn event_tables_of(
     let waking_declared = stallscope_timeline::WakeupSelector::declared_in(inputs.metas());
     let opts = TableOptions {
         waking_declared,
+        kallsyms: match options.kallsyms.as_deref() {
+            // the recording host's table given by the user names work functions first
+            Some(path) if path != "none" => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| AnalyzeError::Usage(format!("--kallsyms {path}: {e}")))?
+                    .into(),
+            ),
+            Some(_) => None,
+            None => inputs.metas().into_iter().find_map(|m| m.kallsyms.clone()),
+        },
         ..TableOptions::default()
     };
     let mut builders: Vec<(Table, TableBuilder)> = which
         .iter()
-        .filter_map(|&t| TableBuilder::new(t, opts).map(|b| (t, b)))
+        .filter_map(|&t| TableBuilder::new(t, &opts).map(|b| (t, b)))
         .collect();
     let (from, to) = options.time.unwrap_or((0, stallscope_model::Ts::MAX));
     let mut buf = Vec::new();

@@ -7,6 +7,8 @@
 //! | `waits` | runnable interval: a task waiting for a CPU, how it started and ended | the scheduler [`Timeline`] |
 //! | `latency` | task (or task name) of `perf sched latency` | [`Latency`] |
 //! | `requests` | block request with its Q/G/I/D/C times and tasks | [`BlockTracker`] |
+//! | `work_items` | workqueue execution: function, worker, queue/start/end, CPU time | [`WorkerPools`] |
+//! | `samples` | profile stack with its weight (leaf first) | a [`Profile`] |
 //! | `findings` | finding of `analyze` | a [`Finding`] list |
 //! | `events` | normalized event (`stallscope dump`'s line, split) | the events |
 //!
@@ -22,6 +24,12 @@
 //! requests  dev_major dev_minor kind sector nr_sector rwbs queue_ns? getrq_ns? insert_ns?
 //!           first_issue_ns? issue_ns? complete_ns queuer_pid? queuer_comm? inserter_pid?
 //!           dispatcher_pid? bios merges requeues error
+//! work_items work function function_addr? workqueue? worker_tid worker_comm cpu queue_ns?
+//!           start_ns end_ns ended wait_ns? duration_ns cpu_ns switches sleeps
+//!           ended: end | restarted (the worker started another item first) | open_at_end
+//! samples   ts_ns? cpu? tid? comm? event? weight unit leaf? stack (list, leaf first;
+//!           empty, and leaf null, for a sample without frames)
+//!           unit: samples | period:<event> | basis_points
 //! findings  detector severity cause? title start_ns end_ns cpus tasks_json measures_json hint
 //! events    ts_ns cpu pid event detail
 //! ```
@@ -49,8 +57,10 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 pub use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
+use stallscope_model::{Comm, EventKind, Profile, WeightUnit};
 use stallscope_model::{Event, Finding, Tid, Ts};
 use stallscope_timeline::block::{BlockTracker, CompletedRequest, RequestKind};
+use stallscope_timeline::workers::{symbol_names, WorkFn, WorkerPools};
 use stallscope_timeline::{
     Latency, LatencyOptions, RunnableCause, TaskState, Timehist, TimehistOptions, TimehistRow,
     Timeline, Transition, WakeupSelector,
@@ -67,6 +77,10 @@ pub enum Table {
     Latency,
     /// Block requests.
     Requests,
+    /// Workqueue executions.
+    WorkItems,
+    /// Profile stacks and their weights.
+    Samples,
     /// Findings of `analyze`.
     Findings,
     /// Normalized events.
@@ -75,11 +89,13 @@ pub enum Table {
 
 impl Table {
     /// Every table, in documentation order.
-    pub const ALL: [Table; 6] = [
+    pub const ALL: [Table; 8] = [
         Table::Switches,
         Table::Waits,
         Table::Latency,
         Table::Requests,
+        Table::WorkItems,
+        Table::Samples,
         Table::Findings,
         Table::Events,
     ];
@@ -91,6 +107,8 @@ impl Table {
             Table::Waits => "waits",
             Table::Latency => "latency",
             Table::Requests => "requests",
+            Table::WorkItems => "work_items",
+            Table::Samples => "samples",
             Table::Findings => "findings",
             Table::Events => "events",
         }
@@ -164,6 +182,39 @@ impl Table {
                 f("requeues", UInt32, false),
                 f("error", Int32, false),
             ],
+            Table::WorkItems => vec![
+                f("work", UInt64, false),
+                f("function", Utf8, false),
+                f("function_addr", UInt64, true),
+                f("workqueue", Utf8, true),
+                f("worker_tid", Int32, false),
+                f("worker_comm", Utf8, false),
+                f("cpu", UInt32, false),
+                f("queue_ns", UInt64, true),
+                f("start_ns", UInt64, false),
+                f("end_ns", UInt64, false),
+                f("ended", Utf8, false),
+                f("wait_ns", UInt64, true),
+                f("duration_ns", UInt64, false),
+                f("cpu_ns", UInt64, false),
+                f("switches", UInt32, false),
+                f("sleeps", UInt32, false),
+            ],
+            Table::Samples => vec![
+                f("ts_ns", UInt64, true),
+                f("cpu", UInt32, true),
+                f("tid", Int32, true),
+                f("comm", Utf8, true),
+                f("event", Utf8, true),
+                f("weight", UInt64, false),
+                f("unit", Utf8, false),
+                f("leaf", Utf8, true),
+                f(
+                    "stack",
+                    DataType::List(Arc::new(Field::new("item", Utf8, true))),
+                    false,
+                ),
+            ],
             Table::Findings => vec![
                 f("detector", Utf8, false),
                 f("severity", Utf8, false),
@@ -189,13 +240,16 @@ impl Table {
 }
 
 /// How tables are built.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct TableOptions {
     /// Whether the inputs declare `sched_waking` (wakeups are then counted from it, as
     /// perf does; see [`WakeupSelector`]).
     pub waking_declared: bool,
     /// Rows per record batch.
     pub batch_rows: usize,
+    /// `/proc/kallsyms` text of the recording host (the input's own, e.g. trace.dat's),
+    /// naming `work_items`' function addresses.
+    pub kallsyms: Option<Arc<str>>,
 }
 
 impl Default for TableOptions {
@@ -203,6 +257,7 @@ impl Default for TableOptions {
         TableOptions {
             waking_declared: false,
             batch_rows: 65_536,
+            kallsyms: None,
         }
     }
 }
@@ -223,6 +278,7 @@ enum Inner {
     Waits(Box<Timeline>, Vec<WaitRow>),
     Latency(Box<Latency>),
     Requests(Box<BlockTracker>, Vec<CompletedRequest>),
+    WorkItems(Box<WorkItems>),
     Events(Vec<(Ts, u32, Tid, String, String)>),
 }
 
@@ -234,8 +290,9 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
-    /// A builder of `table`; `None` for `findings` (see [`findings_batch`]).
-    pub fn new(table: Table, opts: TableOptions) -> Option<TableBuilder> {
+    /// A builder of `table`; `None` for `findings` and `samples`, which are not built
+    /// from the event stream (see [`findings_batch`], [`samples_batches`]).
+    pub fn new(table: Table, opts: &TableOptions) -> Option<TableBuilder> {
         let wakeups = WakeupSelector::preferring_waking(opts.waking_declared);
         let inner = match table {
             Table::Switches => Inner::Switches(
@@ -254,8 +311,9 @@ impl TableBuilder {
                 ..LatencyOptions::default()
             }))),
             Table::Requests => Inner::Requests(Box::new(BlockTracker::new()), Vec::new()),
+            Table::WorkItems => Inner::WorkItems(Box::new(WorkItems::new(opts.kallsyms.clone()))),
             Table::Events => Inner::Events(Vec::new()),
-            Table::Findings => return None,
+            Table::Findings | Table::Samples => return None,
         };
         Some(TableBuilder {
             table,
@@ -307,6 +365,7 @@ impl TableBuilder {
                 lat.process(ev);
                 0
             }
+            Inner::WorkItems(w) => w.push(ev),
             Inner::Requests(bt, rows) => {
                 bt.process(ev, &mut |r: &CompletedRequest| rows.push(*r));
                 rows.len()
@@ -382,6 +441,7 @@ impl TableBuilder {
                 ]
             }
             Inner::Latency(_) => return Ok(RecordBatch::new_empty(schema)),
+            Inner::WorkItems(w) => w.columns(),
             Inner::Requests(_, rows) => {
                 let r = std::mem::take(rows);
                 let opt = |f: fn(&CompletedRequest) -> Option<Ts>| -> ArrayRef {
@@ -482,6 +542,9 @@ impl TableBuilder {
                 Table::Latency.schema(),
                 columns,
             )?]);
+        }
+        if let Inner::WorkItems(w) = &mut self.inner {
+            w.pools.finish();
         }
         let last = self.take()?;
         Ok(if last.num_rows() > 0 {
@@ -713,4 +776,161 @@ pub fn parquet_writer_of(path: &Path, schema: SchemaRef) -> Result<ParquetWriter
         .set_compression(Compression::ZSTD(ZstdLevel::default()))
         .build();
     ArrowWriter::try_new(file, schema, Some(props))
+}
+
+/// The `work_items` builder: [`WorkerPools`]' executions, with the workers' names and the
+/// functions named from the recording's kallsyms when the input carries one.
+struct WorkItems {
+    pools: WorkerPools,
+    comms: std::collections::HashMap<Tid, Comm>,
+    kallsyms: Option<Arc<str>>,
+    names: std::collections::HashMap<u64, Option<String>>,
+}
+
+impl WorkItems {
+    fn new(kallsyms: Option<Arc<str>>) -> WorkItems {
+        let mut pools = WorkerPools::new();
+        pools.keep_executions();
+        WorkItems {
+            pools,
+            comms: std::collections::HashMap::new(),
+            kallsyms,
+            names: std::collections::HashMap::new(),
+        }
+    }
+
+    fn push(&mut self, ev: &Event) -> usize {
+        if let EventKind::Switch(s) = &ev.kind {
+            for t in [&s.prev, &s.next] {
+                if t.pid != 0 && !t.comm.is_empty() {
+                    self.comms.insert(t.pid, t.comm);
+                }
+            }
+        }
+        self.pools.process(ev);
+        self.pools.executions_kept()
+    }
+
+    fn columns(&mut self) -> Vec<ArrayRef> {
+        let r = self.pools.take_executions();
+        if let Some(k) = &self.kallsyms {
+            let unknown: Vec<u64> = r
+                .iter()
+                .filter_map(|x| match x.function {
+                    WorkFn::Addr(a) if !self.names.contains_key(&a) => Some(a),
+                    _ => None,
+                })
+                .collect();
+            if !unknown.is_empty() {
+                let found = symbol_names(k, unknown.iter().copied());
+                for a in unknown {
+                    self.names.insert(a, found.get(&a).cloned());
+                }
+            }
+        }
+        let name = |f: &WorkFn| match f {
+            WorkFn::Name(n) => n.clone(),
+            WorkFn::Addr(a) => self
+                .names
+                .get(a)
+                .cloned()
+                .flatten()
+                .unwrap_or_else(|| format!("{a:#x}")),
+        };
+        let comm = |t: Tid| {
+            self.comms
+                .get(&t)
+                .map_or(String::new(), |c| c.as_str().to_string())
+        };
+        vec![
+            u64s(r.iter().map(|x| x.work)),
+            Arc::new(StringArray::from_iter_values(
+                r.iter().map(|x| name(&x.function)),
+            )),
+            Arc::new(UInt64Array::from(
+                r.iter()
+                    .map(|x| match x.function {
+                        WorkFn::Addr(a) => Some(a),
+                        WorkFn::Name(_) => None,
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                r.iter().map(|x| x.workqueue.clone()).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.worker))),
+            Arc::new(StringArray::from_iter_values(
+                r.iter().map(|x| comm(x.worker)),
+            )),
+            Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.cpu))),
+            Arc::new(UInt64Array::from(
+                r.iter().map(|x| x.queued).collect::<Vec<_>>(),
+            )),
+            u64s(r.iter().map(|x| x.start)),
+            u64s(r.iter().map(|x| x.end)),
+            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.ended))),
+            Arc::new(UInt64Array::from(
+                r.iter()
+                    .map(|x| x.queued.map(|q| x.start.saturating_sub(q)))
+                    .collect::<Vec<_>>(),
+            )),
+            u64s(r.iter().map(|x| x.end.saturating_sub(x.start))),
+            u64s(r.iter().map(|x| x.cpu_ns)),
+            Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.switches))),
+            Arc::new(UInt32Array::from_iter_values(r.iter().map(|x| x.sleeps))),
+        ]
+    }
+}
+
+/// The `samples` table of a profile (one row per stack, frames leaf first), in batches
+/// of at most `batch_rows` rows; `event` is the sampled event when known.
+pub fn samples_batches(
+    profile: &Profile,
+    event: Option<&str>,
+    batch_rows: usize,
+) -> Result<Vec<RecordBatch>, ArrowError> {
+    let unit = match &profile.unit {
+        WeightUnit::Samples => "samples".to_string(),
+        WeightUnit::Period(e) => format!("period:{e}"),
+        WeightUnit::BasisPoints => "basis_points".to_string(),
+    };
+    let mut out = Vec::new();
+    for chunk in profile.stacks.chunks(batch_rows.max(1)) {
+        let mut stacks = ListBuilder::new(arrow_array::builder::StringBuilder::new());
+        for st in chunk {
+            for &f in &st.frames {
+                stacks.values().append_value(profile.symbol(f));
+            }
+            stacks.append(true);
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(
+                chunk.iter().map(|s| s.ts).collect::<Vec<_>>(),
+            )),
+            Arc::new(UInt32Array::from(
+                chunk.iter().map(|s| s.cpu).collect::<Vec<_>>(),
+            )),
+            Arc::new(Int32Array::from(
+                chunk.iter().map(|s| s.pid).collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(
+                chunk
+                    .iter()
+                    .map(|s| s.comm.map(|c| c.as_str().to_string()))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(StringArray::from(vec![event; chunk.len()])),
+            u64s(chunk.iter().map(|s| s.weight)),
+            Arc::new(StringArray::from(vec![unit.as_str(); chunk.len()])),
+            Arc::new(StringArray::from(
+                chunk
+                    .iter()
+                    .map(|s| s.frames.first().map(|&f| profile.symbol(f)))
+                    .collect::<Vec<_>>(),
+            )),
+            Arc::new(stacks.finish()),
+        ];
+        out.push(RecordBatch::try_new(Table::Samples.schema(), columns)?);
+    }
+    Ok(out)
 }

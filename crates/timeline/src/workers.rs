@@ -260,6 +260,47 @@ struct Execution {
     state: RunState,
     /// Switched in (or started) at this time and still on the CPU.
     on_cpu_since: Option<Ts>,
+    /// CPU it started on.
+    cpu: Cpu,
+    /// When the item was queued (or activated), when seen.
+    queued: Option<Ts>,
+    /// Its workqueue (index into [`WorkerPools::workqueue_names`]), when queued in the trace.
+    workqueue: Option<u32>,
+    /// On-CPU time so far, switch-outs and sleeps in it.
+    cpu_ns: Dur,
+    switches: u32,
+    sleeps: u32,
+}
+
+/// One execution of a work item, as [`WorkerPools::take_executions`] hands it out (kept
+/// only after [`WorkerPools::keep_executions`]): the `work_items` table's row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExecutionRecord {
+    /// The work struct's address.
+    pub work: u64,
+    /// The work function.
+    pub function: WorkFn,
+    /// The workqueue it was queued on, when the queue event is in the trace.
+    pub workqueue: Option<String>,
+    /// The kworker that executed it.
+    pub worker: Tid,
+    /// CPU of `workqueue_execute_start`.
+    pub cpu: Cpu,
+    /// Queue (or activation) time, when in the trace.
+    pub queued: Option<Ts>,
+    /// `workqueue_execute_start`.
+    pub start: Ts,
+    /// `workqueue_execute_end`, or the time it was closed without one (see `ended`).
+    pub end: Ts,
+    /// `end` (execute_end seen), `restarted` (the worker started another item first: lost
+    /// events) or `open_at_end` (still running when the trace ended; `end` = last event).
+    pub ended: &'static str,
+    /// On-CPU time of the worker inside it.
+    pub cpu_ns: Dur,
+    /// Switch-outs of the worker inside it.
+    pub switches: u32,
+    /// Of those, sleeps (not `R`/`R+`).
+    pub sleeps: u32,
 }
 
 /// A pending (queued, not yet executing) work item.
@@ -267,6 +308,7 @@ struct Execution {
 struct Pending {
     ts: Ts,
     func: Option<usize>,
+    workqueue: Option<u32>,
 }
 
 /// One workqueue event, decoded.
@@ -442,9 +484,31 @@ pub struct WorkerPools {
     quality: DataQuality,
     last_ts: Ts,
     finished: bool,
+    /// Kept executions, when asked for ([`WorkerPools::keep_executions`]).
+    executions: Option<Vec<ExecutionRecord>>,
+    workqueue_names: Vec<String>,
+    workqueue_index: FxHashMap<String, u32>,
 }
 
 impl WorkerPools {
+    /// Keeps a record of every execution as it ends, for [`WorkerPools::take_executions`].
+    pub fn keep_executions(&mut self) {
+        self.executions.get_or_insert_with(Vec::new);
+    }
+
+    /// The executions ended since the last call (in the order they ended).
+    pub fn take_executions(&mut self) -> Vec<ExecutionRecord> {
+        self.executions
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
+    /// Executions kept and not taken yet.
+    pub fn executions_kept(&self) -> usize {
+        self.executions.as_ref().map_or(0, Vec::len)
+    }
+
     /// Empty.
     pub fn new() -> WorkerPools {
         WorkerPools::default()
@@ -533,16 +597,39 @@ impl WorkerPools {
                         }
                     }
                 }
-                self.pending.insert(w.work, Pending { ts: ev.ts, func });
+                let workqueue = match (&w.workqueue, self.executions.is_some()) {
+                    (Some(q), true) => Some(self.workqueue_id(q)),
+                    _ => None,
+                };
+                self.pending.insert(
+                    w.work,
+                    Pending {
+                        ts: ev.ts,
+                        func,
+                        workqueue,
+                    },
+                );
             }
             WorkEventKind::Activate => {
-                self.pending
-                    .entry(w.work)
-                    .or_insert(Pending { ts: ev.ts, func });
+                self.pending.entry(w.work).or_insert(Pending {
+                    ts: ev.ts,
+                    func,
+                    workqueue: None,
+                });
             }
             WorkEventKind::ExecuteStart => self.start(ev, w.work, func),
             WorkEventKind::ExecuteEnd => self.end(ev, w.work),
         }
+    }
+
+    fn workqueue_id(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.workqueue_index.get(name) {
+            return i;
+        }
+        let i = self.workqueue_names.len() as u32;
+        self.workqueue_names.push(name.to_string());
+        self.workqueue_index.insert(name.to_string(), i);
+        i
     }
 
     fn start(&mut self, ev: &Event, work: u64, func: Option<usize>) {
@@ -565,7 +652,7 @@ impl WorkerPools {
                 1,
                 || format!("{} {} worker {}", ev.ts, ev.cpu, ev.pid),
             );
-            self.close(ev.pid, ev.ts);
+            self.close(ev.pid, ev.ts, "restarted");
         }
         let st = &mut self.funcs[func];
         if st.executions == 0 {
@@ -593,6 +680,12 @@ impl WorkerPools {
                 start: ev.ts,
                 state: RunState::Running,
                 on_cpu_since: Some(ev.ts),
+                cpu: ev.cpu,
+                queued: pending.map(|p| p.ts),
+                workqueue: pending.and_then(|p| p.workqueue),
+                cpu_ns: 0,
+                switches: 0,
+                sleeps: 0,
             },
         );
     }
@@ -601,7 +694,7 @@ impl WorkerPools {
         match self.running.get(&ev.pid) {
             Some(x) if x.work == work => {
                 let func = x.func;
-                self.close(ev.pid, ev.ts);
+                self.close(ev.pid, ev.ts, "end");
                 let st = &mut self.funcs[func];
                 st.completed += 1;
                 st.last_ts = ev.ts;
@@ -616,13 +709,31 @@ impl WorkerPools {
         }
     }
 
-    /// Ends `worker`'s execution at `ts`.
-    fn close(&mut self, worker: Tid, ts: Ts) {
+    /// Ends `worker`'s execution at `ts` (`how`: see [`ExecutionRecord::ended`]).
+    fn close(&mut self, worker: Tid, ts: Ts, how: &'static str) {
         let Some(x) = self.running.remove(&worker) else {
             return;
         };
         let st = &mut self.funcs[x.func];
         let cpu = x.on_cpu_since.map_or(0, |s| ts.saturating_sub(s));
+        if let Some(kept) = &mut self.executions {
+            kept.push(ExecutionRecord {
+                work: x.work,
+                function: st.function.clone(),
+                workqueue: x
+                    .workqueue
+                    .and_then(|i| self.workqueue_names.get(i as usize).cloned()),
+                worker,
+                cpu: x.cpu,
+                queued: x.queued,
+                start: x.start,
+                end: ts,
+                ended: how,
+                cpu_ns: x.cpu_ns + cpu,
+                switches: x.switches,
+                sleeps: x.sleeps,
+            });
+        }
         st.cpu_ns += cpu;
         st.busy_ns += ts.saturating_sub(x.start);
         st.workers.entry(worker).or_default().cpu_ns += cpu;
@@ -640,9 +751,11 @@ impl WorkerPools {
         if let Some(since) = x.on_cpu_since.take() {
             let cpu = ts.saturating_sub(since);
             st.cpu_ns += cpu;
+            x.cpu_ns += cpu;
             st.workers.entry(pid).or_default().cpu_ns += cpu;
         }
         st.switches += 1;
+        x.switches += 1;
         if runnable {
             x.state = RunState::Runnable;
         } else {
@@ -651,6 +764,7 @@ impl WorkerPools {
             }
             x.state = RunState::Sleeping;
             st.sleeps += 1;
+            x.sleeps += 1;
         }
     }
 
@@ -700,7 +814,7 @@ impl WorkerPools {
             if let Some(x) = self.running.get(&w) {
                 self.funcs[x.func].open_at_end += 1;
             }
-            self.close(w, last);
+            self.close(w, last, "open_at_end");
         }
     }
 

@@ -270,6 +270,30 @@ pub fn sniff_profile(head: &[u8]) -> Option<ProfileFormat> {
     None
 }
 
+/// [`read_profile`] of an input that may hold no profile (a scheduler trace): `None` when
+/// the input is no profile format, or a perf.data or `perf script` text without samples
+/// of a profiled event; read errors are still errors.
+pub fn read_profile_if_any(
+    path: &str,
+    opts: &ProfileOptions,
+) -> Result<Option<ProfileRead>, ReadError> {
+    let input = Input::open(path)?;
+    let sniffed = sniff_profile(&input.head).or_else(|| {
+        (crate::text_common::sniff_text(&input.head) == Some(InputFormat::PerfScriptText))
+            .then_some(ProfileFormat::PerfScript)
+    });
+    drop(input);
+    let Some(format) = sniffed else {
+        return Ok(None);
+    };
+    match read_profile(path, Some(format), opts) {
+        Ok(r) if r.profile.stacks.is_empty() => Ok(None),
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.is_no_samples() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// Opens `path` (`-` = stdin), sniffs its profile format unless `forced`, and reads it.
 pub fn read_profile(
     path: &str,

@@ -372,7 +372,7 @@ pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<Profi
                     "only samples of other events, e.g. {}",
                     e.examples.join(", ")
                 ),
-                None => "no sample records".to_string(),
+                None => crate::error::NO_SAMPLES.to_string(),
             },
         ));
     }
