@@ -4,32 +4,22 @@
 goes on; the DuckDB queries of docs/fleet.md run on the dataset and agree with the
 summary."""
 
-import json
 import os
 import pathlib
 import re
-import subprocess
 
 import pytest
 
 import stallscope
+from helpers import ROOT, cli
 from stallscope.fleet import analyze_many
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 INPUTS = [
     str(ROOT / "fixtures/sched/*.perf.data"),
     str(ROOT / "fixtures/detectors/cpu-saturation/*.dat.zst"),
     str(ROOT / "fixtures/detectors/dispatch-starvation/deadline"),  # blktrace: requests
     str(ROOT / "fixtures/sched/README.md"),  # no trace: a row of errors.parquet
 ]
-
-
-def cli(*args):
-    exe = os.environ.get("STALLSCOPE_BIN") or str(ROOT / "target/debug/stallscope")
-    if not os.path.exists(exe):
-        pytest.fail(f"no stallscope binary at {exe}: run `cargo build -p stallscope-cli` or set STALLSCOPE_BIN")
-    out = subprocess.run([exe, *map(str, args)], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
 
 
 def need(module, install):

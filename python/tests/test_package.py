@@ -5,24 +5,13 @@ runqueue-starvation finding, every table has its documented columns and the rows
 `stallscope tables` reports, and errors are exceptions with the command's message."""
 
 import json
-import os
-import pathlib
-import subprocess
 
 import pytest
 
 import stallscope
+from helpers import ROOT, cli
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCHED = [ROOT / "fixtures/sched" / f for f in ("starve.perf.data", "equal.perf.data")]
-
-
-def cli(*args):
-    exe = os.environ.get("STALLSCOPE_BIN") or str(ROOT / "target/debug/stallscope")
-    if not os.path.exists(exe):
-        pytest.fail(f"no stallscope binary at {exe}: run `cargo build -p stallscope-cli` or set STALLSCOPE_BIN")
-    out = subprocess.run([exe, *map(str, args)], check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)
 
 
 @pytest.mark.parametrize("path", SCHED + [ROOT / "fixtures/chain/chain.perf.data.xz"])

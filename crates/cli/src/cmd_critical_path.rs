@@ -24,13 +24,13 @@ use std::io::Write;
 
 use clap::Args;
 use serde_json::json;
+use stallscope::critical_path::{critical_path, PathDone, PathError};
 use stallscope::model::{Tid, Ts};
-use stallscope::timeline::critical_path::{critical_path, Activity};
-use stallscope::timeline::sleeps::{SleepTracker, WakeContext};
-use stallscope::timeline::{PerfFlavor, Timehist, TimehistOptions, WakeupSelector};
+use stallscope::timeline::critical_path::Activity;
+use stallscope::timeline::sleeps::WakeContext;
 
 use crate::cmd_analyze::parse_time_range;
-use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, TaskNames};
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 use stallscope::detect::detectors::fmt::dur;
 
 /// Arguments of `stallscope critical-path`.
@@ -77,67 +77,45 @@ fn share(part: Ts, total: Ts) -> String {
 /// Runs the command.
 pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let window = args.time.as_deref().map(parse_time_range).transpose()?;
-    let mut inputs = args.input.open()?;
-    let metas = inputs.metas();
-    let waking = WakeupSelector::declared_in(metas.iter().copied());
-    let mut th = Timehist::new(TimehistOptions {
-        pid: None,
-        cpu: None,
-        flavor: PerfFlavor::Current,
-        waking_declared: waking,
-        nr_cpus: metas.iter().filter_map(|m| m.nr_cpus).max(),
-    });
-    let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(waking));
-    let mut rows = Vec::new();
-    let mut names = TaskNames::default();
-    let (mut first, mut last): (Option<Ts>, Ts) = (None, 0);
-    let mut buf = Vec::new();
-    while inputs.next_batch(&mut buf)? {
-        for ev in &buf {
-            if ev.kind.is_scheduling() {
-                // the window defaults to the scheduler events' span (perf.data's setup
-                // records carry time 0)
-                first.get_or_insert(ev.ts);
-                last = last.max(ev.ts);
-            }
-            th.process(ev, &mut |r| rows.push(*r));
-            tracker.push(ev);
-            names.note(ev);
+    let done = match critical_path(&args.input.options()?, args.pid, window) {
+        Ok(done) => done,
+        Err(PathError::Read(e)) => return Err(e.into()),
+        Err(PathError::NoSchedulerEvents) => {
+            return Err(CliError::Missing(format!(
+                "{}: critical-path has nothing to read: the inputs hold no scheduler events; record them with `stallscope record -o trace.dat -- COMMAND` or `perf sched record -- COMMAND`",
+                args.input.files.join(", ")
+            ))
+            .json_too(args.format, out))
         }
-    }
-    let Some(first) = first else {
-        return Err(CliError::Missing(format!(
-            "{}: critical-path has nothing to read: the inputs hold no scheduler events; record them with `stallscope record -o trace.dat -- COMMAND` or `perf sched record -- COMMAND`",
-            args.input.files.join(", ")
-        ))
-        .json_too(args.format, out));
+        Err(PathError::NeverRan { pid }) => {
+            return Err(CliError::Missing(format!(
+                "{}: task {pid} never ran in a recorded sched_switch (is it a thread id of this trace? \
+                 `stallscope timehist FILE` lists the tasks); record sched_switch and sched_waking: \
+                 `stallscope record -o trace.dat -- COMMAND` or `perf sched record -- COMMAND`",
+                args.input.files.join(", "),
+            ))
+            .json_too(args.format, out))
+        }
+        Err(PathError::EmptyWindow {
+            window: (start, end),
+            trace: (first, last),
+        }) => {
+            return Err(CliError::Usage(format!(
+                "--time: the window {}..{} is empty; the trace runs {}..{}",
+                secs(start),
+                secs(end),
+                secs(first),
+                secs(last)
+            )))
+        }
     };
-    if !rows.iter().any(|r| r.tid == args.pid) {
-        return Err(CliError::Missing(format!(
-            "{}: task {} never ran in a recorded sched_switch (is it a thread id of this trace? \
-             `stallscope timehist FILE` lists the tasks); record sched_switch and sched_waking: \
-             `stallscope record -o trace.dat -- COMMAND` or `perf sched record -- COMMAND`",
-            args.input.files.join(", "),
-            args.pid
-        ))
-        .json_too(args.format, out));
-    }
-    // an open side of the range (0 or Ts::MAX) is the trace's edge
-    let (start, end) = match window {
-        Some((a, b)) => (a.max(first), b.min(last)),
-        None => (first, last),
-    };
-    if end <= start {
-        return Err(CliError::Usage(format!(
-            "--time: the window {}..{} is empty; the trace runs {}..{}",
-            secs(start),
-            secs(end),
-            secs(first),
-            secs(last)
-        )));
-    }
-    let (sleeps, _) = tracker.finish();
-    let path = critical_path(&rows, &sleeps, args.pid, start, end);
+    let PathDone {
+        path,
+        names,
+        quality: dq,
+        ..
+    } = done;
+    let (start, end) = (path.start_ns, path.end_ns);
     let name = |pid: Tid| {
         if pid == 0 {
             "swapper (0)".to_string()
@@ -145,7 +123,6 @@ pub fn run(args: &CriticalPathArgs, out: &mut dyn Write) -> Result<(), CliError>
             names.label(pid)
         }
     };
-    let dq = inputs.quality();
     match args.format {
         OutputFormat::Json => {
             let mut involved: BTreeMap<Tid, String> = BTreeMap::new();

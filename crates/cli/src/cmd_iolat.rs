@@ -14,7 +14,7 @@
 //! (  7,  0)         0.000000544   0.005578401   0.160759294          33
 //! ```
 //!
-//! Inputs that are all blktrace binary files take a lean path ([`lean`], over
+//! Inputs that are all blktrace binary files take a lean path (`stallscope::iolat`, over
 //! `stallscope_read::blktrace::lean`): records are decoded straight into a reused `BlockEvent` and fed to the tracker, with no `Event` (and no
 //! allocation) per record. Anything unusual in them (garbage between records, a truncated
 //! record, an action stallscope does not model) makes the command start over on the general
@@ -34,10 +34,10 @@ use std::io::Write;
 
 use clap::Args;
 use serde::Serialize;
+use stallscope::iolat::{iolat, IolatDone, IolatRun};
 use stallscope::model::DataQuality;
-use stallscope::timeline::block::BlockTracker;
 use stallscope::timeline::iolat::{
-    DeviceRates, GroupBy, GroupReport, Iolat, IolatReport, RequestCounts, PHASES,
+    DeviceRates, GroupBy, GroupReport, IolatReport, RequestCounts, PHASES,
 };
 
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
@@ -234,32 +234,13 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
             args.by
         ))
     })?;
-    let lean_inputs = if args.general_path {
-        None
-    } else {
-        lean::blktrace_inputs(&args.input)
-    };
-    let lean_result = match lean_inputs {
-        Some(files) => lean::run(&files, by)?,
-        None => None,
-    };
-    let (report, dq) = match lean_result {
-        Some((iolat, tracker)) => (iolat.finish(), tracker.finish()),
-        None => {
-            let mut inputs = args.input.open()?;
-            let mut tracker = BlockTracker::new();
-            let mut iolat = Iolat::only(by);
-            let mut batch = Vec::new();
-            while inputs.next_batch(&mut batch)? {
-                for ev in &batch {
-                    tracker.process(ev, &mut iolat);
-                }
-            }
-            let mut dq = inputs.quality();
-            dq.merge(&tracker.finish());
-            (iolat.finish(), dq)
-        }
-    };
+    let mut run = IolatRun::new(args.input.options()?, by);
+    run.general_path = args.general_path;
+    let IolatDone {
+        report,
+        quality: dq,
+        ..
+    } = iolat(&run)?;
     let c = &report.counts;
     if c.bios == 0 && c.requests == 0 && c.flushes == 0 {
         return Err(CliError::missing(
@@ -289,85 +270,6 @@ pub fn run(args: &IolatArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
     }
     Ok(())
-}
-
-/// The lean path over blktrace binary files (see the module docs): which inputs qualify, and
-/// the glue from `stallscope_read::blktrace::lean`'s records to the tracker.
-mod lean {
-    use stallscope::model::{BlockEvent, Span, SpanPos};
-    use stallscope::read::blktrace::expand_path;
-    use stallscope::read::blktrace::lean::{LeanBlktrace, LeanRecord, RecordAt};
-    use stallscope::read::blktrace::record::Endian;
-    use stallscope::read::input::Input;
-    use stallscope::timeline::block::{BlockTracker, EventAt};
-    use stallscope::timeline::iolat::{GroupBy, Iolat};
-
-    use crate::common::{CliError, InputArgs};
-
-    /// The per-CPU files of every input (input index, path), when all inputs are blktrace
-    /// binary; `None` sends the command down the general path.
-    pub fn blktrace_inputs(args: &InputArgs) -> Option<Vec<(u16, String)>> {
-        if args
-            .input_format
-            .as_deref()
-            .is_some_and(|f| f != "blktrace")
-        {
-            return None;
-        }
-        let mut out = Vec::new();
-        for (i, path) in args.files.iter().enumerate() {
-            let index = u16::try_from(i).ok()?;
-            match expand_path(path).ok()? {
-                Some(files) => out.extend(files.into_iter().map(|f| (index, f))),
-                None if path != "-" => {
-                    let input = Input::open(path).ok()?;
-                    let word: [u8; 4] = input.head.get(..4)?.try_into().ok()?;
-                    Endian::detect(word)?;
-                    out.push((index, path.clone()));
-                }
-                None => return None,
-            }
-        }
-        (!out.is_empty()).then_some(out)
-    }
-
-    /// One block record into the tracker (inlined into the batch loop of the threaded walk:
-    /// ~3% less CPU there).
-    #[inline(always)]
-    fn feed(tracker: &mut BlockTracker, iolat: &mut Iolat, at: RecordAt, ev: &BlockEvent) {
-        let at = EventAt {
-            ts: at.ts,
-            pid: i32::try_from(at.pid).unwrap_or(-1),
-            span: Span::new(at.input, SpanPos::Byte(at.offset)),
-        };
-        tracker.process_block(&at, ev, iolat);
-    }
-
-    /// Reads every file, merged by time, into the tracker and the aggregator. `Ok(None)`:
-    /// something unusual, use the general path.
-    pub fn run(
-        files: &[(u16, String)],
-        by: GroupBy,
-    ) -> Result<Option<(Iolat, BlockTracker)>, CliError> {
-        let mut inputs = Vec::with_capacity(files.len());
-        for (index, path) in files {
-            inputs.push((*index, Input::open(path)?));
-        }
-        let mut tracker = BlockTracker::new();
-        let mut iolat = Iolat::only(by);
-        let walk = LeanBlktrace::new(inputs);
-        let visit = |rec: LeanRecord<'_>| match rec {
-            LeanRecord::Untracked => tracker.count_untracked(),
-            LeanRecord::Block(at, ev) => feed(&mut tracker, &mut iolat, at, ev),
-        };
-        // Reading on a second thread pays off with a second CPU to run it.
-        let walk = if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
-            walk.for_each_threaded(visit)
-        } else {
-            walk.for_each(visit)
-        };
-        Ok(walk.ok().map(|()| (iolat, tracker)))
-    }
 }
 
 #[cfg(test)]

@@ -21,13 +21,10 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 use stallscope::model::{fmt_secs_usecs, DataQuality, Dur};
-use stallscope::timeline::{
-    Latency, LatencyOptions, LatencyReport, LatencyRow, PerfFlavor, SortKey, WakeupSelector,
-};
+use stallscope::timeline::{LatencyOptions, LatencyReport, LatencyRow, PerfFlavor, SortKey};
 
 use crate::common::{clear_progress, write_quality_text, CliError, InputArgs, OutputFormat};
-use stallscope::model::SchedBatch;
-use stallscope::read::lean::open_sched_source;
+use stallscope::latency::{latency, LatencyDone, LatencyRun};
 
 /// Arguments of `stallscope latency`.
 #[derive(Args, Debug)]
@@ -182,36 +179,28 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
         return Err(CliError::Usage("--sort needs at least one key".into()));
     }
     let flavor = parse_flavor(&args.perf_compat)?;
-    let opts = |waking_declared| LatencyOptions {
+    let opts = LatencyOptions {
         by_pid: args.pids,
-        sort: sort.clone(),
+        sort,
         profile_cpu: args.cpu,
         flavor,
-        waking_declared,
+        waking_declared: false, // the facade sets it from the inputs
     };
-    let (report, dq) = match lean_latency(args, &opts) {
-        Ok(report) => {
-            let dq = report.quality.clone();
-            (report, dq)
-        }
-        Err(why) if args.require_lean => {
-            return Err(CliError::Usage(format!("lean path not taken: {why}")))
-        }
-        Err(_) => {
-            let mut inputs = args.input.open()?;
-            let mut latency = Latency::new(opts(WakeupSelector::declared_in(inputs.metas())));
-            let mut batch = Vec::new();
-            while inputs.next_batch(&mut batch)? {
-                for ev in &batch {
-                    latency.process(ev);
-                }
-            }
-            let report = latency.finish();
-            let mut dq = inputs.quality();
-            dq.merge(&report.quality);
-            (report, dq)
-        }
-    };
+    let mut run = LatencyRun::new(args.input.files.clone());
+    run.input = args.input.options()?;
+    run.options = opts;
+    run.general_path = args.general_path;
+    run.on_lean_progress = Some(lean_progress);
+    let done = latency(&run);
+    clear_progress();
+    let LatencyDone {
+        report,
+        quality: dq,
+        lean_path,
+    } = done?;
+    if let (Err(why), true) = (&lean_path, args.require_lean) {
+        return Err(CliError::Usage(format!("lean path not taken: {why}")));
+    }
     if report.tasks.is_empty() {
         return Err(match args.cpu {
             Some(c) if report.stats.events > 0 => CliError::filtered_out(
@@ -245,83 +234,22 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// The lean path (`stallscope_read::lean`): one regular perf.data or trace.dat file whose
-/// layout the lean reader models. `Err` (why it is not eligible, or why the reader bailed
-/// out midway) sends the command down the general path, which then reports errors and data
-/// quality.
-fn lean_latency(
-    args: &LatencyArgs,
-    opts: &dyn Fn(bool) -> LatencyOptions,
-) -> Result<LatencyReport, String> {
-    if args.general_path {
-        return Err("--general-path".into());
+/// A progress line on a terminal for the lean path (the general path has its own), once
+/// the command has run for a second.
+fn lean_progress(done: u64, total: u64, events: u64) {
+    use std::io::IsTerminal;
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    if !std::io::stderr().is_terminal() {
+        return;
     }
-    if args.input.files.len() != 1 {
-        return Err("more than one input".into());
-    }
-    if let Some(f) = &args.input.input_format {
-        // the lean reader sniffs the file itself: a forced format goes the general way,
-        // which reads the file as told
-        return Err(format!("--input-format {f}"));
-    }
-    let mut source = open_sched_source(&args.input.files[0])
-        .ok_or("not an uncompressed perf.data or trace.dat file the lean reader models")?;
-    let mut latency = Latency::new(opts(source.waking_declared()));
-    let mut batch = SchedBatch::default();
-    let mut progress = LeanProgress::new();
-    loop {
-        match source.next_batch(&mut batch) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(bail) => {
-                clear_progress();
-                return Err(bail.reason);
-            }
-        }
-        latency.process_batch(&batch);
-        progress.show(source.progress(), &mut latency);
-    }
-    clear_progress();
-    // The reader's notes first, then the analysis's (as the general path merges them).
-    let mut report = latency.finish();
-    let mut dq = source.quality();
-    dq.merge(&report.quality);
-    report.quality = dq;
-    Ok(report)
-}
-
-/// A progress line on a terminal for the lean path (the general path has its own).
-struct LeanProgress {
-    start: Option<std::time::Instant>,
-    batches: u32,
-}
-
-impl LeanProgress {
-    fn new() -> LeanProgress {
-        use std::io::IsTerminal;
-        LeanProgress {
-            start: std::io::stderr()
-                .is_terminal()
-                .then(std::time::Instant::now),
-            batches: 0,
-        }
-    }
-
-    fn show(&mut self, (done, total): (u64, u64), latency: &mut Latency) {
-        let Some(start) = self.start else { return };
-        self.batches = self.batches.wrapping_add(1);
-        if !self.batches.is_multiple_of(64) {
-            return;
-        }
-        let secs = start.elapsed().as_secs();
-        if secs >= 1 && total > 0 {
-            let _ = write!(
-                std::io::stderr(),
-                "\r\x1b[Kstallscope: {} events read {:>3}% ({secs} s)\r",
-                latency.events(),
-                done.saturating_mul(100) / total
-            );
-        }
+    let secs = start.elapsed().as_secs();
+    if secs >= 1 && total > 0 {
+        let _ = write!(
+            std::io::stderr(),
+            "\r\x1b[Kstallscope: {events} events read {:>3}% ({secs} s)\r",
+            done.saturating_mul(100) / total
+        );
     }
 }
 

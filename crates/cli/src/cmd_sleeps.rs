@@ -18,10 +18,10 @@ use std::io::Write;
 use clap::Args;
 use serde_json::json;
 use stallscope::model::Tid;
-use stallscope::timeline::sleeps::{SleepTracker, WakeCause};
-use stallscope::timeline::WakeupSelector;
+use stallscope::sleeps::{sleeps, SleepsDone};
+use stallscope::timeline::sleeps::WakeCause;
 
-use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, TaskNames};
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 
 /// Arguments of `stallscope sleeps`.
 #[derive(Args, Debug)]
@@ -50,32 +50,21 @@ pub struct SleepsArgs {
 
 /// Runs the command.
 pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
-    let mut inputs = args.input.open()?;
-    let metas = inputs.metas();
-    let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(
-        WakeupSelector::declared_in(metas.iter().copied()),
-    ));
-    let mut names = TaskNames::default();
-    let mut buf = Vec::new();
-    while inputs.next_batch(&mut buf)? {
-        for ev in &buf {
-            tracker.push(ev);
-            names.note(ev);
-        }
-    }
-    if inputs.events_read() == 0 {
+    let SleepsDone {
+        sleeps,
+        counts,
+        irq_names,
+        work_functions: functions,
+        names,
+        quality: dq,
+        events_read,
+    } = sleeps(&args.input.options()?)?;
+    if events_read == 0 {
         return Err(CliError::Missing(format!(
             "{}: sleeps has nothing to read: the inputs hold no events",
             args.input.files.join(", ")
         )));
     }
-    let irq_names = tracker.irq_names().clone();
-    let functions: Vec<String> = tracker
-        .work_functions()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
-    let (sleeps, counts) = tracker.finish();
     let min_ns = args.min_ms.map(|m| (m * 1e6) as u64);
     let kept: Vec<_> = sleeps
         .iter()
@@ -88,7 +77,6 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
         })
         .collect();
     let name = |pid: Tid| names.label(pid);
-    let dq = inputs.quality();
     match args.format {
         OutputFormat::Json => {
             let doc = json!({

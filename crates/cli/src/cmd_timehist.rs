@@ -22,9 +22,8 @@ use std::io::Write;
 use clap::Args;
 use serde::Serialize;
 use stallscope::model::{DataQuality, Dur, Tid};
-use stallscope::timeline::{
-    Timehist, TimehistOptions, TimehistRow, TimehistSummary, WakeupSelector,
-};
+use stallscope::timehist::{timehist, TimehistRun};
+use stallscope::timeline::{TimehistRow, TimehistSummary};
 
 use crate::cmd_latency::parse_flavor;
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
@@ -328,16 +327,10 @@ struct Tail<'a> {
 /// Runs the command.
 pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let flavor = parse_flavor(&args.perf_compat)?;
-    let mut inputs = args.input.open()?;
-    let metas = inputs.metas();
-    let opts = TimehistOptions {
-        pid: args.pid,
-        cpu: args.cpu,
-        flavor,
-        waking_declared: WakeupSelector::declared_in(metas.iter().copied()),
-        nr_cpus: metas.iter().filter_map(|m| m.nr_cpus).max(),
-    };
-    let mut th = Timehist::new(opts);
+    let mut run = TimehistRun::new(args.input.options()?);
+    run.pid = args.pid;
+    run.cpu = args.cpu;
+    run.flavor = flavor;
     let show_rows = !args.summary;
     let mut text = TextRows {
         width: 30,
@@ -345,53 +338,55 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
         states: Vec::new(),
     };
     let mut first = true;
-    let mut rows = 0u64;
     let mut io_err: Option<std::io::Error> = None;
-    match args.format {
-        OutputFormat::Text if show_rows => text.header(out)?,
-        OutputFormat::Text => {}
-        OutputFormat::Json => out.write_all(b"{\"rows\":[")?,
-    }
-    let mut buf = Vec::new();
-    // Events come a run at a time (the lean perf.data reader builds them where they are
-    // used); a write error ends the rows, and the command after the run.
-    let mut more = true;
-    while more {
-        more = inputs.visit_batch(&mut buf, &mut |run| {
-            for ev in run {
-                if io_err.is_some() {
-                    return;
-                }
-                th.process(ev, &mut |r| {
-                    rows += 1;
-                    if !show_rows || io_err.is_some() {
-                        return;
-                    }
-                    let res = match args.format {
-                        OutputFormat::Text => text.row(out, r),
-                        OutputFormat::Json => {
-                            let sep: &[u8] = if first { b"\n" } else { b",\n" };
-                            first = false;
-                            out.write_all(sep).and_then(|()| {
-                                serde_json::to_writer(&mut *out, r).map_err(|e| {
-                                    // keep a closed pipe's kind: it exits 0
-                                    let kind =
-                                        e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
-                                    std::io::Error::new(kind, e)
-                                })
-                            })
-                        }
-                    };
-                    if let Err(e) = res {
-                        io_err = Some(e);
-                    }
-                });
-            }
-        })?;
-        if let Some(e) = io_err.take() {
-            return Err(CliError::Io(e));
+    // the head is written with the first row (a file that cannot be read writes nothing)
+    let mut started = false;
+    let head = |text: &TextRows, out: &mut dyn Write| -> std::io::Result<()> {
+        match args.format {
+            OutputFormat::Text if show_rows => text.header(out),
+            OutputFormat::Text => Ok(()),
+            OutputFormat::Json => out.write_all(b"{\"rows\":["),
         }
+    };
+    let done = timehist(&run, &mut |r| {
+        if !show_rows {
+            return true; // the summary needs every row
+        }
+        let started_now = !std::mem::replace(&mut started, true);
+        let res = if started_now {
+            head(&text, out)
+        } else {
+            Ok(())
+        };
+        let res = res.and_then(|()| match args.format {
+            OutputFormat::Text => text.row(out, r),
+            OutputFormat::Json => {
+                let sep: &[u8] = if first { b"\n" } else { b",\n" };
+                first = false;
+                out.write_all(sep).and_then(|()| {
+                    serde_json::to_writer(&mut *out, r).map_err(|e| {
+                        // keep a closed pipe's kind: it exits 0
+                        let kind = e.io_error_kind().unwrap_or(std::io::ErrorKind::Other);
+                        std::io::Error::new(kind, e)
+                    })
+                })
+            }
+        });
+        match res {
+            Ok(()) => true,
+            Err(e) => {
+                io_err = Some(e);
+                false
+            }
+        }
+    })?;
+    if let Some(e) = io_err.take() {
+        return Err(CliError::Io(e));
     }
+    if !started {
+        head(&text, out)?;
+    }
+    let rows = done.rows;
     let nothing = (rows == 0).then(|| {
         let files = &args.input.files;
         match (args.pid, args.cpu) {
@@ -413,8 +408,8 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
             ),
         }
     });
-    let summary = (args.summary || args.with_summary).then(|| th.summary());
-    let dq = inputs.quality();
+    let summary = (args.summary || args.with_summary).then_some(done.summary);
+    let dq = done.quality;
     match args.format {
         OutputFormat::Text => {
             if let Some(s) = &summary {

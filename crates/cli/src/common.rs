@@ -40,15 +40,19 @@ impl InputArgs {
         }
     }
 
+    /// The facade's input options (progress on a terminal attached).
+    pub fn options(&self) -> Result<stallscope::InputOptions, CliError> {
+        Ok(stallscope::InputOptions {
+            files: self.files.clone(),
+            input_format: self.forced_format()?,
+            merge_unrelated: self.merge_unrelated,
+            on_open: Some(attach_progress),
+        })
+    }
+
     /// Opens the inputs.
     pub fn open(&self) -> Result<Inputs, CliError> {
-        let forced = self.forced_format()?;
-        let mut inputs = Inputs::open(&self.files, forced)?;
-        if self.merge_unrelated {
-            inputs.allow_unrelated();
-        }
-        attach_progress(&mut inputs);
-        Ok(inputs)
+        Ok(self.options()?.open()?)
     }
 }
 
@@ -204,42 +208,5 @@ pub fn clear_progress() {
     use std::io::IsTerminal;
     if io::stderr().is_terminal() {
         let _ = write!(io::stderr(), "\r\x1b[K");
-    }
-}
-
-/// Task names seen in the events (switches, wakeups, comm records), for labels.
-#[derive(Debug, Default)]
-pub struct TaskNames(std::collections::HashMap<stallscope::model::Tid, stallscope::model::Comm>);
-
-impl TaskNames {
-    /// Notes the names `ev` carries.
-    pub fn note(&mut self, ev: &stallscope::model::Event) {
-        use stallscope::model::EventKind;
-        match &ev.kind {
-            EventKind::Switch(s) => {
-                self.0.insert(s.prev.pid, s.prev.comm);
-                self.0.insert(s.next.pid, s.next.comm);
-            }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                self.0.insert(w.task.pid, w.task.comm);
-            }
-            EventKind::TaskComm { tid, comm, .. } => {
-                self.0.insert(*tid, *comm);
-            }
-            _ => {}
-        }
-    }
-
-    /// The task's name, when seen.
-    pub fn comm(&self, pid: stallscope::model::Tid) -> Option<stallscope::model::Comm> {
-        self.0.get(&pid).copied()
-    }
-
-    /// `comm (pid)`, or `pid N` for a task never named.
-    pub fn label(&self, pid: stallscope::model::Tid) -> String {
-        match self.0.get(&pid) {
-            Some(c) if !c.is_empty() => format!("{} ({pid})", c.as_str()),
-            _ => format!("pid {pid}"),
-        }
     }
 }

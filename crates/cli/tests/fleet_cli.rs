@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use arrow_array::{Array, RecordBatch, StringArray, UInt32Array, UInt64Array};
-use common::{json, root, run};
+use common::{col, json, root, run};
 use serde_json::Value;
 
 fn read_parquet(path: &Path) -> Vec<RecordBatch> {
@@ -27,14 +27,6 @@ fn read_parquet(path: &Path) -> Vec<RecordBatch> {
 
 fn rows(path: &Path) -> usize {
     read_parquet(path).iter().map(|b| b.num_rows()).sum()
-}
-
-fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
-    b.column_by_name(name)
-        .unwrap_or_else(|| panic!("no column {name}"))
-        .as_any()
-        .downcast_ref::<T>()
-        .unwrap_or_else(|| panic!("{name}: other type"))
 }
 
 fn out_dir(name: &str) -> PathBuf {

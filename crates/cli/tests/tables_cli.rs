@@ -13,32 +13,13 @@ use std::collections::BTreeMap;
 use arrow_array::{
     Array, Int32Array, ListArray, RecordBatch, StringArray, UInt32Array, UInt64Array,
 };
-use common::{json, root};
+use common::{col, json, root};
 use serde_json::Value;
 use stallscope::analyze::AnalyzeOptions;
 use stallscope::tables::{tables, Table};
 
 fn build(file: &str, table: Table) -> Vec<RecordBatch> {
-    let path = root().join(file);
-    let options = AnalyzeOptions::new(vec![path.to_str().unwrap().to_string()]);
-    let mut out = Vec::new();
-    tables(&options, &[table], |_, b| {
-        out.push(b);
-        Ok(())
-    })
-    .unwrap();
-    for b in &out {
-        assert_eq!(b.schema(), table.schema(), "{}", table.name());
-    }
-    out
-}
-
-fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
-    b.column_by_name(name)
-        .unwrap_or_else(|| panic!("no column {name}"))
-        .as_any()
-        .downcast_ref::<T>()
-        .unwrap_or_else(|| panic!("{name}: other type"))
+    build_with(file, table, None)
 }
 
 const SCHED: [&str; 3] = [

@@ -98,16 +98,19 @@ impl AnalyzeOptions {
         Ok(())
     }
 
+    /// The inputs these options read.
+    pub fn input(&self) -> crate::InputOptions {
+        crate::InputOptions {
+            files: self.files.clone(),
+            input_format: self.input_format,
+            merge_unrelated: self.merge_unrelated,
+            on_open: self.on_open,
+        }
+    }
+
     /// Opens the inputs as these options say.
     pub fn open(&self) -> Result<Inputs, AnalyzeError> {
-        let mut inputs = Inputs::open(&self.files, self.input_format)?;
-        if self.merge_unrelated {
-            inputs.allow_unrelated();
-        }
-        if let Some(f) = self.on_open {
-            f(&mut inputs);
-        }
-        Ok(inputs)
+        self.input().open()
     }
 }
 

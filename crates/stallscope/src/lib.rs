@@ -13,12 +13,20 @@
 //! ```
 
 pub mod analyze;
+pub mod critical_path;
 pub mod fleet;
+mod input_options;
+pub mod iolat;
+pub mod latency;
 pub mod merge;
 pub mod profile_analysis;
+pub mod sleeps;
 pub mod tables;
+pub mod task_names;
+pub mod timehist;
 pub mod windows;
 
+pub use input_options::InputOptions;
 pub use merge::{Inputs, Progress};
 pub use stallscope_detect as detect;
 pub use stallscope_export as export;

@@ -393,7 +393,7 @@ impl TableBuilder {
         let columns: Vec<ArrayRef> = match &mut self.inner {
             Inner::Switches(th, rows) => {
                 let r = std::mem::take(rows);
-                let comms: Vec<String> = r.iter().map(|x| x.comm.as_str().to_string()).collect();
+                let comms = StringArray::from_iter_values(r.iter().map(|x| x.comm.as_str()));
                 let _ = th;
                 vec![
                     u64s(r.iter().map(|x| x.ts_ns)),
@@ -402,7 +402,7 @@ impl TableBuilder {
                     Arc::new(Int32Array::from(
                         r.iter().map(|x| x.pid).collect::<Vec<_>>(),
                     )),
-                    Arc::new(StringArray::from(comms)),
+                    Arc::new(comms),
                     u64s(r.iter().map(|x| x.wait_ns)),
                     u64s(r.iter().map(|x| x.sch_delay_ns)),
                     u64s(r.iter().map(|x| x.run_ns)),
@@ -416,16 +416,16 @@ impl TableBuilder {
             Inner::Waits(tl, rows) => {
                 let r = std::mem::take(rows);
                 let tasks = tl.tasks();
-                let comm = |tid: Tid| {
-                    tasks
-                        .find(tid)
-                        .map_or(String::new(), |i| tasks.get(i).comm.as_str().to_string())
-                };
+                // names written straight into the array's buffer (no String per row)
+                let mut comms =
+                    arrow_array::builder::StringBuilder::with_capacity(r.len(), r.len() * 8);
+                for x in &r {
+                    comms
+                        .append_value(tasks.find(x.tid).map_or("", |i| tasks.get(i).comm.as_str()));
+                }
                 vec![
                     Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.tid))),
-                    Arc::new(StringArray::from(
-                        r.iter().map(|x| comm(x.tid)).collect::<Vec<_>>(),
-                    )),
+                    Arc::new(comms.finish()),
                     Arc::new(UInt32Array::from(
                         r.iter().map(|x| x.cpu).collect::<Vec<_>>(),
                     )),

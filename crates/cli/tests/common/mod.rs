@@ -26,6 +26,15 @@ pub fn run(args: &[&str]) -> Output {
         .expect("run stallscope")
 }
 
+/// Column `name` of an Arrow batch as its array type (panics naming the column).
+pub fn col<'a, T: 'static>(b: &'a arrow_array::RecordBatch, name: &str) -> &'a T {
+    b.column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name}"))
+        .as_any()
+        .downcast_ref::<T>()
+        .unwrap_or_else(|| panic!("{name}: other type"))
+}
+
 /// Runs `stallscope` and parses its standard output as JSON (the run must succeed).
 pub fn json(args: &[&str]) -> Value {
     let out = run(args);
