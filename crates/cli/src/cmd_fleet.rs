@@ -24,12 +24,13 @@ DIR/summary.json                what this command prints\n\n\
 Examples:\n  stallscope fleet 'hosts/*/perf.data' -o fleet/\n  \
 stallscope fleet --jobs 8 --format json traces/ -o fleet/ > summary.json\n  \
 duckdb -c \"select kernel, quantile_cont(wait_ns, 0.99) from 'fleet/waits/*.parquet' group by kernel\"\n  (more queries: docs/fleet.md)\n\n\
-Globs are expanded by stallscope (quote them); a directory is one trace (blktrace's \
-per-CPU files). A file that cannot be read goes to errors.parquet and the run goes on; \
+Globs are expanded by stallscope (quote them); a directory stands for every file below it, \
+except a directory of blktrace's per-CPU files, which is one trace. A file that cannot be read goes to errors.parquet and the run goes on; \
 exit 2 when no trace could be analyzed."
 )]
 pub struct FleetArgs {
-    /// Traces: files, blktrace directories, or quoted glob patterns (`'hosts/**/*.dat'`).
+    /// Traces: files, directories (every file below; a blktrace directory is one trace), or
+    /// quoted glob patterns (`'hosts/**/*.dat'`).
     #[arg(required = true, value_name = "PATH|GLOB")]
     inputs: Vec<String>,
     /// The dataset's directory (created; an earlier fleet dataset there is replaced).

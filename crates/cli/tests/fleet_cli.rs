@@ -255,3 +255,56 @@ fn fleet_refuses_what_it_cannot_run() {
     assert!(String::from_utf8_lossy(&r.stderr).contains("unknown table"));
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_directory_stands_for_the_traces_below_it() {
+    // files below it (hidden ones left out), a blktrace recording inside it as one trace
+    let dir = out_dir("dir-in");
+    std::fs::create_dir_all(dir.join("host-a/.cache")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/sched/starve.perf.data"),
+        dir.join("host-a/perf.data"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("host-a/.cache/junk"), b"not a trace").unwrap();
+    std::fs::create_dir_all(dir.join("host-b/blk")).unwrap();
+    let blk = root().join("fixtures/detectors/dispatch-starvation/deadline");
+    for e in std::fs::read_dir(&blk).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), dir.join("host-b/blk").join(e.file_name())).unwrap();
+    }
+    let out = out_dir("dir-out");
+    let s = json(&[
+        "fleet",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (s["traces"].as_u64(), s["failed"].as_u64()),
+        (Some(2), Some(0)),
+        "{s}"
+    );
+    let traces = read_parquet(&out.join("traces.parquet"));
+    let files: Vec<&str> = (0..traces[0].num_rows())
+        .map(|i| col::<StringArray>(&traces[0], "file").value(i))
+        .collect();
+    assert!(files[0].ends_with("host-a/perf.data"), "{files:?}");
+    assert!(files[1].ends_with("host-b/blk"), "{files:?}");
+    // an empty directory is refused before anything runs
+    let empty = out_dir("dir-empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let r = run(&[
+        "fleet",
+        empty.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("holds no file"));
+    for d in [dir, out, empty] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

@@ -143,7 +143,9 @@ impl TraceOutcome {
 
 /// Expands `inputs` (paths, and glob patterns with `*`, `?`, `[…]`, `**`) into the fleet's
 /// traces, sorted by path, each once; a pattern that matches nothing is an error (a path
-/// without pattern characters is kept even when missing: its error goes to `errors`).
+/// without pattern characters is kept even when missing: its error goes to `errors`). A
+/// directory stands for every file below it, except a directory of blktrace's per-CPU
+/// files, which is one trace.
 pub fn plan(inputs: &[String]) -> Result<Vec<FleetTrace>, AnalyzeError> {
     let mut files: Vec<String> = Vec::new();
     for input in inputs {
@@ -153,7 +155,15 @@ pub fn plan(inputs: &[String]) -> Result<Vec<FleetTrace>, AnalyzeError> {
             ));
         }
         if !input.contains(['*', '?', '[']) {
-            files.push(input.clone());
+            match directory_traces(input)? {
+                Some(found) if found.is_empty() => {
+                    return Err(AnalyzeError::Usage(format!(
+                        "directory {input:?} holds no file"
+                    )))
+                }
+                Some(found) => files.extend(found),
+                None => files.push(input.clone()),
+            }
             continue;
         }
         let paths = glob::glob(input)
@@ -180,6 +190,41 @@ pub fn plan(inputs: &[String]) -> Result<Vec<FleetTrace>, AnalyzeError> {
         .zip(files)
         .map(|(trace_id, file)| FleetTrace { trace_id, file })
         .collect())
+}
+
+/// The traces of a directory that is not one blktrace recording: every file below it
+/// (hidden ones left out), each a trace; `None` for a file, or a directory of blktrace's
+/// per-CPU files (one trace).
+fn directory_traces(path: &str) -> Result<Option<Vec<String>>, AnalyzeError> {
+    let dir = Path::new(path);
+    if !dir.is_dir() || stallscope_read::blktrace::expand_path(path)?.is_some() {
+        return Ok(None);
+    }
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(|e| io_err(&d, e))? {
+            let p = entry.map_err(|e| io_err(&d, e))?.path();
+            if p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+            {
+                continue;
+            }
+            if p.is_dir() {
+                // a blktrace recording inside is one trace
+                let s = p.to_string_lossy().into_owned();
+                if stallscope_read::blktrace::expand_path(&s)?.is_some() {
+                    out.push(s);
+                } else {
+                    stack.push(p);
+                }
+            } else {
+                out.push(p.to_string_lossy().into_owned());
+            }
+        }
+    }
+    Ok(Some(out))
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> AnalyzeError {
