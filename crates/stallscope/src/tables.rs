@@ -124,25 +124,32 @@ pub(crate) fn event_tables_of(
     let (from, to) = options.time.unwrap_or((0, stallscope_model::Ts::MAX));
     let mut buf = Vec::new();
     let mut failed: Option<AnalyzeError> = None;
-    while inputs.next_batch(&mut buf)? {
-        for ev in &buf {
-            if ev.ts < from || ev.ts > to {
-                continue;
+    // runs of events built where they are used (the lean perf.data reader), no copy
+    let mut more = true;
+    while more {
+        more = inputs.visit_batch(&mut buf, &mut |run| {
+            if failed.is_some() {
+                return;
             }
-            for (t, b) in &mut builders {
-                match b.push(ev) {
-                    Ok(Some(batch)) => {
-                        if let Err(e) = sink(*t, batch) {
-                            failed.get_or_insert(e);
+            for ev in run {
+                if ev.ts < from || ev.ts > to {
+                    continue;
+                }
+                for (t, b) in &mut builders {
+                    match b.push(ev) {
+                        Ok(Some(batch)) => {
+                            if let Err(e) = sink(*t, batch) {
+                                failed.get_or_insert(e);
+                            }
                         }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        failed.get_or_insert(arrow(e));
+                        Ok(None) => {}
+                        Err(e) => {
+                            failed.get_or_insert(arrow(e));
+                        }
                     }
                 }
             }
-        }
+        })?;
         if let Some(e) = failed.take() {
             return Err(e);
         }
