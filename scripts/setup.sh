@@ -7,8 +7,8 @@
 #   python3-scipy                                     compare's statistics cross-check
 #   perfetto (PyPI)                                   Perfetto's trace protos, for the export
 #   python3-venv                                      the Python package's virtual environment
-#                                                     (scripts/test.sh installs maturin, pyarrow
-#                                                     and pytest into it from PyPI)
+#                                                     (scripts/test.sh installs maturin, pyarrow,
+#                                                     pytest, Dask and DuckDB into it from PyPI)
 # Run as root (or with sudo). A test whose prerequisite is missing fails and names what to
 # install; STALLSCOPE_SKIP_MISSING=1 turns that into a printed skip instead.
 set -euo pipefail
@@ -37,7 +37,8 @@ python3 -c 'import scipy' 2>/dev/null || pip_install scipy
 python3 -c 'import perfetto.protos.perfetto.trace.perfetto_trace_pb2' 2>/dev/null \
   || pip_install perfetto protobuf
 # the Python package (python/): scripts/test.sh builds it into a virtual environment
-python3 -m venv --help >/dev/null 2>&1 || apt-get install -y -qq python3-venv >/dev/null
+# (Debian's python3 has `venv` but cannot make one without ensurepip, from python3-venv)
+python3 -c 'import ensurepip' >/dev/null 2>&1 || apt-get install -y -qq python3-venv >/dev/null
 # the HTML report's browser test drives chromium with playwright-core
 (cd tests/browser && npm ci --no-audit --no-fund)
 perf --version

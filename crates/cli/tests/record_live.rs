@@ -232,6 +232,30 @@ fn cpustat_lost(file: &Path) -> u64 {
         .sum()
 }
 
+/// `stallscope ARGS -o FILE -- WORKLOAD` (stderr kept), checked by [`check_clean_run`]:
+/// the command's output and trace-cmd's report of the file.
+fn record_workload(
+    args: &[&str],
+    file: &Path,
+    workload: &[&str],
+    before: &BTreeMap<&'static str, String>,
+) -> (Output, String) {
+    let child = stallscope()
+        .args(args)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .args(workload)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = wait_with_timeout(child, Duration::from_secs(30));
+    let report = check_clean_run(&out, pid, file, before);
+    (out, report)
+}
+
 /// Common post-conditions: exit 0, trace-cmd reads the file, instance gone, globals unchanged.
 fn check_clean_run(
     out: &Output,
@@ -267,17 +291,12 @@ fn record_workload_is_read_by_trace_cmd_and_has_context() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let before = global_settings();
     let file = tmp("workload.dat");
-    let child = stallscope()
-        .args(["record", "-o"])
-        .arg(&file)
-        .args(["--", "stress-ng", "--cpu", "1", "--timeout", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = wait_with_timeout(child, Duration::from_secs(30));
-    let report = check_clean_run(&out, pid, &file, &before);
+    let (_, report) = record_workload(
+        &["record"],
+        &file,
+        &["stress-ng", "--cpu", "1", "--timeout", "2"],
+        &before,
+    );
 
     // The workload's own switches: stress-ng's pid from trace-cmd's exec event.
     let exec = report
@@ -589,17 +608,12 @@ fn record_overrun_is_reported_not_hidden() {
     let before = global_settings();
     let file = tmp("overrun.dat");
     // 8 KiB per CPU against a context-switch storm: the buffer must overflow.
-    let child = stallscope()
-        .args(["record", "--events", "sched", "--buffer-kb", "8", "-o"])
-        .arg(&file)
-        .args(["--", "stress-ng", "--switch", "2", "--timeout", "2"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = wait_with_timeout(child, Duration::from_secs(30));
-    let report = check_clean_run(&out, pid, &file, &before);
+    let (out, report) = record_workload(
+        &["record", "--events", "sched", "--buffer-kb", "8"],
+        &file,
+        &["stress-ng", "--switch", "2", "--timeout", "2"],
+        &before,
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     let printed: u64 = stderr
         .lines()
@@ -708,17 +722,12 @@ fn record_cpus_limits_the_recording_to_those_cpus() {
     }
     let before = global_settings();
     let file = tmp("cpu0.dat");
-    let child = stallscope()
-        .args(["record", "--events", "sched", "--cpus", "0", "-o"])
-        .arg(&file)
-        .args(["--", "stress-ng", "--cpu", "2", "--timeout", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = wait_with_timeout(child, Duration::from_secs(30));
-    let report = check_clean_run(&out, pid, &file, &before);
+    let (_, report) = record_workload(
+        &["record", "--events", "sched", "--cpus", "0"],
+        &file,
+        &["stress-ng", "--cpu", "2", "--timeout", "1"],
+        &before,
+    );
     let events: Vec<&str> = report.lines().filter(|l| l.contains(": sched_")).collect();
     assert!(events.len() > 10, "{} events", events.len());
     let other_cpu = events.iter().find(|l| !l.contains("[000]"));
@@ -734,17 +743,12 @@ fn record_stacks_gives_each_scheduler_event_its_kernel_stack() {
     let before = global_settings();
     let top_stacktrace = std::fs::read_to_string(format!("{TRACEFS}/options/stacktrace")).ok();
     let file = tmp("stacks.dat");
-    let child = stallscope()
-        .args(["record", "--events", "sched", "--stacks", "-o"])
-        .arg(&file)
-        .args(["--", "sh", "-c", "for i in 1 2 3 4 5; do sleep 0.01; done"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let out = wait_with_timeout(child, Duration::from_secs(30));
-    let report = check_clean_run(&out, pid, &file, &before);
+    let (_, report) = record_workload(
+        &["record", "--events", "sched", "--stacks"],
+        &file,
+        &["sh", "-c", "for i in 1 2 3 4 5; do sleep 0.01; done"],
+        &before,
+    );
     // the top-level instance's option is untouched
     assert_eq!(
         std::fs::read_to_string(format!("{TRACEFS}/options/stacktrace")).ok(),

@@ -538,65 +538,28 @@ impl SleepTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stallscope_model::{
-        BlockDev, BlockEvent, Comm, GenericEvent, Span, Switch, TaskRef, Wakeup,
-    };
+    use crate::testutil::{self, by};
+    use stallscope_model::{BlockDev, BlockEvent, TaskRef};
 
     fn t(pid: Tid) -> TaskRef {
-        TaskRef {
-            comm: Comm::new("t"),
-            pid,
-            prio: 120,
-        }
+        testutil::named("t", pid)
     }
 
     fn ev(ts: Ts, cpu: Cpu, pid: Tid, kind: EventKind) -> Event {
-        Event {
-            ts,
-            cpu,
-            pid,
-            span: Span::default(),
-            kind,
-            callchain: None,
-        }
+        by(pid, cpu, testutil::ev(ts, cpu, kind))
     }
 
     fn sw(ts: Ts, cpu: Cpu, prev: Tid, state: &str, next: Tid) -> Event {
-        ev(
-            ts,
-            cpu,
-            prev,
-            EventKind::Switch(Switch {
-                prev: t(prev),
-                prev_state: PrevState::parse(state).unwrap(),
-                next: t(next),
-            }),
-        )
+        by(prev, cpu, testutil::sw(ts, cpu, t(prev), state, t(next)))
     }
 
+    /// `waker` (on `cpu`) wakes `task`.
     fn waking(ts: Ts, cpu: Cpu, waker: Tid, task: Tid) -> Event {
-        ev(
-            ts,
-            cpu,
-            waker,
-            EventKind::Waking(Wakeup {
-                task: t(task),
-                target_cpu: Some(cpu),
-            }),
-        )
+        by(waker, cpu, testutil::waking(ts, t(task)))
     }
 
     fn generic(ts: Ts, cpu: Cpu, pid: Tid, name: &str, fields: Vec<(String, FieldValue)>) -> Event {
-        ev(
-            ts,
-            cpu,
-            pid,
-            EventKind::Generic(Box::new(GenericEvent {
-                system: None,
-                name: name.into(),
-                fields,
-            })),
-        )
+        by(pid, cpu, testutil::generic(ts, name, fields))
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Builders of synthetic events for the unit tests.
 
 use stallscope_model::{
-    Comm, Cpu, Event, EventKind, Migrate, PrevState, Span, StatRuntime, Switch, TaskRef, Tid, Ts,
-    Wakeup,
+    Comm, Cpu, Event, EventKind, FieldValue, GenericEvent, Migrate, PrevState, Span, StatRuntime,
+    Switch, TaskRef, Tid, Ts, Wakeup,
 };
 
 /// A task named `c<pid>` unless `named` is used.
@@ -126,5 +126,23 @@ pub fn comm(ts: Ts, tgid: Tid, tid: Tid, name: &str) -> Event {
             tid,
             comm: Comm::new(name),
         },
+    )
+}
+
+/// `e` as recorded on `cpu` in the context of task `pid` (a wakeup: the waker).
+pub fn by(pid: Tid, cpu: Cpu, e: Event) -> Event {
+    Event { pid, cpu, ..e }
+}
+
+/// A tracepoint the model has no kind for (`irq_handler_entry`, `workqueue_execute_start`).
+pub fn generic(ts: Ts, name: &str, fields: Vec<(String, FieldValue)>) -> Event {
+    ev(
+        ts,
+        0,
+        EventKind::Generic(Box::new(GenericEvent {
+            system: None,
+            name: name.into(),
+            fields,
+        })),
     )
 }
