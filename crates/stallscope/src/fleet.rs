@@ -397,27 +397,20 @@ fn analyze_into(
     if !event_tables.contains(&Table::Latency) {
         event_tables.push(Table::Latency);
     }
-    // host and kernel are known once the input is open; the part files start then
-    let metas = options
-        .open()?
-        .metas()
-        .into_iter()
-        .cloned()
-        .collect::<Vec<_>>();
-    if let Some(m) = metas.first() {
-        outcome.host = m.hostname.clone();
-        outcome.kernel = outcome.kernel.clone().or_else(|| m.kernel_release.clone());
-    }
-    let columns = outcome.columns();
     let mut writers: BTreeMap<&'static str, (Table, ParquetWriter, u64)> = BTreeMap::new();
     for &t in tables {
         let path = part_path(out, t, trace.trace_id);
         let w = parquet_writer_of(&path, fleet_schema(t)).map_err(|e| io_err(&path, e))?;
         writers.insert(t.name(), (t, w, 0));
     }
+    // host and kernel are known once the input is open, before the first batch
+    let columns: std::cell::OnceCell<TraceColumns> = std::cell::OnceCell::new();
     let mut write = |t: Table, batch: &RecordBatch| -> Result<(), AnalyzeError> {
+        let columns = columns
+            .get()
+            .ok_or_else(|| AnalyzeError::Output("a batch before the input was open".into()))?;
         if let Some((_, w, rows)) = writers.get_mut(t.name()) {
-            let batch = with_trace_columns(t, batch, &columns)
+            let batch = with_trace_columns(t, batch, columns)
                 .map_err(|e| AnalyzeError::Output(e.to_string()))?;
             *rows += batch.num_rows() as u64;
             w.write(&batch)
@@ -425,6 +418,24 @@ fn analyze_into(
         }
         Ok(())
     };
+    let mut worst: Option<(u64, String)> = None;
+    event_tables_of(
+        &options,
+        &event_tables,
+        |metas| {
+            if let Some(m) = metas.first() {
+                outcome.host = m.hostname.clone();
+                outcome.kernel = outcome.kernel.clone().or_else(|| m.kernel_release.clone());
+            }
+            let _ = columns.set(outcome.columns());
+        },
+        |t, batch| {
+            if t == Table::Latency {
+                worst = worst_wait(&batch).max(worst.take());
+            }
+            write(t, &batch)
+        },
+    )?;
     if tables.contains(&Table::Findings) {
         let batch =
             findings_batch(&report.findings).map_err(|e| AnalyzeError::Output(e.to_string()))?;
@@ -435,13 +446,6 @@ fn analyze_into(
             write(Table::Samples, &batch)?;
         }
     }
-    let mut worst: Option<(u64, String)> = None;
-    event_tables_of(&options, &event_tables, |t, batch| {
-        if t == Table::Latency {
-            worst = worst_wait(&batch).max(worst.take());
-        }
-        write(t, &batch)
-    })?;
     if let Some((ns, comm)) = worst.filter(|w| w.0 > 0) {
         outcome.worst_wait_ns = Some(ns);
         outcome.worst_wait_comm = Some(comm);

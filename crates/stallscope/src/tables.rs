@@ -57,7 +57,7 @@ pub fn tables(
     if event_tables.is_empty() {
         return Ok(());
     }
-    event_tables_of(options, &event_tables, sink).map(|_| ())
+    event_tables_of(options, &event_tables, |_| {}, sink).map(|_| ())
 }
 
 /// The `samples` table of the inputs: each input's profile as `stallscope profile` reads
@@ -93,15 +93,18 @@ pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, A
 }
 
 /// The event tables `which` (not `findings`) of the inputs of `options`, batch by batch to
-/// `sink`; the inputs' metadata as known after reading them (text inputs learn theirs
-/// while being read).
+/// `sink`; `on_open` sees the inputs' metadata once they are open, before any batch; the
+/// metadata as known after reading them is returned (text inputs learn theirs while being
+/// read).
 pub(crate) fn event_tables_of(
     options: &AnalyzeOptions,
     which: &[Table],
+    on_open: impl FnOnce(&[&TraceMeta]),
     mut sink: impl FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
 ) -> Result<Vec<TraceMeta>, AnalyzeError> {
     let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
     let mut inputs = options.open()?;
+    on_open(&inputs.metas());
     let waking_declared = stallscope_timeline::WakeupSelector::declared_in(inputs.metas());
     let opts = TableOptions {
         waking_declared,
