@@ -5,7 +5,10 @@
 //! stallscope: every D sleep of at least 500 ms, who woke it, the waker's longest D sleep
 //! inside it, … down to the block request whose completion started the wakeups. The same
 //! load recorded by `stallscope record --stacks --events chain` (`tracedat.trace.dat.xz`) has
-//! its ground truth walked from `trace-cmd report` text by the same script.
+//! its ground truth walked from `trace-cmd report` text by the same script. And once more by
+//! perf without `sched_waking` (`wakeup.perf.data.xz`, sched_wakeup only): the ground truth
+//! then takes sched_wakeup's recording task as the waker (perf's rule), and so must every
+//! product — the wakeup rule is the detector engine's, chosen from the recorded events.
 
 mod common;
 
@@ -15,9 +18,10 @@ use common::{json, root};
 use serde_json::Value;
 
 /// The recordings of the chain and their ground truths.
-const CAPTURES: [(&str, &str); 2] = [
+const CAPTURES: [(&str, &str); 3] = [
     ("chain.perf.data.xz", "chain.ground-truth.json"),
     ("tracedat.trace.dat.xz", "tracedat.ground-truth.json"),
+    ("wakeup.perf.data.xz", "wakeup.ground-truth.json"),
 ];
 
 fn chain_findings(file: &str) -> Vec<Value> {
@@ -235,6 +239,82 @@ fn sleeps_say_the_waker_released_after_its_own_wait() {
         }
     }
     assert!(checked >= 3, "{checked}");
+}
+
+#[test]
+fn without_sched_waking_every_product_names_the_same_wakers() {
+    // sched_wakeup only: blocked-chain once hard-coded sched_waking and found "no wakeup
+    // recorded" here where sleeps and critical-path named the waker. Every D sleep ≥ 500 ms
+    // of the ground truth: the waker sleeps names, the one critical-path names for that
+    // interval of the sleeper, and the next hop blocked-chain follows, are its waker.
+    let file = "wakeup.perf.data.xz";
+    let gt = ground_truth_of("wakeup.ground-truth.json");
+    let path = root().join("fixtures/chain").join(file);
+    let p = path.to_str().unwrap();
+    let sl = json(&[
+        "sleeps", "--format", "json", "--min-ms", "500", "--state", "D", p,
+    ]);
+    let sleeps = sl["sleeps"].as_array().unwrap();
+    let findings = chain_findings(file);
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["cause"]["kind"] != "wakeup_not_recorded"),
+        "every chain finds its wakers"
+    );
+    let mut checked = 0;
+    for c in gt["chains"].as_array().unwrap() {
+        let victim = &c["hops"][0];
+        let (pid, start, end) = (&victim["pid"], u(&victim["start_ns"]), u(&victim["end_ns"]));
+        let ours = sleeps
+            .iter()
+            .find(|s| &s["pid"] == pid && u(&s["start_ns"]) == start)
+            .unwrap_or_else(|| panic!("sleeps has no sleep {victim}"));
+        assert_eq!(u(&ours["end_ns"]), end);
+        assert_eq!(ours["waker"]["pid"], victim["waker"], "sleeps: {victim}");
+        // critical-path over the sleep itself: one sleeping interval, woken by the waker
+        let window = format!(
+            "{}.{:09}..{}.{:09}",
+            start / 1_000_000_000,
+            start % 1_000_000_000,
+            end / 1_000_000_000,
+            end % 1_000_000_000
+        );
+        let pid_text = pid.to_string();
+        let cp = json(&[
+            "critical-path",
+            "--format",
+            "json",
+            "--pid",
+            &pid_text,
+            "--time",
+            &window,
+            p,
+        ]);
+        let woken: Vec<&Value> = cp["woken_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| &w[0])
+            .collect();
+        assert_eq!(woken, [&victim["waker"]], "critical-path: {victim} {cp}");
+        checked += 1;
+    }
+    assert!(checked >= 5, "{checked}");
+    // blocked-chain: the worst chain's second hop is its first hop's waker
+    for f in &findings {
+        let m = &f["measures"];
+        let start = u(&m["worst_start_ns"]);
+        let want = gt["chains"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| u(&c["hops"][0]["start_ns"]) == start)
+            .unwrap_or_else(|| panic!("no ground-truth chain from {start}"));
+        if u(&m["hops"]) >= 2 {
+            assert_eq!(m["hop1_pid"], want["hops"][0]["waker"], "{}", f["title"]);
+        }
+    }
 }
 
 #[test]

@@ -999,3 +999,107 @@ fn perfetto_exports_decode_with_perfettos_own_protos() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// (detector, severity, title, start_ns, end_ns) of each finding, sorted.
+type FindingKey = (String, String, String, u64, u64);
+
+fn analyzed_findings(report: &Value) -> Vec<FindingKey> {
+    let mut v: Vec<FindingKey> = report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["detector"].as_str().unwrap().to_string(),
+                f["severity"].as_str().unwrap().to_string(),
+                f["title"].as_str().unwrap().to_string(),
+                f["window"]["start_ns"].as_u64().unwrap(),
+                f["window"]["end_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The findings track of a Chrome JSON export: `X` slices of category `stallscope`, whose
+/// `ts`/`dur` are microseconds with three decimals (whole nanoseconds).
+fn exported_findings(export: &Value) -> Vec<FindingKey> {
+    let ns = |v: &Value| (v.as_f64().unwrap() * 1000.0).round() as u64;
+    let mut v: Vec<FindingKey> = export["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "stallscope" && e["ph"] == "X")
+        .map(|e| {
+            let start = ns(&e["ts"]);
+            (
+                e["args"]["detector"].as_str().unwrap().to_string(),
+                e["args"]["severity"].as_str().unwrap().to_string(),
+                e["name"].as_str().unwrap().to_string(),
+                start,
+                start + ns(&e["dur"]),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn export_findings_are_analyzes_on_every_fixture() {
+    // `export --findings` once ran its own engine apart from `analyze` and found nothing
+    // on the lock-spinning fixtures where analyze found the rwsem (it did not read the
+    // profile): now the export is a product of analyze's own reading. On every trace
+    // fixture, its findings track is analyze's findings — detector, severity, title and
+    // window — on two threads (the machine's cores) to keep the test short.
+    let files = stallscope_testkit::fixture_files();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let compared = std::sync::atomic::AtomicUsize::new(0);
+    let with_findings = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for worker in 0..2 {
+            let (files, next, compared, with_findings) = (&files, &next, &compared, &with_findings);
+            s.spawn(move || loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(path) = files.get(i) else { break };
+                let p = path.to_str().unwrap();
+                let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+                    .args(["analyze", "--format", "json", p])
+                    .output()
+                    .unwrap();
+                if !out.status.success() {
+                    continue; // not a trace (analyze says why; exit 2)
+                }
+                let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+                if report["capabilities"]["events_read"].as_u64() == Some(0) {
+                    continue; // a profile alone: nothing to export
+                }
+                let dest = tmp(&format!("every-{worker}.json"));
+                stallscope(&[
+                    "export",
+                    "--to",
+                    "chrome-json",
+                    "--findings",
+                    "-o",
+                    dest.to_str().unwrap(),
+                    p,
+                ]);
+                let export: Value = serde_json::from_slice(&std::fs::read(&dest).unwrap()).unwrap();
+                let (ours, theirs) = (exported_findings(&export), analyzed_findings(&report));
+                assert_eq!(ours, theirs, "{p}: export --findings ≠ analyze");
+                compared.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if !theirs.is_empty() {
+                    with_findings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
+        }
+    });
+    let (compared, with_findings) = (compared.into_inner(), with_findings.into_inner());
+    eprintln!("{compared} trace fixtures compared, {with_findings} with findings");
+    assert!(compared >= 100, "{compared} trace fixtures");
+    assert!(
+        with_findings >= 20,
+        "{with_findings} fixtures with findings"
+    );
+}

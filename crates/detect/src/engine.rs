@@ -311,15 +311,15 @@ impl Engine {
             .collect();
         let system: Option<SystemContext> = metas.iter().find_map(|m| m.system_context.clone());
         let mut detectors = detectors;
-        if let Some(s) = &system {
-            for d in &mut detectors {
+        let wakeups = WakeupSelector::for_inputs(metas.iter().copied());
+        for d in &mut detectors {
+            d.use_wakeup_rule(wakeups);
+            if let Some(s) = &system {
                 d.on_system(s);
             }
         }
         Engine {
-            timeline: Timeline::new(WakeupSelector::preferring_waking(
-                WakeupSelector::declared_in(metas.iter().copied()),
-            )),
+            timeline: Timeline::new(wakeups),
             positions: (0..detectors.len()).collect(),
             interests_known: false,
             drop_quiet: false,

@@ -29,7 +29,7 @@ pub use engine::{Context, Engine};
 pub use params::{ParamInfo, ParamUnit, Params};
 
 use stallscope_model::{Event, Finding, Profile, SystemContext};
-use stallscope_timeline::Transition;
+use stallscope_timeline::{Transition, WakeupSelector};
 
 /// The pseudo event name a profile detector lists in `needs`: a CPU profile with call stacks
 /// (run through [`Detector::on_profile`], not the event stream).
@@ -119,6 +119,10 @@ pub trait Detector {
     /// cgroup weights, affinity, scheduler knobs), before the first event; not called when
     /// no input carries one.
     fn on_system(&mut self, _system: &SystemContext) {}
+    /// The wakeup rule the engine's timeline uses for these inputs (which of
+    /// `sched_waking` / `sched_wakeup` counts), before the first event: a detector that
+    /// follows wakeups itself must use this one, never its own.
+    fn use_wakeup_rule(&mut self, _rule: WakeupSelector) {}
     /// A raw event.
     fn on_event(&mut self, _ev: &Event) {}
     /// A timeline transition caused by `ev`.

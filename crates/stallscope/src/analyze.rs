@@ -19,7 +19,9 @@
 //!
 //! One analysis reads the inputs once through the detector engine; when detectors whose
 //! needs the file does not declare were parked and turn out to be met, it reads them again
-//! without parking (never for standard input). Evidence of text inputs is replaced by the
+//! without parking (never for standard input, never with another product in the same
+//! reading). [`analyze_with`] feeds another product ([`SameReading`], e.g. an export's
+//! writer) from that one reading, so its findings are the report's and the data is read once. Evidence of text inputs is replaced by the
 //! original lines (the files are read again up to the last line a finding names).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -225,17 +227,50 @@ pub fn parse_time_range(s: &str) -> Result<(Ts, Ts), AnalyzeError> {
     Ok((a, b))
 }
 
+/// Another product made from the analysis' own reading of the inputs (an export's
+/// writer): it sees the inputs once they are open, then every event in time order, in runs,
+/// before the detectors do.
+pub trait SameReading {
+    /// The inputs, opened, before their first event.
+    fn open(&mut self, inputs: &Inputs);
+    /// The next events, in time order.
+    fn events(&mut self, run: &[stallscope_model::Event]);
+}
+
+/// What [`analyze_with`] gives besides the report: the inputs as read (text formats learn
+/// their metadata while they are read) and their own data-quality counters.
+pub struct Analysis {
+    /// The report, as [`analyze`] returns it.
+    pub report: Report,
+    /// The inputs' descriptions after reading (empty for profile-only text inputs).
+    pub metas: Vec<TraceMeta>,
+    /// Events read from the inputs (all of them, also outside a `time` range).
+    pub events_read: u64,
+    /// The readers' and the detector engine's data-quality counters, merged.
+    pub quality: DataQuality,
+}
+
 /// Runs the analysis: reads the inputs through the selected detectors and returns the
 /// report, findings filtered by `cpus` / `pids` and sorted most severe first;
 /// `report.nothing_analyzed` says why when nothing could be analyzed.
 pub fn analyze(options: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
+    analyze_with(options, None).map(|a| a.report)
+}
+
+/// [`analyze`], feeding `product` from the same reading of the inputs (read once, parked
+/// detectors never trigger a second reading).
+pub fn analyze_with(
+    options: &AnalyzeOptions,
+    product: Option<&mut dyn SameReading>,
+) -> Result<Analysis, AnalyzeError> {
     let symbols = profile_analysis::symbol_source(options.kallsyms.as_deref());
     let text_profiles = profile_analysis::read_text_profiles(&options.files, &symbols)?;
-    // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again.
-    let rereadable = !options.files.iter().any(|f| f == "-");
-    let mut pass = analysis_pass(options, &symbols, &text_profiles, rereadable)?;
+    // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again,
+    // and no other product fed from the reading.
+    let rereadable = !options.files.iter().any(|f| f == "-") && product.is_none();
+    let mut pass = analysis_pass(options, &symbols, &text_profiles, rereadable, product)?;
     if pass.engine.parking_failed() {
-        pass = analysis_pass(options, &symbols, &text_profiles, false)?;
+        pass = analysis_pass::<dyn SameReading>(options, &symbols, &text_profiles, false, None)?;
     }
     let Pass {
         mut engine,
@@ -346,7 +381,15 @@ pub fn analyze(options: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
             .collect();
         original_lines(&mut report, &text_inputs);
     }
-    Ok(report)
+    Ok(Analysis {
+        report,
+        events_read: inputs.as_ref().map_or(0, |i| i.events_read()),
+        metas: match &inputs {
+            Some(_) => metas_after,
+            None => Vec::new(),
+        },
+        quality: dq,
+    })
 }
 
 /// One reading of the inputs through the detectors, up to the engine's end.
@@ -360,11 +403,12 @@ struct Pass {
 
 /// Reads the inputs once through a new engine; `park`: detectors the inputs cannot satisfy
 /// get no events (`Engine::park_unmeetable`; the caller checks `Engine::parking_failed`).
-fn analysis_pass(
+fn analysis_pass<P: SameReading + ?Sized>(
     options: &AnalyzeOptions,
     symbols: &KernelSymbolSource,
     text_profiles: &ProfileInputs,
     park: bool,
+    mut product: Option<&mut P>,
 ) -> Result<Pass, AnalyzeError> {
     let mut inputs = match text_profiles.profiles_only {
         true => None,
@@ -395,9 +439,15 @@ fn analysis_pass(
     let mut profile = profile_analysis::Collector::new(symbols, text_profiles);
     let mut buf = Vec::new();
     if let Some(inputs) = inputs.as_mut() {
+        if let Some(p) = product.as_deref_mut() {
+            p.open(inputs);
+        }
         // Runs of up to 64 events, each checked for order by `Inputs` right after this
         // pass, while they are still in L1 (a whole batch, up to 1 MiB, is not).
         let mut visit = |run: &[stallscope_model::Event]| {
+            if let Some(p) = product.as_deref_mut() {
+                p.events(run);
+            }
             engine.process_run(run);
             for ev in run {
                 profile.push(ev);

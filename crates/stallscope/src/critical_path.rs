@@ -90,7 +90,7 @@ pub fn critical_path(
         waking_declared: waking,
         nr_cpus: metas.iter().filter_map(|m| m.nr_cpus).max(),
     });
-    let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(waking));
+    let mut tracker = SleepTracker::new(WakeupSelector::for_inputs(metas.iter().copied()));
     let mut rows = Vec::new();
     let mut names = TaskNames::default();
     let (mut first, mut last): (Option<Ts>, Ts) = (None, 0);

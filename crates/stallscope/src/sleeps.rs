@@ -44,9 +44,7 @@ pub struct SleepsDone {
 /// The sleeps of `input`'s events.
 pub fn sleeps(input: &InputOptions) -> Result<SleepsDone, AnalyzeError> {
     let mut inputs = input.open()?;
-    let mut tracker = SleepTracker::new(WakeupSelector::preferring_waking(
-        WakeupSelector::declared_in(inputs.metas()),
-    ));
+    let mut tracker = SleepTracker::new(WakeupSelector::for_inputs(inputs.metas()));
     let mut names = TaskNames::default();
     let mut buf = Vec::new();
     while inputs.next_batch(&mut buf)? {

@@ -79,9 +79,7 @@ pub fn collect(
     opts: WindowOptions,
 ) -> Result<FindingWindows, ReadError> {
     let mut c = WindowCollector::new(findings, opts);
-    c.timeline = Timeline::new(WakeupSelector::preferring_waking(
-        WakeupSelector::declared_in(inputs.metas()),
-    ));
+    c.timeline = Timeline::new(WakeupSelector::for_inputs(inputs.metas()));
     while let Some(ev) = inputs.next_event()? {
         c.on_event(&ev);
     }

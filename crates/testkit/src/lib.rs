@@ -73,6 +73,37 @@ pub fn require_blkparse() -> bool {
     )
 }
 
+/// Every file under the repository's `fixtures/` that may be a trace or profile (sorted;
+/// READMEs, scripts, sources, expected outputs and tracefs format files left out): the
+/// inputs of the tests that hold "on every fixture". Which of them are traces is for the
+/// test to ask stallscope (`analyze` exits 2 on the others).
+pub fn fixture_files() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            panic!("cannot list {}", dir.display());
+        };
+        let mut entries: Vec<_> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, out);
+                continue;
+            }
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+            let not_input = [
+                ".md", ".sh", ".py", ".c", ".awk", ".csv", ".json", ".format",
+            ];
+            if name.is_some_and(|n| !not_input.iter().any(|s| n.ends_with(s))) {
+                out.push(p);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures");
+    let mut out = Vec::new();
+    walk(&root, &mut out);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

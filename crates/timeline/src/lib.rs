@@ -7,6 +7,8 @@
 //! * [`timeline::Timeline`]: the general per-CPU / per-task state machine (Unknown, Running,
 //!   Runnable, Sleeping, Blocked, Dead) emitting [`timeline::Transition`]s to a sink, with
 //!   data-quality counters for impossible sequences. Detectors build on it.
+//! * [`intervals::Model`]: the timeline read back as closed intervals — runs, runnable
+//!   waits, sleeps, idle — emitted as each one ends (the one model every product reads).
 //! * [`latency::Latency`]: `perf sched latency`, reproduced definition for definition.
 //! * [`timehist::Timehist`]: `perf sched timehist` rows (streamed) and its runtime summary.
 //! * [`sleeps::SleepTracker`]: every sleep that ends and who ended it (the waker, its
@@ -23,6 +25,7 @@
 
 pub mod block;
 pub mod critical_path;
+pub mod intervals;
 pub mod iolat;
 pub mod latency;
 pub mod sleeps;
@@ -35,6 +38,7 @@ pub mod workers;
 #[cfg(test)]
 mod testutil;
 
+pub use intervals::{Interval, Model, SleepKind};
 pub use latency::{Latency, LatencyOptions, LatencyReport, LatencyRow, LatencyStats, SortKey};
 pub use tasks::{TaskSlot, TaskTable};
 pub use timehist::{Timehist, TimehistOptions, TimehistRow, TimehistSummary};

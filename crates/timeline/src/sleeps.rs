@@ -248,6 +248,13 @@ impl SleepTracker {
         }
     }
 
+    /// The same tracker choosing wakeups with `wakeups` instead (before its first event:
+    /// the rule of the inputs it will read, [`WakeupSelector::for_inputs`]).
+    pub fn choosing_wakeups(mut self, wakeups: WakeupSelector) -> SleepTracker {
+        self.wakeups = wakeups;
+        self
+    }
+
     /// The same tracker keeping only sleeps at least `min_len_ns` long.
     pub fn keeping_at_least(mut self, min_len_ns: Ts) -> SleepTracker {
         self.min_len = min_len_ns;

@@ -36,6 +36,14 @@ impl WakeupSelector {
         }
     }
 
+    /// The one rule every analysis of these inputs uses (the detector engine's timeline,
+    /// the sleeps, critical paths, HTML windows and compare summaries): perf's rule, with
+    /// `sched_waking` preferred when any input declares it
+    /// ([`WakeupSelector::preferring_waking`] of [`WakeupSelector::declared_in`]).
+    pub fn for_inputs<'a>(metas: impl IntoIterator<Item = &'a TraceMeta>) -> WakeupSelector {
+        WakeupSelector::preferring_waking(WakeupSelector::declared_in(metas))
+    }
+
     /// perf 6.1 `latency`: `sched_wakeup` and `sched_wakeup_new`, never `sched_waking`.
     pub fn perf_6_1_latency() -> WakeupSelector {
         WakeupSelector {

@@ -60,9 +60,7 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
         .map(|e| (e.make)(&Params::defaults(e.info.params)))
         .collect();
     let mut engine = Engine::new(detectors, &meta_refs);
-    let mut timeline = Timeline::new(WakeupSelector::preferring_waking(
-        WakeupSelector::declared_in(meta_refs.iter().copied()),
-    ));
+    let mut timeline = Timeline::new(WakeupSelector::for_inputs(meta_refs.iter().copied()));
     let mut per_tid: BTreeMap<Tid, TaskRun> = BTreeMap::new();
     let (mut first, mut last): (Option<Ts>, Ts) = (None, 0);
     let mut batch = Vec::new();

@@ -179,7 +179,8 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
     let include_s = p.get("include_s") != 0;
     // chains are made of D sleeps (victims and hops); S ones only as victims with include_s
     let states = PrevState::D | if include_s { PrevState::S } else { 0 };
-    let tracker = SleepTracker::new(WakeupSelector::preferring_waking(true))
+    // the wakeup rule is the engine's (`use_wakeup_rule`), set before the first event
+    let tracker = SleepTracker::new(WakeupSelector::preferring_waking(false))
         .keeping_at_least(hop_min)
         .keeping_states(states);
     Box::new(BlockedChain {
@@ -807,6 +808,10 @@ impl Detector for BlockedChain {
 
     fn ignores_quiet_transitions(&self) -> bool {
         true
+    }
+
+    fn use_wakeup_rule(&mut self, rule: WakeupSelector) {
+        self.tracker = self.tracker.take().map(|t| t.choosing_wakeups(rule));
     }
 
     /// Runnable waits (a woken or preempted task waiting for a CPU) of at least
