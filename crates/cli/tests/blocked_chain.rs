@@ -53,6 +53,17 @@ fn ground_truth_of(file: &str) -> Value {
     serde_json::from_str(&text).unwrap()
 }
 
+/// The ground truth's chain of the worst sleep of finding `f`.
+fn ground_truth_chain<'a>(gt: &'a Value, f: &Value) -> &'a Value {
+    let start = u(&f["measures"]["worst_start_ns"]);
+    gt["chains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| u(&c["hops"][0]["start_ns"]) == start)
+        .unwrap_or_else(|| panic!("no ground-truth chain from {start}"))
+}
+
 fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
@@ -146,13 +157,7 @@ fn the_worst_chain_is_the_ground_truths_hop_by_hop() {
 fn worst_chain_matches(file: &str, gt: &Value) {
     for f in chain_findings(file) {
         let m = &f["measures"];
-        let start = u(&m["worst_start_ns"]);
-        let want = gt["chains"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| u(&c["hops"][0]["start_ns"]) == start)
-            .unwrap_or_else(|| panic!("no ground-truth chain from {start}"));
+        let want = ground_truth_chain(gt, &f);
         let hops = want["hops"].as_array().unwrap();
         assert_eq!(u(&m["hops"]) as usize, hops.len(), "{}", f["title"]);
         for (n, h) in hops.iter().enumerate() {
@@ -304,13 +309,7 @@ fn without_sched_waking_every_product_names_the_same_wakers() {
     // blocked-chain: the worst chain's second hop is its first hop's waker
     for f in &findings {
         let m = &f["measures"];
-        let start = u(&m["worst_start_ns"]);
-        let want = gt["chains"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| u(&c["hops"][0]["start_ns"]) == start)
-            .unwrap_or_else(|| panic!("no ground-truth chain from {start}"));
+        let want = ground_truth_chain(&gt, f);
         if u(&m["hops"]) >= 2 {
             assert_eq!(m["hop1_pid"], want["hops"][0]["waker"], "{}", f["title"]);
         }

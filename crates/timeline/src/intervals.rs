@@ -221,46 +221,12 @@ impl Model {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::{ev, task, waking};
     use crate::wakeups::WakeupSelector;
-    use stallscope_model::{Comm, PrevState, Span, Switch, TaskRef, Wakeup};
 
-    fn task(pid: Tid) -> TaskRef {
-        TaskRef {
-            comm: Comm::new(&format!("t{pid}")),
-            pid,
-            prio: 120,
-        }
-    }
-    fn ev(ts: Ts, cpu: Cpu, kind: EventKind) -> Event {
-        Event {
-            ts,
-            cpu,
-            pid: -1,
-            span: Span::default(),
-            kind,
-            callchain: None,
-        }
-    }
+    /// `sched_switch` on `cpu` from `prev` (leaving in `state`) to `next`.
     fn sw(ts: Ts, cpu: Cpu, prev: Tid, state: &str, next: Tid) -> Event {
-        ev(
-            ts,
-            cpu,
-            EventKind::Switch(Switch {
-                prev: task(prev),
-                prev_state: PrevState::parse(state).unwrap_or_default(),
-                next: task(next),
-            }),
-        )
-    }
-    fn waking(ts: Ts, pid: Tid) -> Event {
-        ev(
-            ts,
-            0,
-            EventKind::Waking(Wakeup {
-                task: task(pid),
-                target_cpu: Some(0),
-            }),
-        )
+        crate::testutil::sw(ts, cpu, task(prev), state, task(next))
     }
 
     fn intervals(events: &[Event]) -> Vec<Interval> {
@@ -277,7 +243,7 @@ mod tests {
         let got = intervals(&[
             sw(10, 0, 0, "R", 5), // idle → 5
             sw(20, 0, 5, "S", 0), // 5 ran 10..20, sleeps; CPU 0 idle from 20
-            waking(30, 5),        // slept 20..30
+            waking(30, task(5)),  // slept 20..30
             sw(40, 0, 0, "R", 5), // idle 20..40; waited 30..40
             sw(50, 0, 5, "D", 6), // ran 40..50
             sw(60, 0, 6, "X", 0), // 6 ran 50..60 (first switch-in seen at 50)
