@@ -21,8 +21,9 @@
 //! needs the file does not declare were parked and turn out to be met, it reads them again
 //! without parking (never for standard input, never with another product in the same
 //! reading). [`analyze_with`] feeds another product ([`SameReading`], e.g. an export's
-//! writer) from that one reading, so its findings are the report's and the data is read once. Evidence of text inputs is replaced by the
-//! original lines (the files are read again up to the last line a finding names).
+//! writer) from that one reading, so its findings are the report's and the data is read
+//! once. Evidence of text inputs is replaced by the original lines (the files are read again
+//! up to the last line a finding names).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -264,7 +265,11 @@ pub fn analyze_with(
     product: Option<&mut dyn SameReading>,
 ) -> Result<Analysis, AnalyzeError> {
     let symbols = profile_analysis::symbol_source(options.kallsyms.as_deref());
-    let text_profiles = profile_analysis::read_text_profiles(&options.files, &symbols)?;
+    // with no detector selected (a product alone, e.g. `export` without `--findings`) no
+    // profile is read: nothing would use it
+    let analyzing = !options.detectors.is_empty();
+    let text_profiles =
+        profile_analysis::read_text_profiles(&options.files, &symbols, analyzing)?;
     // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again,
     // and no other product fed from the reading.
     let rereadable = !options.files.iter().any(|f| f == "-") && product.is_none();
@@ -437,6 +442,7 @@ fn analysis_pass<P: SameReading + ?Sized>(
         engine.park_unmeetable();
     }
     let mut profile = profile_analysis::Collector::new(symbols, text_profiles);
+    let analyzing = !options.detectors.is_empty(); // else no profile is collected
     let mut buf = Vec::new();
     if let Some(inputs) = inputs.as_mut() {
         if let Some(p) = product.as_deref_mut() {
@@ -449,8 +455,10 @@ fn analysis_pass<P: SameReading + ?Sized>(
                 p.events(run);
             }
             engine.process_run(run);
-            for ev in run {
-                profile.push(ev);
+            if analyzing {
+                for ev in run {
+                    profile.push(ev);
+                }
             }
         };
         while inputs.visit_batch(&mut buf, &mut visit)? {}

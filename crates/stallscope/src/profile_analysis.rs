@@ -201,10 +201,12 @@ pub struct ProfileInputs {
 /// Reads the text profiles among the inputs: perf script text with call stacks, folded
 /// stacks, `perf report` text. When any input is folded or perf report text, every input must
 /// be a profile (perf.data is then read as one too) and `profiles_only` is set. perf.data
-/// otherwise, and standard input always, are left to the event pass.
+/// otherwise, and standard input always, are left to the event pass. `perf_script`: read
+/// perf script text as a profile too (false when nothing would use it: no detector runs).
 pub fn read_text_profiles(
     files: &[String],
     symbols: &KernelSymbolSource,
+    perf_script: bool,
 ) -> Result<ProfileInputs, ReadError> {
     let mut any_text = false;
     let mut wanted = Vec::new();
@@ -222,7 +224,7 @@ pub fn read_text_profiles(
                 any_text = true;
                 wanted.push(i);
             }
-            Some(ProfileFormat::PerfScript) => wanted.push(i),
+            Some(ProfileFormat::PerfScript) if perf_script => wanted.push(i),
             _ => {}
         }
     }
