@@ -268,8 +268,7 @@ pub fn analyze_with(
     // with no detector selected (a product alone, e.g. `export` without `--findings`) no
     // profile is read: nothing would use it
     let analyzing = !options.detectors.is_empty();
-    let text_profiles =
-        profile_analysis::read_text_profiles(&options.files, &symbols, analyzing)?;
+    let text_profiles = profile_analysis::read_text_profiles(&options.files, &symbols, analyzing)?;
     // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again,
     // and no other product fed from the reading.
     let rereadable = !options.files.iter().any(|f| f == "-") && product.is_none();

@@ -13,9 +13,12 @@
 //! run timehist gives it, never one from the start of the trace). The task still running
 //! on a CPU when a window ends is drawn from its switch-in. A slice is clipped to its window
 //! and never starts before the trace's first timed event (side-band task names carry time
-//! 0). A wait starts at the task's wakeup (`sched_waking`, else `sched_wakeup`)
-//! or at a switch-out with a runnable `prev_state` (preemption) and ends when the task is
-//! switched in; one still runnable at the window's end is kept with `open: true`.
+//! 0). Waits are the model's ([`stallscope_timeline::intervals::Model`], the same wakeup
+//! and repair rules as the analysis): a wait from the task's wakeup or preemption to its
+//! switch-in is drawn on the CPU it ran on (so it is timehist's sch delay of that run); a
+//! task the model holds runnable at the window's end is drawn waiting on the CPU it waits
+//! for, with `open: true`. A wait the model ends otherwise (a repair after a dropped record)
+//! is not drawn: the trace does not show it ending in a run.
 //!
 //! Block inputs: a request runs from `block_rq_issue` to the `block_rq_complete` of the same
 //! device and sector (at most [`MAX_PENDING_REQUESTS`] pending; beyond, issues are counted in
@@ -30,7 +33,7 @@ use stallscope_model::{
 };
 use stallscope_read::ReadError;
 use stallscope_timeline::timehist::{Timehist, TimehistOptions, TimehistRow};
-use stallscope_timeline::{TaskState, Timeline, Transition, WakeupSelector};
+use stallscope_timeline::{Interval, Model, TaskState, Timeline, Transition, WakeupSelector};
 
 use crate::Inputs;
 
@@ -79,7 +82,7 @@ pub fn collect(
     opts: WindowOptions,
 ) -> Result<FindingWindows, ReadError> {
     let mut c = WindowCollector::new(findings, opts);
-    c.timeline = Timeline::new(WakeupSelector::for_inputs(inputs.metas()));
+    c.model = Model::new(Timeline::new(WakeupSelector::for_inputs(inputs.metas())));
     while let Some(ev) = inputs.next_event()? {
         c.on_event(&ev);
     }
@@ -144,8 +147,6 @@ pub struct WindowCollector {
     current: HashMap<Cpu, (Tid, Ts)>,
     /// Tasks running now, with their CPU (the inverse of `current`).
     running: HashMap<Tid, Cpu>,
-    /// Runnable tasks: since when, and the CPU they wait for when known.
-    runnable: HashMap<Tid, (Ts, Option<Cpu>)>,
     names: HashMap<Tid, Comm>,
     histograms: BTreeMap<Tid, WaitHistogram>,
     saw_waking: bool,
@@ -163,12 +164,13 @@ pub struct WindowCollector {
     /// The `timehist` rows the run slices come from.
     timehist: Timehist,
     rows: Vec<TimehistRow>,
-    /// The scheduler state machine the tasks' state tracks come from, the findings' named
+    /// The model the waits and the tasks' state tracks come from, the findings' named
     /// tasks, and each one's current state (name, since, CPU).
-    timeline: Timeline,
+    model: Model,
     named: BTreeSet<Tid>,
     states: HashMap<Tid, (&'static str, Ts, Option<Cpu>)>,
     transitions: Vec<Transition>,
+    intervals: Vec<Interval>,
 }
 
 /// A track's name for a scheduler state, and its CPU when running.
@@ -242,7 +244,6 @@ impl WindowCollector {
             active: Vec::new(),
             current: HashMap::new(),
             running: HashMap::new(),
-            runnable: HashMap::new(),
             names: HashMap::new(),
             histograms,
             saw_waking: false,
@@ -253,7 +254,7 @@ impl WindowCollector {
             before_trace_end: HashMap::new(),
             timehist: Timehist::new(TimehistOptions::default()),
             rows: Vec::new(),
-            timeline: Timeline::new(WakeupSelector::preferring_waking(false)),
+            model: Model::new(Timeline::new(WakeupSelector::preferring_waking(false))),
             named: findings
                 .iter()
                 .take(opts.max_windows)
@@ -262,6 +263,7 @@ impl WindowCollector {
                 .collect(),
             states: HashMap::new(),
             transitions: Vec::new(),
+            intervals: Vec::new(),
         }
     }
 
@@ -331,9 +333,18 @@ impl WindowCollector {
                 })
                 .collect();
         }
-        let mut waits: Vec<_> = self.runnable.iter().collect();
+        let tasks = self.model.timeline().tasks();
+        let mut waits: Vec<(Tid, Ts, Option<Cpu>)> = tasks
+            .slots()
+            .iter()
+            .filter(|s| tasks.find(s.tid).map(|i| tasks.get(i).tid) == Some(s.tid))
+            .filter_map(|s| match s.data {
+                TaskState::Runnable { since, cpu, .. } => Some((s.tid, since, cpu)),
+                _ => None,
+            })
+            .collect();
         waits.sort();
-        for (&pid, &(since, cpu)) in waits {
+        for (pid, since, cpu) in waits {
             if since < end {
                 let Some(cpu) = cpu else {
                     b.w.omitted.waits += 1; // waiting for an unknown CPU: cannot be drawn
@@ -506,29 +517,7 @@ impl WindowCollector {
                     }
                 }
                 self.rows = rows;
-                if prev != 0 && sw.prev_state.is_runnable() {
-                    self.runnable.insert(prev, (ts, Some(cpu)));
-                }
                 let next = sw.next.pid;
-                if next != 0 {
-                    if let Some((start, _)) = self.runnable.remove(&next) {
-                        if let Some(h) = self.histograms.get_mut(&next) {
-                            h.add(ts.saturating_sub(start));
-                        }
-                        self.each_active(|b, max| {
-                            let wt = RunnableWait {
-                                pid: next,
-                                cpu,
-                                start_ns: start.max(b.w.start_ns),
-                                end_ns: ts,
-                                open: false,
-                            };
-                            b.pids.insert(next);
-                            b.cpus.insert(cpu);
-                            push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
-                        });
-                    }
-                }
                 if self.running.get(&prev) == Some(&cpu) {
                     self.running.remove(&prev);
                 }
@@ -543,16 +532,6 @@ impl WindowCollector {
                 self.names.insert(w.task.pid, w.task.comm);
                 let shown =
                     is_waking || matches!(ev.kind, EventKind::WakeupNew(_)) || !self.saw_waking;
-                let running = self.running.contains_key(&w.task.pid);
-                if !running && w.task.pid != 0 {
-                    let e = self
-                        .runnable
-                        .entry(w.task.pid)
-                        .or_insert((ts, w.target_cpu));
-                    if e.1.is_none() {
-                        e.1 = w.target_cpu;
-                    }
-                }
                 if shown {
                     let mark = WakeupMark {
                         ts_ns: ts,
@@ -603,9 +582,6 @@ impl WindowCollector {
             }
             EventKind::Migrate(m) => {
                 self.names.insert(m.task.pid, m.task.comm);
-                if let Some(e) = self.runnable.get_mut(&m.task.pid) {
-                    e.1 = Some(m.dest_cpu);
-                }
                 let mark = MigrationMark {
                     ts_ns: ts,
                     pid: m.task.pid,
@@ -623,9 +599,6 @@ impl WindowCollector {
                         mark.clone(),
                     );
                 });
-            }
-            EventKind::Exit(t) => {
-                self.runnable.remove(&t.pid);
             }
             // Block tracepoints decoded natively by the readers.
             EventKind::Block(b) => match (b.action, b.dev) {
@@ -646,8 +619,24 @@ impl WindowCollector {
     /// the task's current span (drawn in the windows open now that name the task).
     fn track_states(&mut self, ev: &Event) {
         let mut ts_list = std::mem::take(&mut self.transitions);
+        let mut intervals = std::mem::take(&mut self.intervals);
         ts_list.clear();
-        self.timeline.process(ev, &mut |t| ts_list.push(t));
+        intervals.clear();
+        self.model
+            .process(ev, &mut |i| intervals.push(i), &mut |t| ts_list.push(*t));
+        for i in &intervals {
+            if let Interval::Wait {
+                tid,
+                start,
+                end,
+                ran_on: Some(cpu),
+                ..
+            } = *i
+            {
+                self.wait_ended(tid, (start, end), cpu);
+            }
+        }
+        self.intervals = intervals;
         for t in &ts_list {
             let Transition::State { ts, tid, from, to } = *t else {
                 continue;
@@ -680,6 +669,26 @@ impl WindowCollector {
             self.states.insert(tid, (name, ts, cpu));
         }
         self.transitions = ts_list;
+    }
+
+    /// A wait of the model that ended in a switch-in on `cpu`: drawn in the open windows,
+    /// counted in the task's histogram.
+    fn wait_ended(&mut self, tid: Tid, (start, end): (Ts, Ts), cpu: Cpu) {
+        if let Some(h) = self.histograms.get_mut(&tid) {
+            h.add(end.saturating_sub(start));
+        }
+        self.each_active(|b, max| {
+            let wt = RunnableWait {
+                pid: tid,
+                cpu,
+                start_ns: start.max(b.w.start_ns),
+                end_ns: end,
+                open: false,
+            };
+            b.pids.insert(tid);
+            b.cpus.insert(cpu);
+            push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
+        });
     }
 
     /// A request issued to the driver: remembered until its completion.

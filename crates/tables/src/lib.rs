@@ -334,7 +334,7 @@ impl TableBuilder {
                     if let Transition::State {
                         ts,
                         tid,
-                        from: TaskState::Runnable { since, cause },
+                        from: TaskState::Runnable { since, cause, .. },
                         to,
                     } = t
                     {

@@ -60,6 +60,9 @@ pub enum Interval {
         end: Ts,
         /// Woken or preempted.
         cause: RunnableCause,
+        /// The CPU it waited for at the end (its wakeup's target or the CPU it was
+        /// preempted on, moved by migrations), when known.
+        cpu: Option<Cpu>,
         /// The CPU it was switched in on, when the wait ended that way.
         ran_on: Option<Cpu>,
     },
@@ -124,11 +127,12 @@ impl Interval {
                 end: ts,
                 ended: to,
             }),
-            TaskState::Runnable { since, cause } => Some(Interval::Wait {
+            TaskState::Runnable { since, cause, cpu } => Some(Interval::Wait {
                 tid,
                 start: since,
                 end: ts,
                 cause,
+                cpu,
                 ran_on: match to {
                     TaskState::Running { cpu, .. } => Some(cpu),
                     _ => None,
@@ -275,6 +279,7 @@ mod tests {
                     start: 30,
                     end: 40,
                     cause: RunnableCause::Wakeup,
+                    cpu: Some(0),
                     ran_on: Some(0)
                 },
                 Interval::Run {
@@ -324,7 +329,8 @@ mod tests {
                 end: 9,
                 ended: TaskState::Runnable {
                     since: 9,
-                    cause: RunnableCause::Preempted
+                    cause: RunnableCause::Preempted,
+                    cpu: Some(0)
                 }
             }]
         );

@@ -68,6 +68,9 @@ pub enum TaskState {
         since: Ts,
         /// Woken or preempted.
         cause: RunnableCause,
+        /// The CPU it waits for: the one it was preempted on, its wakeup's target CPU
+        /// (`None` when the wakeup names none), moved by `sched_migrate_task`.
+        cpu: Option<Cpu>,
     },
     /// Switched out in an interruptible or idle sleep (`S`, `I`, also `T`, `t`, `P`).
     Sleeping {
@@ -165,11 +168,12 @@ impl Flood {
 }
 
 /// The state a switch-out leaves the task in.
-fn state_after_switch_out(state: PrevState, ts: Ts) -> TaskState {
+fn state_after_switch_out(state: PrevState, ts: Ts, cpu: Cpu) -> TaskState {
     if state.is_runnable() {
         TaskState::Runnable {
             since: ts,
             cause: RunnableCause::Preempted,
+            cpu: Some(cpu),
         }
     } else if state.is_dead() {
         TaskState::Dead { since: ts }
@@ -351,6 +355,7 @@ impl Timeline {
                             TaskState::Runnable {
                                 since: ev.ts,
                                 cause: RunnableCause::Wakeup,
+                                cpu: w.target_cpu,
                             },
                             sink,
                         );
@@ -361,6 +366,7 @@ impl Timeline {
                         TaskState::Runnable {
                             since: ev.ts,
                             cause: RunnableCause::Wakeup,
+                            cpu: w.target_cpu,
                         },
                         sink,
                     ),
@@ -370,6 +376,10 @@ impl Timeline {
                 if m.task.pid != 0 {
                     let (i, _) = self.tasks.slot(m.task.pid);
                     self.tasks.note_payload_comm(i, &m.task.comm);
+                    // a runnable task moved to another runqueue waits for that CPU now
+                    if let TaskState::Runnable { cpu, .. } = &mut self.tasks.get_mut(i).data {
+                        *cpu = Some(m.dest_cpu);
+                    }
                     sink(Transition::Migrated {
                         ts: ev.ts,
                         tid: m.task.pid,
@@ -466,7 +476,12 @@ impl Timeline {
                 }
                 other => self.impossible(ev, || format!("pid {prev} switched out while {other:?}")),
             }
-            self.set(i, ts, state_after_switch_out(s.prev_state, ts), sink);
+            self.set(
+                i,
+                ts,
+                state_after_switch_out(s.prev_state, ts, ev.cpu),
+                sink,
+            );
         }
         if next != 0 {
             let (i, _) = self.tasks.slot(next);
@@ -621,12 +636,14 @@ mod tests {
                 TaskState::Sleeping { since: 20 },
                 TaskState::Runnable {
                     since: 30,
-                    cause: RunnableCause::Wakeup
+                    cause: RunnableCause::Wakeup,
+                    cpu: Some(0)
                 }, // the duplicate waking at 31 changes nothing
                 TaskState::Running { cpu: 1, since: 40 },
                 TaskState::Runnable {
                     since: 50,
-                    cause: RunnableCause::Preempted
+                    cause: RunnableCause::Preempted,
+                    cpu: Some(1)
                 },
             ]
         );

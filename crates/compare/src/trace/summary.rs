@@ -84,6 +84,7 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
                         TaskState::Runnable {
                             since,
                             cause: RunnableCause::Wakeup,
+                            ..
                         },
                     to: TaskState::Running { .. },
                 } => per_tid

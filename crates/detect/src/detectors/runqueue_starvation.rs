@@ -2059,7 +2059,7 @@ impl Detector for RunqueueStarvation {
                         }
                     }
                 }
-                if let TaskState::Runnable { since, cause } = to {
+                if let TaskState::Runnable { since, cause, .. } = to {
                     // Unknown after the task was first seen: the timeline reset it
                     let uncertain = from == TaskState::Unknown && self.tasks.at(at).seen_before;
                     self.start_wait((tid, at), since, cause, uncertain, ev);
