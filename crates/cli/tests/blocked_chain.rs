@@ -279,11 +279,9 @@ fn without_sched_waking_every_product_names_the_same_wakers() {
         assert_eq!(ours["waker"]["pid"], victim["waker"], "sleeps: {victim}");
         // critical-path over the sleep itself: one sleeping interval, woken by the waker
         let window = format!(
-            "{}.{:09}..{}.{:09}",
-            start / 1_000_000_000,
-            start % 1_000_000_000,
-            end / 1_000_000_000,
-            end % 1_000_000_000
+            "{}..{}",
+            stallscope::model::fmt_secs_nsecs(start),
+            stallscope::model::fmt_secs_nsecs(end)
         );
         let pid_text = pid.to_string();
         let cp = json(&[

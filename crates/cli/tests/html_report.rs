@@ -722,11 +722,9 @@ fn drawn_waits_are_timehists_sch_delays_and_open_ones_still_wait() {
                 if wt["open"] == true {
                     assert_eq!(end, we, "{rel}: {wt}");
                     let window = format!(
-                        "{}.{:09}..{}.{:09}",
-                        start / 1_000_000_000,
-                        start % 1_000_000_000,
-                        end / 1_000_000_000,
-                        end % 1_000_000_000
+                        "{}..{}",
+                        stallscope::model::fmt_secs_nsecs(start),
+                        stallscope::model::fmt_secs_nsecs(end)
                     );
                     let pid_text = pid.to_string();
                     let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
