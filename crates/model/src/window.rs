@@ -75,6 +75,45 @@ pub struct TaskStateSpan {
     pub end_ns: Ts,
 }
 
+impl TaskStateSpan {
+    /// The state of a span that stands for several, each shorter than the resolution it
+    /// was drawn at: the task changed state faster than a track can show.
+    pub const MIXED: &'static str = "mixed";
+
+    /// Takes `next` (the same task's following span) into this one when both are shorter
+    /// than `resolution_ns` and touch: the span then covers both, as [`Self::MIXED`] when
+    /// their states differ. False (nothing changed) otherwise.
+    pub fn absorb(&mut self, next: &TaskStateSpan, resolution_ns: u64) -> bool {
+        let short = |s: &TaskStateSpan| s.end_ns.saturating_sub(s.start_ns) < resolution_ns;
+        if self.pid != next.pid || self.end_ns != next.start_ns || !short(self) || !short(next) {
+            return false;
+        }
+        self.end_ns = next.end_ns;
+        if self.state != next.state || self.cpu != next.cpu {
+            self.state = Self::MIXED.to_string();
+            self.cpu = None;
+        }
+        true
+    }
+
+    /// Merges the spans (sorted by task, then time) of a window `window_ns` long so that a
+    /// task's track has about `2 × per_task` spans at most ([`TaskStateSpan::absorb`] at a
+    /// resolution of `window_ns / per_task`); returns how many spans were merged away.
+    pub fn coarsen(spans: &mut Vec<TaskStateSpan>, window_ns: u64, per_task: usize) -> u64 {
+        let resolution = window_ns / per_task.max(1) as u64;
+        let before = spans.len();
+        let mut out: Vec<TaskStateSpan> = Vec::with_capacity(before);
+        for s in spans.drain(..) {
+            let absorbed = out.last_mut().is_some_and(|l| l.absorb(&s, resolution));
+            if !absorbed {
+                out.push(s);
+            }
+        }
+        *spans = out;
+        (before - spans.len()) as u64
+    }
+}
+
 /// A task runnable but not running, from its wakeup (or preemption) until it ran.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunnableWait {
@@ -189,6 +228,10 @@ pub struct Omitted {
     /// Text marks.
     #[serde(default)]
     pub markers: u64,
+    /// Task-state spans merged into `mixed` ones (each shorter than the window's
+    /// resolution): summarized, not dropped.
+    #[serde(default)]
+    pub task_states: u64,
 }
 
 impl Omitted {
@@ -200,6 +243,7 @@ impl Omitted {
             && self.migrations == 0
             && self.requests == 0
             && self.markers == 0
+            && self.task_states == 0
     }
 }
 

@@ -26,7 +26,7 @@
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use stallscope_model::{Finding, FindingWindow, FindingWindows, Report};
+use stallscope_model::{Finding, FindingWindow, FindingWindows, Report, TaskStateSpan};
 
 /// The page's Content-Security-Policy: no network, inline style and script only.
 pub const CSP: &str =
@@ -401,6 +401,10 @@ fn window_cost(w: &FindingWindow) -> usize {
     script_json(serde_json::to_string(w)).len() + 200
 }
 
+/// A thinned window's state tracks keep this many spans per task at most ×2 before its
+/// share is applied (they are coarsened, never cut: a track tiles its window).
+const STATE_SPANS_PER_TASK_THINNED: usize = 1000;
+
 /// Windows thinner than this are dropped rather than drawn nearly empty.
 const MIN_WINDOW_BYTES: usize = 4096;
 
@@ -434,6 +438,10 @@ fn thin(w: &FindingWindow, budget: usize) -> Option<FindingWindow> {
         let n = cut(t.markers.len());
         t.omitted.markers += (t.markers.len() - n) as u64;
         t.markers.truncate(n);
+        // state tracks must tile the window: coarser, never cut
+        let per_task = cut(STATE_SPANS_PER_TASK_THINNED).max(4);
+        t.omitted.task_states +=
+            TaskStateSpan::coarsen(&mut t.task_states, t.end_ns - t.start_ns, per_task);
         if window_cost(&t) <= budget {
             return Some(t);
         }
@@ -672,6 +680,42 @@ mod tests {
         let (small, stats) = render(&report(), &windows(0), HtmlOptions { max_bytes: bound });
         assert!(stats.evidence_cut);
         assert!(small.len() <= bound, "{} > {bound}", small.len());
+    }
+
+    #[test]
+    fn a_window_of_dense_state_tracks_is_coarsened_to_fit_never_dropped() {
+        // 20 000 state changes of the finding's task: the page could not hold them all,
+        // and a window whose tracks cannot be cut used to be dropped whole (the most severe
+        // findings of a context-switch storm had no timeline); now its track is coarsened
+        let mut w = windows(0);
+        let win = &mut w.windows[0];
+        win.end_ns = 20_000;
+        win.task_states = (0..20_000u64)
+            .map(|i| stallscope_model::TaskStateSpan {
+                pid: 7,
+                state: if i % 2 == 0 { "running" } else { "runnable" }.into(),
+                cpu: (i % 2 == 0).then_some(1),
+                start_ns: i,
+                end_ns: i + 1,
+            })
+            .collect();
+        let (full, _) = render(&report(), &w, HtmlOptions::default());
+        let bound = full.len() / 4;
+        let (html, stats) = render(&report(), &w, HtmlOptions { max_bytes: bound });
+        assert!(html.len() <= bound, "{} > {bound}", html.len());
+        assert_eq!(stats.windows, 1, "thinned, not dropped");
+        let start = html.find("id=\"stallscope-windows\">").unwrap();
+        let body = &html[start..];
+        let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+        let kept: FindingWindows = serde_json::from_str(body).unwrap();
+        let track = &kept.windows[0].task_states;
+        assert!(track.len() < 20_000 && !track.is_empty());
+        assert_eq!(
+            (track[0].start_ns, track[track.len() - 1].end_ns),
+            (0, 20_000)
+        );
+        assert!(track.windows(2).all(|p| p[0].end_ns == p[1].start_ns));
+        assert!(kept.windows[0].omitted.task_states > 0);
     }
 
     #[test]

@@ -98,12 +98,39 @@ struct Building {
     named: BTreeSet<Tid>,
     /// Busy ns per CPU per density bin (see [`DENSITY_BINS`]).
     busy: BTreeMap<Cpu, Vec<u64>>,
+    /// Per named task, the index of its latest span in `w.task_states` (for merging).
+    last_state: HashMap<Tid, usize>,
 }
+
+/// Spans of a named task's state track, at most about twice this, before the page's size
+/// bound coarsens them further ([`Building::push_state`]).
+pub const STATE_SPANS_PER_TASK: usize = 1000;
 
 /// Bins of a window's per-CPU density ([`stallscope_model::CpuDensity`]).
 pub const DENSITY_BINS: u64 = 200;
 
 impl Building {
+    /// Adds a named task's state span. Spans shorter than the window's resolution (its
+    /// length / [`STATE_SPANS_PER_TASK`]) that follow an equally short span of the task
+    /// merge with it ([`TaskStateSpan::absorb`]: a `mixed` span, counted in
+    /// `omitted.task_states`), so a task that switches a million times still tiles its
+    /// track with a few thousand spans: summarized at this zoom, never dropped.
+    fn push_state(&mut self, span: TaskStateSpan) {
+        let resolution = (self.w.end_ns - self.w.start_ns) / STATE_SPANS_PER_TASK as u64;
+        if let Some(last) = self
+            .last_state
+            .get(&span.pid)
+            .and_then(|&i| self.w.task_states.get_mut(i))
+        {
+            if last.absorb(&span, resolution) {
+                self.w.omitted.task_states += 1;
+                return;
+            }
+        }
+        self.last_state.insert(span.pid, self.w.task_states.len());
+        self.w.task_states.push(span);
+    }
+
     /// Width of a density bin.
     fn bin_ns(&self) -> u64 {
         (self.w.end_ns - self.w.start_ns)
@@ -221,6 +248,7 @@ impl WindowCollector {
                 cpus: f.cpus.iter().copied().collect(),
                 named: f.tasks.iter().map(|t| t.pid).filter(|&p| p > 0).collect(),
                 busy: BTreeMap::new(),
+                last_state: HashMap::new(),
             })
             .collect();
         pending.sort_by_key(|b| b.w.start_ns);
@@ -387,13 +415,14 @@ impl WindowCollector {
         open.sort_by_key(|(pid, _)| **pid);
         for (&pid, &(state, since, cpu)) in open {
             if since < end {
-                b.w.task_states.push(TaskStateSpan {
+                let span = TaskStateSpan {
                     pid,
                     state: state.to_string(),
                     cpu,
                     start_ns: since.max(start),
                     end_ns: end,
-                });
+                };
+                b.push_state(span);
             }
         }
         for &pid in &b.named {
@@ -655,13 +684,14 @@ impl WindowCollector {
             if since < ts {
                 self.each_active(|b, _| {
                     if b.named.contains(&tid) && ts > b.w.start_ns {
-                        b.w.task_states.push(TaskStateSpan {
+                        let span = TaskStateSpan {
                             pid: tid,
                             state: state.to_string(),
                             cpu,
                             start_ns: since.max(b.w.start_ns),
                             end_ns: ts,
-                        });
+                        };
+                        b.push_state(span);
                     }
                 });
             }
@@ -1005,5 +1035,39 @@ mod tests {
         );
         assert_eq!(r[0].rwbs, "WS");
         assert_eq!(r[0].nr_sector, 8);
+    }
+
+    #[test]
+    fn a_task_switching_a_million_times_keeps_a_bounded_track_that_tiles_its_window() {
+        // 7 (the finding's task) and 5 hand CPU 0 back and forth every 10 ns for 2 ms: its
+        // state track is merged into mixed spans (at most ~2 × STATE_SPANS_PER_TASK), still
+        // covering the whole window without gap or overlap
+        let opts = WindowOptions {
+            margin_ns: 0,
+            ..Default::default()
+        };
+        let mut c = WindowCollector::new(&[finding(1000, 2_001_000, 7)], opts);
+        c.on_event(&switch(1, 0, 0, "R", 5));
+        let mut ts = 1000;
+        for k in 0..200_000u64 {
+            let (prev, next) = if k % 2 == 0 { (5, 7) } else { (7, 5) };
+            c.on_event(&switch(ts, 0, prev, "R", next));
+            ts += 10;
+        }
+        let w = c.finish();
+        let win = &w.windows[0];
+        let track: Vec<&TaskStateSpan> = win.task_states.iter().filter(|s| s.pid == 7).collect();
+        assert!(
+            track.len() <= 2 * STATE_SPANS_PER_TASK + 2,
+            "{} spans",
+            track.len()
+        );
+        assert!(win.omitted.task_states > 190_000, "{:?}", win.omitted);
+        assert_eq!(track[0].start_ns, win.start_ns);
+        assert_eq!(track.last().map(|s| s.end_ns), Some(win.end_ns));
+        for p in track.windows(2) {
+            assert_eq!(p[0].end_ns, p[1].start_ns, "{:?}", p);
+        }
+        assert!(track.iter().any(|s| s.state == TaskStateSpan::MIXED));
     }
 }

@@ -19,7 +19,8 @@
                  finding: "rgba(255,213,79,0.25)", read: "#00897b", write: "#3949ab" };
   // task tracks: the scheduler state of each of the finding's tasks
   var STATE_COLORS = { running: null, runnable: "rgba(211,47,47,0.45)", sleeping: "#d8d8de",
-                       blocked: "#ffb74d", dead: "#555", unknown: "rgba(0,0,0,0)" };
+                       blocked: "#ffb74d", dead: "#555", unknown: "rgba(0,0,0,0)",
+                       mixed: "rgba(120,110,170,0.55)" };
   var TRACK_H = 18;
   function devName(dev) { return "dev " + Math.floor(dev / 1048576) + ":" + (dev % 1048576); }
 
@@ -78,7 +79,7 @@
       '<span><span class="swatch" style="background:' + COLORS.wake + '"></span>wakeup</span>' +
       '<span><span class="swatch" style="background:' + COLORS.migrate + '"></span>migration</span>' +
       '<span><span class="swatch" style="background:' + COLORS.finding + ';border:1px solid #e0c050"></span>finding window</span>' +
-      (this.tracks.length ? '<span>task tracks: <span class="swatch" style="background:' + STATE_COLORS.runnable + '"></span>runnable <span class="swatch" style="background:' + STATE_COLORS.sleeping + '"></span>sleeping (S) <span class="swatch" style="background:' + STATE_COLORS.blocked + '"></span>blocked (D)</span>' : "") +
+      (this.tracks.length ? '<span>task tracks: <span class="swatch" style="background:' + STATE_COLORS.runnable + '"></span>runnable <span class="swatch" style="background:' + STATE_COLORS.sleeping + '"></span>sleeping (S) <span class="swatch" style="background:' + STATE_COLORS.blocked + '"></span>blocked (D) <span class="swatch" style="background:' + STATE_COLORS.mixed + '"></span>mixed (state changes too fast to draw at this zoom)</span>' : "") +
       (this.requests.length ? '<span><span class="swatch" style="background:' + COLORS.write + '"></span>block write / <span class="swatch" style="background:' + COLORS.read + '"></span>read</span>' : "") +
       "<span>wheel: zoom · drag: pan · double-click: reset</span>";
     var reset = document.createElement("button");
@@ -89,12 +90,13 @@
     this.canvas = document.createElement("canvas");
     el.appendChild(this.canvas);
     var om = win.omitted, left = om.slices + om.waits + om.wakeups + om.migrations + (om.requests || 0) + (om.markers || 0);
-    if (left > 0) {
+    if (left > 0 || om.task_states > 0) {
       var note = document.createElement("div");
       note.className = "tl-note";
       note.textContent = "Left out of this window (cap of " + data.max_items + " per kind): " +
         om.slices + " slices, " + om.waits + " waits, " + om.wakeups + " wakeups, " + om.migrations + " migrations, " + (om.requests || 0) + " block requests, " + (om.markers || 0) + " trace markers." +
-        (om.slices > 0 ? " Grey shading in the CPU lanes: how busy each CPU was there (density of all its runs, including those left out)." : "");
+        (om.slices > 0 ? " Grey shading in the CPU lanes: how busy each CPU was there (density of all its runs, including those left out)." : "") +
+        (om.task_states > 0 ? " " + om.task_states + " task-state changes too short to draw at this zoom are summarized as mixed spans on the task tracks (nothing is missing from them)." : "");
       el.appendChild(note);
     }
     this.victimWaits = win.waits.filter(function (w) { return self.roles[w.pid] === "victim"; });
