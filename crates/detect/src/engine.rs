@@ -135,6 +135,9 @@ pub struct Engine {
     cpu_limit: u32,
     /// The engine's own data-quality counters (events skipped for their CPU numbers).
     dq: DataQuality,
+    /// No detector was given (another product reads the events, e.g. an export without
+    /// findings): the timeline is not run, the events are only counted.
+    no_detectors: bool,
 }
 
 /// CPU limit when an input does not say how many CPUs it had: the kernel's largest
@@ -319,6 +322,7 @@ impl Engine {
             }
         }
         Engine {
+            no_detectors: detectors.is_empty(),
             timeline: Timeline::new(wakeups),
             positions: (0..detectors.len()).collect(),
             interests_known: false,
@@ -519,6 +523,9 @@ impl Engine {
             }
             self.bits.push(bit);
             all_bits |= bit;
+            if self.no_detectors {
+                continue;
+            }
             let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
             let k = k as u32;
             self.timeline.process(ev, &mut |t| {

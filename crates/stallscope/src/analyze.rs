@@ -19,8 +19,8 @@
 //!
 //! One analysis reads the inputs once through the detector engine; when detectors whose
 //! needs the file does not declare were parked and turn out to be met, it reads them again
-//! without parking (never for standard input, never with another product in the same
-//! reading). [`analyze_with`] feeds another product ([`SameReading`], e.g. an export's
+//! without parking (never for standard input; another product in the same reading is fed by
+//! the first reading only). [`analyze_with`] feeds another product ([`SameReading`], e.g. an export's
 //! writer) from that one reading, so its findings are the report's and the data is read
 //! once. Evidence of text inputs is replaced by the original lines (the files are read again
 //! up to the last line a finding names).
@@ -43,6 +43,7 @@ use crate::profile_analysis::{self, ProfileInputs};
 use crate::Inputs;
 
 /// What to analyze and how.
+#[derive(Clone)]
 pub struct AnalyzeOptions {
     /// Trace or profile files (`-` = standard input), merged in time order.
     pub files: Vec<String>,
@@ -258,8 +259,8 @@ pub fn analyze(options: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
     analyze_with(options, None).map(|a| a.report)
 }
 
-/// [`analyze`], feeding `product` from the same reading of the inputs (read once, parked
-/// detectors never trigger a second reading).
+/// [`analyze`], feeding `product` from the same reading of the inputs (once: when parked
+/// detectors turn out to be needed, only the analysis reads the inputs again).
 pub fn analyze_with(
     options: &AnalyzeOptions,
     product: Option<&mut dyn SameReading>,
@@ -269,9 +270,10 @@ pub fn analyze_with(
     // profile is read: nothing would use it
     let analyzing = !options.detectors.is_empty();
     let text_profiles = profile_analysis::read_text_profiles(&options.files, &symbols, analyzing)?;
-    // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again,
-    // and no other product fed from the reading.
-    let rereadable = !options.files.iter().any(|f| f == "-") && product.is_none();
+    // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again.
+    // A product is fed by the first reading only: when parking fails (rare: a perf.data
+    // event outside its declared ones), the analysis alone reads the inputs again.
+    let rereadable = !options.files.iter().any(|f| f == "-");
     let mut pass = analysis_pass(options, &symbols, &text_profiles, rereadable, product)?;
     if pass.engine.parking_failed() {
         pass = analysis_pass::<dyn SameReading>(options, &symbols, &text_profiles, false, None)?;

@@ -51,8 +51,9 @@ use stallscope_tables::{
 
 pub use summary::{CulpritRow, DetectorRow, FleetSummary, WorstWaitRow};
 
-use crate::analyze::{analyze, AnalyzeError, AnalyzeOptions};
-use crate::tables::{event_tables_of, findings_batch, samples_of};
+use crate::analyze::{analyze_with, AnalyzeError, AnalyzeOptions};
+use crate::tables::{findings_batch, samples_of, EventTables};
+use stallscope_model::TraceMeta;
 
 /// One trace of a fleet: its number and path.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -359,36 +360,7 @@ fn analyze_into(
     outcome: &mut TraceOutcome,
 ) -> Result<(), AnalyzeError> {
     let options = AnalyzeOptions::new(vec![trace.file.clone()]);
-    let report = analyze(&options)?;
-    if let Some(input) = report.inputs.first() {
-        outcome.format = input.format.clone();
-        outcome.kernel = input.kernel_release.clone();
-    }
-    outcome.events = report.capabilities.events_read;
-    outcome.first_ns = report.capabilities.first_ts_ns;
-    outcome.last_ns = report.capabilities.last_ts_ns;
-    let mut culprits: BTreeMap<String, u32> = BTreeMap::new();
-    for f in &report.findings {
-        outcome.findings.push((
-            f.detector.clone(),
-            f.severity.name().to_string(),
-            f.cause.as_ref().map(|c| c.kind.clone()),
-        ));
-        let mut named: Vec<String> = f
-            .tasks
-            .iter()
-            .filter(|t| t.role == "culprit" || t.role == "holder")
-            .map(|t| culprit_name(&t.comm))
-            .collect();
-        named.sort();
-        named.dedup();
-        for c in named {
-            *culprits.entry(c).or_default() += 1;
-        }
-    }
-    outcome.culprits = culprits.into_iter().collect();
-
-    // the event tables (latency always: the worst wait), in one reading
+    // the event tables (latency always: the worst wait), from the analysis' own reading
     let mut event_tables: Vec<Table> = tables
         .iter()
         .copied()
@@ -419,23 +391,65 @@ fn analyze_into(
         Ok(())
     };
     let mut worst: Option<(u64, String)> = None;
-    event_tables_of(
-        &options,
-        &event_tables,
-        |metas| {
-            if let Some(m) = metas.first() {
-                outcome.host = m.hostname.clone();
-                outcome.kernel = outcome.kernel.clone().or_else(|| m.kernel_release.clone());
-            }
-            let _ = columns.set(outcome.columns());
-        },
-        |t, batch| {
-            if t == Table::Latency {
-                worst = worst_wait(&batch).max(worst.take());
-            }
-            write(t, &batch)
-        },
-    )?;
+    let (mut host, mut kernel) = (None, None);
+    let report = {
+        let mut product = EventTables::new(
+            &options,
+            &event_tables,
+            |metas: &[&TraceMeta]| {
+                if let Some(m) = metas.first() {
+                    host = m.hostname.clone();
+                    kernel = m.kernel_release.clone();
+                }
+                let _ = columns.set(
+                    TraceOutcome {
+                        host: host.clone(),
+                        kernel: kernel.clone(),
+                        ..outcome.clone()
+                    }
+                    .columns(),
+                );
+            },
+            |t, batch| {
+                if t == Table::Latency {
+                    worst = worst_wait(&batch).max(worst.take());
+                }
+                write(t, &batch)
+            },
+        );
+        let report = analyze_with(&options, Some(&mut product))?.report;
+        product.finish()?;
+        report
+    };
+    outcome.host = host;
+    if let Some(input) = report.inputs.first() {
+        outcome.format = input.format.clone();
+        outcome.kernel = input.kernel_release.clone();
+    }
+    outcome.kernel = outcome.kernel.take().or(kernel);
+    outcome.events = report.capabilities.events_read;
+    outcome.first_ns = report.capabilities.first_ts_ns;
+    outcome.last_ns = report.capabilities.last_ts_ns;
+    let mut culprits: BTreeMap<String, u32> = BTreeMap::new();
+    for f in &report.findings {
+        outcome.findings.push((
+            f.detector.clone(),
+            f.severity.name().to_string(),
+            f.cause.as_ref().map(|c| c.kind.clone()),
+        ));
+        let mut named: Vec<String> = f
+            .tasks
+            .iter()
+            .filter(|t| t.role == "culprit" || t.role == "holder")
+            .map(|t| culprit_name(&t.comm))
+            .collect();
+        named.sort();
+        named.dedup();
+        for c in named {
+            *culprits.entry(c).or_default() += 1;
+        }
+    }
+    outcome.culprits = culprits.into_iter().collect();
     if tables.contains(&Table::Findings) {
         let batch =
             findings_batch(&report.findings).map_err(|e| AnalyzeError::Output(e.to_string()))?;

@@ -25,46 +25,66 @@ pub use stallscope_tables::{
 
 use stallscope_model::TraceMeta;
 
-use crate::analyze::{analyze, AnalyzeError, AnalyzeOptions};
+use crate::analyze::{analyze_with, AnalyzeError, AnalyzeOptions, SameReading};
+use crate::Inputs;
 
 /// Builds the tables `which` from the inputs of `options` (its time range applies to the
 /// events; its CPU and task filters to the findings), handing each batch to `sink` as soon
-/// as it is full. The event tables are built in one reading of the inputs; `findings`
-/// runs [`analyze`] (a reading of its own).
+/// as it is full. The event tables and `findings` come from one reading of the inputs (the
+/// event tables are a product of the analysis, [`analyze_with`]); `samples` reads each
+/// input's profile apart (`stallscope profile`'s reader).
 pub fn tables(
     options: &AnalyzeOptions,
     which: &[Table],
     mut sink: impl FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
 ) -> Result<(), AnalyzeError> {
-    let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
-    if which.contains(&Table::Findings) {
-        let report = analyze(options)?;
-        sink(
-            Table::Findings,
-            findings_batch(&report.findings).map_err(arrow)?,
-        )?;
+    let event_tables: Vec<Table> = which
+        .iter()
+        .copied()
+        .filter(|t| !matches!(t, Table::Findings | Table::Samples))
+        .collect();
+    let findings = which.contains(&Table::Findings);
+    if findings || !event_tables.is_empty() {
+        // the findings and the event tables from one reading: the event tables are a
+        // product of the analysis (which runs no detector when no findings are asked for)
+        let mut analysis_options = options.clone();
+        if !findings {
+            analysis_options.detectors.clear();
+        }
+        let mut batches: Vec<(Table, RecordBatch)> = Vec::new();
+        let report = {
+            let mut product =
+                EventTables::new(options, &event_tables, |_: &[&TraceMeta]| {}, &mut sink);
+            let run = match event_tables.is_empty() {
+                true => analyze_with(&analysis_options, None),
+                false => analyze_with(&analysis_options, Some(&mut product)),
+            };
+            let report = run?.report;
+            product.finish()?;
+            report
+        };
+        if findings {
+            batches.push((
+                Table::Findings,
+                findings_batch(&report.findings).map_err(arrow)?,
+            ));
+        }
+        for (t, b) in batches {
+            sink(t, b)?;
+        }
     }
     if which.contains(&Table::Samples) {
         for batch in samples_of(options)? {
             sink(Table::Samples, batch)?;
         }
     }
-    let event_tables: Vec<Table> = which
-        .iter()
-        .copied()
-        .filter(|t| !matches!(t, Table::Findings | Table::Samples))
-        .collect();
-    if event_tables.is_empty() {
-        return Ok(());
-    }
-    event_tables_of(options, &event_tables, |_| {}, sink).map(|_| ())
+    Ok(())
 }
 
 /// The `samples` table of the inputs: each input's profile as `stallscope profile` reads
 /// it (perf.data samples with their callchains, `perf script`, folded or `perf report`
 /// text), stacks outside `options.time` dropped; no rows for inputs without samples.
 pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, AnalyzeError> {
-    let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
     let mut out = Vec::new();
     let profile_options = stallscope_read::profile::ProfileOptions {
         symbols: crate::profile_analysis::symbol_source(options.kallsyms.as_deref()),
@@ -92,75 +112,118 @@ pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, A
     Ok(out)
 }
 
-/// The event tables `which` (not `findings`) of the inputs of `options`, batch by batch to
-/// `sink`; `on_open` sees the inputs' metadata once they are open, before any batch; the
-/// metadata as known after reading them is returned (text inputs learn theirs while being
-/// read).
-pub(crate) fn event_tables_of(
-    options: &AnalyzeOptions,
-    which: &[Table],
-    on_open: impl FnOnce(&[&TraceMeta]),
-    mut sink: impl FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
-) -> Result<Vec<TraceMeta>, AnalyzeError> {
-    let arrow = |e: stallscope_tables::ArrowError| AnalyzeError::Output(e.to_string());
-    let mut inputs = options.open()?;
-    on_open(&inputs.metas());
-    let waking_declared = stallscope_timeline::WakeupSelector::declared_in(inputs.metas());
-    let opts = TableOptions {
-        waking_declared,
-        kallsyms: match options.kallsyms.as_deref() {
-            // the recording host's table given by the user names work functions first
-            Some(path) if path != "none" => Some(
-                std::fs::read_to_string(path)
-                    .map_err(|e| AnalyzeError::Usage(format!("--kallsyms {path}: {e}")))?
-                    .into(),
-            ),
-            Some(_) => None,
-            None => inputs.metas().into_iter().find_map(|m| m.kallsyms.clone()),
-        },
-        ..TableOptions::default()
-    };
-    let mut builders: Vec<(Table, TableBuilder)> = which
-        .iter()
-        .filter_map(|&t| TableBuilder::new(t, &opts).map(|b| (t, b)))
-        .collect();
-    let (from, to) = options.time.unwrap_or((0, stallscope_model::Ts::MAX));
-    let mut buf = Vec::new();
-    let mut failed: Option<AnalyzeError> = None;
-    // runs of events built where they are used (the lean perf.data reader), no copy
-    let mut more = true;
-    while more {
-        more = inputs.visit_batch(&mut buf, &mut |run| {
-            if failed.is_some() {
-                return;
-            }
-            for ev in run {
-                if ev.ts < from || ev.ts > to {
-                    continue;
-                }
-                for (t, b) in &mut builders {
-                    match b.push(ev) {
-                        Ok(Some(batch)) => {
-                            if let Err(e) = sink(*t, batch) {
-                                failed.get_or_insert(e);
-                            }
-                        }
-                        Ok(None) => {}
-                        Err(e) => {
-                            failed.get_or_insert(arrow(e));
-                        }
-                    }
-                }
-            }
-        })?;
-        if let Some(e) = failed.take() {
+/// The event tables (not `findings` or `samples`) as a product of an analysis' reading
+/// ([`crate::analyze::analyze_with`]): the builders are made when the inputs are open
+/// (the input's kallsyms names work functions), every event in `options.time` goes to each,
+/// and each full batch to `sink`. The first error stops the building; [`EventTables::finish`]
+/// returns it, or writes the last batches.
+pub(crate) struct EventTables<'a, S, O> {
+    which: Vec<Table>,
+    kallsyms: Option<&'a str>,
+    time: (stallscope_model::Ts, stallscope_model::Ts),
+    builders: Vec<(Table, TableBuilder)>,
+    on_open: Option<O>,
+    sink: S,
+    failed: Option<AnalyzeError>,
+}
+
+fn arrow(e: stallscope_tables::ArrowError) -> AnalyzeError {
+    AnalyzeError::Output(e.to_string())
+}
+
+impl<'a, S, O> EventTables<'a, S, O>
+where
+    S: FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
+    O: FnOnce(&[&TraceMeta]),
+{
+    /// The tables `which` of the inputs of `options`; `on_open` sees the inputs' metadata
+    /// once they are open, before any batch.
+    pub(crate) fn new(options: &'a AnalyzeOptions, which: &[Table], on_open: O, sink: S) -> Self {
+        EventTables {
+            which: which.to_vec(),
+            kallsyms: options.kallsyms.as_deref(),
+            time: options.time.unwrap_or((0, stallscope_model::Ts::MAX)),
+            builders: Vec::new(),
+            on_open: Some(on_open),
+            sink,
+            failed: None,
+        }
+    }
+
+    fn builders(&self, inputs: &Inputs) -> Result<Vec<(Table, TableBuilder)>, AnalyzeError> {
+        let opts = TableOptions {
+            waking_declared: stallscope_timeline::WakeupSelector::declared_in(inputs.metas()),
+            kallsyms: match self.kallsyms {
+                // the recording host's table given by the user names work functions first
+                Some(path) if path != "none" => Some(
+                    std::fs::read_to_string(path)
+                        .map_err(|e| AnalyzeError::Usage(format!("--kallsyms {path}: {e}")))?
+                        .into(),
+                ),
+                Some(_) => None,
+                None => inputs.metas().into_iter().find_map(|m| m.kallsyms.clone()),
+            },
+            ..TableOptions::default()
+        };
+        Ok(self
+            .which
+            .iter()
+            .filter_map(|&t| TableBuilder::new(t, &opts).map(|b| (t, b)))
+            .collect())
+    }
+
+    /// The last batches, or the first error met while building.
+    pub(crate) fn finish(mut self) -> Result<(), AnalyzeError> {
+        if let Some(e) = self.failed.take() {
             return Err(e);
         }
+        for (t, b) in self.builders {
+            for batch in b.finish().map_err(arrow)? {
+                (self.sink)(t, batch)?;
+            }
+        }
+        Ok(())
     }
-    for (t, b) in builders {
-        for batch in b.finish().map_err(arrow)? {
-            sink(t, batch)?;
+}
+
+impl<S, O> SameReading for EventTables<'_, S, O>
+where
+    S: FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
+    O: FnOnce(&[&TraceMeta]),
+{
+    fn open(&mut self, inputs: &Inputs) {
+        if let Some(on_open) = self.on_open.take() {
+            on_open(&inputs.metas());
+        }
+        match self.builders(inputs) {
+            Ok(b) => self.builders = b,
+            Err(e) => self.failed = Some(e),
         }
     }
-    Ok(inputs.metas().into_iter().cloned().collect())
+
+    fn events(&mut self, run: &[stallscope_model::Event]) {
+        if self.failed.is_some() {
+            return;
+        }
+        let (from, to) = self.time;
+        for ev in run {
+            if ev.ts < from || ev.ts > to {
+                continue;
+            }
+            for (t, b) in &mut self.builders {
+                let batch = match b.push(ev) {
+                    Ok(Some(batch)) => batch,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        self.failed.get_or_insert(arrow(e));
+                        return;
+                    }
+                };
+                if let Err(e) = (self.sink)(*t, batch) {
+                    self.failed.get_or_insert(e);
+                    return;
+                }
+            }
+        }
+    }
 }
