@@ -57,20 +57,15 @@ pub fn run(args: &FleetArgs, out: &mut dyn Write) -> Result<(), CliError> {
         }
         options.jobs = j;
     }
-    let tty = {
-        use std::io::IsTerminal;
-        io::stderr().is_terminal()
-    };
+    // called from the worker threads
+    let progress = std::sync::Mutex::new(crate::common::ReadProgress::new("traces"));
     let summary = run_with_progress(&options, |outcome, done, total| {
-        if tty {
-            let _ = write!(
-                io::stderr(),
-                "\r\x1b[Kstallscope fleet: {done}/{total} traces ({})\r",
-                outcome.file
-            );
+        if let Ok(mut p) = progress.lock() {
+            let message = format!(" ({})", outcome.file);
+            p.update(done as u64, Some(total as u64), done as u64, &message);
         }
     })?;
-    crate::common::clear_progress();
+    drop(progress);
     match args.format {
         OutputFormat::Json => {
             serde_json::to_writer(&mut *out, &summary)?;

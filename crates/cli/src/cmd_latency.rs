@@ -23,7 +23,7 @@ use serde::Serialize;
 use stallscope::model::{fmt_secs_usecs, DataQuality, Dur};
 use stallscope::timeline::{LatencyOptions, LatencyReport, LatencyRow, PerfFlavor, SortKey};
 
-use crate::common::{clear_progress, write_quality_text, CliError, InputArgs, OutputFormat};
+use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat, ReadProgress};
 use stallscope::latency::{latency, LatencyDone, LatencyRun};
 
 /// Arguments of `stallscope latency`.
@@ -192,7 +192,9 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
     run.general_path = args.general_path;
     run.on_lean_progress = Some(lean_progress);
     let done = latency(&run);
-    clear_progress();
+    if let Ok(mut p) = LEAN_PROGRESS.lock() {
+        p.take(); // erased
+    }
     let LatencyDone {
         report,
         quality: dq,
@@ -234,22 +236,15 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// A progress line on a terminal for the lean path (the general path has its own), once
-/// the command has run for a second.
+/// The lean path's progress (the general path's is attached to its inputs): its callback
+/// is a plain function, so the bar lives here for the command's run.
+static LEAN_PROGRESS: std::sync::Mutex<Option<ReadProgress>> = std::sync::Mutex::new(None);
+
+/// [`ReadProgress`] for the lean path.
 fn lean_progress(done: u64, total: u64, events: u64) {
-    use std::io::IsTerminal;
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(std::time::Instant::now);
-    if !std::io::stderr().is_terminal() {
-        return;
-    }
-    let secs = start.elapsed().as_secs();
-    if secs >= 1 && total > 0 {
-        let _ = write!(
-            std::io::stderr(),
-            "\r\x1b[Kstallscope: {events} events read {:>3}% ({secs} s)\r",
-            done.saturating_mul(100) / total
-        );
+    if let Ok(mut p) = LEAN_PROGRESS.lock() {
+        p.get_or_insert_with(|| ReadProgress::new("events"))
+            .update(done, Some(total), events, "");
     }
 }
 

@@ -175,38 +175,73 @@ pub fn write_quality_text(out: &mut dyn Write, dq: &DataQuality) -> io::Result<(
     Ok(())
 }
 
-/// Draws a progress line on stderr while reading long inputs — only when stderr is a
-/// terminal, `NO_COLOR`-independent, never mixed into stdout. The line is erased at the end
-/// of each update so finished output stays clean.
-pub fn attach_progress(inputs: &mut Inputs) {
-    use std::io::IsTerminal;
-    if !io::stderr().is_terminal() {
-        return;
-    }
-    let start = std::time::Instant::now();
-    inputs.on_progress(move |p| {
-        let secs = start.elapsed().as_secs();
-        if secs < 1 {
-            return;
-        }
-        let pct = match p.bytes {
-            Some((done, total)) if total > 0 => {
-                format!(" {:>3}%", done.saturating_mul(100) / total)
-            }
-            _ => String::new(),
-        };
-        let _ = write!(
-            io::stderr(),
-            "\r\x1b[Kstallscope: {} events read{pct} ({secs} s)\r",
-            p.events
-        );
-    });
+/// A progress bar on stderr (`indicatif`): drawn only when stderr is a terminal (hidden on
+/// pipes and files, so never mixed into JSON or redirected output), from the first update
+/// a second after `start` on, and erased when dropped. `total` bytes when the inputs know
+/// their size (a bar with the events read), else a counter.
+pub struct ReadProgress {
+    bar: Option<indicatif::ProgressBar>,
+    start: std::time::Instant,
+    what: &'static str,
 }
 
-/// Erases the progress line, if one was drawn.
-pub fn clear_progress() {
-    use std::io::IsTerminal;
-    if io::stderr().is_terminal() {
-        let _ = write!(io::stderr(), "\r\x1b[K");
+impl ReadProgress {
+    /// Progress of reading `what` (`events`, `traces`).
+    pub fn new(what: &'static str) -> ReadProgress {
+        ReadProgress {
+            bar: None,
+            start: std::time::Instant::now(),
+            what,
+        }
     }
+
+    /// `done` of `total` (bytes or traces, when known), with `count` items so far and a
+    /// message (the trace being read).
+    pub fn update(&mut self, done: u64, total: Option<u64>, count: u64, message: &str) {
+        if self.bar.is_none() {
+            if self.start.elapsed() < std::time::Duration::from_secs(1) {
+                return;
+            }
+            let target = indicatif::ProgressDrawTarget::stderr();
+            if target.is_hidden() {
+                return; // not a terminal: never drawn, never checked again cheaply
+            }
+            let bar = match total {
+                Some(t) if t > 0 => indicatif::ProgressBar::with_draw_target(Some(t), target)
+                    .with_style(
+                        indicatif::ProgressStyle::with_template(
+                            "stallscope: {bar:30} {percent:>3}% {elapsed} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    ),
+                _ => indicatif::ProgressBar::with_draw_target(None, target),
+            };
+            let bar = bar
+                .with_elapsed(self.start.elapsed())
+                .with_finish(indicatif::ProgressFinish::AndClear);
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+            bar.set_message(format!("{count} {}{message}", self.what));
+        }
+    }
+}
+
+impl Drop for ReadProgress {
+    fn drop(&mut self) {
+        if let Some(bar) = self.bar.take() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Attaches a [`ReadProgress`] to the inputs (bytes read of their total, events read); it
+/// goes away with them.
+pub fn attach_progress(inputs: &mut Inputs) {
+    let mut progress = ReadProgress::new("events");
+    inputs.on_progress(move |p| {
+        let (done, total) = p.bytes.unzip();
+        progress.update(done.unwrap_or(p.events), total, p.events, "");
+    });
 }

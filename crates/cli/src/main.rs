@@ -108,7 +108,6 @@ fn main() -> ExitCode {
         Command::Profile(a) => cmd_profile::run(a, &mut out),
         Command::Compare(a) => cmd_compare::run(a, &mut out),
     };
-    common::clear_progress();
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {
         Ok(()) if cmd_analyze::gated_on_nothing() => ExitCode::from(2),
