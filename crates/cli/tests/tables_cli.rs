@@ -392,3 +392,43 @@ fn samples_sum_to_the_profile_commands_self_weights() {
     // a scheduler trace without samples: no rows, no error
     assert!(build("fixtures/sched/starve.perf.data", Table::Samples).is_empty());
 }
+
+#[test]
+fn event_tables_of_a_profile_alone_are_refused_and_its_own_tables_written() {
+    // A folded profile has no events: its event tables are an error naming what the file
+    // is (exit 2), never empty files; its samples and findings are written as asked.
+    let file = root().join("fixtures/detectors/lock-spinning/xfs-shared.folded.xz");
+    let out_dir = std::env::temp_dir().join(format!("ss-tables-prof-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let run = |tables: &str| {
+        common::run(&[
+            "tables",
+            "--tables",
+            tables,
+            file.to_str().unwrap(),
+            "--to",
+            out_dir.to_str().unwrap(),
+        ])
+    };
+    let refused = run("switches");
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("found a CPU profile"), "{err}");
+    let ok = run("samples,findings");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let mut rows = 0;
+    tables(
+        &AnalyzeOptions::new(vec![file.display().to_string()]),
+        &[Table::Findings],
+        |_, b| {
+            rows += b.num_rows();
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(rows, 1, "the rwsem finding");
+}

@@ -418,7 +418,7 @@ fn analyze_into(
             },
         );
         let report = analyze_with(&options, Some(&mut product))?.report;
-        product.finish()?;
+        product.finish(&options)?;
         report
     };
     outcome.host = host;

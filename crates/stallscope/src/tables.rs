@@ -60,7 +60,7 @@ pub fn tables(
                 false => analyze_with(&analysis_options, Some(&mut product)),
             };
             let report = run?.report;
-            product.finish()?;
+            product.finish(options)?;
             report
         };
         if findings {
@@ -125,6 +125,8 @@ pub(crate) struct EventTables<'a, S, O> {
     on_open: Option<O>,
     sink: S,
     failed: Option<AnalyzeError>,
+    /// The inputs were opened as traces (not so for CPU-profile text alone).
+    opened: bool,
 }
 
 fn arrow(e: stallscope_tables::ArrowError) -> AnalyzeError {
@@ -147,6 +149,7 @@ where
             on_open: Some(on_open),
             sink,
             failed: None,
+            opened: false,
         }
     }
 
@@ -172,10 +175,15 @@ where
             .collect())
     }
 
-    /// The last batches, or the first error met while building.
-    pub(crate) fn finish(mut self) -> Result<(), AnalyzeError> {
+    /// The last batches, or the first error met while building. Inputs that are no trace
+    /// (CPU-profile text alone: the analysis reads them as profiles) have no event tables:
+    /// the error opening them as traces says so (`options`: what they were read with).
+    pub(crate) fn finish(mut self, options: &AnalyzeOptions) -> Result<(), AnalyzeError> {
         if let Some(e) = self.failed.take() {
             return Err(e);
+        }
+        if !self.opened && !self.which.is_empty() {
+            options.open()?;
         }
         for (t, b) in self.builders {
             for batch in b.finish().map_err(arrow)? {
@@ -192,6 +200,7 @@ where
     O: FnOnce(&[&TraceMeta]),
 {
     fn open(&mut self, inputs: &Inputs) {
+        self.opened = true;
         if let Some(on_open) = self.on_open.take() {
             on_open(&inputs.metas());
         }
