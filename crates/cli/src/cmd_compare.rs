@@ -65,7 +65,7 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<(), CliError> {
         Some("none") => KernelSymbolSource::Off,
         Some(f) => KernelSymbolSource::File(f.to_string()),
     };
-    let opts = stallscope_compare::Options {
+    let opts = stallscope::compare::Options {
         alpha: args.alpha,
         kind: args.kind.clone(),
         comms: args.comms.clone(),
@@ -75,16 +75,16 @@ pub fn run(args: &CompareArgs, out: &mut dyn Write) -> Result<(), CliError> {
             no_user_symbols: false,
         },
     };
-    let c = stallscope_compare::compare(&args.base, &args.new, &opts).map_err(|e| match e {
-        stallscope_compare::CompareError::Read(r) => CliError::Read(r),
-        stallscope_compare::CompareError::Usage(m) => CliError::Usage(m),
+    let c = stallscope::compare::compare(&args.base, &args.new, &opts).map_err(|e| match e {
+        stallscope::compare::CompareError::Read(r) => CliError::Read(r),
+        stallscope::compare::CompareError::Usage(m) => CliError::Usage(m),
     })?;
     match args.format {
         OutputFormat::Json => {
             serde_json::to_writer_pretty(&mut *out, &c)?;
             writeln!(out)?;
         }
-        OutputFormat::Text => stallscope_compare::render::write_text(out, &c)?,
+        OutputFormat::Text => stallscope::compare::render::write_text(out, &c)?,
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! `stallscope critical-path FILE --pid P [--time A..B]`: one task's time over a window as
 //! intervals of running, runnable (who ran instead), sleeping (in which state, woken by
 //! whom, after what) and unknown, with the share each took — adding up to the whole window.
-//! Definitions: `stallscope_timeline::critical_path` (timehist's rows and the sleeps).
+//! Definitions: `stallscope::timeline::critical_path` (timehist's rows and the sleeps).
 //!
 //! ```text
 //! critical path of cyclictest (13092), 608.000000000 .. 609.000000000 (1.000 s)

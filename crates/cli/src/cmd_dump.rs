@@ -1,5 +1,5 @@
 //! `stallscope dump`: normalized events, one per line, in the stable format documented in
-//! `stallscope_model::event` (`TS_NS CPU PID NAME key=value…`); `--format json` writes
+//! `stallscope::model::event` (`TS_NS CPU PID NAME key=value…`); `--format json` writes
 //! JSON lines `{"ts_ns","cpu","pid","event","fields":{…},"source":{"input","line"|"offset"}}`.
 //! Used for cross-format tests and bug reports.
 

@@ -1,6 +1,6 @@
 //! `stallscope iolat`: btt's block I/O phases (Q2Q Q2G G2I Q2M I2D D2C Q2C, plus M2D and
 //! Q2D) with N / min / avg / max per device, per process or per operation, log2 latency
-//! histograms and per-second IOPS / throughput. Definitions: `stallscope_timeline::iolat`
+//! histograms and per-second IOPS / throughput. Definitions: `stallscope::timeline::iolat`
 //! and `docs/iolat.md`.
 //!
 //! Text output follows btt's `-A` layout (seconds with 9 decimals, devices as `(  7,  0)`),
@@ -15,11 +15,11 @@
 //! ```
 //!
 //! Inputs that are all blktrace binary files take a lean path (`stallscope::iolat`, over
-//! `stallscope_read::blktrace::lean`): records are decoded straight into a reused `BlockEvent` and fed to the tracker, with no `Event` (and no
+//! `stallscope::read::blktrace::lean`): records are decoded straight into a reused `BlockEvent` and fed to the tracker, with no `Event` (and no
 //! allocation) per record. Anything unusual in them (garbage between records, a truncated
 //! record, an action stallscope does not model) makes the command start over on the general
 //! path, so errors and data-quality counts are the reader's. With more than one usable CPU
-//! the files are read on a second thread (`stallscope_read::blktrace::lean::batch`) while
+//! the files are read on a second thread (`stallscope::read::blktrace::lean::batch`) while
 //! this one runs the tracker; the output is the same either way.
 //!
 //! JSON (`--format json`), schema `stallscope.iolat/1`:

@@ -1,5 +1,5 @@
 //! `stallscope latency`: the `perf sched latency` table, computed with perf's definitions
-//! (see `stallscope_timeline::latency` for them, line by line).
+//! (see `stallscope::timeline::latency` for them, line by line).
 //!
 //! Text output is perf's layout, so the two can be diffed:
 //!

@@ -1,7 +1,7 @@
 //! `stallscope sleeps`: every sleep that ended, with who ended it — the waker task, its CPU
 //! and context (task, interrupt, softirq, idle), and what it had just done (a block request
 //! completed on its CPU, a work item it was running). Definitions:
-//! `stallscope_timeline::sleeps`.
+//! `stallscope::timeline::sleeps`.
 //!
 //! ```text
 //!        start (s)    sleep    pid  task            state  woken by                     context    after

@@ -1,6 +1,6 @@
 //! `stallscope timehist`: one row per context switch, like `perf sched timehist`, with the
 //! switched-out task's state as an extra column; `--summary` gives perf's runtime summary.
-//! Definitions: `stallscope_timeline::timehist`.
+//! Definitions: `stallscope::timeline::timehist`.
 //!
 //! Text rows use perf's layout (`perf sched timehist --state` adds the same last column):
 //!

@@ -722,3 +722,73 @@ fn an_lkp_compare_table_is_read_alone_and_its_lock_rows_named() {
     assert_eq!(both.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&both.stderr).contains("without --vs"));
 }
+
+/// Per detector: (findings, highest severity) of `analyze --format json` on `file`.
+fn analyze_counts(file: &str) -> std::collections::BTreeMap<String, (u64, Value)> {
+    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["analyze", &path(file), "--format", "json"])
+        .output()
+        .expect("run stallscope");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rank = |s: &Value| ["low", "medium", "high"].iter().position(|&n| s == n);
+    let mut counts = std::collections::BTreeMap::new();
+    for id in v["detectors_run"].as_array().expect("detectors_run") {
+        counts.insert(id.as_str().expect("id").to_string(), (0, Value::Null));
+    }
+    for f in v["findings"].as_array().expect("findings") {
+        let e = counts
+            .get_mut(f["detector"].as_str().expect("detector"))
+            .expect("a finding of a detector that ran");
+        e.0 += 1;
+        if rank(&f["severity"]) > rank(&e.1) {
+            e.1 = f["severity"].clone();
+        }
+    }
+    counts
+}
+
+/// Two views of one fact: a trace's findings in a comparison are its `analyze` findings
+/// (the comparison reads each trace through the same analysis, once), for each detector
+/// that ran: how many, and the highest severity.
+#[test]
+fn a_traces_findings_in_a_comparison_are_its_analyze_findings() {
+    let pairs = [
+        (
+            "fixtures/sched/equal.perf.data",
+            "fixtures/sched/starve.perf.data",
+        ),
+        (
+            "fixtures/detectors/cpu-saturation/healthy-busy.dat.zst",
+            "fixtures/detectors/cpu-saturation/oversubscribed.dat.zst",
+        ),
+        (
+            "fixtures/detectors/dispatch-starvation/deadline.trace.dat.zst",
+            "fixtures/detectors/dispatch-starvation/bfq.trace.dat.zst",
+        ),
+    ];
+    for (base, new) in pairs {
+        let doc = compare(&[base], &[new]);
+        for (file, side) in [(base, "base"), (new, "new")] {
+            let expected = analyze_counts(file);
+            // the new side of each pair is the positive case: there is something to compare
+            assert!(
+                side == "base" || expected.values().any(|(n, _)| *n > 0),
+                "{file}: the positive case should have findings"
+            );
+            for (id, (n, severity)) in &expected {
+                let r = row(&doc["trace"]["detectors"], "detector", id);
+                assert_eq!(r[format!("{side}_findings")][0], *n, "{file} {id}: {r}");
+                assert_eq!(
+                    r[format!("{side}_max_severity")],
+                    *severity,
+                    "{file} {id}: {r}"
+                );
+            }
+        }
+    }
+}

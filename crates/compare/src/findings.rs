@@ -2,18 +2,18 @@
 //! produced, the highest severity and a few titles; and the comparison table of the per-run
 //! counts (Welch's t over the runs, Holm-adjusted over the detectors).
 //!
-//! Traces feed every registered detector through the [`Engine`] while they are summarized
-//! ([`crate::trace::summary`]); profiles are handed to the engine whole
+//! Traces are analyzed with every registered detector by the facade while they are
+//! summarized ([`crate::trace::summary`], [`from_report`]); profiles are handed to the engine whole
 //! ([`Engine::process_profile`], see [`on_profile`]), which runs the profile detectors
 //! (`lock-spinning`).
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use stallscope::detect::engine::DetectorOutcome;
-use stallscope::detect::registry;
-use stallscope::detect::{Engine, Params};
-use stallscope::model::{FindingSeverity, Profile};
+use stallscope_detect::engine::DetectorOutcome;
+use stallscope_detect::registry;
+use stallscope_detect::{Engine, Params};
+use stallscope_model::{Finding, FindingSeverity, Profile, Report};
 
 use crate::stats::{self, Verdict};
 
@@ -40,7 +40,7 @@ pub struct DetectorRun {
 pub type DetectorRuns = BTreeMap<String, DetectorRun>;
 
 /// Every registered detector with its default parameters.
-pub fn all_detectors() -> Vec<Box<dyn stallscope::detect::Detector>> {
+pub fn all_detectors() -> Vec<Box<dyn stallscope_detect::Detector>> {
     registry::DETECTORS
         .iter()
         .map(|e| (e.make)(&Params::defaults(e.info.params)))
@@ -62,6 +62,36 @@ pub fn from_outcomes(outcomes: &[DetectorOutcome]) -> DetectorRuns {
                 .map(|f| f.title.clone())
                 .collect();
         }
+    }
+    out
+}
+
+/// Summarizes an analysis' report (as [`from_outcomes`] an engine's outcomes): the
+/// detectors that ran with their findings, the skipped ones as not run.
+pub fn from_report(report: &Report) -> DetectorRuns {
+    let mut out = DetectorRuns::new();
+    for id in &report.detectors_run {
+        let mine: Vec<&Finding> = report
+            .findings
+            .iter()
+            .filter(|f| &f.detector == id)
+            .collect();
+        out.insert(
+            id.clone(),
+            DetectorRun {
+                ran: true,
+                findings: mine.len(),
+                max_severity: mine.iter().map(|f| f.severity).max(),
+                titles: mine
+                    .iter()
+                    .take(TITLES_KEPT)
+                    .map(|f| f.title.clone())
+                    .collect(),
+            },
+        );
+    }
+    for s in &report.skipped {
+        out.entry(s.id.clone()).or_default();
     }
     out
 }

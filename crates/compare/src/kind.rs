@@ -16,8 +16,8 @@
 
 use std::io::Read;
 
-use stallscope::read::profile::{sniff_profile, ProfileFormat};
-use stallscope::read::{Input, ReadError};
+use stallscope_read::profile::{sniff_profile, ProfileFormat};
+use stallscope_read::{Input, ReadError};
 
 /// The kind of one input file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,12 +70,12 @@ pub fn classify(path: &str) -> Result<InputKind, ReadError> {
     match classify_head(&bytes) {
         Guess::Known(k) => Ok(k),
         Guess::PerfData => {
-            let inputs = stallscope::Inputs::open(&[path.to_string()], None)?;
-            let sched = inputs.metas().iter().any(|m| {
-                m.declared_events
-                    .iter()
-                    .any(|e| e.rsplit(':').next() == Some("sched_switch"))
-            });
+            let reader = stallscope_read::open(path, None, 0)?;
+            let sched = reader
+                .meta()
+                .declared_events
+                .iter()
+                .any(|e| e.rsplit(':').next() == Some("sched_switch"));
             Ok(if sched {
                 InputKind::Trace
             } else {

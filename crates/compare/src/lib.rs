@@ -14,8 +14,12 @@
 //! document (docs/compare.md describes it field by field).
 //!
 //! ```no_run
+//! // traces are read by the facade's analysis: `stallscope::compare::compare`
 //! let opts = stallscope_compare::Options::default();
-//! let c = stallscope_compare::compare(&["a.perf.data".into()], &["b.perf.data".into()], &opts)
+//! let mut no_traces = |p: &str| -> Result<stallscope_compare::trace::TraceRun, _> {
+//!     Err(stallscope_compare::CompareError::Usage(format!("{p}: no trace reader")))
+//! };
+//! let c = stallscope_compare::compare(&["a.txt".into()], &["b.txt".into()], &opts, &mut no_traces)
 //!     .unwrap();
 //! println!("{}", serde_json::to_string_pretty(&c).unwrap());
 //! ```
@@ -32,9 +36,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
-use stallscope::model::{DataQuality, QualityEntry};
-use stallscope::read::profile::{read_profile, ProfileOptions};
-use stallscope::read::ReadError;
+use stallscope_model::{DataQuality, QualityEntry};
+use stallscope_read::profile::{read_profile, ProfileOptions};
+use stallscope_read::ReadError;
 
 use kind::InputKind;
 
@@ -178,14 +182,19 @@ pub fn common_kind(base: &[String], new: &[String]) -> Result<InputKind, Compare
 }
 
 fn quality(dq: &DataQuality) -> BTreeMap<String, QualityEntry> {
-    stallscope::report::quality_entries(dq)
+    stallscope_report::quality_entries(dq)
 }
 
-/// Reads both sides and compares them.
+/// How a trace is read and summarized: the facade's analysis feeding a
+/// [`trace::TraceTally`] from its own reading (`stallscope::compare::compare`).
+pub type TraceSummarizer<'a> = dyn FnMut(&str) -> Result<trace::TraceRun, CompareError> + 'a;
+
+/// Reads both sides and compares them; traces are read by `summarize_trace`.
 pub fn compare(
     base: &[String],
     new: &[String],
     opts: &Options,
+    summarize_trace: &mut TraceSummarizer<'_>,
 ) -> Result<Comparison, CompareError> {
     if !(opts.alpha > 0.0 && opts.alpha < 1.0) {
         return Err(CompareError::Usage(format!(
@@ -260,7 +269,7 @@ pub fn compare(
             out.metrics = Some(m);
         }
         InputKind::Profile => {
-            let read = |paths: &[String]| -> Result<(Vec<stallscope::model::Profile>, DataQuality), CompareError> {
+            let read = |paths: &[String]| -> Result<(Vec<stallscope_model::Profile>, DataQuality), CompareError> {
                 let mut list = Vec::new();
                 let mut dq = DataQuality::default();
                 for p in paths {
@@ -288,12 +297,12 @@ pub fn compare(
             out.profile = Some(pc);
         }
         InputKind::Trace => {
-            let read =
+            let mut read =
                 |paths: &[String]| -> Result<(Vec<trace::TraceRun>, DataQuality), CompareError> {
                     let mut runs = Vec::new();
                     let mut dq = DataQuality::default();
                     for p in paths {
-                        let r = trace::summarize(p)?;
+                        let r = summarize_trace(p)?;
                         dq.merge(&r.quality);
                         runs.push(r);
                     }

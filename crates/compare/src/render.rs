@@ -324,7 +324,7 @@ fn write_detectors(out: &mut dyn Write, rows: &[DetectorRow]) -> io::Result<()> 
                 .collect::<Vec<_>>()
                 .join(",")
         };
-        let sev = |s: Option<stallscope::model::FindingSeverity>| s.map_or("", |s| s.name());
+        let sev = |s: Option<stallscope_model::FindingSeverity>| s.map_or("", |s| s.name());
         writeln!(
             out,
             "  {:<22} base {:<12} {:<6}  new {:<12} {:<6} {}",

@@ -239,6 +239,9 @@ pub mod kind {
     pub const GENERIC: u32 = 1 << 12;
 }
 
+/// Sees each run of analyzed events with its transitions ([`Engine::process_run_observed`]).
+pub type Observer<'o> = dyn FnMut(&Run<'_>) + 'o;
+
 /// A run of events as detectors get it ([`crate::Detector::on_run`]).
 pub struct Run<'a> {
     /// The events, in order.
@@ -452,20 +455,35 @@ impl Engine {
     /// does not depend on how the stream is cut into runs. Events outside the optional time
     /// range are not analyzed.
     pub fn process_run(&mut self, evs: &[Event]) {
+        self.process_run_observed(evs, None);
+    }
+
+    /// [`Engine::process_run`], showing `observer` each run of analyzed events with the
+    /// transitions the timeline made of them (after the timeline, before the detectors):
+    /// how another product reads the one model (quiet transitions are missing when no
+    /// detector wants them, see [`is_quiet`]). The timeline runs for an observer even
+    /// without detectors.
+    pub fn process_run_observed(&mut self, evs: &[Event], mut observer: Option<&mut Observer>) {
         let limit = self.cpu_limit;
         if evs.iter().any(|ev| largest_cpu(ev) >= limit) {
-            return self.process_run_skipping_cpus(evs);
+            return self.process_run_skipping_cpus(evs, observer);
         }
         if let Some((a, b)) = self.time {
             if evs.iter().any(|ev| ev.ts < a || ev.ts > b) {
                 // outside the requested range: not part of the analysis
                 for ev in evs.iter().filter(|ev| ev.ts >= a && ev.ts <= b) {
-                    self.apply_run(std::slice::from_ref(ev));
+                    self.apply_run(std::slice::from_ref(ev), observer.as_deref_mut());
                 }
                 return;
             }
         }
-        self.apply_run(evs);
+        self.apply_run(evs, observer);
+    }
+
+    /// The scheduler state machine the detectors are fed from (task names and states so
+    /// far; at the end, the last ones).
+    pub fn timeline(&self) -> &Timeline {
+        &self.timeline
     }
 
     /// [`Engine::process_run`] of a run holding events that name a CPU the inputs do not
@@ -473,11 +491,11 @@ impl Engine {
     /// corrupt input).
     #[cold]
     #[inline(never)]
-    fn process_run_skipping_cpus(&mut self, evs: &[Event]) {
+    fn process_run_skipping_cpus(&mut self, evs: &[Event], mut observer: Option<&mut Observer>) {
         let limit = self.cpu_limit;
         for part in evs.split(|ev| largest_cpu(ev) >= limit) {
             if !part.is_empty() {
-                self.process_run(part);
+                self.process_run_observed(part, observer.as_deref_mut());
             }
         }
         for ev in evs.iter().filter(|ev| largest_cpu(ev) >= limit) {
@@ -501,7 +519,7 @@ impl Engine {
     }
 
     /// [`Engine::process_run`] of events in the time range.
-    fn apply_run(&mut self, evs: &[Event]) {
+    fn apply_run(&mut self, evs: &[Event], observer: Option<&mut Observer>) {
         if !self.interests_known {
             self.interests();
         }
@@ -523,7 +541,7 @@ impl Engine {
             }
             self.bits.push(bit);
             all_bits |= bit;
-            if self.no_detectors {
+            if self.no_detectors && observer.is_none() {
                 continue;
             }
             let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
@@ -551,6 +569,9 @@ impl Engine {
             everything: self.everything,
             quiet_dropped: self.drop_quiet,
         };
+        if let Some(observe) = observer {
+            observe(&run);
+        }
         for d in &mut self.detectors {
             d.on_run(&run);
         }

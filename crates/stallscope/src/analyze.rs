@@ -237,6 +237,19 @@ pub trait SameReading {
     fn open(&mut self, inputs: &Inputs);
     /// The next events, in time order.
     fn events(&mut self, run: &[stallscope_model::Event]);
+    /// Whether [`SameReading::model`] is wanted (the product reads the one model, not
+    /// only the events). Default: false.
+    fn wants_model(&self) -> bool {
+        false
+    }
+    /// The next analyzed events (those in the `time` range) with the transitions the
+    /// analysis' timeline made of them, after the timeline applied them
+    /// ([`stallscope_detect::engine::Engine::process_run_observed`]); only when
+    /// [`SameReading::wants_model`].
+    fn model(&mut self, _run: &stallscope_detect::engine::Run<'_>) {}
+    /// The model after the last event (task names and last states), before the detectors
+    /// finish; only when [`SameReading::wants_model`].
+    fn end(&mut self, _timeline: &stallscope_timeline::Timeline) {}
 }
 
 /// What [`analyze_with`] gives besides the report: the inputs as read (text formats learn
@@ -452,10 +465,17 @@ fn analysis_pass<P: SameReading + ?Sized>(
         // Runs of up to 64 events, each checked for order by `Inputs` right after this
         // pass, while they are still in L1 (a whole batch, up to 1 MiB, is not).
         let mut visit = |run: &[stallscope_model::Event]| {
-            if let Some(p) = product.as_deref_mut() {
-                p.events(run);
+            match product.as_deref_mut() {
+                Some(p) if p.wants_model() => {
+                    p.events(run);
+                    engine.process_run_observed(run, Some(&mut |r| p.model(r)));
+                }
+                Some(p) => {
+                    p.events(run);
+                    engine.process_run(run);
+                }
+                None => engine.process_run(run),
             }
-            engine.process_run(run);
             if analyzing {
                 for ev in run {
                     profile.push(ev);
@@ -463,6 +483,9 @@ fn analysis_pass<P: SameReading + ?Sized>(
             }
         };
         while inputs.visit_batch(&mut buf, &mut visit)? {}
+        if let Some(p) = product.filter(|p| p.wants_model()) {
+            p.end(engine.timeline());
+        }
     }
     let mut profile_dq = profile.finish(&mut engine, &meta_refs, options.time)?;
     profile_dq.merge(&profile_analysis::feed_text_profiles(

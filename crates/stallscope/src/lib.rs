@@ -13,6 +13,7 @@
 //! ```
 
 pub mod analyze;
+pub mod compare;
 pub mod critical_path;
 pub mod fleet;
 mod input_options;

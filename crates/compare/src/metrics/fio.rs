@@ -20,8 +20,8 @@
 //! there) is skipped; a missing field is counted in the file's data quality.
 
 use serde_json::Value;
-use stallscope::model::Severity;
-use stallscope::read::ReadError;
+use stallscope_model::Severity;
+use stallscope_read::ReadError;
 
 use super::{MetricFile, MetricValue};
 
@@ -38,7 +38,7 @@ pub fn parse(path: &str, text: &str) -> Result<MetricFile, ReadError> {
     let doc: Value = serde_json::from_str(&text[start..]).map_err(|e| {
         ReadError::new(
             path,
-            Some(stallscope::model::SpanPos::Line(
+            Some(stallscope_model::SpanPos::Line(
                 e.line() as u64 + text[..start].lines().count() as u64,
             )),
             "fio JSON output",

@@ -28,10 +28,10 @@
 //! among rising `rwsem_*` rows is rwsem optimistic spinning.
 
 use serde::Serialize;
-use stallscope::detect::detectors::lock_spinning::classify::{classify, family, Family, LockClass};
-use stallscope::model::DataQuality;
-use stallscope::model::Severity;
-use stallscope::read::ReadError;
+use stallscope_detect::detectors::lock_spinning::classify::{classify, family, Family, LockClass};
+use stallscope_model::DataQuality;
+use stallscope_model::Severity;
+use stallscope_read::ReadError;
 
 /// The relative stddev assumed where lkp printed none (it leaves small ones out).
 pub const UNPRINTED_STDDEV_PCT: f64 = 2.0;

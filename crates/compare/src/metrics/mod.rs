@@ -16,8 +16,8 @@ pub mod lkp;
 pub mod perf_stat;
 
 use serde::Serialize;
-use stallscope::model::{DataQuality, Severity};
-use stallscope::read::ReadError;
+use stallscope_model::{DataQuality, Severity};
+use stallscope_read::ReadError;
 
 use crate::stats::{self, change_pct, Summary, Verdict};
 

@@ -31,8 +31,8 @@
 //! do not parse, and `<not counted>`/`<not supported>` values, are counted in the file's
 //! data quality.
 
-use stallscope::model::{DataQuality, Severity};
-use stallscope::read::ReadError;
+use stallscope_model::{DataQuality, Severity};
+use stallscope_read::ReadError;
 
 use super::{MetricFile, MetricValue};
 

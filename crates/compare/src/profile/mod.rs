@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use stallscope::model::profile::{Profile, WeightUnit};
+use stallscope_model::profile::{Profile, WeightUnit};
 
 use crate::stats::{self, change_pct, Summary, Verdict};
 
@@ -314,7 +314,7 @@ fn ranked(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use stallscope::model::profile::WeightedStack;
+    use stallscope_model::profile::WeightedStack;
 
     fn profile(stacks: &[(&[&str], u64)]) -> Profile {
         let mut p = Profile::new(WeightUnit::Samples);

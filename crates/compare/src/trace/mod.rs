@@ -37,11 +37,11 @@ pub mod summary;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use stallscope::model::Tid;
+use stallscope_model::Tid;
 
 use crate::findings::{self, DetectorRow};
 use crate::stats::{self, change_pct, percentile_sorted, Statistic, Summary, Verdict};
-pub use summary::{summarize, TraceRun};
+pub use summary::{TraceRun, TraceTally};
 
 /// Fewest wakeups per side for a latency row to be tested.
 pub const MIN_TESTED: usize = 5;

@@ -1,10 +1,12 @@
 //! One trace file, summarized for comparison: per-task wakeup latencies, context switches
 //! and migrations, and the detectors' findings.
 //!
-//! The events go through the shared [`Timeline`] (the same state machine the detectors use)
-//! and the detector [`Engine`] in one pass. A **wakeup latency** is the time from the wakeup
-//! that made a task runnable (`Runnable { cause: Wakeup }`: `sched_waking` preferred, as in
-//! `perf sched latency`) to its next switch-in (`Running`); waits after a preemption are not
+//! The numbers come from the analysis' own reading ([`TraceTally`], fed by the facade's
+//! `compare` beside the detectors): the events, and the transitions of the analysis'
+//! [`Timeline`] (the one model; no second state machine). A **wakeup latency** is the time
+//! from the wakeup that made a task runnable (`Runnable { cause: Wakeup }`, under the
+//! analysis' wakeup rule: `sched_waking` when recorded, as in `perf sched latency`) to its
+//! next switch-in (`Running`); waits after a preemption are not
 //! wakeup latencies. A **context switch** of a task is a `sched_switch` that switches it in;
 //! a **migration** is a `sched_migrate_task` of it. Tasks are named by their last name (as
 //! perf does); the idle task (pid 0) is not counted.
@@ -14,14 +16,11 @@
 
 use std::collections::BTreeMap;
 
-use stallscope::detect::registry;
-use stallscope::detect::{Engine, Params};
-use stallscope::model::{DataQuality, EventKind, Tid, Ts};
-use stallscope::read::ReadError;
-use stallscope::timeline::{RunnableCause, TaskState, Timeline, Transition, WakeupSelector};
-use stallscope::Inputs;
+use stallscope_detect::engine::Run;
+use stallscope_model::{DataQuality, EventKind, Tid, Ts};
+use stallscope_timeline::{RunnableCause, TaskState, Timeline, Transition};
 
-use crate::findings::{self, DetectorRuns};
+use crate::findings::DetectorRuns;
 
 /// Per-task numbers of one trace.
 #[derive(Clone, Debug, Default)]
@@ -50,33 +49,34 @@ pub struct TraceRun {
     pub quality: DataQuality,
 }
 
-/// Reads and summarizes one trace file.
-pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
-    let mut inputs = Inputs::open(&[path.to_string()], None)?;
-    let metas: Vec<_> = inputs.metas().into_iter().cloned().collect();
-    let meta_refs: Vec<_> = metas.iter().collect();
-    let detectors = registry::DETECTORS
-        .iter()
-        .map(|e| (e.make)(&Params::defaults(e.info.params)))
-        .collect();
-    let mut engine = Engine::new(detectors, &meta_refs);
-    let mut timeline = Timeline::new(WakeupSelector::for_inputs(meta_refs.iter().copied()));
-    let mut per_tid: BTreeMap<Tid, TaskRun> = BTreeMap::new();
-    let (mut first, mut last): (Option<Ts>, Ts) = (None, 0);
-    let mut batch = Vec::new();
-    while inputs.next_batch(&mut batch)? {
-        for ev in &batch {
-            engine.process(ev);
+/// What one trace is summarized from, gathered from the analysis' own reading: its events
+/// and the transitions its timeline made of them (the one model; no second state machine).
+/// The caller (the facade's `compare`) feeds it and finishes it with the analysis' outcome.
+#[derive(Default)]
+pub struct TraceTally {
+    per_tid: BTreeMap<Tid, TaskRun>,
+    first: Option<Ts>,
+    last: Ts,
+    names: BTreeMap<Tid, String>,
+}
+
+impl TraceTally {
+    /// The next analyzed events and their transitions, in time order.
+    pub fn run(&mut self, run: &Run<'_>) {
+        let per_tid = &mut self.per_tid;
+        for ev in run.events {
             if ev.kind.is_scheduling() {
-                first.get_or_insert(ev.ts);
-                last = last.max(ev.ts);
+                self.first.get_or_insert(ev.ts);
+                self.last = self.last.max(ev.ts);
             }
             if let EventKind::Switch(s) = &ev.kind {
                 if s.next.pid != 0 {
                     per_tid.entry(s.next.pid).or_default().switches += 1;
                 }
             }
-            timeline.process(ev, &mut |t| match t {
+        }
+        for (_, t) in run.transitions {
+            match *t {
                 Transition::State {
                     ts,
                     tid,
@@ -94,24 +94,38 @@ pub fn summarize(path: &str) -> Result<TraceRun, ReadError> {
                     .push(ts.saturating_sub(since)),
                 Transition::Migrated { tid, .. } => per_tid.entry(tid).or_default().migrations += 1,
                 _ => {}
-            });
+            }
         }
     }
-    let mut run = TraceRun {
-        path: path.to_string(),
-        duration_ns: first.map_or(0, |f| last.saturating_sub(f)),
-        ..TraceRun::default()
-    };
-    let tasks = timeline.tasks();
-    for (tid, t) in per_tid {
-        let comm = tasks
-            .find(tid)
-            .map_or_else(|| format!("pid-{tid}"), |i| tasks.get(i).comm.to_string());
-        run.tasks.insert((comm, tid), t);
+
+    /// The model after the last event: the tasks' last names (as perf names them).
+    pub fn end(&mut self, timeline: &Timeline) {
+        let tasks = timeline.tasks();
+        for &tid in self.per_tid.keys() {
+            if let Some(i) = tasks.find(tid) {
+                self.names.insert(tid, tasks.get(i).comm.to_string());
+            }
+        }
     }
-    let result = engine.finish();
-    run.detectors = findings::from_outcomes(&result.outcomes);
-    run.quality = inputs.quality();
-    run.quality.merge(&result.quality);
-    Ok(run)
+
+    /// The summary of the trace at `path`, with the analysis' detector outcomes and data
+    /// quality (readers' and timeline's).
+    pub fn finish(self, path: &str, detectors: DetectorRuns, quality: DataQuality) -> TraceRun {
+        let mut run = TraceRun {
+            path: path.to_string(),
+            duration_ns: self.first.map_or(0, |f| self.last.saturating_sub(f)),
+            detectors,
+            quality,
+            ..TraceRun::default()
+        };
+        for (tid, t) in self.per_tid {
+            let comm = self
+                .names
+                .get(&tid)
+                .cloned()
+                .unwrap_or_else(|| format!("pid-{tid}"));
+            run.tasks.insert((comm, tid), t);
+        }
+        run
+    }
 }
