@@ -182,6 +182,13 @@ fn fleet_run(
     serde_json::to_string(&summary).map_err(json_err)
 }
 
+/// The JSON Schema of the report (`stallscope schema report`): the package's report
+/// types are made from it.
+#[pyfunction]
+fn report_schema() -> PyResult<String> {
+    serde_json::to_string(&stallscope::model::report::report_schema()).map_err(json_err)
+}
+
 /// The table names.
 #[pyfunction]
 fn table_names() -> Vec<&'static str> {
@@ -195,6 +202,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
     m.add_function(wrap_pyfunction!(table, m)?)?;
     m.add_function(wrap_pyfunction!(table_names, m)?)?;
+    m.add_function(wrap_pyfunction!(report_schema, m)?)?;
     m.add_function(wrap_pyfunction!(fleet_plan, m)?)?;
     m.add_function(wrap_pyfunction!(fleet_prepare, m)?)?;
     m.add_function(wrap_pyfunction!(fleet_trace, m)?)?;

@@ -16,16 +16,17 @@ expected vs found).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field, fields, make_dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from ._native import StallscopeError, analyze_json, table_names
+from ._native import StallscopeError, analyze_json, report_schema, table_names
 from ._native import table as _table
 
 __all__ = [
     "StallscopeError",
     "Finding",
     "Report",
+    "REPORT_SCHEMA",
     "analyze",
     "table",
     "TABLES",
@@ -34,76 +35,97 @@ __all__ = [
 #: The table names, in documentation order.
 TABLES: List[str] = list(table_names())
 
+#: The JSON Schema of the report (``stallscope schema report``), derived from the Rust report
+#: types: :class:`Report` and :class:`Finding` are made from it, so their fields and docs are
+#: the command's.
+REPORT_SCHEMA: Dict[str, Any] = json.loads(report_schema())
+
 Paths = Union[str, Sequence[str]]
+
+_JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "number": float}
+# the schema definitions that are classes of this package (the others stay dicts)
+_CLASSES = ("Finding",)
 
 
 def _files(paths: Paths) -> List[str]:
     return [paths] if isinstance(paths, str) else [str(p) for p in paths]
 
 
-@dataclass
-class Finding:
-    """One finding: what a detector concluded, with the numbers and events behind it."""
-
-    detector: str
-    severity: str
-    title: str
-    start_ns: int
-    end_ns: int
-    cpus: List[int]
-    tasks: List[Dict[str, Any]]
-    measures: Dict[str, int]
-    evidence: List[Dict[str, Any]]
-    hint: str
-    cause: Optional[Dict[str, str]] = None
-
-    @classmethod
-    def _from(cls, d: Dict[str, Any]) -> "Finding":
-        return cls(
-            detector=d["detector"],
-            severity=d["severity"],
-            title=d["title"],
-            start_ns=d["window"]["start_ns"],
-            end_ns=d["window"]["end_ns"],
-            cpus=list(d.get("cpus", [])),
-            tasks=list(d.get("tasks", [])),
-            measures=dict(d.get("measures", {})),
-            evidence=list(d.get("evidence", [])),
-            hint=d.get("hint", ""),
-            cause=d.get("cause"),
-        )
+def _annotation(prop: Dict[str, Any]) -> Any:
+    """The Python type of a schema property (classes for the report's own definitions)."""
+    if "$ref" in prop:
+        name = prop["$ref"].rsplit("/", 1)[-1]
+        if name in _CLASSES:
+            return name
+        return _annotation(REPORT_SCHEMA["$defs"][name])
+    if "enum" in prop or "oneOf" in prop:
+        return str
+    if "anyOf" in prop:
+        kinds = [_annotation(p) for p in prop["anyOf"] if p.get("type") != "null"]
+        return Optional[kinds[0]] if len(kinds) == 1 else Any
+    kind = prop.get("type", "object")
+    nullable = isinstance(kind, list) and "null" in kind
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "object")
+    if kind == "array":
+        t: Any = List[_annotation(prop.get("items", {}))]
+    elif kind == "object":
+        t = Dict[str, Any]
+    else:
+        t = _JSON_TYPES.get(kind, Any)
+    return Optional[t] if nullable else t
 
 
-@dataclass
-class Report:
-    """The report of one analysis (the ``stallscope.report/1`` document)."""
+def _report_type(name: str, definition: Dict[str, Any], namespace: Dict[str, Any]) -> type:
+    """A dataclass with one field per property of the schema definition ``definition``
+    (required ones first; the others default to ``None``), documented by its descriptions."""
+    props = definition["properties"]
+    required = [p for p in props if p in definition.get("required", [])]
+    optional = [p for p in props if p not in required]
+    spec = [(p, _annotation(props[p])) for p in required]
+    spec += [(p, _annotation(props[p]), field(default=None)) for p in optional]
+    doc = definition.get("description", "")
+    lines = [f"    {p}: {props[p].get('description', '')}".replace("\n", " ") for p in props]
+    namespace = dict(namespace, __doc__=doc + "\n\nFields:\n" + "\n".join(lines))
+    return make_dataclass(name, spec, namespace=namespace)
 
-    findings: List[Finding]
-    inputs: List[Dict[str, Any]]
-    detectors_run: List[str]
-    skipped: List[Dict[str, str]]
-    data_quality: Dict[str, Any]
-    capabilities: Dict[str, Any]
-    nothing_analyzed: Optional[str] = None
-    _json: str = field(default="", repr=False)
 
-    def to_json(self) -> str:
-        """The report as ``stallscope analyze --format json`` prints it."""
-        return self._json
+def _finding_window(self: Any, end: str) -> int:
+    return self.window[end]
 
-    @classmethod
-    def from_json(cls, text: str) -> "Report":
-        d = json.loads(text)
-        return cls(
-            findings=[Finding._from(f) for f in d.get("findings", [])],
-            inputs=d.get("inputs", []),
-            detectors_run=d.get("detectors_run", []),
-            skipped=d.get("skipped", []),
-            data_quality=d.get("data_quality", {}),
-            capabilities=d.get("capabilities", {}),
-            nothing_analyzed=d.get("nothing_analyzed"),
-            _json=text,
-        )
+
+Finding = _report_type(
+    "Finding",
+    REPORT_SCHEMA["$defs"]["Finding"],
+    {
+        "__module__": __name__,
+        "start_ns": property(lambda self: _finding_window(self, "start_ns"), doc="window start"),
+        "end_ns": property(lambda self: _finding_window(self, "end_ns"), doc="window end"),
+        "_from": classmethod(lambda cls, d: cls(**{f.name: d.get(f.name) for f in fields(cls)})),
+    },
+)
+
+
+def _report_from_json(cls: type, text: str) -> Any:
+    d = json.loads(text)
+    values = {f.name: d.get(f.name) for f in fields(cls) if f.name != "_json"}
+    values["findings"] = [Finding._from(f) for f in d.get("findings", [])]
+    r = cls(**values)
+    r._json = text
+    return r
+
+
+Report = _report_type(
+    "Report",
+    REPORT_SCHEMA,
+    {
+        "__module__": __name__,
+        "to_json": lambda self: self._json,
+        "from_json": classmethod(_report_from_json),
+        "_json": "",
+    },
+)
+Report.to_json.__doc__ = "The report as ``stallscope analyze --format json`` prints it."
 
 
 def analyze(

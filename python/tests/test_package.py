@@ -75,3 +75,26 @@ def test_errors_raise_with_the_commands_message(tmp_path):
         stallscope.table(str(SCHED[0]), "nope")
     with pytest.raises(stallscope.StallscopeError, match="unknown detector"):
         stallscope.analyze(str(SCHED[0]), select="nope")
+
+
+def test_report_types_are_the_derived_schema():
+    """Report and Finding are made from the schema the command prints (``stallscope schema
+    report``, derived from the Rust types): one field per schema property, required ones
+    without a default; a finding read back has every key the command writes."""
+    from dataclasses import MISSING, fields
+
+    schema = cli("schema", "report")
+    assert stallscope.REPORT_SCHEMA == schema
+    for cls, definition in ((stallscope.Report, schema), (stallscope.Finding, schema["$defs"]["Finding"])):
+        got = {f.name: f.default is MISSING for f in fields(cls)}
+        want = {p: p in definition["required"] for p in definition["properties"]}
+        assert got == want, cls.__name__
+        assert cls.__doc__.startswith(definition["description"])
+    want = cli("analyze", "--format", "json", SCHED[0])
+    r = stallscope.analyze(str(SCHED[0]))
+    assert r.findings, "the starve fixture has findings"
+    for f, w in zip(r.findings, want["findings"]):
+        for key, value in w.items():
+            assert getattr(f, key) == value, key
+        assert (f.start_ns, f.end_ns) == (w["window"]["start_ns"], w["window"]["end_ns"])
+    assert r.capabilities == want["capabilities"] and r.schema == "stallscope.report/1"

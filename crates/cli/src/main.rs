@@ -17,6 +17,7 @@ mod cmd_iolat;
 mod cmd_latency;
 mod cmd_profile;
 mod cmd_record;
+mod cmd_schema;
 mod cmd_sleeps;
 mod cmd_tables;
 mod cmd_timehist;
@@ -84,6 +85,8 @@ enum Command {
     Profile(cmd_profile::ProfileArgs),
     /// Compare two sets of runs (traces, profiles, perf stat / fio metrics) with significance tests.
     Compare(cmd_compare::CompareArgs),
+    /// Print the JSON Schema of the analyze report (derived from the library's types).
+    Schema(cmd_schema::SchemaArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
         Command::Export(a) => cmd_export::run(a, &mut out),
         Command::Profile(a) => cmd_profile::run(a, &mut out),
         Command::Compare(a) => cmd_compare::run(a, &mut out),
+        Command::Schema(a) => cmd_schema::run(a, &mut out),
     };
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {

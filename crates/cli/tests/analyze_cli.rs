@@ -11,21 +11,14 @@
 use serde_json::Value;
 
 mod common;
-use common::{json, root, run, validate};
+use common::{json, report_errors, root, run};
 
 fn path(rel: &str) -> String {
     root().join(rel).to_string_lossy().into_owned()
 }
 
-fn schema() -> Value {
-    let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");
-    serde_json::from_str(&text).expect("schema json")
-}
-
 fn assert_valid(v: &Value) {
-    let s = schema();
-    let mut errors = Vec::new();
-    validate(v, &s, &s, "$", &mut errors);
+    let errors = report_errors(v);
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
@@ -47,6 +40,30 @@ fn json_reports_validate_against_the_schema() {
     assert!(total > 0, "the schema was checked against real findings");
 }
 
+/// docs/report.schema.json is the schema derived from the report types (`stallscope schema
+/// report`), so the documented schema, the Rust types and the Python package's types (which
+/// read the same derived schema) cannot drift apart.
+#[test]
+fn the_documented_schema_is_the_derived_one() {
+    let out = run(&["schema", "report"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let derived: Value = serde_json::from_slice(&out.stdout).expect("schema json");
+    assert_eq!(
+        common::report_schema(),
+        derived,
+        "docs/report.schema.json is stale: run `stallscope schema report > docs/report.schema.json`"
+    );
+    // the draft the validator applies
+    assert_eq!(
+        derived["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+}
+
 #[test]
 fn the_validator_rejects_a_broken_report() {
     let mut v = json(&[
@@ -58,9 +75,17 @@ fn the_validator_rejects_a_broken_report() {
     v["findings"][0]["severity"] = Value::from("urgent");
     v["findings"][0]["measures"]["worst_wait_ns"] = Value::from(1.5);
     v["findings"][0].as_object_mut().unwrap().remove("hint");
-    let s = schema();
-    let mut errors = Vec::new();
-    validate(&v, &s, &s, "$", &mut errors);
+    let errors = report_errors(&v);
+    for at in [
+        "/findings/0/severity:",
+        "/findings/0/measures/worst_wait_ns:",
+        "/findings/0:",
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(at)),
+            "no error at {at}: {errors:#?}"
+        );
+    }
     assert_eq!(errors.len(), 3, "{errors:#?}");
 }
 

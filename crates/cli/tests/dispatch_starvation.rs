@@ -23,7 +23,7 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 mod common;
-use common::validate;
+use common::report_errors;
 
 const DIR: &str = "fixtures/detectors/dispatch-starvation";
 const ID: &str = "dispatch-starvation";
@@ -392,16 +392,13 @@ fn the_block_request_tracker_agrees_on_the_worst_wait() {
 
 #[test]
 fn json_reports_validate_against_the_schema() {
-    let text = std::fs::read_to_string(root().join("docs/report.schema.json")).expect("schema");
-    let schema: Value = serde_json::from_str(&text).expect("schema json");
     for format in ["tracedat", "blktrace", "blkparse"] {
         let out = ok_stdout(run(
             &["analyze", "--format", "json", "--select", ID],
             &inputs("bfq", format),
         ));
         let v: Value = serde_json::from_str(&out).expect("json");
-        let mut errors = Vec::new();
-        validate(&v, &schema, &schema, "$", &mut errors);
+        let errors = report_errors(&v);
         assert!(errors.is_empty(), "{format}: {errors:#?}");
         assert_eq!(v["schema"], "stallscope.report/1");
         let f = &v["findings"][0];

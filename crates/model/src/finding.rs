@@ -20,12 +20,15 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{Cpu, Tid, Ts};
 
 /// How urgent a finding is. Ordered: `Low < Medium < High`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum FindingSeverity {
     /// Worth knowing; rarely the cause of a user-visible stall.
@@ -64,7 +67,7 @@ impl fmt::Display for FindingSeverity {
 }
 
 /// The time span a finding covers, trace clock ns.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Window {
     /// Start.
     pub start_ns: Ts,
@@ -73,13 +76,13 @@ pub struct Window {
 }
 
 /// A task named by a finding, with its role (`victim`, `culprit`, `waker`, `partner`, …).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FindingTask {
     /// Task id.
     pub pid: Tid,
     /// Name.
     pub comm: String,
-    /// Role in the finding.
+    /// Role in the finding: `victim`, `culprit`, `partner`, `waker`, `issuer`, …
     pub role: String,
     /// Per-task measures (`run_ns`, `slices`, `prio`, …); omitted when empty.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -87,7 +90,7 @@ pub struct FindingTask {
 }
 
 /// One supporting event.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Evidence {
     /// Event time.
     pub ts_ns: Ts,
@@ -106,11 +109,11 @@ pub struct Evidence {
 }
 
 /// One verdict.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Finding {
-    /// Detector id (`runqueue-starvation`).
+    /// Detector id (kebab-case, stable: `runqueue-starvation`).
     pub detector: String,
-    /// Severity, by the detector's documented rules.
+    /// By the detector's documented rules (`stallscope explain ID`).
     pub severity: FindingSeverity,
     /// The measured fact with units and identities.
     pub title: String,
@@ -120,20 +123,22 @@ pub struct Finding {
     pub cpus: Vec<Cpu>,
     /// Tasks involved with their roles.
     pub tasks: Vec<FindingTask>,
-    /// Integer measures keyed `name_unit`.
+    /// Integer measures; the name ends in its unit (`_ns`, `_per_s`, `_permille`, `_x1000`)
+    /// or is a count.
     pub measures: BTreeMap<String, i64>,
     /// Supporting events, in time order.
     pub evidence: Vec<Evidence>,
     /// How to confirm or what to try.
     pub hint: String,
-    /// Why it happened, when the detector concludes a cause (see [`FindingCause`]).
+    /// Why it happened, when the detector concludes a cause; its text is also the hint's
+    /// first sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<FindingCause>,
 }
 
 /// The cause a detector concludes for a finding: a stable kind (snake_case, never renamed) and
 /// a sentence with the numbers that support it (the first sentence of the hint, too).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FindingCause {
     /// Stable kind: `higher_class`, `nice_weight`, `cgroup_weight`, `throttled`, `affinity`,
     /// `interrupt_time`, `not_explained_by_weights`, `context_not_recorded`, `missing_events`,

@@ -7,6 +7,7 @@
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{Finding, Ts};
@@ -15,11 +16,15 @@ use crate::{Finding, Ts};
 pub const REPORT_SCHEMA: &str = "stallscope.report/1";
 
 /// One input file as analyzed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = every_property_required)]
 pub struct ReportInput {
-    /// Path as given.
+    /// Path as given (`-` = stdin).
     pub path: String,
-    /// Format name (`perf-data`, `ftrace-text`, …); null when unknown.
+    /// Detected or forced input format: a trace format (`perf-data`, `perf-pipe`,
+    /// `trace-dat`, `trace-cmd-text`, `ftrace-text`, `perf-script-text`, `blktrace`,
+    /// `blkparse-text`) or a CPU-profile format (`folded`, `perf-report-text`); null when
+    /// unknown.
     pub format: Option<String>,
     /// Kernel release when recorded.
     pub kernel_release: Option<String>,
@@ -27,25 +32,28 @@ pub struct ReportInput {
     pub nr_cpus: Option<u32>,
 }
 
-/// Events available to the detectors.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// What the inputs offer to the detectors.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(transform = every_property_required)]
 pub struct Capabilities {
     /// Event names declared by the inputs or seen while reading, sorted, without system prefix.
     pub events: Vec<String>,
-    /// Events analyzed.
+    /// Events analyzed (side-band name records excluded).
     pub events_read: u64,
-    /// First and last event time analyzed (null when no event).
+    /// First analyzed event time (null when no event).
     pub first_ts_ns: Option<Ts>,
-    /// Last event time analyzed.
+    /// Last analyzed event time (null when no event).
     pub last_ts_ns: Option<Ts>,
-    /// True when per-task system context (policy, nice, cgroups, affinity) was recorded.
+    /// True when per-task system context (policy, nice, cgroups, affinity) was recorded
+    /// with the trace.
     pub system_context: bool,
 }
 
-/// A data-quality counter as shown in the report.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// A data-quality counter as shown in the report: a recoverable input problem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct QualityEntry {
-    /// `info`, `warning` or `error`.
+    /// How much it can distort results.
+    #[schemars(with = "crate::Severity")]
     pub severity: String,
     /// Occurrences.
     pub count: u64,
@@ -56,35 +64,39 @@ pub struct QualityEntry {
 }
 
 /// A detector that did not run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SkippedDetector {
     /// Detector id.
     pub id: String,
-    /// Why (which events are missing).
+    /// Which events are missing.
     pub reason: String,
     /// A command that records what it needs.
     pub record_command: String,
 }
 
-/// The whole result.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The JSON report of `stallscope analyze --format json`. Times are integer nanoseconds
+/// in the trace clock. Adding a field keeps the schema id; renaming or removing one bumps
+/// it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Report {
-    /// Always [`REPORT_SCHEMA`].
+    /// Schema id of this document.
+    #[schemars(extend("const" = "stallscope.report/1"))]
     pub schema: String,
     /// Inputs, in command-line order.
     pub inputs: Vec<ReportInput>,
     /// What the inputs support.
     pub capabilities: Capabilities,
-    /// Data-quality counters by key.
+    /// Recoverable input problems by key (e.g. `lost_chunks`, `switch_prev_mismatch`).
     pub data_quality: BTreeMap<String, QualityEntry>,
-    /// Detectors that ran.
+    /// Ids of the detectors that ran.
     pub detectors_run: Vec<String>,
-    /// Detectors that could not run.
+    /// Detectors whose needed events are missing.
     pub skipped: Vec<SkippedDetector>,
     /// Findings, most severe first.
     pub findings: Vec<crate::Finding>,
-    /// Why nothing could be analyzed, or why the filters match nothing in the inputs
-    /// (`None` when something was analyzed). A CI gate (`--fail-on`) fails on it.
+    /// Why nothing could be analyzed (no readable event, none in the `--time` range) or why
+    /// a `--cpu` / `--pid` filter matches nothing in the inputs; null when something was
+    /// analyzed. With `--fail-on`, analyze exits 2 when this is set.
     #[serde(default)]
     pub nothing_analyzed: Option<String>,
 }
@@ -120,4 +132,30 @@ impl Default for Report {
     fn default() -> Self {
         Report::new()
     }
+}
+
+/// Schema transform of a struct that writes every field, `null` for an absent value: its
+/// properties are all required (a derived `Option` field is only nullable, as serde would
+/// read it when missing).
+fn every_property_required(schema: &mut schemars::Schema) {
+    let names: Vec<serde_json::Value> = schema
+        .get("properties")
+        .and_then(|p| p.as_object())
+        .map(|p| p.keys().map(|k| k.as_str().into()).collect())
+        .unwrap_or_default();
+    schema.insert("required".into(), names.into());
+}
+
+/// The JSON Schema (draft 2020-12) of [`Report`], derived from these types and their
+/// documentation: `docs/report.schema.json` is this, printed by `stallscope schema report`.
+pub fn report_schema() -> serde_json::Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(Report)).unwrap_or_default();
+    if let Some(o) = schema.as_object_mut() {
+        o.insert(
+            "$id".into(),
+            "https://stallscope.dev/schema/report-1.json".into(),
+        );
+        o.insert("title".into(), REPORT_SCHEMA.into());
+    }
+    schema
 }
