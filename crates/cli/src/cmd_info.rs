@@ -258,7 +258,7 @@ pub fn run(args: &InfoArgs, out: &mut dyn Write) -> Result<(), CliError> {
         event_counts,
         lost_events: lost,
         lost_events_unknown_count: lost_unknown,
-        lost_samples: dq.count("lost_samples"),
+        lost_samples: dq.count(stallscope::model::Problem::LostSamples),
         tasks: task_list,
         block,
         data_quality: dq,

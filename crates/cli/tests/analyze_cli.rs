@@ -516,3 +516,51 @@ fn a_gate_never_passes_on_nothing() {
     );
     let _ = std::fs::remove_file(&file);
 }
+
+/// The data-quality registry (`explain data-quality`) is what reports carry: every key a
+/// report holds on damaged and partial fixtures is listed there with the same severity and
+/// meaning, and every key is snake_case.
+#[test]
+fn report_data_quality_is_the_registrys() {
+    let out = run(&["explain", "data-quality"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: std::collections::BTreeMap<String, (String, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            let key = cells.first()?.strip_prefix("| `")?.strip_suffix('`')?;
+            let meaning = cells.get(2)?.strip_suffix(" |")?;
+            Some((key.to_string(), (cells[1].to_string(), meaning.to_string())))
+        })
+        .collect();
+    assert!(rows.len() > 100, "{text}");
+    let mut seen = 0;
+    for rel in [
+        "fixtures/sched/starve.ftrace.txt",
+        "fixtures/sched/starve.perf-script.txt",
+        "fixtures/chain/chain.perf.data.xz",
+        "fixtures/detectors/dispatch-starvation/bfq.blkparse.txt.zst",
+        "fixtures/detectors/lock-spinning/xfs-shared.folded.xz",
+    ] {
+        let v = json(&["analyze", "--format", "json", &path(rel)]);
+        for (key, e) in v["data_quality"].as_object().expect("data_quality") {
+            let (severity, meaning) = rows
+                .get(key)
+                .unwrap_or_else(|| panic!("{rel}: {key} is not in the registry"));
+            assert_eq!(e["severity"], severity.as_str(), "{key}");
+            assert_eq!(e["description"], meaning.as_str(), "{key}");
+            seen += 1;
+        }
+    }
+    assert!(
+        seen >= 3,
+        "the fixtures carry data-quality entries to compare ({seen})"
+    );
+    let one = run(&["explain", "lost_events"]);
+    assert!(String::from_utf8_lossy(&one.stdout).contains("| `lost_events` | error |"));
+}

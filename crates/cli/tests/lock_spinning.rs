@@ -415,7 +415,7 @@ fn time_ranges_restrict_the_profile() {
     let n = measure(f[0], "total_samples");
     assert!((600..=800).contains(&n), "{n}");
     assert!(
-        v["data_quality"]["profile-outside-time"].is_object(),
+        v["data_quality"]["profile_outside_time"].is_object(),
         "{}",
         v["data_quality"]
     );

@@ -13,6 +13,7 @@
 //!   no more than the CPUs plus the switches the model had to repair, which data quality
 //!   counts (`switch_prev_mismatch`, `impossible_transition`, `lost_chunks`).
 
+use stallscope::model::Problem;
 use std::collections::{BTreeMap, HashMap};
 
 use stallscope::model::{Cpu, Tid, Ts};
@@ -191,9 +192,9 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
         }
     }
     let dq = model.timeline().quality();
-    let repairs = dq.count("switch_prev_mismatch")
-        + dq.count("impossible_transition")
-        + dq.count("lost_chunks");
+    let repairs = dq.count(Problem::SwitchPrevMismatch)
+        + dq.count(Problem::ImpossibleTransition)
+        + dq.count(Problem::LostChunks);
     let cpus = rows.keys().map(|k| k.0).max().map_or(0, |c| c as u64 + 1);
     // runs of unknown length (run_ns 0: timehist's first row on a CPU) are no runs
     let unmatched = rows.values().flatten().filter(|r| r.run_ns > 0).count() as u64 - matched_rows;

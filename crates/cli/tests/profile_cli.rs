@@ -245,7 +245,7 @@ fn perf_script_text_from_stdin_streams() {
     assert_eq!(doc["format"], "perf-script-text");
     assert_eq!(doc["stacks"], 75);
     assert_eq!(doc["total_weight"], 75 * 500_250u64);
-    assert_eq!(doc["quality"]["profile-no-callchain"]["count"], 1);
+    assert_eq!(doc["quality"]["profile_no_callchain"]["count"], 1);
     let leaf = doc["functions"]
         .as_array()
         .unwrap()

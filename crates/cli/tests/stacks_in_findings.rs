@@ -233,7 +233,7 @@ fn user_frames_of_perf_data_stacks_are_named_by_their_mappings() {
         "{frames:?}"
     );
     let notes = v["data_quality"].to_string();
-    assert!(notes.contains("user-symbols"), "{notes}");
+    assert!(notes.contains("user_symbols"), "{notes}");
 }
 
 #[test]
@@ -242,7 +242,7 @@ fn user_frames_of_a_trace_dat_are_said_to_be_unnamed() {
     let path = root().join("fixtures/real_world/stacks_markers.dat");
     let v: Value = json(&["analyze", "--format", "json", path.to_str().unwrap()]);
     assert!(
-        v["data_quality"]["user-frames-unnamed"]["count"]
+        v["data_quality"]["user_frames_unnamed"]["count"]
             .as_u64()
             .unwrap()
             > 0,

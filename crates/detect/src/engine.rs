@@ -22,8 +22,8 @@ use std::collections::BTreeSet;
 
 use rustc_hash::FxHashSet;
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, Finding, InputFormat, Severity, SystemContext,
-    TaskContext, Tid, TraceMeta, Ts,
+    Comm, DataQuality, Event, EventKind, Finding, InputFormat, Problem, SystemContext, TaskContext,
+    Tid, TraceMeta, Ts,
 };
 use stallscope_timeline::{Timeline, Transition, WakeupSelector};
 
@@ -499,22 +499,16 @@ impl Engine {
             }
         }
         for ev in evs.iter().filter(|ev| largest_cpu(ev) >= limit) {
-            self.dq.add(
-                "event_cpu_out_of_range",
-                Severity::Error,
-                "an event names a CPU number the trace does not have (corrupt input); the event is skipped",
-                1,
-                || {
-                    format!(
-                        "input #{} {}: {} names CPU {} (the trace has CPUs 0-{})",
-                        ev.span.input(),
-                        ev.span.pos(),
-                        ev.kind.name(),
-                        largest_cpu(ev),
-                        limit - 1
-                    )
-                },
-            );
+            self.dq.add(Problem::EventCpuOutOfRange, 1, || {
+                format!(
+                    "input #{} {}: {} names CPU {} (the trace has CPUs 0-{})",
+                    ev.span.input(),
+                    ev.span.pos(),
+                    ev.kind.name(),
+                    largest_cpu(ev),
+                    limit - 1
+                )
+            });
         }
     }
 
@@ -675,13 +669,7 @@ impl Engine {
                 (None, Some(load)) => match load() {
                     Ok(k) => Some(k),
                     Err(note) => {
-                        self.dq.add(
-                            "stack-frames-unnamed",
-                            Severity::Info,
-                            "kernel frames of the stacks recorded with events are shown as addresses (no kernel symbol table)",
-                            1,
-                            || note,
-                        );
+                        self.dq.add(Problem::StackFramesUnnamed, 1, || note);
                         None
                     }
                 },
@@ -699,13 +687,9 @@ impl Engine {
                 }
                 None if !frames.is_empty() => {
                     let n = frames.len() as u64;
-                    self.dq.add(
-                        "user-frames-unnamed",
-                        Severity::Info,
-                        "user-space frames of the stacks recorded with events are shown as addresses: the trace does not say which files the processes had mapped (perf record -g records them: its user frames are named)",
-                        n,
-                        || format!("{n} distinct user addresses"),
-                    );
+                    self.dq.add(Problem::UserFramesUnnamed, n, || {
+                        format!("{n} distinct user addresses")
+                    });
                 }
                 _ => {}
             }
@@ -905,7 +889,7 @@ mod tests {
             en.finish()
         };
         let (good, got) = (run(&clean), run(&bad));
-        assert_eq!(got.quality.count("event_cpu_out_of_range"), 3);
+        assert_eq!(got.quality.count(Problem::EventCpuOutOfRange), 3);
         assert_eq!(
             got.events_read, good.events_read,
             "skipped events are not analyzed"

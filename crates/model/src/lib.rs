@@ -29,7 +29,7 @@ pub use event::{
 pub use finding::{Evidence, Finding, FindingCause, FindingSeverity, FindingTask, Window};
 pub use meta::{InputFormat, TraceMeta};
 pub use profile::{Profile, SymbolId, WeightUnit, WeightedStack};
-pub use quality::{DataQuality, Severity, StatEntry};
+pub use quality::{DataQuality, Problem, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};
 pub use sched_record::{SchedBatch, SchedRecord, SchedRecordKind};
 pub use state::{KernelStateEncoding, PrevState};

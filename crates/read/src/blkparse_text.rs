@@ -27,20 +27,12 @@
 //! (`blkparse_lines_out_of_order`). A longer input is handed out as read after that.
 
 use stallscope_model::time::{parse_secs_frac, parse_u64};
-use stallscope_model::{DataQuality, Event, EventKind, InputFormat, Rwbs, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Event, EventKind, InputFormat, Problem, Rwbs, TraceMeta};
 
 use crate::text_common::block::{blkparse_event, parse_dev};
 use crate::text_common::lines::{Line, LineSource};
 use crate::text_common::state::TextState;
 use crate::{EventReader, Input, ReadError};
-
-/// Data-quality keys of this reader.
-mod key {
-    pub const SUMMARY: &str = "blkparse_summary_lines";
-    pub const UNMODELED: &str = "blkparse_unmodeled_action";
-    pub const INPUT_NOTE: &str = "blkparse_input_file_notes";
-    pub const OUT_OF_ORDER: &str = "blkparse_lines_out_of_order";
-}
 
 /// Events held to be handed out in time order (see the module doc).
 pub const REORDER_EVENTS: usize = 1 << 20;
@@ -176,24 +168,14 @@ fn handle(st: &mut TextState, in_summary: &mut bool, line: &Line<'_>) {
     let text = line.text;
     if *in_summary || is_summary_start(text) {
         *in_summary = true;
-        st.note_deferred(
-            key::SUMMARY,
-            Severity::Info,
-            "blkparse summary lines after the events (per-CPU and total statistics), not read",
-            line,
-        );
+        st.note_deferred(Problem::BlkparseSummaryLines, line);
         return;
     }
     if text.trim_ascii().is_empty() || text.starts_with(b"#") {
         return;
     }
     if text.starts_with(b"Input file ") {
-        st.note_deferred(
-            key::INPUT_NOTE,
-            Severity::Info,
-            "blkparse `Input file … added` notes (its stderr) in the text, skipped",
-            line,
-        );
+        st.note_deferred(Problem::BlkparseInputFileNotes, line);
         return;
     }
     let Some(c) = columns(text) else {
@@ -225,12 +207,7 @@ fn handle(st: &mut TextState, in_summary: &mut bool, line: &Line<'_>) {
                 callchain: None,
             });
         }
-        Err(true) => st.note_deferred(
-            key::UNMODELED,
-            Severity::Info,
-            "blkparse actions not modeled as events (S: sleep waiting for a request)",
-            line,
-        ),
+        Err(true) => st.note_deferred(Problem::BlkparseUnmodeledAction, line),
         Err(false) => st.unparsed(line),
     }
 }
@@ -287,13 +264,8 @@ impl EventReader for BlkparseTextReader {
                     if *late_lines > 0 {
                         h.sort_by_key(|e| e.ts);
                         let n = *late_lines;
-                        st.dq.add(
-                            key::OUT_OF_ORDER,
-                            Severity::Info,
-                            "lines earlier than a line before them (an excerpt put together by grep?): the events are read in time order",
-                            n,
-                            || format!("{n} lines"),
-                        );
+                        st.dq
+                            .add(Problem::BlkparseLinesOutOfOrder, n, || format!("{n} lines"));
                     }
                     st.out.extend(h);
                 }
@@ -342,7 +314,7 @@ mod tests {
             ts.push(ev.ts);
         }
         assert_eq!(ts, [100_000_000, 500_000_000, 899_000_000, 900_000_000]);
-        assert_eq!(r.quality().count(key::OUT_OF_ORDER), 2);
+        assert_eq!(r.quality().count(Problem::BlkparseLinesOutOfOrder), 2);
     }
 
     #[test]

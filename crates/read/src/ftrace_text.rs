@@ -25,7 +25,7 @@
 //! such lines are counted under `ftrace_raw_or_hex_lines` and skipped. Stack traces are
 //! counted and skipped. Blank lines and `#` comments are part of the grammar.
 
-use stallscope_model::{InputFormat, Severity};
+use stallscope_model::{InputFormat, Problem};
 
 use crate::text_common::context::parse_kernel_context;
 use crate::text_common::kernel_line::{
@@ -34,7 +34,7 @@ use crate::text_common::kernel_line::{
 };
 use crate::text_common::line_reader::LineReader;
 use crate::text_common::lines::Line;
-use crate::text_common::state::{key, TextState};
+use crate::text_common::state::TextState;
 use crate::{Input, ReadError};
 
 /// Reader of kernel ftrace text: the shared line loop driven by this module's line handler.
@@ -73,12 +73,7 @@ fn handle_line(st: &mut TextState, line: &Line<'_>) {
     } else if is_stack_line(t) {
         skipped_stack_line(st, line);
     } else if is_raw_option_line(t) {
-        st.note_deferred(
-            key::RAW_OPTION,
-            Severity::Error,
-            "lines printed with the tracefs `raw` or `hex` option carry event type numbers instead of names and cannot be decoded from text; re-read the trace with those options off",
-            line,
-        );
+        st.note_deferred(Problem::FtraceRawOrHexLines, line);
     } else {
         st.unparsed(line);
     }
@@ -89,13 +84,7 @@ fn cpu_buffer_started(st: &mut TextState, line: &Line<'_>) {
     if token_after(line.text, b"CPU").is_some()
         && memchr::memmem::find(line.text, b"buffer started").is_some()
     {
-        st.note(
-            key::CPU_BUFFER_STARTED,
-            Severity::Info,
-            "CPUs whose buffer starts later than the others (`annotate` marker): earlier events of that CPU are not in the trace",
-            1,
-            line,
-        );
+        st.note(Problem::CpuBufferStartedLate, 1, line);
     } else {
         st.unparsed(line);
     }
@@ -137,22 +126,22 @@ mod tests {
         assert_eq!(ev.len(), 2);
         assert_eq!(ev[0].dump_line(), "1000002000 1 -1 lost_events count=523");
         assert_eq!(ev[1].pid, 1);
-        assert_eq!(r.quality().count(key::LOST), 523);
+        assert_eq!(r.quality().count(Problem::LostEvents), 523);
     }
 
     #[test]
     fn raw_option_and_garbage_are_counted() {
         let (ev, r) = read("8786 1 318686125345 type: 372\n0000230e 00000001 0000004a426d3ca8 type: 371\n\nnonsense line\n");
         assert!(ev.is_empty());
-        assert_eq!(r.quality().count(key::RAW_OPTION), 2);
-        assert_eq!(r.quality().count(key::UNPARSED), 1);
+        assert_eq!(r.quality().count(Problem::FtraceRawOrHexLines), 2);
+        assert_eq!(r.quality().count(Problem::UnparsedLines), 1);
     }
 
     #[test]
     fn truncated_last_line_is_counted_not_fatal() {
         let (ev, r) = read("            bash-1    [001] d..2.     1.000002: sched_waking: comm=a pid=2 prio=120 target_cpu=001\n            bash-1    [001] d..2.     1.0000");
         assert_eq!(ev.len(), 1);
-        assert_eq!(r.quality().count(key::TRUNCATED), 1);
-        assert_eq!(r.quality().count(key::UNPARSED), 0);
+        assert_eq!(r.quality().count(Problem::TruncatedLastLine), 1);
+        assert_eq!(r.quality().count(Problem::UnparsedLines), 0);
     }
 }

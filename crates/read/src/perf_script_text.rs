@@ -28,13 +28,13 @@
 
 use memchr::memchr_iter;
 use stallscope_model::time::parse_u64;
-use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Event, InputFormat, Problem, TraceMeta};
 
 use crate::text_common::context::{parse_perf_context, Context};
 use crate::text_common::kernel_line::{note_payload_form, split_name};
 use crate::text_common::lines::{Line, LineSource};
 use crate::text_common::payload::event_kind;
-use crate::text_common::state::{key, TextState};
+use crate::text_common::state::TextState;
 use crate::{EventReader, Input, ReadError};
 
 /// Reader of `perf script` text.
@@ -70,10 +70,6 @@ fn is_frame_line(text: &[u8]) -> bool {
         _ => false,
     }
 }
-
-/// What [`key::WRAPPED`] counts.
-const WRAPPED_DESC: &str =
-    "event and frame lines broken over several lines (mail-wrapped), read joined";
 
 /// `(start, name)` of the kernel function a frame line names
 /// (`\tffffffff813a89c4 try_to_wake_up+0x3a4 ([kernel.kallsyms])` → `(0xffffffff813a8620,
@@ -124,8 +120,7 @@ impl PerfScriptTextReader {
         while let Some(line) = self.lines.next_line()? {
             if rest_may_follow && is_wrapped_rest(line.text) {
                 rest_may_follow = !line.text.trim_ascii_end().ends_with(b")");
-                self.st
-                    .note(key::WRAPPED, Severity::Info, WRAPPED_DESC, 1, &line);
+                self.st.note(Problem::WrappedLinesJoined, 1, &line);
                 continue;
             }
             if is_frame_line(line.text) {
@@ -146,13 +141,7 @@ impl PerfScriptTextReader {
                             self.kernel_functions.entry(start).or_insert(name);
                         }
                     }
-                    None => self.st.note(
-                        key::BAD_CALLCHAIN,
-                        Severity::Warning,
-                        "indented lines in a callchain block that are not `ADDRESS SYMBOL (DSO)` frames (skipped)",
-                        1,
-                        &line,
-                    ),
+                    None => self.st.note(Problem::BadCallchainLines, 1, &line),
                 }
             } else if line.text.trim_ascii().is_empty() {
                 self.st.check_line(&line);
@@ -192,13 +181,7 @@ impl PerfScriptTextReader {
         }
         if is_frame_line(t) {
             // A frame outside a block: nothing to attach it to.
-            self.st.note(
-                key::BAD_CALLCHAIN,
-                Severity::Warning,
-                "indented lines in a callchain block that are not `ADDRESS SYMBOL (DSO)` frames (skipped)",
-                1,
-                &line,
-            );
+            self.st.note(Problem::BadCallchainLines, 1, &line);
             return Ok(());
         }
         // a header wrapped by a mail client: its rest on the following line(s)
@@ -229,13 +212,7 @@ impl PerfScriptTextReader {
             unterminated,
         };
         if wraps > 0 {
-            self.st.note(
-                key::WRAPPED,
-                Severity::Info,
-                "event lines broken over several lines (mail-wrapped), read joined",
-                wraps,
-                &line,
-            );
+            self.st.note(Problem::WrappedLinesJoined, wraps, &line);
         }
         let t = line.text;
         let Some(ctx) = parse_perf_context(t) else {
@@ -286,7 +263,7 @@ impl EventReader for PerfScriptTextReader {
             }
             if self.done {
                 // mostly sample lines without a time column: the file is a profile
-                let unparsed = self.st.dq.count(key::UNPARSED);
+                let unparsed = self.st.dq.count(Problem::UnparsedLines);
                 if let (0, Some((line, n))) = (self.handed, self.untimed.filter(|u| u.1 > unparsed))
                 {
                     self.untimed = None;
@@ -301,13 +278,9 @@ impl EventReader for PerfScriptTextReader {
                 }
                 if let Some((line, n)) = self.untimed.take() {
                     let path = self.st.path.clone();
-                    self.st.dq.add(
-                        "untimed_sample_lines",
-                        Severity::Warning,
-                        "sample lines without a time column, not events of the trace (skipped; `stallscope profile` reads them)",
-                        n,
-                        || format!("{path}:{line}"),
-                    );
+                    self.st
+                        .dq
+                        .add(Problem::UntimedSampleLines, n, || format!("{path}:{line}"));
                 }
                 return Ok(None);
             }
@@ -348,12 +321,7 @@ fn build_event(st: &mut TextState, line: &Line<'_>, ctx: &Context<'_>) -> Option
         rest = rest[digits..].trim_ascii_start();
     }
     if rest.starts_with(b"PERF_RECORD_") {
-        st.note_deferred(
-            key::SIDE_BAND,
-            Severity::Info,
-            "perf side-band records printed by --show-*-events (PERF_RECORD_COMM, _FORK, …), skipped",
-            line,
-        );
+        st.note_deferred(Problem::PerfSideBandLinesSkipped, line);
         return None;
     }
     let Some((full_name, payload)) = split_name(rest) else {
@@ -366,12 +334,7 @@ fn build_event(st: &mut TextState, line: &Line<'_>, ctx: &Context<'_>) -> Option
     let cpu = match ctx.cpu {
         Some(c) => c,
         None => {
-            st.note_deferred(
-                key::NO_CPU,
-                Severity::Warning,
-                "events printed without a CPU column (record with -a or perf sched record to get it): they are put on CPU 0",
-                line,
-            );
+            st.note_deferred(Problem::CpuNotRecorded, line);
             0
         }
     };
@@ -507,8 +470,8 @@ mod tests {
         );
         assert_eq!(ev[1].dump_line(), "725496088000 0 17651 cpu-clock:pppH");
         assert_eq!(ev[1].callchain.as_deref(), Some(&[0x150afu64][..]));
-        assert_eq!(r.quality().count(key::SIDE_BAND), 1);
-        assert_eq!(r.quality().count(key::NO_CPU), 1);
+        assert_eq!(r.quality().count(Problem::PerfSideBandLinesSkipped), 1);
+        assert_eq!(r.quality().count(Problem::CpuNotRecorded), 1);
     }
 
     #[test]

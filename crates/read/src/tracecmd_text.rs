@@ -120,8 +120,8 @@ fn without_instance_prefix(t: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::text_common::state::key;
     use crate::EventReader;
+    use stallscope_model::Problem;
 
     fn read(text: &str) -> (Vec<String>, TraceCmdTextReader) {
         let input = Input::from_bytes("t.txt", text.as_bytes().to_vec()).expect("input");
@@ -141,7 +141,7 @@ mod tests {
             vec!["0 1 -1 lost_events count=5231".to_string()],
             "{ev:?}"
         );
-        assert_eq!(r.quality().count(key::UNPARSED), 0);
+        assert_eq!(r.quality().count(Problem::UnparsedLines), 0);
     }
 
     #[test]
@@ -157,7 +157,10 @@ mod tests {
                 "392162131000 2 12615 sched_switch prev_comm=bash prev_pid=12615 prev_prio=120 prev_state=S next_comm=bash next_pid=12622 next_prio=120".to_string(),
             ]
         );
-        assert_eq!(r.quality().count(key::LOST_UNKNOWN), 1);
-        assert_eq!(r.quality().count(key::PLUGIN_STATE), 1);
+        assert_eq!(r.quality().count(Problem::LostEventsUnknownCount), 1);
+        assert_eq!(
+            r.quality().count(Problem::PrevStatePreemptionUnavailable),
+            1
+        );
     }
 }

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use stallscope_model::Event;
+use stallscope_model::{Event, Problem};
 use stallscope_read::perf_data::PerfDataReader;
 use stallscope_read::tracedat::TraceDatReader;
 use stallscope_read::{EventReader, Input};
@@ -43,7 +43,7 @@ fn by_event_quality(mut r: Box<dyn EventReader>) -> (Vec<String>, Option<String>
     loop {
         match r.next_event() {
             Ok(Some(e)) => out.push(line(&e)),
-            Ok(None) => return (out, None, r.quality().count("perf_data_cut_record")),
+            Ok(None) => return (out, None, r.quality().count(Problem::PerfDataCutRecord)),
             Err(e) => return (out, Some(e.to_string()), 0),
         }
     }

@@ -22,7 +22,7 @@ mod block_support;
 use std::path::Path;
 
 use block_support::*;
-use stallscope_model::{BlockAction, Event, EventKind};
+use stallscope_model::{BlockAction, Event, EventKind, Problem};
 
 /// Token spans of `s` (start, end) split on blanks.
 fn spans(s: &str) -> Vec<(usize, usize)> {
@@ -152,7 +152,7 @@ fn check_against_blkparse(dir: &Path, name: &str, expect_unmodeled: u64) {
     let (sleeps, theirs): (Vec<_>, Vec<_>) = theirs.into_iter().partition(|l| l.header[4] == "S");
     let (events, dq) = read_all(&dir.join(name));
     assert_eq!(
-        dq.count("blktrace_unmodeled_action"),
+        dq.count(Problem::BlktraceUnmodeledAction),
         expect_unmodeled,
         "{dq:?}"
     );

@@ -15,11 +15,11 @@
 mod block_support;
 
 use block_support::*;
-use stallscope_model::{BlockAction, EventKind};
+use stallscope_model::{BlockAction, EventKind, Problem};
 
 fn text_dump(path: &std::path::Path) -> Vec<String> {
     let (events, dq) = read_all(path);
-    assert_eq!(dq.count("unparsed_lines"), 0, "{dq:?}");
+    assert_eq!(dq.count(Problem::UnparsedLines), 0, "{dq:?}");
     dump_lines(&events, 0)
 }
 
@@ -32,10 +32,10 @@ fn blkparse_text_equals_binary() {
     for name in ["blkparse_default.txt", "blkparse_track_ios.txt"] {
         let (events, dq) = read_all(&dir.join(name));
         assert!(
-            dq.count("blkparse_summary_lines") > 0,
+            dq.count(Problem::BlkparseSummaryLines) > 0,
             "{name}: summary seen"
         );
-        assert_eq!(dq.count("unparsed_lines"), 0, "{name}: {dq:?}");
+        assert_eq!(dq.count(Problem::UnparsedLines), 0, "{name}: {dq:?}");
         assert_eq!(dump_lines(&events, 0), expected, "{name}");
     }
 }
@@ -69,10 +69,10 @@ fn blkparse_of_synthetic_files_equals_binary() {
         }
     }
     let (events, dq) = read_all(&txt);
-    assert_eq!(dq.count("unparsed_lines"), 0, "{dq:?}");
+    assert_eq!(dq.count(Problem::UnparsedLines), 0, "{dq:?}");
     assert_eq!(
-        dq.count("blkparse_unmodeled_action"),
-        bin_dq.count("blktrace_unmodeled_action")
+        dq.count(Problem::BlkparseUnmodeledAction),
+        bin_dq.count(Problem::BlktraceUnmodeledAction)
     );
     let base = bin[0].ts - events[0].ts;
     assert_eq!(dump_lines(&events, 0), dump_lines(&bin, base));

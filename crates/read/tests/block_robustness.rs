@@ -6,7 +6,7 @@
 mod block_support;
 
 use block_support::*;
-use stallscope_model::SpanPos;
+use stallscope_model::{Problem, SpanPos};
 use stallscope_read::blktrace::BlktraceReader;
 use stallscope_read::{blkparse_text, EventReader, Input, ReadError};
 
@@ -66,8 +66,8 @@ fn garbage_and_unknown_actions_are_counted() {
     bytes.extend(encode(&recs[4..], 0, false));
     let (n, err, dq) = drain("g.blktrace.0", bytes);
     assert!(err.is_none(), "{err:?}");
-    assert_eq!(dq.count("blktrace_garbage"), 1, "{dq:?}");
-    assert_eq!(dq.count("blktrace_unknown_action"), 1, "{dq:?}");
+    assert_eq!(dq.count(Problem::BlktraceGarbage), 1, "{dq:?}");
+    assert_eq!(dq.count(Problem::BlktraceUnknownAction), 1, "{dq:?}");
     // Every real record still came out: all but process notes and the sleep request.
     let notes = recs
         .iter()
@@ -126,7 +126,7 @@ CPU0 (loop0):\n Reads Queued: 1\n";
     }
     let dq = r.quality();
     assert_eq!(n, 2);
-    assert_eq!(dq.count("unparsed_lines"), 2, "{dq:?}");
-    assert_eq!(dq.count("blkparse_unmodeled_action"), 1);
-    assert_eq!(dq.count("blkparse_summary_lines"), 2);
+    assert_eq!(dq.count(Problem::UnparsedLines), 2, "{dq:?}");
+    assert_eq!(dq.count(Problem::BlkparseUnmodeledAction), 1);
+    assert_eq!(dq.count(Problem::BlkparseSummaryLines), 2);
 }

@@ -15,7 +15,7 @@
 mod block_support;
 
 use block_support::*;
-use stallscope_model::{BlockAction, Event, EventKind};
+use stallscope_model::{BlockAction, Event, EventKind, Problem};
 
 fn fixture() -> std::path::PathBuf {
     repo().join("fixtures/block/tracepoints/block.perf.data")
@@ -97,7 +97,7 @@ fn parse_perf_line(l: &str) -> Option<(u64, u32, i32, String, String)> {
 fn perf_data_block_events_equal_perf_script() {
     let (events, dq) = read_all(&fixture());
     assert!(events.len() > 100, "{}", events.len());
-    assert_eq!(dq.count("unrecognized_sched_payload"), 0);
+    assert_eq!(dq.count(Problem::UnrecognizedSchedPayload), 0);
     if !stallscope_testkit::require("perf", perf_available(), "apt-get install linux-perf") {
         return;
     }
@@ -158,7 +158,7 @@ fn perf_script_text_of_the_capture_equals_perf_data() {
     std::fs::write(&txt, &out.stdout).unwrap();
     let (bin, _) = read_all(&fixture());
     let (text, dq) = read_all(&txt);
-    assert_eq!(dq.count("unrecognized_sched_payload"), 0, "{dq:?}");
+    assert_eq!(dq.count(Problem::UnrecognizedSchedPayload), 0, "{dq:?}");
     let block = |v: &[Event]| -> Vec<String> {
         v.iter()
             .filter(|e| matches!(e.kind, EventKind::Block(_)))

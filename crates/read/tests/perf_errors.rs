@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use stallscope_model::{EventKind, SpanPos};
+use stallscope_model::{EventKind, Problem, SpanPos};
 use stallscope_read::perf_data::PerfDataReader;
 use stallscope_read::{EventReader, Input, ReadError};
 
@@ -187,15 +187,15 @@ fn lost_records_become_events_and_an_error_counter_and_unknown_types_are_counted
     let _ = t2;
     assert_eq!(lost, vec![(t1, 1, Some(7))]);
     let q = r.quality();
-    assert_eq!(q.count("lost_events"), 7);
-    assert_eq!(q.count("lost_samples"), 5);
+    assert_eq!(q.count(Problem::LostEvents), 7);
+    assert_eq!(q.count(Problem::LostSamples), 5);
     assert_eq!(
         q.entries()
             .find(|(k, _)| *k == "lost_events")
             .map(|(_, v)| v.severity),
         Some(stallscope_model::Severity::Error)
     );
-    assert_eq!(q.count("perf_unknown_record_types"), 1);
+    assert_eq!(q.count(Problem::PerfUnknownRecordTypes), 1);
 }
 
 #[test]

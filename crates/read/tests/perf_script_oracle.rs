@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use stallscope_model::{Event, EventKind, FieldValue};
+use stallscope_model::{Event, EventKind, FieldValue, Problem};
 use stallscope_read::perf_data::PerfDataReader;
 use stallscope_read::{EventReader, Input};
 
@@ -132,8 +132,8 @@ fn our_samples(path: &Path) -> Vec<Event> {
             out.push(e);
         }
     }
-    assert_eq!(r.quality().count("perf_bad_tracepoint_record"), 0);
-    assert_eq!(r.quality().count("perf_unknown_sample_id"), 0);
+    assert_eq!(r.quality().count(Problem::PerfBadTracepointRecord), 0);
+    assert_eq!(r.quality().count(Problem::PerfUnknownSampleId), 0);
     out
 }
 

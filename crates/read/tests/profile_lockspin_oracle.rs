@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use stallscope_model::Profile;
+use stallscope_model::{Problem, Profile};
 use stallscope_read::profile::{
     perf_script, read_profile, KernelSymbolSource, ProfileOptions, ProfileRead,
 };
@@ -121,7 +121,12 @@ fn perf_data_with_kallsyms_matches_perf_report_kernel_entries() {
             (user_ours - user_perf).abs() <= slack,
             "{case}: user {user_ours} vs perf {user_perf}"
         );
-        assert_eq!(r.quality.count("kernel-symbols"), 0, "{case}");
+        assert_eq!(
+            (r.quality.count(Problem::KernelSymbols)
+                + r.quality.count(Problem::KernelSymbolsReleaseUnknown)),
+            0,
+            "{case}"
+        );
     }
     std::fs::remove_file(&kallsyms).unwrap();
 }
@@ -169,7 +174,7 @@ fn perf_report_graph_text_matches_perf_report_sort_sym() {
     for case in CASES {
         let text = std::fs::read_to_string(dir().join(format!("{case}.report-graph.txt"))).unwrap();
         let r = stallscope_read::profile::perf_report::parse(case, &text).unwrap();
-        assert_eq!(r.quality.count("perf-report-bad-line"), 0, "{case}");
+        assert_eq!(r.quality.count(Problem::PerfReportBadLine), 0, "{case}");
         let w = r.profile.self_weights();
         let by_name: HashMap<&str, u64> = (0..w.len())
             .map(|i| (&*r.profile.symbols[i], w[i]))

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stallscope_model::{Profile, WeightUnit};
+use stallscope_model::{Problem, Profile, WeightUnit};
 use stallscope_read::profile::{
     folded, perf_report, perf_script, read_profile, KernelSymbolSource, ProfileFormat,
     ProfileOptions, ProfileRead,
@@ -167,7 +167,12 @@ fn self_shares_equal_perf_report_no_children_sort_sym() {
             "user shares {our_user:?} vs perf {perf_user:?}"
         );
     }
-    assert!(r.quality.count("kernel-symbols") == 0, "symbols were off");
+    assert!(
+        (r.quality.count(Problem::KernelSymbols)
+            + r.quality.count(Problem::KernelSymbolsReleaseUnknown))
+            == 0,
+        "symbols were off"
+    );
 }
 
 #[test]
@@ -333,7 +338,7 @@ fn recording_host_script_text_has_the_perf_data_stacks() {
     let s = perf_script::parse("script", &script, &no_symbols()).unwrap();
     let d = read_data();
     assert_eq!(s.profile.stacks.len(), 75);
-    assert_eq!(s.quality.count("profile-no-callchain"), 1);
+    assert_eq!(s.quality.count(Problem::ProfileNoCallchain), 1);
     for (a, b) in s.profile.stacks.iter().zip(&d.profile.stacks).take(74) {
         assert_eq!((a.weight, a.pid, a.comm), (b.weight, b.pid, b.comm));
         assert_eq!(a.frames.len(), b.frames.len());

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use stallscope_model::{Profile, SpanPos, WeightUnit};
+use stallscope_model::{Problem, Profile, SpanPos, WeightUnit};
 use stallscope_read::profile::{
     folded, perf_report, perf_script, read_profile, sniff_profile, Kallsyms, KernelSymbolSource,
     ProfileFormat, ProfileOptions, ProfileRead,
@@ -68,8 +68,8 @@ fn no_children_graph_callee_first() {
     // 12 entries, the printed percentages sum to 100.01%.
     assert_eq!(p.stacks.len(), 12);
     assert_eq!(p.total_weight(), 10001);
-    assert_eq!(r.quality.count("perf-report-bad-line"), 0);
-    assert_eq!(r.quality.count("perf-report-lossy"), 1);
+    assert_eq!(r.quality.count(Problem::PerfReportBadLine), 0);
+    assert_eq!(r.quality.count(Problem::PerfReportLossy), 1);
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn caller_graph_and_flat_graph_give_the_same_stacks() {
     assert_eq!(stacks(&report("report_stdio_caller.txt").profile), callee);
     let flat = report("report_stdio_flat.txt");
     assert_eq!(stacks(&flat.profile), callee);
-    assert_eq!(flat.quality.count("perf-report-bad-line"), 0);
+    assert_eq!(flat.quality.count(Problem::PerfReportBadLine), 0);
 }
 
 #[test]
@@ -103,9 +103,9 @@ fn children_view_self_column_and_branch_glyphs() {
     assert!(has(p, "CPU 0/KVM", &["irqentry_exit_to_user_mode"], 38));
     // Entries with zero self weight give no stack.
     assert!(stacks(p).iter().all(|(_, f, _)| f[0] != "start_thread"));
-    assert_eq!(r.quality.count("perf-report-bad-line"), 0);
+    assert_eq!(r.quality.count(Problem::PerfReportBadLine), 0);
     // `50.06% start_thread` → `--49.94%--worker`: 0.12% pruned below the threshold.
-    assert!(r.quality.count("perf-report-pruned") >= 1);
+    assert!(r.quality.count(Problem::PerfReportPruned) >= 1);
     // The Children column as printed: start_thread 50.06% + 49.55% (two comms).
     let totals = r.reported_totals.as_ref().unwrap();
     let t = |n: &str| totals.iter().find(|(s, _)| s == n).map(|&(_, w)| w);
@@ -143,7 +143,7 @@ fn sort_sym_graph_without_entry_frame_and_nested_branch() {
     ));
     // The 0.13% pruned below the branch stays on the entry alone.
     assert!(has(p, "", &["irqentry_exit_to_user_mode"], 13));
-    assert_eq!(r.quality.count("perf-report-pruned"), 1);
+    assert_eq!(r.quality.count(Problem::PerfReportPruned), 1);
 }
 
 #[test]
@@ -200,10 +200,10 @@ fn folded_odd_symbols() {
         4
     ));
     assert!(has(p, "", &["compute", "main", "x"], 2)); // 1.5 rounded
-    assert_eq!(r.quality.count("folded-fractional-count"), 1);
+    assert_eq!(r.quality.count(Problem::FoldedFractionalCount), 1);
     let diff = p.stacks.iter().find(|s| s.weight == 40).unwrap();
     assert_eq!(diff.weight_new, Some(52));
-    assert_eq!(r.quality.count("folded-bad-line"), 0);
+    assert_eq!(r.quality.count(Problem::FoldedBadLine), 0);
 }
 
 #[test]
@@ -336,6 +336,6 @@ fn second_event_section_is_counted_not_merged() {
     let single = perf_report::parse("one", &one).unwrap();
     assert_eq!(stacks(&r.profile), stacks(&single.profile));
     assert_eq!(r.event.as_deref(), Some("cpu-clock:pppH"));
-    assert_eq!(r.quality.count("perf-report-other-event"), 1);
-    assert_eq!(r.quality.count("perf-report-bad-line"), 0);
+    assert_eq!(r.quality.count(Problem::PerfReportOtherEvent), 1);
+    assert_eq!(r.quality.count(Problem::PerfReportBadLine), 0);
 }

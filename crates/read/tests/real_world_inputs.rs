@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use stallscope_model::{DataQuality, Event, EventKind, FieldValue, Profile};
+use stallscope_model::{DataQuality, Event, EventKind, FieldValue, Problem, Profile};
 use stallscope_read::profile::{
     perf_script, read_profile, KernelSymbolSource, ProfileOptions, ProfileRead,
 };
@@ -180,8 +180,8 @@ fn dwarf_profile_user_samples_keep_their_leaf_like_perf_report() {
     let r = read_profile(data.to_str().unwrap(), None, &no_symbols()).unwrap();
     assert_same_self_shares(&r, &data);
     // user samples have no callchain in a dwarf recording: said, not silently empty
-    assert!(r.quality.count("profile-user-leaf-only") > 0);
-    assert_eq!(r.quality.count("profile-empty-callchain"), 0);
+    assert!(r.quality.count(Problem::ProfileUserLeafOnly) > 0);
+    assert_eq!(r.quality.count(Problem::ProfileEmptyCallchain), 0);
     let user_leaves = r
         .profile
         .stacks
@@ -232,7 +232,7 @@ fn perf_script_with_the_ip_on_the_sample_line_is_a_profile() {
         r.profile.stacks.len(),
         perf_sample_count(&fixture("nog.perf.data"))
     );
-    assert_eq!(r.quality.count("profile-no-callchain"), 0);
+    assert_eq!(r.quality.count(Problem::ProfileNoCallchain), 0);
     // an independent count of the text: the symbol before the last `(DSO)`, offset cut
     let mut expected: HashMap<String, u64> = HashMap::new();
     for line in text.lines() {
@@ -253,7 +253,11 @@ fn perf_script_with_the_ip_on_the_sample_line_is_a_profile() {
         assert_eq!(w[id as usize], n * period, "{sym}");
     }
     // the text carries kernel symbols: no "kernel symbols missing" note
-    assert_eq!(r.quality.count("kernel-symbols"), 0);
+    assert_eq!(
+        (r.quality.count(Problem::KernelSymbols)
+            + r.quality.count(Problem::KernelSymbolsReleaseUnknown)),
+        0
+    );
 }
 
 #[test]
@@ -281,8 +285,8 @@ fn untimed_and_space_indented_perf_script_read_like_perf_script() {
             r.profile.stacks.iter().all(|s| s.ts.is_none()),
             "{name}: no time column"
         );
-        assert_eq!(r.quality.count("profile-bad-line"), 0, "{name}");
-        assert_eq!(r.quality.count("profile-bad-frame"), 0, "{name}");
+        assert_eq!(r.quality.count(Problem::ProfileBadLine), 0, "{name}");
+        assert_eq!(r.quality.count(Problem::ProfileBadFrame), 0, "{name}");
         assert!(r.profile.lookup("hot_inner").is_some(), "{name}");
         profiles.push(self_bp(&r.profile));
     }
@@ -328,9 +332,9 @@ fn pipe_streams_end_at_perfs_messages_and_skip_auxtrace_data() {
     // record without an AUXTRACE_INFO, so the oracle is the stream without it)
     let (aux_events, aux_dq) = read_events(&fixture("auxtrace.pipe.data"));
     assert_eq!(samples(&aux_events), perf_samples);
-    assert_eq!(aux_dq.count("perf_auxtrace_skipped"), 1);
-    assert_eq!(aux_dq.count("perf_pipe_trailing_garbage"), 0);
-    assert_eq!(aux_dq.count("perf_unknown_record_types"), 0);
+    assert_eq!(aux_dq.count(Problem::PerfAuxtraceSkipped), 1);
+    assert_eq!(aux_dq.count(Problem::PerfPipeTrailingGarbage), 0);
+    assert_eq!(aux_dq.count(Problem::PerfUnknownRecordTypes), 0);
 }
 
 /// `trace-cmd report` of the stacks capture (no kallsyms in the file): per stack record its
@@ -386,7 +390,7 @@ fn trace_dat_stacks_and_markers_equal_trace_cmd_report() {
     let path = fixture("stacks_markers.dat");
     let (events, dq) = read_events(&path);
     assert_eq!(
-        dq.count("tracedat_bad_record"),
+        dq.count(Problem::TracedatBadRecord),
         0,
         "every stack record is read"
     );
@@ -459,7 +463,7 @@ fn hex_prev_state_text_gives_the_trace_dats_switches() {
     assert_eq!(switch_states(&text), a);
     assert!(a.iter().any(|(_, s)| s != "R"), "sleeping switches too");
     // no release in the text: the note names the table assumed
-    assert_eq!(dq.count("prev_state_table_assumed"), 1);
+    assert_eq!(dq.count(Problem::PrevStateTableAssumed), 1);
 }
 
 #[test]
@@ -473,9 +477,9 @@ fn a_complete_last_line_without_newline_is_used() {
     let (full, full_dq) = read_events(&tmp);
     assert_eq!(cut.len(), full.len());
     assert_eq!(cut.last().map(|e| e.ts), full.last().map(|e| e.ts));
-    assert_eq!(dq.count("no_final_newline"), 1);
-    assert_eq!(dq.count("truncated_last_line"), 0);
-    assert_eq!(full_dq.count("no_final_newline"), 0);
+    assert_eq!(dq.count(Problem::NoFinalNewline), 1);
+    assert_eq!(dq.count(Problem::TruncatedLastLine), 0);
+    assert_eq!(full_dq.count(Problem::NoFinalNewline), 0);
 }
 
 #[test]
@@ -565,7 +569,7 @@ fn perf_report_tui_saved_form_equals_the_stdio_report() {
     assert_eq!(tui_total, stdio_total, "totals");
     let r = stallscope_read::profile::perf_report::parse("tui", &tui).unwrap();
     assert_eq!(
-        r.quality.count("perf-report-bad-line"),
+        r.quality.count(Problem::PerfReportBadLine),
         0,
         "{:?}",
         r.quality
@@ -670,9 +674,9 @@ fn user_frames_are_named_from_the_binaries_on_this_host_like_perf_report() {
         },
     )
     .unwrap();
-    if named.quality.count("user-symbols-other-version") > 0
-        || named.quality.count("user-symbols-missing") > 0
-            && named.quality.count("user-symbols") == 0
+    if named.quality.count(Problem::UserSymbolsOtherVersion) > 0
+        || named.quality.count(Problem::UserSymbolsMissing) > 0
+            && named.quality.count(Problem::UserSymbols) == 0
     {
         println!(
             "SKIP: libc.so.6 of this host is not the recorded build: {:?}",

@@ -6,7 +6,7 @@
 
 mod text_support;
 
-use stallscope_model::{InputFormat, SpanPos};
+use stallscope_model::{InputFormat, Problem, SpanPos};
 use stallscope_read::text_common::sniff_text;
 use text_support::{count_event_lines, read_as, read_bytes, samples, Read};
 
@@ -31,7 +31,9 @@ fn at_line(r: &Read, line: u64) -> String {
 }
 
 fn count(r: &Read, key: &str) -> u64 {
-    r.dq.count(key)
+    let problem =
+        Problem::from_key(key).unwrap_or_else(|| panic!("no problem {key} in the registry"));
+    r.dq.count(problem)
 }
 
 #[test]

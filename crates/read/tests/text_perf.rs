@@ -9,7 +9,7 @@
 
 mod text_support;
 
-use stallscope_model::{InputFormat, SpanPos};
+use stallscope_model::{InputFormat, Problem, SpanPos};
 use stallscope_read::text_common::sniff_text;
 use text_support::{count_event_lines, fixtures, read_as, read_bytes, samples, Read};
 
@@ -183,8 +183,8 @@ fn header_block_fills_meta() {
 fn side_band_lines_are_counted_not_events() {
     let r = read("script_task_events.txt");
     assert!(r.events.is_empty());
-    assert_eq!(r.dq.count("perf_side_band_lines_skipped"), 5);
-    assert_eq!(r.dq.count("unparsed_lines"), 0);
+    assert_eq!(r.dq.count(Problem::PerfSideBandLinesSkipped), 5);
+    assert_eq!(r.dq.count(Problem::UnparsedLines), 0);
 }
 
 #[test]
@@ -226,8 +226,8 @@ fn edge_cases_file() {
         r.events[3].callchain.as_deref(),
         Some(&[0x7f00_1122_3344, 0xffff_ffff_821f_8b58][..])
     );
-    assert_eq!(r.dq.count("perf_side_band_lines_skipped"), 1);
-    assert_eq!(r.dq.count("unparsed_lines"), 0);
+    assert_eq!(r.dq.count(Problem::PerfSideBandLinesSkipped), 1);
+    assert_eq!(r.dq.count(Problem::UnparsedLines), 0);
 }
 
 #[test]
@@ -278,16 +278,16 @@ fn a_file_cut_inside_a_callchain_block_or_a_header_line() {
         r.events[2].callchain.as_deref(),
         Some(&full.events[2].callchain.as_deref().unwrap_or_default()[..4])
     );
-    assert_eq!(r.dq.count("truncated_last_line"), 1);
+    assert_eq!(r.dq.count(Problem::TruncatedLastLine), 1);
     assert_eq!(
-        r.dq.count("unparsed_lines") + r.dq.count("bad_callchain_lines"),
+        r.dq.count(Problem::UnparsedLines) + r.dq.count(Problem::BadCallchainLines),
         0
     );
     // … and in the middle of the header line of the fourth (line 61): it is not used.
     let cut_at = body.lines().take(60).map(|l| l.len() + 1).sum::<usize>() + 50;
     let r = read_bytes("cut.txt", &body.as_bytes()[..cut_at], PERF);
     assert_eq!(r.dumps(), full.dumps()[..3].to_vec());
-    assert_eq!(r.dq.count("truncated_last_line"), 1);
+    assert_eq!(r.dq.count(Problem::TruncatedLastLine), 1);
 }
 
 /// What a mail client does to `perf script` text: TABs become spaces and lines longer than
@@ -333,9 +333,14 @@ fn mail_wrapped_callchain_text_reads_like_perf_script() {
                 .collect::<Vec<_>>()
         };
         assert_eq!(chains(&r), chains(&full), "width {width}");
-        assert!(r.dq.count("wrapped_lines_joined") > 0, "width {width}");
-        assert_eq!(r.dq.count("unparsed_lines"), 0, "width {width}: {:?}", r.dq);
-        assert_eq!(r.dq.count("bad_callchain_lines"), 0, "width {width}");
+        assert!(r.dq.count(Problem::WrappedLinesJoined) > 0, "width {width}");
+        assert_eq!(
+            r.dq.count(Problem::UnparsedLines),
+            0,
+            "width {width}: {:?}",
+            r.dq
+        );
+        assert_eq!(r.dq.count(Problem::BadCallchainLines), 0, "width {width}");
     }
     // only TABs turned into spaces, no wrapping
     let spaced = body.replace('\t', "        ");

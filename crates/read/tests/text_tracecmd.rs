@@ -19,7 +19,7 @@
 
 mod text_support;
 
-use stallscope_model::{InputFormat, SpanPos};
+use stallscope_model::{InputFormat, Problem, SpanPos};
 use stallscope_read::text_common::sniff_text;
 use text_support::{count_event_lines, read_as, samples, Read};
 
@@ -63,7 +63,7 @@ fn every_report_sample_parses_completely_and_event_counts_match() {
         let body = std::fs::read_to_string(&path).expect("sample");
         assert_eq!(sniff_text(body.as_bytes()), Some(TC), "{name}");
         let r = read(name);
-        assert_eq!(r.dq.count("unparsed_lines"), 0, "{name}: {:?}", r.dq);
+        assert_eq!(r.dq.count(Problem::UnparsedLines), 0, "{name}: {:?}", r.dq);
         assert_eq!(r.events.len(), count_event_lines(&body), "{name}");
         assert_eq!(r.meta.nr_cpus, Some(2), "{name}: cpus=2");
         // The plugin form is the default; -N and -R keep the kernel's letters.
@@ -189,8 +189,8 @@ fn edge_cases_file() {
         ]
     );
     assert_eq!(r.meta.nr_cpus, Some(4));
-    assert_eq!(r.dq.count("lost_events"), 17);
-    assert_eq!(r.dq.count("lost_events_unknown_count"), 1);
+    assert_eq!(r.dq.count(Problem::LostEvents), 17);
+    assert_eq!(r.dq.count(Problem::LostEventsUnknownCount), 1);
 }
 
 #[test]
@@ -201,8 +201,8 @@ fn a_cut_last_line_is_counted_and_not_used() {
     assert_eq!(r.dumps(), full.dumps()[..full.events.len() - 1].to_vec());
     assert_eq!(
         (
-            r.dq.count("truncated_last_line"),
-            r.dq.count("unparsed_lines")
+            r.dq.count(Problem::TruncatedLastLine),
+            r.dq.count(Problem::UnparsedLines)
         ),
         (1, 0)
     );

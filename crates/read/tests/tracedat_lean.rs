@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use stallscope_model::sched_record::SchedRecordEncoder;
-use stallscope_model::{Comm, SchedBatch, SchedRecord, SchedRecordKind};
+use stallscope_model::{Comm, Problem, SchedBatch, SchedRecord, SchedRecordKind};
 use stallscope_read::lean::SchedSource;
 use stallscope_read::tracedat::{lean, TraceDatReader};
 use stallscope_read::{EventReader, Input};
@@ -312,7 +312,7 @@ fn general_reader_quality_examples_are_deterministic() {
         let mut r = TraceDatReader::open_with_threads(input, 0, threads).unwrap();
         while r.next_event().unwrap().is_some() {}
         let dq = r.quality();
-        assert!(dq.count("tracedat_discarded_records") > 0, "{fixture}");
+        assert!(dq.count(Problem::TracedatDiscardedRecords) > 0, "{fixture}");
         (
             serde_json::to_string(dq).unwrap(),
             r.meta().declared_events.clone(),

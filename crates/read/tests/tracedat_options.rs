@@ -12,7 +12,7 @@ use std::io::Read;
 use std::path::Path;
 use std::process::Command;
 
-use stallscope_model::SystemContext;
+use stallscope_model::{Problem, SystemContext};
 use stallscope_read::tracedat::{TraceDatReader, OPTION_SYSTEM_CONTEXT};
 use stallscope_read::{EventReader, Input};
 
@@ -181,8 +181,8 @@ fn cpustat_clock_and_system_context_reach_the_metadata() {
     assert_eq!(meta.clock.as_deref(), Some("counter"));
     assert!(!meta.clock_is_ns);
     assert_eq!(meta.system_context.as_ref(), Some(&ctx));
-    assert!(r.quality().count("lost_events") >= 9);
-    assert!(r.quality().count("timestamps_not_ns") == 1);
+    assert!(r.quality().count(Problem::LostEvents) >= 9);
+    assert!(r.quality().count(Problem::TimestampsNotNs) == 1);
 }
 
 #[test]
@@ -238,5 +238,5 @@ fn instance_cpu_stats_match_trace_cmd_dump() {
     assert_eq!(r.meta().lost_per_cpu, expected);
     // Each CPU's loss counted once: max(CPUSTAT, missed-events count) summed over CPUs.
     let total: u64 = expected.iter().map(|&(_, n)| n).sum();
-    assert_eq!(r.quality().count("lost_events"), total);
+    assert_eq!(r.quality().count(Problem::LostEvents), total);
 }

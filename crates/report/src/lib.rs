@@ -10,17 +10,13 @@ pub mod text;
 
 use std::collections::BTreeMap;
 
-use stallscope_model::{DataQuality, QualityEntry, Severity};
+use stallscope_model::{DataQuality, QualityEntry};
 
 /// Data-quality counters as report entries.
 pub fn quality_entries(dq: &DataQuality) -> BTreeMap<String, QualityEntry> {
     dq.entries()
         .map(|(k, e)| {
-            let severity = match e.severity {
-                Severity::Info => "info",
-                Severity::Warning => "warning",
-                Severity::Error => "error",
-            };
+            let severity = e.severity.name();
             (
                 k.to_string(),
                 QualityEntry {

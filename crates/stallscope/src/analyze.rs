@@ -33,8 +33,8 @@ use stallscope_detect::registry::{self, Entry};
 use stallscope_detect::{Engine, Params};
 use stallscope_model::InputFormat;
 use stallscope_model::{
-    time::parse_secs_frac, Capabilities, DataQuality, Finding, Report, ReportInput, Tid, TraceMeta,
-    Ts,
+    time::parse_secs_frac, Capabilities, DataQuality, Finding, Problem, Report, ReportInput, Tid,
+    TraceMeta, Ts,
 };
 use stallscope_read::profile::KernelSymbolSource;
 use stallscope_read::ReadError;
@@ -319,13 +319,7 @@ pub fn analyze_with(
     let mut dq = inputs.as_ref().map(|i| i.quality()).unwrap_or_default();
     dq.merge(&profile_dq);
     for note in &symbol_notes {
-        dq.add(
-            "workqueue-functions-unnamed",
-            stallscope_model::Severity::Info,
-            "workqueue work functions are shown as kernel addresses (no kernel symbol table)",
-            1,
-            || note.clone(),
-        );
+        dq.add(Problem::WorkqueueFunctionsUnnamed, 1, || note.clone());
     }
     dq.merge(&result.quality);
     let mut report = Report::new();

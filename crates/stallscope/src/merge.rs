@@ -8,7 +8,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta, Ts};
+use stallscope_model::{DataQuality, Event, InputFormat, Problem, TraceMeta, Ts};
 use stallscope_read::{EventReader, ReadError};
 
 struct Source {
@@ -68,13 +68,9 @@ fn note_order_at(dq: &mut DataQuality, last_ts: &mut Option<Ts>, path: &str, ev:
     if let Some(last) = *last_ts {
         if ev.ts < last {
             let (ts, back, span) = (ev.ts, last - ev.ts, ev.span.pos());
-            dq.add(
-                "out_of_order_events",
-                Severity::Warning,
-                "an event's timestamp is earlier than the previous event of the same input",
-                1,
-                || format!("{path}: {span}: ts {ts} is {back} ns before the previous event"),
-            );
+            dq.add(Problem::OutOfOrderEvents, 1, || {
+                format!("{path}: {span}: ts {ts} is {back} ns before the previous event")
+            });
         }
     }
     let hw = last_ts.map_or(ev.ts, |l| l.max(ev.ts));
@@ -559,8 +555,8 @@ mod tests {
         while i.next_batch(&mut buf).unwrap() {}
         assert_eq!(i.events_read(), 5000);
         assert_eq!(
-            i.quality().count("out_of_order_events"),
-            dq1.count("out_of_order_events")
+            i.quality().count(Problem::OutOfOrderEvents),
+            dq1.count(Problem::OutOfOrderEvents)
         );
     }
 
@@ -607,12 +603,12 @@ mod tests {
             reader(1, &[4]),
         ]));
         assert_eq!(out.len(), 5);
-        assert_eq!(dq.count("out_of_order_events"), 1);
+        assert_eq!(dq.count(Problem::OutOfOrderEvents), 1);
         let (out1, dq1) = drain(Inputs::from_readers(vec![reader(0, &[1, 8, 3, 9])]));
         assert_eq!(
             out1.iter().map(|x| x.0).collect::<Vec<_>>(),
             vec![1, 8, 3, 9]
         );
-        assert_eq!(dq1.count("out_of_order_events"), 1);
+        assert_eq!(dq1.count(Problem::OutOfOrderEvents), 1);
     }
 }

@@ -29,7 +29,7 @@ use std::collections::HashMap;
 use stallscope_detect::detectors::lock_spinning::OFF_CPU_EVENT;
 use stallscope_detect::{Engine, PROFILE_NEED};
 use stallscope_model::{
-    DataQuality, Event, EventKind, FieldValue, GenericEvent, Profile, ReportInput, Severity,
+    DataQuality, Event, EventKind, FieldValue, GenericEvent, Problem, Profile, ReportInput,
     SkippedDetector, Tid, TraceMeta, Ts,
 };
 use stallscope_read::profile::perf_samples::SampleProfiler;
@@ -163,13 +163,7 @@ pub fn user_frame_names(
                     }
                     dq.merge(&q);
                 }
-                Err(e) => dq.add(
-                    "user-symbols-unreadable",
-                    stallscope_model::Severity::Info,
-                    "user frames stay addresses: the input could not be read again for its mappings",
-                    1,
-                    || e.to_string(),
-                ),
+                Err(e) => dq.add(Problem::UserSymbolsUnreadable, 1, || e.to_string()),
             }
         }
         (names, dq)
@@ -466,14 +460,7 @@ impl Collector {
         let mut quality = DataQuality::default();
         if self.unpaired > 0 {
             let n = self.unpaired;
-            quality.add(
-                "off-cpu-unpaired",
-                Severity::Info,
-                "blocked switch-outs followed by another switch-out of the same task before its \
-                 switch-in (lost events, or CPU clocks out of step): not counted as sleeps",
-                n,
-                || format!("{n} switch-outs"),
-            );
+            quality.add(Problem::OffCpuUnpaired, n, || format!("{n} switch-outs"));
         }
         let has_samples = self.samples > 0 && !self.kept.is_empty();
         if !has_samples && self.off_cpu.is_empty() {
@@ -526,13 +513,7 @@ impl Collector {
         quality.merge(&q);
         if !self.other_events.is_empty() {
             let others = self.other_events.join(", ");
-            quality.add(
-                "profile-not-cpu-time",
-                Severity::Info,
-                "samples of events that do not measure CPU time (not in the CPU profile)",
-                1,
-                || others.clone(),
-            );
+            quality.add(Problem::ProfileNotCpuTime, 1, || others.clone());
         }
         restrict_time(&mut profile, time, quality);
         profile
@@ -548,13 +529,9 @@ pub fn restrict_time(profile: &mut Profile, time: Option<(Ts, Ts)>, quality: &mu
         .retain(|s| s.ts.is_none_or(|t| (a..=b).contains(&t)));
     let dropped = (before - profile.stacks.len()) as u64;
     if dropped > 0 {
-        quality.add(
-            "profile-outside-time",
-            Severity::Info,
-            "profile samples outside --time (not analyzed)",
-            dropped,
-            || format!("{dropped} samples"),
-        );
+        quality.add(Problem::ProfileOutsideTime, dropped, || {
+            format!("{dropped} samples")
+        });
     }
 }
 
@@ -568,13 +545,7 @@ pub fn feed_text_profiles(
     for (_, read) in &inputs.profiles {
         quality.merge(&read.quality);
         if let Some(e) = read.event.as_deref().filter(|e| !is_cpu_time_event(e)) {
-            quality.add(
-                "profile-not-cpu-time",
-                Severity::Info,
-                "samples of events that do not measure CPU time (not in the CPU profile)",
-                1,
-                || e.to_string(),
-            );
+            quality.add(Problem::ProfileNotCpuTime, 1, || e.to_string());
             continue;
         }
         let mut profile = read.profile.clone();
@@ -729,7 +700,7 @@ mod tests {
         c.push(&sample("page-faults", 5000, &work));
         let mut e = engine(&meta);
         let q = c.finish(&mut e, &[&meta], None).unwrap();
-        assert_eq!(q.count("profile-not-cpu-time"), 1);
+        assert_eq!(q.count(Problem::ProfileNotCpuTime), 1);
         let out = e.finish();
         assert!(
             out.events.iter().any(|n| n == PROFILE_NEED),

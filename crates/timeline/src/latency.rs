@@ -40,8 +40,8 @@ use std::fmt;
 
 use stallscope_model::sched_record::{IDLE_TID, LOST_UNKNOWN};
 use stallscope_model::{
-    Comm, Cpu, DataQuality, Event, EventKind, PrevState, SchedBatch, SchedRecord, SchedRecordKind,
-    Severity, SpanPos, Tid, Ts,
+    Comm, Cpu, DataQuality, Event, EventKind, PrevState, Problem, SchedBatch, SchedRecord,
+    SchedRecordKind, SpanPos, Tid, Ts,
 };
 
 use crate::tasks::TaskTable;
@@ -455,10 +455,9 @@ impl Latency {
     #[cold]
     #[inline(never)]
     fn context_switch_bug(&mut self, at: Where, prev: Tid, cur: Tid) {
-        self.dq
-            .add(SWITCH_BUG.0, Severity::Warning, SWITCH_BUG.1, 1, || {
-                format!("{at}: prev_pid={prev} but the CPU was running pid {cur}")
-            });
+        self.dq.add(Problem::SwitchPrevMismatch, 1, || {
+            format!("{at}: prev_pid={prev} but the CPU was running pid {cur}")
+        });
     }
 
     #[inline]
@@ -494,13 +493,9 @@ impl Latency {
     #[cold]
     #[inline(never)]
     fn unordered_wakeup(&mut self, at: Where, tid: Tid, out: Ts) {
-        self.dq.add(
-            UNORDERED_WAKEUP.0,
-            Severity::Warning,
-            UNORDERED_WAKEUP.1,
-            1,
-            || format!("{at}: wakeup of pid {tid}, switched out at {out}"),
-        );
+        self.dq.add(Problem::UnorderedWakeupTimestamps, 1, || {
+            format!("{at}: wakeup of pid {tid}, switched out at {out}")
+        });
     }
 
     fn on_migrate(&mut self, ts: Ts, tid: Tid, comm: Option<&Comm>) {
@@ -547,19 +542,16 @@ impl Latency {
             ..
         } = self;
         // The occurrences past the examples, counted only (see `context_switch_bug`).
-        for (n, (key, description)) in [
-            (stats.context_switch_bugs, SWITCH_BUG),
-            (stats.unordered_timestamps, UNORDERED_WAKEUP),
+        for (n, problem) in [
+            (stats.context_switch_bugs, Problem::SwitchPrevMismatch),
+            (
+                stats.unordered_timestamps,
+                Problem::UnorderedWakeupTimestamps,
+            ),
         ] {
             if n > EXAMPLES {
                 // The examples are all kept already: no new one is asked for.
-                dq.add(
-                    key,
-                    Severity::Warning,
-                    description,
-                    n - EXAMPLES,
-                    String::new,
-                );
+                dq.add_count(problem, n - EXAMPLES);
             }
         }
         // Every task perf has atoms for, by tid descending (perf's tree order); ties (a
@@ -621,16 +613,6 @@ impl Latency {
 
 /// Data-quality occurrences reported with an example each (the examples kept per key).
 const EXAMPLES: u64 = DataQuality::MAX_EXAMPLES as u64;
-/// Key and description of the context-switch-bug note.
-const SWITCH_BUG: (&str, &str) = (
-    "switch_prev_mismatch",
-    "a switch's previous task is not the task the CPU was running (perf: context switch bug)",
-);
-/// Key and description of the unordered-wakeup note.
-const UNORDERED_WAKEUP: (&str, &str) = (
-    "unordered_wakeup_timestamps",
-    "a wakeup is time-stamped before the task's last switch-out; perf ignores it",
-);
 
 /// Where an event is, for data-quality examples.
 #[derive(Clone, Copy)]

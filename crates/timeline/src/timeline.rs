@@ -35,7 +35,7 @@
 //! | `switch_in_without_wakeup` | a sleeping task switched in with no wakeup recorded (info: the kernel does this when a signal arrives while it is going to sleep) |
 //! | `lost_chunks` | a lost-events record; the CPU's current task is unknown until its next switch |
 
-use stallscope_model::{Cpu, DataQuality, Event, EventKind, PrevState, Severity, Switch, Tid, Ts};
+use stallscope_model::{Cpu, DataQuality, Event, EventKind, PrevState, Problem, Switch, Tid, Ts};
 
 use crate::tasks::TaskTable;
 use crate::wakeups::WakeupSelector;
@@ -164,7 +164,8 @@ enum Flood {
 }
 
 impl Flood {
-    const KEYS: [&'static str; 2] = ["switch_prev_mismatch", "impossible_transition"];
+    /// The registry's problem of each flood, by index.
+    const PROBLEMS: [Problem; 2] = [Problem::SwitchPrevMismatch, Problem::ImpossibleTransition];
 }
 
 /// The state a switch-out leaves the task in.
@@ -210,29 +211,23 @@ impl Timeline {
     /// Data-quality counters so far.
     pub fn quality(&self) -> DataQuality {
         let mut dq = self.dq.clone();
-        for (key, n) in Flood::KEYS.iter().zip(self.floods) {
+        for (&problem, n) in Flood::PROBLEMS.iter().zip(self.floods) {
             let past_examples = n.saturating_sub(DataQuality::MAX_EXAMPLES as u64);
             if past_examples > 0 {
                 // the counter exists (its first occurrences were added): no new example
-                dq.add(key, Severity::Warning, "", past_examples, String::new);
+                dq.add_count(problem, past_examples);
             }
         }
         let bad = self.floods[Flood::PrevMismatch as usize];
         if self.switches >= 100 && bad * 1000 >= INCONSISTENT_PERMILLE * self.switches {
-            dq.add(
-                "switch_records_inconsistent",
-                Severity::Error,
-                "so many context switches contradict the task the CPU was running that the switch records are incomplete or mixed up: scheduler results (waits, run times, findings) are not trustworthy",
-                1,
-                || {
-                    format!(
-                        "{bad} of {} switches ({}.{}%) name a previous task the CPU was not running",
-                        self.switches,
-                        bad * 100 / self.switches,
-                        bad * 1000 / self.switches % 10
-                    )
-                },
-            );
+            dq.add(Problem::SwitchRecordsInconsistent, 1, || {
+                format!(
+                    "{bad} of {} switches ({}.{}%) name a previous task the CPU was not running",
+                    self.switches,
+                    bad * 100 / self.switches,
+                    bad * 1000 / self.switches % 10
+                )
+            });
         }
         dq
     }
@@ -273,13 +268,7 @@ impl Timeline {
     fn cpu_index(&mut self, ev: &Event) -> Option<usize> {
         let c = ev.cpu as usize;
         if c >= MAX_CPUS {
-            self.dq.add(
-                "cpu_out_of_range",
-                Severity::Warning,
-                "an event names a CPU number above 65535; its CPU is not tracked",
-                1,
-                || at(ev),
-            );
+            self.dq.add(Problem::CpuOutOfRange, 1, || at(ev));
             return None;
         }
         if c >= self.cpus.len() {
@@ -303,13 +292,9 @@ impl Timeline {
     /// Counts an impossible transition; `what` builds the example text only when it is kept.
     fn impossible(&mut self, ev: &Event, what: impl FnOnce() -> String) {
         self.flood(Flood::Impossible, |dq| {
-            dq.add(
-                Flood::KEYS[Flood::Impossible as usize],
-                Severity::Warning,
-                "an event contradicts the task's known state (the task's state was reset)",
-                1,
-                || format!("{}: {}", at(ev), what()),
-            )
+            dq.add(Problem::ImpossibleTransition, 1, || {
+                format!("{}: {}", at(ev), what())
+            })
         });
     }
 
@@ -430,7 +415,7 @@ impl Timeline {
             }
             EventKind::Lost { count } => {
                 let n = count.unwrap_or(0);
-                self.dq.add("lost_chunks", Severity::Error, "events were lost (ring buffer overrun); task states around the gap are uncertain", 1, || {
+                self.dq.add(Problem::LostChunks, 1, || {
                     format!("{}: {n} events lost", at(ev))
                 });
                 if let Some(c) = self.cpu_index(ev) {
@@ -453,8 +438,11 @@ impl Timeline {
         if let Some(cur) = self.cpus[c] {
             if cur != prev {
                 self.flood(Flood::PrevMismatch, |dq| {
-                    dq.add(Flood::KEYS[Flood::PrevMismatch as usize], Severity::Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)", 1, || {
-                        format!("{}: prev_pid={prev} but the CPU was running pid {cur}", at(ev))
+                    dq.add(Problem::SwitchPrevMismatch, 1, || {
+                        format!(
+                            "{}: prev_pid={prev} but the CPU was running pid {cur}",
+                            at(ev)
+                        )
                     })
                 });
                 self.forget_current(c, ts, sink);
@@ -496,13 +484,9 @@ impl Timeline {
                     }
                 }
                 TaskState::Sleeping { .. } | TaskState::Blocked { .. } => {
-                    self.dq.add(
-                        "switch_in_without_wakeup",
-                        Severity::Info,
-                        "a sleeping task was switched in with no wakeup recorded",
-                        1,
-                        || format!("{}: pid {next}", at(ev)),
-                    );
+                    self.dq.add(Problem::SwitchInWithoutWakeup, 1, || {
+                        format!("{}: pid {next}", at(ev))
+                    });
                 }
                 TaskState::Dead { .. } => {
                     self.impossible(ev, || format!("pid {next} switched in after it exited"))
@@ -664,7 +648,7 @@ mod tests {
     #[test]
     fn prev_mismatch_is_counted_and_repaired() {
         let (tl, _) = run(&[sw(1, 0, 0, "R", 3), sw(2, 0, 7, "S", 8)]);
-        assert_eq!(tl.quality().count("switch_prev_mismatch"), 1);
+        assert_eq!(tl.quality().count(Problem::SwitchPrevMismatch), 1);
         assert_eq!(tl.state(3), TaskState::Unknown);
         assert_eq!(tl.current(0), Some(8));
     }
@@ -686,21 +670,21 @@ mod tests {
         // 98 of 200 (49 %): not merely a warning
         let (tl, _) = run(&trace(98));
         let dq = tl.quality();
-        assert_eq!(dq.count("switch_prev_mismatch"), 98);
+        assert_eq!(dq.count(Problem::SwitchPrevMismatch), 98);
         let e = dq
             .entries()
             .find(|(k, _)| *k == "switch_records_inconsistent")
             .map(|(_, e)| e.clone())
             .expect("an error entry");
-        assert_eq!(e.severity, Severity::Error);
+        assert_eq!(e.severity, stallscope_model::Severity::Error);
         assert_eq!(
             e.examples,
             ["98 of 200 switches (49.0%) name a previous task the CPU was not running"]
         );
         // a few contradictions (a lost event here and there) stay a warning only
         let (tl, _) = run(&trace(3));
-        assert_eq!(tl.quality().count("switch_prev_mismatch"), 3);
-        assert_eq!(tl.quality().count("switch_records_inconsistent"), 0);
+        assert_eq!(tl.quality().count(Problem::SwitchPrevMismatch), 3);
+        assert_eq!(tl.quality().count(Problem::SwitchRecordsInconsistent), 0);
     }
 
     #[test]
@@ -711,7 +695,7 @@ mod tests {
             .collect();
         let (tl, _) = run(&evs);
         let dq = tl.quality();
-        assert_eq!(dq.count("switch_prev_mismatch"), 11);
+        assert_eq!(dq.count(Problem::SwitchPrevMismatch), 11);
         let (_, e) = dq
             .entries()
             .find(|(k, _)| *k == "switch_prev_mismatch")
@@ -724,7 +708,7 @@ mod tests {
         );
         assert!(e.examples[4].contains("prev_pid=106 "), "{:?}", e.examples);
         assert_eq!(
-            tl.quality().count("switch_prev_mismatch"),
+            tl.quality().count(Problem::SwitchPrevMismatch),
             11,
             "asking twice adds nothing"
         );
@@ -733,7 +717,7 @@ mod tests {
     #[test]
     fn running_on_two_cpus_is_impossible() {
         let (tl, _) = run(&[sw(1, 0, 0, "R", 3), sw(2, 1, 0, "R", 3)]);
-        assert_eq!(tl.quality().count("impossible_transition"), 1);
+        assert_eq!(tl.quality().count(Problem::ImpossibleTransition), 1);
         assert_eq!(tl.current(0), None);
         assert_eq!(tl.current(1), Some(3));
     }
@@ -744,7 +728,7 @@ mod tests {
             sw(1, 0, 0, "R", 3),
             ev(2, 0, EventKind::Lost { count: Some(9) }),
         ]);
-        assert_eq!(tl.quality().count("lost_chunks"), 1);
+        assert_eq!(tl.quality().count(Problem::LostChunks), 1);
         assert_eq!(tl.current(0), None);
         assert_eq!(tl.state(3), TaskState::Unknown);
     }

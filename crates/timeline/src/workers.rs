@@ -47,12 +47,12 @@
 //!
 //! ## Imperfect input (counted in [`WorkerPools::quality`], never silently dropped)
 //!
-//! * `workqueue-execute-without-end`: a worker starts an item while its previous one never
+//! * `workqueue_execute_without_end`: a worker starts an item while its previous one never
 //!   ended (lost events): the previous one is closed at the new start.
-//! * `workqueue-end-without-start`: an end whose start was before the trace (or lost).
-//! * `workqueue-open-at-end`: executions still running when the trace ends; their CPU time
+//! * `workqueue_end_without_start`: an end whose start was before the trace (or lost).
+//! * `workqueue_open_at_end`: executions still running when the trace ends; their CPU time
 //!   and duration count up to the last event.
-//! * `workqueue-unparsed`: a workqueue event without a usable work pointer or function.
+//! * `workqueue_unparsed`: a workqueue event without a usable work pointer or function.
 //!
 //! An item executed without a queue event (queued before the trace started) has no latency;
 //! [`FunctionStats::executions_without_queue`] counts them. A worker is identified by its
@@ -66,7 +66,7 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, DataQuality, Dur, Event, EventKind, FieldValue, GenericEvent, Severity, Tid, Ts,
+    Cpu, DataQuality, Dur, Event, EventKind, FieldValue, GenericEvent, Problem, Tid, Ts,
 };
 
 /// A work function: a kernel address (binary inputs) or a name (text inputs, or resolved).
@@ -565,19 +565,15 @@ impl WorkerPools {
     }
 
     /// Feeds a workqueue event the caller already decoded with [`decode`] (`None`: it did
-    /// not decode, counted as `workqueue-unparsed`), so callers that look at the decoded
+    /// not decode, counted as `workqueue_unparsed`), so callers that look at the decoded
     /// event too decode it once.
     pub fn process_work(&mut self, ev: &Event, w: Option<&WorkEvent>) {
         self.last_ts = self.last_ts.max(ev.ts);
         match w {
             Some(w) => self.on_work(ev, w),
-            None => self.quality.add(
-                "workqueue-unparsed",
-                Severity::Warning,
-                "workqueue events without a usable work pointer were ignored",
-                1,
-                || format!("{} {} {}", ev.ts, ev.cpu, ev.kind.name()),
-            ),
+            None => self.quality.add(Problem::WorkqueueUnparsed, 1, || {
+                format!("{} {} {}", ev.ts, ev.cpu, ev.kind.name())
+            }),
         }
     }
 
@@ -635,23 +631,16 @@ impl WorkerPools {
     fn start(&mut self, ev: &Event, work: u64, func: Option<usize>) {
         let pending = self.pending.remove(&work);
         let Some(func) = func.or(pending.and_then(|p| p.func)) else {
-            self.quality.add(
-                "workqueue-unparsed",
-                Severity::Warning,
-                "workqueue events without a usable work pointer were ignored",
-                1,
-                || format!("{} {} execute_start without a function", ev.ts, ev.cpu),
-            );
+            self.quality.add(Problem::WorkqueueUnparsed, 1, || {
+                format!("{} {} execute_start without a function", ev.ts, ev.cpu)
+            });
             return;
         };
         if self.running.contains_key(&ev.pid) {
-            self.quality.add(
-                "workqueue-execute-without-end",
-                Severity::Warning,
-                "a worker started an item before its previous one ended (lost events?): the previous one was closed at the new start",
-                1,
-                || format!("{} {} worker {}", ev.ts, ev.cpu, ev.pid),
-            );
+            self.quality
+                .add(Problem::WorkqueueExecuteWithoutEnd, 1, || {
+                    format!("{} {} worker {}", ev.ts, ev.cpu, ev.pid)
+                });
             self.close(ev.pid, ev.ts, "restarted");
         }
         let st = &mut self.funcs[func];
@@ -699,13 +688,9 @@ impl WorkerPools {
                 st.completed += 1;
                 st.last_ts = ev.ts;
             }
-            _ => self.quality.add(
-                "workqueue-end-without-start",
-                Severity::Info,
-                "workqueue_execute_end without its execute_start (started before the trace, or lost)",
-                1,
-                || format!("{} {} worker {} work {work:#x}", ev.ts, ev.cpu, ev.pid),
-            ),
+            _ => self.quality.add(Problem::WorkqueueEndWithoutStart, 1, || {
+                format!("{} {} worker {} work {work:#x}", ev.ts, ev.cpu, ev.pid)
+            }),
         }
     }
 
@@ -792,7 +777,7 @@ impl WorkerPools {
     }
 
     /// Closes executions still running at the last event (counted as
-    /// `workqueue-open-at-end`). Idempotent.
+    /// `workqueue_open_at_end`). Idempotent.
     pub fn finish(&mut self) {
         if self.finished {
             return;
@@ -802,13 +787,10 @@ impl WorkerPools {
         let mut open: Vec<Tid> = self.running.keys().copied().collect();
         open.sort_unstable();
         if !open.is_empty() {
-            self.quality.add(
-                "workqueue-open-at-end",
-                Severity::Info,
-                "work items still executing when the trace ended (counted up to the last event)",
-                open.len() as u64,
-                || format!("workers {open:?}"),
-            );
+            self.quality
+                .add(Problem::WorkqueueOpenAtEnd, open.len() as u64, || {
+                    format!("workers {open:?}")
+                });
         }
         for w in open {
             if let Some(x) = self.running.get(&w) {

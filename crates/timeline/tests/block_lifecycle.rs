@@ -6,7 +6,8 @@
 //! (comments say how), never from the tracker's own output.
 
 use stallscope_model::{
-    BlockAction, BlockDev, BlockEvent, BlockOp, Comm, Event, EventKind, Rwbs, Span, SpanPos,
+    BlockAction, BlockDev, BlockEvent, BlockOp, Comm, Event, EventKind, Problem, Rwbs, Span,
+    SpanPos,
 };
 use stallscope_timeline::block::{
     BlockSink, BlockTracker, BttPhase, CompletedRequest, PhaseSample, QueuedBio, RequestKind,
@@ -259,8 +260,8 @@ fn completion_without_dispatch_is_counted_not_fatal() {
         90 0 C W 64+8
         95 0 C W 4096+8
     ");
-    assert_eq!(q.count("block_complete_without_dispatch"), 1);
-    assert_eq!(q.count("block_complete_unknown_request"), 1);
+    assert_eq!(q.count(Problem::BlockCompleteWithoutDispatch), 1);
+    assert_eq!(q.count(Problem::BlockCompleteUnknownRequest), 1);
     assert_eq!(all.requests.len(), 1);
     assert_eq!(all.requests[0].issue_ts, None);
     // btt: Q2C yes, D2C no (never dispatched).
@@ -289,7 +290,7 @@ fn bio_at_the_sector_of_one_in_flight_replaces_it_like_btt() {
         4300 1 D R 500+8 [rd]
         5000 0 C R 500+8
     ");
-    assert_eq!(q.count("block_bio_sector_in_flight"), 1);
+    assert_eq!(q.count(Problem::BlockBioSectorInFlight), 1);
     assert_eq!(all.queued.len(), 3);
     assert_eq!(all.durs(BttPhase::Q2M), [100]);
     assert_eq!(all.durs(BttPhase::D2C), [700]);
@@ -314,7 +315,7 @@ fn request_at_the_sector_and_direction_of_one_in_flight_is_counted() {
         4 10 D W 64+8 [a]
         9 0 C W 64+8
     ");
-    assert_eq!(q.count("block_duplicate_sector"), 1);
+    assert_eq!(q.count(Problem::BlockDuplicateSector), 1);
     assert_eq!(all.requests.len(), 1);
 }
 
@@ -326,8 +327,8 @@ fn issue_of_an_unknown_request_and_open_requests_at_end() {
         20 10 Q W 0+8 [fio]
         21 10 G W 0+8 [fio]
     ");
-    assert_eq!(q.count("block_issue_without_request"), 1);
-    assert_eq!(q.count("block_requests_in_flight_at_end"), 1);
+    assert_eq!(q.count(Problem::BlockIssueWithoutRequest), 1);
+    assert_eq!(q.count(Problem::BlockRequestsInFlightAtEnd), 1);
     assert_eq!(all.requests.len(), 1);
     assert_eq!(all.requests[0].queue_ts, None);
     assert_eq!(all.requests[0].dispatcher.map(|t| t.pid), Some(33));

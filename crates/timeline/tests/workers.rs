@@ -2,8 +2,8 @@
 //! unterminated executions, worker reuse, latency, CPU time and the text payload forms.
 
 use stallscope_model::{
-    Comm, Event, EventKind, FieldValue, GenericEvent, PrevState, Span, SpanPos, Switch, TaskRef,
-    Tid, Ts, Wakeup,
+    Comm, Event, EventKind, FieldValue, GenericEvent, PrevState, Problem, Span, SpanPos, Switch,
+    TaskRef, Tid, Ts, Wakeup,
 };
 use stallscope_timeline::workers::{WorkFn, WorkerPools};
 
@@ -193,9 +193,9 @@ fn missing_end_at_trace_end_and_unterminated_start() {
     assert_eq!(g.open_at_end, 1);
     assert_eq!(g.cpu_ns, 20, "20..40 on CPU, then asleep until the end");
     assert_eq!(g.busy_ns, 80);
-    assert_eq!(p.quality().count("workqueue-execute-without-end"), 1);
-    assert_eq!(p.quality().count("workqueue-end-without-start"), 1);
-    assert_eq!(p.quality().count("workqueue-open-at-end"), 2);
+    assert_eq!(p.quality().count(Problem::WorkqueueExecuteWithoutEnd), 1);
+    assert_eq!(p.quality().count(Problem::WorkqueueEndWithoutStart), 1);
+    assert_eq!(p.quality().count(Problem::WorkqueueOpenAtEnd), 2);
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn text_payloads_and_kallsyms_names() {
     p.finish();
     let name = WorkFn::Name("iomap_dio_complete_work".into());
     assert_eq!(p.function(&name).expect("named").latency.max, 4);
-    assert_eq!(p.quality().count("workqueue-unparsed"), 1);
+    assert_eq!(p.quality().count(Problem::WorkqueueUnparsed), 1);
     // The address F is the same function: naming it merges the two.
     let kallsyms = "ffffffff81500000 t iomap_dio_complete_work\nffffffff81600000 T other\n";
     let found = p.name_functions_from_kallsyms(kallsyms);

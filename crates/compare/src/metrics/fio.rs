@@ -20,7 +20,7 @@
 //! there) is skipped; a missing field is counted in the file's data quality.
 
 use serde_json::Value;
-use stallscope_model::Severity;
+use stallscope_model::Problem;
 use stallscope_read::ReadError;
 
 use super::{MetricFile, MetricValue};
@@ -71,13 +71,9 @@ pub fn parse(path: &str, text: &str) -> Result<MetricFile, ReadError> {
                 value,
                 rel_se: None,
             }),
-            None => file.quality.add(
-                "fio_missing_field",
-                Severity::Warning,
-                "a field expected in fio JSON was missing",
-                1,
-                || format!("{path}: {metric}"),
-            ),
+            None => file
+                .quality
+                .add(Problem::FioMissingField, 1, || format!("{path}: {metric}")),
         };
         for dir in ["read", "write", "trim"] {
             let Some(d) = job.get(dir) else {
@@ -154,7 +150,7 @@ mod tests {
         assert_eq!(get("w#2/read/bw"), Some(12.0));
         assert_eq!(get("w#2/ctx"), Some(11.0));
         // job 2 has no percentiles and no lat_ns: 3 missing fields
-        assert_eq!(f.quality.count("fio_missing_field"), 3);
+        assert_eq!(f.quality.count(Problem::FioMissingField), 3);
     }
 
     #[test]

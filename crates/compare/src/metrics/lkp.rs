@@ -29,8 +29,7 @@
 
 use serde::Serialize;
 use stallscope_detect::detectors::lock_spinning::classify::{classify, family, Family, LockClass};
-use stallscope_model::DataQuality;
-use stallscope_model::Severity;
+use stallscope_model::{DataQuality, Problem};
 use stallscope_read::ReadError;
 
 /// The relative stddev assumed where lkp printed none (it leaves small ones out).
@@ -203,13 +202,13 @@ pub fn parse(path: &str, text: &str) -> Result<(LkpComparison, DataQuality), Rea
         }
         match row(line) {
             Some(r) => rows.push(r),
-            None => dq.add(
-                "lkp_unparsed_lines",
-                Severity::Info,
-                "lines after the table title that are not `BASE [± SD%] CHANGE NEW [± SD%] METRIC` rows (skipped)",
-                1,
-                || format!("{path}:{}: {}", n + 1, t.chars().take(100).collect::<String>()),
-            ),
+            None => dq.add(Problem::LkpUnparsedLines, 1, || {
+                format!(
+                    "{path}:{}: {}",
+                    n + 1,
+                    t.chars().take(100).collect::<String>()
+                )
+            }),
         }
     }
     if rows.is_empty() {

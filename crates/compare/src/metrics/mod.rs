@@ -16,7 +16,7 @@ pub mod lkp;
 pub mod perf_stat;
 
 use serde::Serialize;
-use stallscope_model::{DataQuality, Severity};
+use stallscope_model::{DataQuality, Problem};
 use stallscope_read::ReadError;
 
 use crate::stats::{self, change_pct, Summary, Verdict};
@@ -179,13 +179,9 @@ fn side(files: &[MetricFile], dq: &mut DataQuality) -> (Vec<(String, String, Met
     let mut raw: Vec<(String, String, Vec<f64>)> = Vec::new();
     for f in files {
         if let Some(n) = f.runs_in_file.filter(|&n| n >= 2) {
-            dq.add(
-                "repeat_file_as_one_run",
-                Severity::Info,
-                "a perf stat -r N file among several on one side counts as one run (its mean)",
-                1,
-                || format!("{}: mean of {n} runs", f.path),
-            );
+            dq.add(Problem::RepeatFileAsOneRun, 1, || {
+                format!("{}: mean of {n} runs", f.path)
+            });
         }
         for v in &f.values {
             match raw
@@ -199,13 +195,9 @@ fn side(files: &[MetricFile], dq: &mut DataQuality) -> (Vec<(String, String, Met
     }
     for (name, unit, values) in raw {
         if values.len() != files.len() {
-            dq.add(
-                "metric_missing_in_some_runs",
-                Severity::Warning,
-                "a metric is missing from some of a side's files: its runs are fewer",
-                1,
-                || format!("{name}: {} of {} files", values.len(), files.len()),
-            );
+            dq.add(Problem::MetricMissingInSomeRuns, 1, || {
+                format!("{name}: {} of {} files", values.len(), files.len())
+            });
         }
         let s = Summary::of(&values);
         out.push((

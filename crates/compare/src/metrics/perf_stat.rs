@@ -31,7 +31,7 @@
 //! do not parse, and `<not counted>`/`<not supported>` values, are counted in the file's
 //! data quality.
 
-use stallscope_model::{DataQuality, Severity};
+use stallscope_model::{DataQuality, Problem};
 use stallscope_read::ReadError;
 
 use super::{MetricFile, MetricValue};
@@ -68,23 +68,15 @@ fn parse_number(s: &str) -> Option<f64> {
 }
 
 fn not_counted(dq: &mut DataQuality, path: &str, n: usize, line: &str) {
-    dq.add(
-        "perf_stat_not_counted",
-        Severity::Info,
-        "a counter was <not counted> or <not supported> (no value for it)",
-        1,
-        || format!("{path}:{n}: {}", line.trim()),
-    );
+    dq.add(Problem::PerfStatNotCounted, 1, || {
+        format!("{path}:{n}: {}", line.trim())
+    });
 }
 
 fn bad_line(dq: &mut DataQuality, path: &str, n: usize, line: &str) {
-    dq.add(
-        "perf_stat_bad_line",
-        Severity::Warning,
-        "a line of perf stat output was not understood and was skipped",
-        1,
-        || format!("{path}:{n}: {}", line.trim()),
-    );
+    dq.add(Problem::PerfStatBadLine, 1, || {
+        format!("{path}:{n}: {}", line.trim())
+    });
 }
 
 /// Parses `perf stat` text.
@@ -219,13 +211,8 @@ pub fn parse_csv(path: &str, text: &str) -> Result<MetricFile, ReadError> {
         });
     }
     if rel_se_seen {
-        file.quality.add(
-            "perf_stat_csv_repeat",
-            Severity::Info,
-            "perf stat -r CSV output does not record the number of runs: the file counts as one run and its ± column is not used",
-            1,
-            || path.to_string(),
-        );
+        file.quality
+            .add(Problem::PerfStatCsvRepeat, 1, || path.to_string());
     }
     finish(file)
 }
@@ -278,7 +265,7 @@ mod tests {
         assert_eq!(f.values[2].value, 1_234_567.0);
         assert_eq!(f.values[3].value, 0.1203);
         assert!((f.values[3].rel_se.unwrap() - 0.1203).abs() < 1e-12);
-        assert_eq!(f.quality.count("perf_stat_not_counted"), 1);
+        assert_eq!(f.quality.count(Problem::PerfStatNotCounted), 1);
     }
 
     #[test]
@@ -288,7 +275,7 @@ mod tests {
         assert_eq!(f.runs_in_file, None);
         assert_eq!(f.values.len(), 3);
         assert_eq!(f.values[2].name, "user");
-        assert_eq!(f.quality.count("perf_stat_bad_line"), 1);
+        assert_eq!(f.quality.count(Problem::PerfStatBadLine), 1);
     }
 
     #[test]
@@ -301,7 +288,7 @@ mod tests {
         assert_eq!(f.values[1].value, 637.0);
         let rep = "1.22,msec,task-clock,7.87%,1219455,100.00,0.011,CPUs utilized\n";
         let f = parse_csv("x", rep).unwrap();
-        assert_eq!(f.quality.count("perf_stat_csv_repeat"), 1);
+        assert_eq!(f.quality.count(Problem::PerfStatCsvRepeat), 1);
     }
 
     #[test]

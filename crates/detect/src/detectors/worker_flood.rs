@@ -13,7 +13,7 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Profile, Tid, Window,
+    Cpu, Event, EventKind, Finding, FindingSeverity, FindingTask, Problem, Profile, Tid, Window,
 };
 use stallscope_timeline::workers::{
     decode, FunctionStats, WorkEvent, WorkEventKind, WorkFn, WorkerPools,
@@ -321,12 +321,21 @@ impl WorkerFlood {
             measures.insert(k.to_string(), i(v));
         }
         // Whole-trace input problems of the workqueue events, when there were any.
-        for (key, measure) in [
-            ("workqueue-unparsed", "trace_unparsed_workqueue_events"),
-            ("workqueue-end-without-start", "trace_ends_without_start"),
-            ("workqueue-execute-without-end", "trace_starts_without_end"),
+        for (problem, measure) in [
+            (
+                Problem::WorkqueueUnparsed,
+                "trace_unparsed_workqueue_events",
+            ),
+            (
+                Problem::WorkqueueEndWithoutStart,
+                "trace_ends_without_start",
+            ),
+            (
+                Problem::WorkqueueExecuteWithoutEnd,
+                "trace_starts_without_end",
+            ),
         ] {
-            let n = self.pools.quality().count(key);
+            let n = self.pools.quality().count(problem);
             if n > 0 {
                 measures.insert(measure.to_string(), i(n));
             }

@@ -31,7 +31,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockAction, Comm, DataQuality, Event, EventKind, InputFormat, Severity, Span, SpanPos,
+    BlockAction, Comm, DataQuality, Event, EventKind, InputFormat, Problem, Span, SpanPos,
     TraceMeta,
 };
 
@@ -154,13 +154,10 @@ impl BlktraceReader {
             let path = &self.streams[i].path;
             let first = g.first_offset.unwrap_or(0);
             let skipped = g.bytes - bytes;
-            self.dq.add(
-                "blktrace_garbage",
-                Severity::Warning,
-                "bytes between blktrace records without a valid magic were skipped",
-                g.resyncs - resyncs,
-                || format!("{path}: offset {first:#x}: {skipped} bytes skipped"),
-            );
+            self.dq
+                .add(Problem::BlktraceGarbage, g.resyncs - resyncs, || {
+                    format!("{path}: offset {first:#x}: {skipped} bytes skipped")
+                });
             self.garbage_seen[i] = (g.resyncs, g.bytes);
         }
         self.pending[i] = rec;
@@ -181,30 +178,14 @@ impl BlktraceReader {
     }
 
     fn skip(&mut self, reason: SkipReason, rec: &RawRecord, path: &str) {
-        let (key, sev, desc) = match reason {
-            SkipReason::Unmodeled => (
-                "blktrace_unmodeled_action",
-                Severity::Info,
-                "blktrace records not modeled as events (SLEEPRQ, ABORT, DRV_DATA)",
-            ),
-            SkipReason::UnknownAction => (
-                "blktrace_unknown_action",
-                Severity::Warning,
-                "blktrace records with an unknown action code",
-            ),
-            SkipReason::UnknownNotify => (
-                "blktrace_unknown_notify",
-                Severity::Warning,
-                "blktrace notify records with an unknown code",
-            ),
-            SkipReason::ShortPayload => (
-                "blktrace_short_payload",
-                Severity::Warning,
-                "blktrace records whose payload is too short for their action",
-            ),
+        let problem = match reason {
+            SkipReason::Unmodeled => Problem::BlktraceUnmodeledAction,
+            SkipReason::UnknownAction => Problem::BlktraceUnknownAction,
+            SkipReason::UnknownNotify => Problem::BlktraceUnknownNotify,
+            SkipReason::ShortPayload => Problem::BlktraceShortPayload,
         };
         let (off, action, len) = (rec.offset, rec.header.action, rec.header.pdu_len);
-        self.dq.add(key, sev, desc, 1, || {
+        self.dq.add(problem, 1, || {
             format!("{path}: offset {off:#x}: action {action:#010x}, pdu_len {len}")
         });
     }

@@ -14,8 +14,8 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, Mapping, Severity, Span,
-    SpanPos, Tid,
+    Comm, DataQuality, Event, EventKind, FieldValue, GenericEvent, Mapping, Problem, Span, SpanPos,
+    Tid,
 };
 
 use super::attr::{parse_sample, parse_trailer, Layout};
@@ -131,13 +131,9 @@ impl Decoder {
     ) -> bool {
         let e = self.tables.endian;
         let Some(s) = parse_sample(rec, &self.tables.layouts[p.attr as usize], e) else {
-            dq.add(
-                "perf_bad_sample",
-                Severity::Warning,
-                "SAMPLE records too short for their sample_type, skipped",
-                1,
-                || format!("offset {:#x}", p.rec().file_off),
-            );
+            dq.add(Problem::PerfBadSample, 1, || {
+                format!("offset {:#x}", p.rec().file_off)
+            });
             return false;
         };
         let kind = match &self.tables.decoders[p.attr as usize] {
@@ -147,13 +143,9 @@ impl Decoder {
                     None => false,
                 };
                 if !decoded {
-                    dq.add(
-                        "perf_bad_tracepoint_record",
-                        Severity::Warning,
-                        "tracepoint payloads missing or too short for their format (or with a __data_loc outside the record), skipped",
-                        1,
-                        || format!("offset {:#x}", p.rec().file_off),
-                    );
+                    dq.add(Problem::PerfBadTracepointRecord, 1, || {
+                        format!("offset {:#x}", p.rec().file_off)
+                    });
                     return false;
                 }
                 None
@@ -268,16 +260,10 @@ impl Decoder {
             }
             rt::LOST => {
                 let count = e.u64(rec, 16);
-                dq.add(
-                    "lost_events",
-                    Severity::Error,
-                    "events the kernel dropped (perf LOST records, as `perf sched latency` counts them): results around them are incomplete",
-                    count.unwrap_or(1),
-                    || {
-                        let n = count.map_or("?".to_string(), |c| c.to_string());
-                        format!("offset {:#x}: {n} lost at {} ns", p.rec().file_off, p.ts)
-                    },
-                );
+                dq.add(Problem::LostEvents, count.unwrap_or(1), || {
+                    let n = count.map_or("?".to_string(), |c| c.to_string());
+                    format!("offset {:#x}: {n} lost at {} ns", p.rec().file_off, p.ts)
+                });
                 EventKind::Lost { count }
             }
             rt::LOST_SAMPLES => {
@@ -285,16 +271,10 @@ impl Decoder {
                 // recording, with no time): shown apart, never added to lost_events, and no
                 // event (its time 0 would stretch the trace's range)
                 let count = e.u64(rec, 8);
-                dq.add(
-                    "lost_samples",
-                    Severity::Warning,
-                    "samples perf reports lost per event (LOST_SAMPLES records, as `perf report --stats` lists them): the same drops the LOST records count, split by event",
-                    count.unwrap_or(1),
-                    || {
-                        let n = count.map_or("?".to_string(), |c| c.to_string());
-                        format!("offset {:#x}: {n} samples lost", p.rec().file_off)
-                    },
-                );
+                dq.add(Problem::LostSamples, count.unwrap_or(1), || {
+                    let n = count.map_or("?".to_string(), |c| c.to_string());
+                    format!("offset {:#x}: {n} samples lost", p.rec().file_off)
+                });
                 return None;
             }
             _ => return None,

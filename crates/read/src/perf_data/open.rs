@@ -5,7 +5,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use stallscope_model::{InputFormat, Severity, TraceMeta};
+use stallscope_model::{InputFormat, Problem, TraceMeta};
 
 use super::attr::Attr;
 use super::header::{feat, FileHeader, Section};
@@ -143,13 +143,7 @@ impl Pipeline {
         rd.ends_early = incomplete.is_some();
         match &incomplete {
             None => rd.read_features(&mut src, len, &fh)?,
-            Some(why) => rd.dq.add(
-                "perf_data_incomplete",
-                Severity::Error,
-                "the perf.data file is incomplete (unfinished recording or cut copy): read up to its last complete record",
-                1,
-                || why.clone(),
-            ),
+            Some(why) => rd.dq.add(Problem::PerfDataIncomplete, 1, || why.clone()),
         }
         src.seek(SeekFrom::Start(fh.data.offset))
             .map_err(|e| ReadError::io(&rd.path, &e))?;

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
-use stallscope_model::{DataQuality, InputFormat, Severity, SpanPos, TraceMeta};
+use stallscope_model::{DataQuality, InputFormat, Problem, SpanPos, TraceMeta};
 
 use super::attr::{parse_trailer, Attr, AttrIds, Layout, TYPE_TRACEPOINT};
 use super::decode::{AttrDecoder, DecodeTables};
@@ -156,13 +156,16 @@ impl Pipeline {
         }
     }
 
-    fn note(&mut self, key: &str, severity: Severity, description: &str, n: u64, example: String) {
-        self.dq.add(key, severity, description, n, || example);
+    fn note(&mut self, problem: Problem, n: u64, example: String) {
+        self.dq.add(problem, n, || example);
     }
 
-    fn note_once(&mut self, key: &str, severity: Severity, description: &str, example: String) {
-        if self.noted.insert(format!("{key}\u{0}{example}")) {
-            self.note(key, severity, description, 1, example);
+    fn note_once(&mut self, problem: Problem, example: String) {
+        if self
+            .noted
+            .insert(format!("{}\u{0}{example}", problem.key()))
+        {
+            self.note(problem, 1, example);
         }
     }
 
@@ -301,9 +304,7 @@ impl Pipeline {
         };
         if !ok {
             self.note(
-                "perf_bad_feature",
-                Severity::Warning,
-                "header feature sections that could not be parsed (their information is missing)",
+                Problem::PerfBadFeature,
                 1,
                 format!("feature {bit} at offset {offset:#x}"),
             );
@@ -337,9 +338,7 @@ impl Pipeline {
         self.ids = ids;
         if ambiguous {
             self.note_once(
-                "perf_ambiguous_sample_id",
-                Severity::Warning,
-                "event attributes disagree on where the sample id is; records were matched with the first attribute's layout",
+                Problem::PerfAmbiguousSampleId,
                 format!("{} attrs", self.attrs.len()),
             );
         }
@@ -348,7 +347,7 @@ impl Pipeline {
         let mut notes = Vec::new();
         if let Some(td) = &self.tracing {
             for (system, why) in &td.bad_formats {
-                notes.push(("tracefs_bad_format", Severity::Warning, "event format files in the tracing data that could not be parsed (their events are kept without fields)", format!("{system}: {why}")));
+                notes.push((Problem::TracefsBadFormat, format!("{system}: {why}")));
             }
         }
         for a in &mut self.attrs {
@@ -372,10 +371,10 @@ impl Pipeline {
                         )),
                     );
                     if let Some(why) = why {
-                        notes.push(("tracefs_format_fallback", Severity::Info, "scheduler events whose format lacks an expected field; decoded as generic events", why));
+                        notes.push((Problem::TracefsFormatFallback, why));
                     }
                     if let Some(src) = d.prev_state_source().filter(|s| !s.contains("print fmt")) {
-                        notes.push(("prev_state_table_fallback", Severity::Info, "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table", src.to_string()));
+                        notes.push((Problem::PrevStateTableFallback, src.to_string()));
                     }
                     a.name = Some(f.full_name());
                     decoders.push(AttrDecoder::Tracepoint(d));
@@ -389,7 +388,7 @@ impl Pipeline {
                         Some((s, n)) => (Some(s.to_string()), n.to_string()),
                         None => (None, name.clone()),
                     };
-                    notes.push(("perf_tracepoint_without_format", Severity::Warning, "tracepoint events whose format is not in the file's tracing data; kept as events without fields", name));
+                    notes.push((Problem::PerfTracepointWithoutFormat, name));
                     decoders.push(AttrDecoder::MissingFormat {
                         system,
                         name: short,
@@ -397,8 +396,8 @@ impl Pipeline {
                 }
             }
         }
-        for (k, s, d, ex) in notes {
-            self.note_once(k, s, d, ex);
+        for (problem, ex) in notes {
+            self.note_once(problem, ex);
         }
         self.tables = Arc::new(DecodeTables {
             endian: self.endian,
@@ -458,9 +457,7 @@ impl Pipeline {
             .map(|c| if c.is_control() { ' ' } else { c })
             .collect();
         self.note(
-            "perf_pipe_trailing_garbage",
-            Severity::Warning,
-            "bytes after the last record that are not perf records (often perf's own messages appended by `2>&1`): the stream ends before them, as in perf",
+            Problem::PerfPipeTrailingGarbage,
             1,
             format!("offset {off:#x}: {:?}", text.trim()),
         );
@@ -505,9 +502,7 @@ impl Pipeline {
                 }) if self.ends_early => {
                     // the record cut by the end of an incomplete file: the data ends here
                     self.note(
-                        "perf_data_cut_record",
-                        Severity::Error,
-                        "the last record is cut off by the end of the file (incomplete perf.data): the data ends before it",
+                        Problem::PerfDataCutRecord,
                         1,
                         format!(
                             "offset {off:#x}: {} of {need} bytes of a record{} present",
@@ -531,9 +526,7 @@ impl Pipeline {
                         self.end_at_garbage();
                     } else {
                         self.note(
-                            "perf_data_cut_record",
-                            Severity::Error,
-                            "the last record is cut off by the end of the file (incomplete perf.data): the data ends before it",
+                            Problem::PerfDataCutRecord,
                             1,
                             format!(
                                 "offset {off:#x}: {have} of {need} bytes of a record{} present",
@@ -668,11 +661,18 @@ impl Pipeline {
                 match b.get(8..).filter(|body| body.len() >= size) {
                     Some(body) => {
                         let mut a = Attr::parse(&body[..size], e);
-                        a.ids = body[size..].chunks_exact(8).filter_map(|c| e.u64(c, 0)).collect();
+                        a.ids = body[size..]
+                            .chunks_exact(8)
+                            .filter_map(|c| e.u64(c, 0))
+                            .collect();
                         self.attrs.push(a);
                         self.stale = true;
                     }
-                    None => self.note("perf_bad_feature", Severity::Warning, "header feature sections that could not be parsed (their information is missing)", 1, format!("HEADER_ATTR record at offset {:#x}", r.file_off)),
+                    None => self.note(
+                        Problem::PerfBadFeature,
+                        1,
+                        format!("HEADER_ATTR record at offset {:#x}", r.file_off),
+                    ),
                 }
             }
             rt::AUXTRACE => {
@@ -689,9 +689,7 @@ impl Pipeline {
                     .skip_payload(&mut self.pool, size)
                     .map_err(|err| self.stream_error(err))?;
                 self.note(
-                    "perf_auxtrace_skipped",
-                    Severity::Info,
-                    "AUXTRACE records (hardware trace: Intel PT, CoreSight, ARM SPE) whose data was skipped: this reader does not decode it; `perf script --itrace` does",
+                    Problem::PerfAuxtraceSkipped,
                     1,
                     format!("{size} bytes at offset {:#x}", r.file_off + 48),
                 );
@@ -736,9 +734,7 @@ impl Pipeline {
                 let off = r.file_off;
                 let what = if nested { "inside compressed data" } else { "" };
                 self.note(
-                    "perf_unknown_record_types",
-                    Severity::Warning,
-                    "records of types this reader does not know, skipped by their size",
+                    Problem::PerfUnknownRecordTypes,
                     1,
                     format!("type {t} at offset {off:#x} {what}")
                         .trim_end()
@@ -812,9 +808,7 @@ impl Pipeline {
         let Some(attr) = self.attr_of(rec, is_sample) else {
             self.pool.unref(&r);
             self.note(
-                "perf_unknown_sample_id",
-                Severity::Warning,
-                "records whose sample id matches no event attribute, skipped",
+                Problem::PerfUnknownSampleId,
                 1,
                 format!("type {rtype} at offset {:#x}", r.file_off),
             );
@@ -833,7 +827,11 @@ impl Pipeline {
         self.queue.push(Pending::new(ts, has_time, attr, r));
         if self.queue.pending_len() >= MAX_PENDING {
             self.queue.release_half();
-            self.note("perf_forced_flush", Severity::Info, "records released before their round ended because too many were queued (no FINISHED_ROUND records); order may differ from perf", 1, format!("at offset {:#x}", r.file_off));
+            self.note(
+                Problem::PerfForcedFlush,
+                1,
+                format!("at offset {:#x}", r.file_off),
+            );
         }
     }
 
@@ -851,13 +849,9 @@ impl Pipeline {
                     self.rebuild();
                 }
                 if out_of_order {
-                    self.dq.add(
-                        "perf_out_of_order_events",
-                        Severity::Warning,
-                        "records older than one already emitted (outside perf's round ordering)",
-                        1,
-                        || format!("offset {:#x} at {} ns", p.rec().file_off, p.ts),
-                    );
+                    self.dq.add(Problem::PerfOutOfOrderEvents, 1, || {
+                        format!("offset {:#x} at {} ns", p.rec().file_off, p.ts)
+                    });
                 }
                 return Ok(Some(p));
             }
@@ -886,13 +880,9 @@ impl Pipeline {
                 }
                 let dq = &mut self.dq;
                 self.queue.pop_into(out, max - out.len(), |p| {
-                    dq.add(
-                        "perf_out_of_order_events",
-                        Severity::Warning,
-                        "records older than one already emitted (outside perf's round ordering)",
-                        1,
-                        || format!("offset {:#x} at {} ns", p.rec().file_off, p.ts),
-                    );
+                    dq.add(Problem::PerfOutOfOrderEvents, 1, || {
+                        format!("offset {:#x} at {} ns", p.rec().file_off, p.ts)
+                    });
                 });
                 continue;
             }

@@ -19,7 +19,7 @@
 //!   line, as flamegraph.pl does; a frame that itself ends in ` <digits>` is therefore read
 //!   as a count (ambiguous input; stackcollapse never emits such frames).
 //! - Fractional counts (`12.5`) are rounded to the nearest integer and counted
-//!   (`folded-fractional-count`), since weights are integers.
+//!   (`folded_fractional_count`), since weights are integers.
 //! - Frames may contain spaces, `::`, `<…>`, `(…)`. `;` separates frames, except inside a
 //!   balanced `[...]` (`[foo;bar]` stays one frame); stackcollapse itself turns `;` inside
 //!   names into `:`, so this only matters for other producers.
@@ -29,7 +29,7 @@
 //! - The first frame is usually the process name (`comm`, `comm-PID`, `comm-PID/TID`); it
 //!   stays a frame (the root), as flame graphs show it.
 //! - Identical stacks are summed into one (first occurrence's line kept). Blank lines and
-//!   `#` comments are skipped; other unparsable lines are counted (`folded-bad-line`). An
+//!   `#` comments are skipped; other unparsable lines are counted (`folded_bad_line`). An
 //!   input with no valid line is an error naming its first line.
 //!
 //! Weights are whatever the producer counted (samples, or period sums when perf script
@@ -38,7 +38,7 @@
 use std::collections::HashMap;
 
 use stallscope_model::{
-    DataQuality, Profile, Severity, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
+    DataQuality, Problem, Profile, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
 };
 
 use super::{read_text, ProfileFormat, ProfileRead};
@@ -185,28 +185,18 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
             if first_bad.is_none() {
                 first_bad = Some((line_no, line.chars().take(80).collect()));
             }
-            quality.add(
-                "folded-bad-line",
-                Severity::Warning,
-                "lines that are not `frame;frame;… COUNT` (ignored)",
-                1,
-                || {
-                    format!(
-                        "{path}:{line_no}: {}",
-                        line.chars().take(100).collect::<String>()
-                    )
-                },
-            );
+            quality.add(Problem::FoldedBadLine, 1, || {
+                format!(
+                    "{path}:{line_no}: {}",
+                    line.chars().take(100).collect::<String>()
+                )
+            });
             continue;
         };
         if parsed.fractional {
-            quality.add(
-                "folded-fractional-count",
-                Severity::Info,
-                "fractional counts, rounded to integers",
-                1,
-                || format!("{path}:{line_no}"),
-            );
+            quality.add(Problem::FoldedFractionalCount, 1, || {
+                format!("{path}:{line_no}")
+            });
         }
         any_diff |= parsed.count_new.is_some();
         // Leaf first.
@@ -251,13 +241,7 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         ));
     }
     if any_diff {
-        quality.add(
-            "folded-differential",
-            Severity::Info,
-            "differential lines (two counts): the second count is the new profile's weight",
-            1,
-            || path.to_string(),
-        );
+        quality.add(Problem::FoldedDifferential, 1, || path.to_string());
     }
     Ok(ProfileRead {
         profile,
@@ -353,7 +337,7 @@ x;[unbalanced;leaf 1
             (41, Some(54))
         );
         assert_eq!(r.profile.stacks[1].weight, 4);
-        assert_eq!(r.quality.count("folded-fractional-count"), 1);
+        assert_eq!(r.quality.count(Problem::FoldedFractionalCount), 1);
     }
 
     #[test]
@@ -362,7 +346,7 @@ x;[unbalanced;leaf 1
         assert_eq!(e.pos, Some(SpanPos::Line(2)));
         assert!(parse("t", "").is_err());
         let r = parse("t", "a;b 1\nbroken;\n").unwrap();
-        assert_eq!(r.quality.count("folded-bad-line"), 1);
+        assert_eq!(r.quality.count(Problem::FoldedBadLine), 1);
         assert!(sniff(b"a;b 1\nc;d 2\n"));
         assert!(!sniff(b"hello world\n"));
     }

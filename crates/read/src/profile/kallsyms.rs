@@ -29,9 +29,9 @@
 //! Unprivileged readers of `/proc/kallsyms` see every address as zero when
 //! `kernel.kptr_restrict` is set (or without CAP_SYSLOG); such a table resolves nothing and
 //! [`Kallsyms::note`] says why. Lines that do not parse are counted in
-//! [`Kallsyms::quality`] (`kallsyms-bad-line`), never silently skipped.
+//! [`Kallsyms::quality`] (`kallsyms_bad_line`), never silently skipped.
 
-use stallscope_model::{DataQuality, Severity};
+use stallscope_model::{DataQuality, Problem};
 
 use crate::error::ReadError;
 
@@ -131,18 +131,12 @@ impl Kallsyms {
                 if first_bad.is_none() {
                     first_bad = Some((line_no, line.chars().take(80).collect()));
                 }
-                quality.add(
-                    "kallsyms-bad-line",
-                    Severity::Warning,
-                    "kallsyms lines that are not `ADDR TYPE NAME [MODULE]` (ignored)",
-                    1,
-                    || {
-                        format!(
-                            "{source}:{line_no}: {}",
-                            line.chars().take(80).collect::<String>()
-                        )
-                    },
-                );
+                quality.add(Problem::KallsymsBadLine, 1, || {
+                    format!(
+                        "{source}:{line_no}: {}",
+                        line.chars().take(80).collect::<String>()
+                    )
+                });
                 continue;
             };
             parsed += 1;
@@ -342,7 +336,7 @@ ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]
     #[test]
     fn bad_lines_counted_all_bad_is_an_error() {
         let k = Kallsyms::parse("t", "ffffffff81000000 T a\nnonsense\n").unwrap();
-        assert_eq!(k.quality().count("kallsyms-bad-line"), 1);
+        assert_eq!(k.quality().count(Problem::KallsymsBadLine), 1);
         let e = Kallsyms::parse("f", "\nhello world\n").unwrap_err();
         assert_eq!(e.pos, Some(stallscope_model::SpanPos::Line(2)));
         let empty = Kallsyms::parse("f", "").unwrap();
@@ -354,7 +348,7 @@ ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]
     fn host_table_if_readable() {
         // Real data: whatever this host exposes must parse without bad lines.
         if let Ok(k) = Kallsyms::load_default() {
-            assert_eq!(k.quality().count("kallsyms-bad-line"), 0);
+            assert_eq!(k.quality().count(Problem::KallsymsBadLine), 0);
             if !k.is_zeroed() {
                 let s = k.find("schedule").expect("schedule in kallsyms");
                 assert_eq!(k.lookup(s.addr + 1).unwrap().name, "schedule");

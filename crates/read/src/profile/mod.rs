@@ -25,7 +25,7 @@ pub mod user_symbols;
 
 pub use kallsyms::{Kallsyms, KernelSymbol, SymbolAt};
 
-use stallscope_model::{DataQuality, InputFormat, Profile, Severity};
+use stallscope_model::{DataQuality, InputFormat, Problem, Profile};
 
 use crate::error::ReadError;
 use crate::input::Input;
@@ -175,20 +175,10 @@ pub fn kernel_symbols_with_embedded(
                     quality.merge(k.quality());
                     return Ok(Some(k));
                 }
-                Ok(k) => quality.add(
-                    "kernel-symbols-embedded",
-                    Severity::Info,
-                    "the input's own kallsyms text cannot name anything",
-                    1,
-                    || k.note().unwrap_or_default(),
-                ),
-                Err(e) => quality.add(
-                    "kernel-symbols-embedded",
-                    Severity::Info,
-                    "the input's own kallsyms text cannot name anything",
-                    1,
-                    || e.to_string(),
-                ),
+                Ok(k) => quality.add(Problem::KernelSymbolsEmbedded, 1, || {
+                    k.note().unwrap_or_default()
+                }),
+                Err(e) => quality.add(Problem::KernelSymbolsEmbedded, 1, || e.to_string()),
             }
         }
     }
@@ -197,14 +187,12 @@ pub fn kernel_symbols_with_embedded(
 
 /// Chooses the kernel symbol table for an input recorded on `release`: the explicit file,
 /// or the host's table when the releases match. Why nothing was chosen (or why the table is
-/// useless) goes to `quality` as `kernel-symbols`.
+/// useless) goes to `quality` as `kernel_symbols`.
 pub fn kernel_symbols_for(
     source: &KernelSymbolSource,
     release: Option<&str>,
     quality: &mut DataQuality,
 ) -> Result<Option<Kallsyms>, ReadError> {
-    const KEY: &str = "kernel-symbols";
-    const DESC: &str = "kernel frames are shown as addresses (no usable kernel symbol table)";
     let table = match source {
         KernelSymbolSource::Off => return Ok(None),
         KernelSymbolSource::File(path) => Kallsyms::load(path)?,
@@ -214,13 +202,13 @@ pub fn kernel_symbols_for(
                 (Some(r), Some(h)) if r == h => match Kallsyms::load_default() {
                     Ok(k) => k,
                     Err(e) => {
-                        quality.add(KEY, Severity::Warning, DESC, 1, || e.to_string());
+                        quality.add(Problem::KernelSymbols, 1, || e.to_string());
                         return Ok(None);
                     }
                 },
                 (Some(r), h) => {
                     let h = h.unwrap_or("unknown").to_string();
-                    quality.add(KEY, Severity::Warning, DESC, 1, || {
+                    quality.add(Problem::KernelSymbols, 1, || {
                         format!(
                             "kernel release differs: recorded on {r}, running {h}; \
                              pass the recording host's table with --kallsyms FILE"
@@ -229,7 +217,7 @@ pub fn kernel_symbols_for(
                     return Ok(None);
                 }
                 (None, _) => {
-                    quality.add(KEY, Severity::Info, DESC, 1, || {
+                    quality.add(Problem::KernelSymbolsReleaseUnknown, 1, || {
                         "the input does not name its kernel release; pass --kallsyms FILE \
                          (e.g. /proc/kallsyms of the recording host)"
                             .to_string()
@@ -240,7 +228,7 @@ pub fn kernel_symbols_for(
         }
     };
     if let Some(note) = table.note() {
-        quality.add(KEY, Severity::Warning, DESC, 1, || note);
+        quality.add(Problem::KernelSymbols, 1, || note);
         return Ok(None);
     }
     quality.merge(table.quality());
@@ -389,8 +377,8 @@ mod tests {
         )
         .unwrap();
         assert!(none.is_none());
-        assert_eq!(q.count("kernel-symbols-embedded"), 1);
-        assert_eq!(q.count("kernel-symbols"), 1, "release differs");
+        assert_eq!(q.count(Problem::KernelSymbolsEmbedded), 1);
+        assert_eq!(q.count(Problem::KernelSymbols), 1, "release differs");
         let off = kernel_symbols_with_embedded(
             &KernelSymbolSource::Off,
             None,

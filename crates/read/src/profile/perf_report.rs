@@ -46,17 +46,17 @@
 //!   samples, and entries without such lines get `pct × # Samples`.
 //!
 //! Only the first event's section is read when the report has several (`-e a -e b`); the
-//! others are counted (`perf-report-other-event`). `# Samples: 2K` (perf abbreviates above
+//! others are counted (`perf_report_other_event`). `# Samples: 2K` (perf abbreviates above
 //! 1000) scales to 2000 for the folded-mode estimate. `# os release :` (`--header`) gives the
 //! kernel release.
 //!
-//! Lossy input (counted in `perf-report-pruned`): perf drops branches below its threshold
+//! Lossy input (counted in `perf_report_pruned`): perf drops branches below its threshold
 //! (`-g graph,0.5` by default) and entries below `--percent-limit`, and rounds to 2
 //! decimals; ask for `perf script` or `-g folded,0,caller,count` for exact stacks.
 //! `--sort` keys other than `comm`, `dso`, `sym` are ignored (comm goes to the stack).
 
 use stallscope_model::{
-    Comm, DataQuality, Profile, Severity, Span, SpanPos, WeightUnit, WeightedStack,
+    Comm, DataQuality, Problem, Profile, Span, SpanPos, WeightUnit, WeightedStack,
 };
 
 use super::{read_text, ProfileFormat, ProfileRead};
@@ -559,13 +559,9 @@ impl ReportParser<'_> {
         if folded_mode {
             if e.folded.is_empty() {
                 let w = self.samples.map_or(0, |n| (n * e.self_bp + 5000) / 10000);
-                self.quality.add(
-                    "perf-report-approximate",
-                    Severity::Warning,
-                    "entries without folded lines: weight estimated from the percentage",
-                    1,
-                    || format!("{path}:{}", e.line),
-                );
+                self.quality.add(Problem::PerfReportApproximate, 1, || {
+                    format!("{path}:{}", e.line)
+                });
                 self.push_stack(&e, std::slice::from_ref(&e.symbol), w);
             }
             for (count, frames) in &e.folded {
@@ -576,13 +572,9 @@ impl ReportParser<'_> {
         }
         let (paths, pruned) = e.paths();
         if pruned > 0 {
-            self.quality.add(
-                "perf-report-pruned",
-                Severity::Info,
-                "call-graph branches perf pruned below its threshold: their weight stays on the path above them",
-                pruned,
-                || format!("{path}:{}", e.line),
-            );
+            self.quality.add(Problem::PerfReportPruned, pruned, || {
+                format!("{path}:{}", e.line)
+            });
         }
         let mut left = e.self_bp;
         if self.children_view {
@@ -653,13 +645,9 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
                     // A second event's section (`perf record -e a -e b`): one event is
                     // profiled, like the other readers.
                     let ev = event.unwrap_or_default();
-                    p.quality.add(
-                        "perf-report-other-event",
-                        Severity::Info,
-                        "sections of other events than the first one (ignored)",
-                        1,
-                        || format!("{path}:{line_no}: {ev}"),
-                    );
+                    p.quality.add(Problem::PerfReportOtherEvent, 1, || {
+                        format!("{path}:{line_no}: {ev}")
+                    });
                     other_section = true;
                     continue;
                 }
@@ -713,18 +701,12 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
             continue;
         }
         if p.columns.is_empty() && current.is_none() {
-            p.quality.add(
-                "perf-report-bad-line",
-                Severity::Warning,
-                "lines before the column ruler or not fitting the report grammar (ignored)",
-                1,
-                || {
-                    format!(
-                        "{path}:{line_no}: {}",
-                        line.chars().take(100).collect::<String>()
-                    )
-                },
-            );
+            p.quality.add(Problem::PerfReportBadLine, 1, || {
+                format!(
+                    "{path}:{line_no}: {}",
+                    line.chars().take(100).collect::<String>()
+                )
+            });
             continue;
         }
         // `-g folded` line: COUNT frame;frame…
@@ -747,18 +729,12 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         }
         let ok = current.as_mut().is_some_and(|e| e.graph_line(line));
         if !ok {
-            p.quality.add(
-                "perf-report-bad-line",
-                Severity::Warning,
-                "lines before the column ruler or not fitting the report grammar (ignored)",
-                1,
-                || {
-                    format!(
-                        "{path}:{line_no}: {}",
-                        line.chars().take(100).collect::<String>()
-                    )
-                },
-            );
+            p.quality.add(Problem::PerfReportBadLine, 1, || {
+                format!(
+                    "{path}:{line_no}: {}",
+                    line.chars().take(100).collect::<String>()
+                )
+            });
         }
     }
     if let Some(prev) = current.take() {
@@ -792,13 +768,8 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         p.finish_entry(e, folded_mode);
     }
     if !folded_mode {
-        p.quality.add(
-            "perf-report-lossy",
-            Severity::Info,
-            "perf report text is lossy: percentages rounded to 0.01%, entries below --percent-limit and branches below the call-graph threshold dropped; weights are basis points",
-            1,
-            || path.to_string(),
-        );
+        p.quality
+            .add(Problem::PerfReportLossy, 1, || path.to_string());
     }
     Ok(ProfileRead {
         profile: p.profile,

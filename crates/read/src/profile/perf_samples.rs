@@ -20,7 +20,7 @@
 //! or 1 when the sample has no period; [`Profile::unit`] says which.
 //!
 //! Only one event is profiled: the first event name that has a callchain (or, without `-g`,
-//! an `ip`); samples of other events are counted (`profile-other-event`). A sched_switch
+//! an `ip`); samples of other events are counted (`profile_other_event`). A sched_switch
 //! recorded with `-g` is such an event too: its stacks are off-CPU stacks.
 //!
 //! Kernel frames (after a kernel marker, or at/above [`super::KERNEL_ADDR_MIN`] before any
@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, Profile, Severity, Tid, WeightUnit,
+    Comm, DataQuality, Event, EventKind, FieldValue, Problem, Profile, Tid, WeightUnit,
     WeightedStack,
 };
 
@@ -195,25 +195,16 @@ impl<'k> SampleProfiler<'k> {
             _ => self.tgid_of.get(&ev.pid).copied().unwrap_or(ev.pid),
         };
         if ev.callchain.is_none() && ip.is_none() {
-            self.quality.add(
-                "profile-not-a-sample",
-                Severity::Info,
-                "events without a callchain or ip (not samples; ignored by the profile)",
-                1,
-                || format!("{} at {}", name, ev.ts),
-            );
+            self.quality.add(Problem::ProfileNotASample, 1, || {
+                format!("{} at {}", name, ev.ts)
+            });
             return;
         }
         match &self.event {
             None => self.event = Some(name.to_string()),
             Some(e) if !super::event_matches(e, name) => {
-                self.quality.add(
-                    "profile-other-event",
-                    Severity::Info,
-                    "samples of other events than the profiled one (ignored)",
-                    1,
-                    || name.to_string(),
-                );
+                self.quality
+                    .add(Problem::ProfileOtherEvent, 1, || name.to_string());
                 return;
             }
             Some(_) => {}
@@ -245,13 +236,9 @@ impl<'k> SampleProfiler<'k> {
                 let k = by_address(ip);
                 frames.push(self.frame(ip, k, tgid));
                 if !k && !chain_frames.iter().any(|&(_, fk)| !fk) && ev.callchain.is_some() {
-                    self.quality.add(
-                        "profile-user-leaf-only",
-                        Severity::Info,
-                        "user-space samples whose callchain has no user part (`--call-graph dwarf`: perf unwinds the copied user stack with the recording host's binaries; `lbr`: from the branch stack): only the sampled function is known, so self shares are exact and callers' totals are not",
-                        1,
-                        || format!("{} at {}", name, ev.ts),
-                    );
+                    self.quality.add(Problem::ProfileUserLeafOnly, 1, || {
+                        format!("{} at {}", name, ev.ts)
+                    });
                 }
             }
         }
@@ -259,13 +246,9 @@ impl<'k> SampleProfiler<'k> {
             frames.push(self.frame(a, k, tgid));
         }
         if frames.is_empty() {
-            self.quality.add(
-                "profile-empty-callchain",
-                Severity::Warning,
-                "samples whose callchain holds no address (counted in the total, no frame)",
-                1,
-                || format!("{} at {}", name, ev.ts),
-            );
+            self.quality.add(Problem::ProfileEmptyCallchain, 1, || {
+                format!("{} at {}", name, ev.ts)
+            });
         }
         let weight = match period {
             Some(p) if p > 0 => {
@@ -367,7 +350,7 @@ pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<Profi
                 Some(e) => format!("samples of event {e}"),
                 None => "samples (perf record -g, or any sampling event with an ip)".to_string(),
             },
-            match q.entries().find(|(k, _)| *k == "profile-other-event") {
+            match q.entries().find(|(k, _)| *k == "profile_other_event") {
                 Some((_, e)) => format!(
                     "only samples of other events, e.g. {}",
                     e.examples.join(", ")
@@ -463,8 +446,8 @@ mod tests {
         assert_eq!(prof.stacks[0].frames.len(), 3);
         assert_eq!(leaf(1), "0x401d05");
         assert_eq!(prof.stacks[2].frames.len(), 2);
-        assert_eq!(q.count("profile-user-leaf-only"), 1);
-        assert_eq!(q.count("profile-empty-callchain"), 0);
+        assert_eq!(q.count(Problem::ProfileUserLeafOnly), 1);
+        assert_eq!(q.count(Problem::ProfileEmptyCallchain), 0);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::collections::HashMap;
 
 use stallscope_model::time::parse_u64;
 use stallscope_model::{
-    Comm, DataQuality, Profile, Severity, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
+    Comm, DataQuality, Problem, Profile, Span, SpanPos, SymbolId, WeightUnit, WeightedStack,
 };
 
 use super::{frame_name, kernel_symbols_for, Kallsyms, ProfileFormat, ProfileOptions, ProfileRead};
@@ -323,9 +323,9 @@ impl<'o> ScriptProfiler<'o> {
         }
     }
 
-    fn note(&mut self, key: &str, sev: Severity, desc: &str, line_no: u64, line: &str) {
+    fn note(&mut self, problem: Problem, line_no: u64, line: &str) {
         let path = &self.path;
-        self.quality.add(key, sev, desc, 1, || {
+        self.quality.add(problem, 1, || {
             format!(
                 "{path}:{line_no}: {}",
                 line.chars().take(100).collect::<String>()
@@ -413,48 +413,24 @@ impl<'o> ScriptProfiler<'o> {
                     }
                 }
                 (Some(_), false) if self.in_skipped_block => {} // frames of a counted, skipped sample
-                _ => self.note(
-                    "profile-bad-frame",
-                    Severity::Warning,
-                    "indented lines that are not a frame of a sample (`ADDR SYMBOL (DSO)`), ignored",
-                    line_no,
-                    line,
-                ),
+                _ => self.note(Problem::ProfileBadFrame, line_no, line),
             }
             return Ok(());
         }
         self.end_block();
         self.in_skipped_block = true;
         let Some(h) = parse_header(line) else {
-            self.note(
-                "profile-bad-line",
-                Severity::Warning,
-                "lines that are neither a sample header nor a frame (ignored)",
-                line_no,
-                line,
-            );
+            self.note(Problem::ProfileBadLine, line_no, line);
             return Ok(());
         };
         if h.event.starts_with("PERF_RECORD_") {
-            self.note(
-                "profile-side-band",
-                Severity::Info,
-                "perf side-band records (PERF_RECORD_*), skipped",
-                line_no,
-                line,
-            );
+            self.note(Problem::ProfileSideBand, line_no, line);
             return Ok(());
         }
         match &self.event {
             None => self.event = Some(h.event.to_string()),
             Some(e) if !super::event_matches(e, h.event) => {
-                self.note(
-                    "profile-other-event",
-                    Severity::Info,
-                    "samples of other events than the profiled one (ignored)",
-                    line_no,
-                    line,
-                );
+                self.note(Problem::ProfileOtherEvent, line_no, line);
                 return Ok(());
             }
             Some(_) => {}
@@ -504,13 +480,9 @@ impl<'o> ScriptProfiler<'o> {
             .filter(|s| s.frames.is_empty())
             .count() as u64;
         if empty > 0 {
-            self.quality.add(
-                "profile-no-callchain",
-                Severity::Info,
-                "samples printed without frames (recorded without -g, or perf script -F without ip): they weigh in the total but have no function",
-                empty,
-                || format!("{empty} samples"),
-            );
+            self.quality.add(Problem::ProfileNoCallchain, empty, || {
+                format!("{empty} samples")
+            });
         }
         if self.kernel_lookups > 0 {
             self.quality.merge(&self.table_quality);
@@ -629,7 +601,7 @@ CPU 0/KVM 17653/17653 [001]  725.497648:     500250 cpu-clock:pppH: \n\
         assert_eq!(p.stacks[1].pid, Some(31912));
         assert_eq!(p.stacks[1].comm.unwrap().as_str(), "node-v011");
         // every kernel frame had a symbol but one module frame: the note is about that one
-        assert_eq!(r.quality.count("kernel-symbols"), 1);
+        assert_eq!(r.quality.count(Problem::KernelSymbolsReleaseUnknown), 1);
         assert!(parse_untimed_header("\t  400570 func_b (/root/func_ab)").is_none());
         let h =
             parse_untimed_header("CPU 0/KVM 17653/17654 [001] 500250 cpu-clock:pppH: ").unwrap();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Symbolized, Symbolizer};
-use stallscope_model::{DataQuality, EventKind, Profile, Severity, SymbolId, Tid};
+use stallscope_model::{DataQuality, EventKind, Problem, Profile, SymbolId, Tid};
 
 /// A user frame to name: its file, the offset into it, and the build id the recording gave
 /// for that mapping, if any.
@@ -167,19 +167,17 @@ pub fn name_frames(
         let paths = match locate(file, build_id) {
             Ok(p) => p,
             Err(why) => {
-                let (key, desc, example) = match why {
+                let (problem, example) = match why {
                     Missing::NotHere => (
-                        "user-symbols-missing",
-                        "user frames stay file+offset: their binaries are not on this host (run stallscope on the recording host, or copy its binaries or ~/.debug build-id cache here)",
+                        Problem::UserSymbolsMissing,
                         format!("{file} ({} frames)", list.len()),
                     ),
                     Missing::OtherVersion { recorded, here } => (
-                        "user-symbols-other-version",
-                        "user frames stay file+offset: the file on this host is another build than the recorded one (build ids differ)",
+                        Problem::UserSymbolsOtherVersion,
                         format!("{file}: recorded {recorded}, here {here}"),
                     ),
                 };
-                dq.add(key, Severity::Info, desc, 1, || example);
+                dq.add(problem, 1, || example);
                 continue;
             }
         };
@@ -197,13 +195,7 @@ pub fn name_frames(
             }
         }
         let Some((path, found)) = found else {
-            dq.add(
-                "user-symbols-unreadable",
-                Severity::Info,
-                "user frames stay file+offset: the binary could not be read for symbols",
-                1,
-                || errors.join("; "),
-            );
+            dq.add(Problem::UserSymbolsUnreadable, 1, || errors.join("; "));
             continue;
         };
         let mut any = false;
@@ -216,19 +208,13 @@ pub fn name_frames(
         if any {
             named_files.push(path.display().to_string());
         } else {
-            let (key, desc, example) = no_symbols_note(file);
-            dq.add(key, Severity::Info, desc, 1, || example);
+            let (problem, example) = no_symbols_note(file);
+            dq.add(problem, 1, || example);
         }
     }
     if !named_files.is_empty() {
         let n = named_files.len();
-        dq.add(
-            "user-symbols",
-            Severity::Info,
-            "user frames named from the recording's binaries found on this host (build ids checked where the recording gave them)",
-            n as u64,
-            || named_files.join(", "),
-        );
+        dq.add(Problem::UserSymbols, n as u64, || named_files.join(", "));
     }
     out
 }
@@ -286,12 +272,8 @@ pub fn perf_user_frame_names(
 }
 
 /// The note of a binary without function symbols at the frames' offsets.
-fn no_symbols_note(file: &str) -> (&'static str, &'static str, String) {
-    (
-        "user-symbols-none",
-        "user frames stay file+offset: the binary has no symbols for them (stripped; install its debug symbols)",
-        file.to_string(),
-    )
+fn no_symbols_note(file: &str) -> (Problem, String) {
+    (Problem::UserSymbolsNone, file.to_string())
 }
 
 /// `profile` with the symbols in `names` renamed (frames that get the same name become one
@@ -384,8 +366,8 @@ mod tests {
         let leaf = p.symbol(p.stacks[0].frames[0]);
         assert!(leaf.contains("a_function_to_find"), "{leaf}");
         assert_eq!(p.symbol(p.stacks[0].frames[1]), "[gone+0x2]");
-        assert_eq!(dq.count("user-symbols"), 1);
-        assert_eq!(dq.count("user-symbols-missing"), 1);
+        assert_eq!(dq.count(Problem::UserSymbols), 1);
+        assert_eq!(dq.count(Problem::UserSymbolsMissing), 1);
         // a recorded build id that is not this file's: not used, and said
         let mut p2 = Profile::new(WeightUnit::Samples);
         let id2 = p2.intern("[test+0x1]", Some(false));
@@ -405,6 +387,6 @@ mod tests {
         let mut dq2 = DataQuality::default();
         name_user_frames(&mut p2, &frames2, &[], &mut dq2);
         assert_eq!(p2.symbol(p2.stacks[0].frames[0]), "[test+0x1]");
-        assert_eq!(dq2.count("user-symbols-other-version"), 1);
+        assert_eq!(dq2.count(Problem::UserSymbolsOtherVersion), 1);
     }
 }

@@ -10,12 +10,12 @@
 //! CPU:N [M EVENTS DROPPED] | CPU:N [EVENTS DROPPED]    trace-cmd
 //! ```
 
-use stallscope_model::{Event, Severity};
+use stallscope_model::{Event, Problem};
 
 use super::context::{Context, TextTs};
 use super::lines::Line;
 use super::payload::{event_kind, generic, PayloadForm};
-use super::state::{key, TextState};
+use super::state::TextState;
 use stallscope_model::time::parse_u64;
 
 /// Splits `NAME: PAYLOAD` (payload with leading padding removed). `None` when there is no
@@ -41,19 +41,9 @@ pub(crate) fn note_timestamp(st: &mut TextState, ts: TextTs, line: &Line<'_>) {
         TextTs::Ns(_) => {}
         TextTs::Count(_) => {
             st.meta.clock_is_ns = false;
-            st.note_deferred(
-                key::NOT_NS,
-                Severity::Warning,
-                "timestamps are raw clock counts (trace_clock counter, x86-tsc, …), not nanoseconds: durations are in counts",
-                line,
-            );
+            st.note_deferred(Problem::TimestampsNotNs, line);
         }
-        TextTs::RelativeNs(_) => st.note_deferred(
-            key::LATENCY_FORMAT,
-            Severity::Warning,
-            "latency-format lines: times are µs relative to the start of the buffer (not the trace clock) and task names are cut to 8 bytes",
-            line,
-        ),
+        TextTs::RelativeNs(_) => st.note_deferred(Problem::LatencyFormat, line),
     }
 }
 
@@ -61,19 +51,10 @@ pub(crate) fn note_timestamp(st: &mut TextState, ts: TextTs, line: &Line<'_>) {
 pub(crate) fn note_payload_form(st: &mut TextState, form: PayloadForm, line: &Line<'_>) {
     match form {
         PayloadForm::Native | PayloadForm::PluginWakeup | PayloadForm::Generic => {}
-        PayloadForm::PluginSwitch => st.note_deferred(
-            key::PLUGIN_STATE,
-            Severity::Info,
-            "trace-cmd's sched_switch plugin form drops the preemption mark: a preempted task (R+) shows as R, so preemption cannot be told from other runnable switch-outs (state letters were mapped back through the 4.14+ table); use `trace-cmd report -N` or `-R` to keep it",
-            line,
-        ),
-        PayloadForm::SchedMismatch => st.note(
-            key::BAD_SCHED_PAYLOAD,
-            Severity::Warning,
-            "scheduler events whose payload matched no known layout (kept as generic events)",
-            1,
-            line,
-        ),
+        PayloadForm::PluginSwitch => {
+            st.note_deferred(Problem::PrevStatePreemptionUnavailable, line)
+        }
+        PayloadForm::SchedMismatch => st.note(Problem::UnrecognizedSchedPayload, 1, line),
     }
 }
 
@@ -122,12 +103,7 @@ pub(crate) fn push_kernel_event(
 
 /// A ` => symbol` stack line or a `<stack trace>` header.
 pub(crate) fn skipped_stack_line(st: &mut TextState, line: &Line<'_>) {
-    st.note_deferred(
-        key::STACK_LINES,
-        Severity::Info,
-        "kernel/user stack trace lines (`<stack trace>` and ` => symbol`), not used by stallscope yet",
-        line,
-    );
+    st.note_deferred(Problem::StackTraceLinesSkipped, line);
 }
 
 /// True for a stack continuation line (` => symbol`).
@@ -182,13 +158,7 @@ pub(crate) fn ftrace_header_comment(st: &mut TextState, line: &Line<'_>) {
                 (parse_u64(&v[..slash]), parse_u64(&v[slash + 1..]))
             {
                 if kept < written {
-                    st.note(
-                        key::LOST,
-                        Severity::Error,
-                        "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                        written - kept,
-                        line,
-                    );
+                    st.note(Problem::LostEvents, written - kept, line);
                 }
             }
         }

@@ -11,50 +11,12 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashSet;
 use stallscope_model::{
-    DataQuality, Event, EventKind, InputFormat, Severity, Span, SpanPos, TraceMeta, Ts,
+    DataQuality, Event, EventKind, InputFormat, Problem, Span, SpanPos, TraceMeta, Ts,
 };
 
 use super::lines::Line;
 use crate::tracefs_format::PrevStateTable;
 use crate::Input;
-
-/// Data-quality keys used by the text readers.
-pub(crate) mod key {
-    /// Lines that are neither comments, markers nor parsable events.
-    pub const UNPARSED: &str = "unparsed_lines";
-    /// Lines that were not valid UTF-8 (read lossily).
-    pub const NON_UTF8: &str = "non_utf8_lines";
-    /// The input ended without a final newline.
-    pub const TRUNCATED: &str = "truncated_last_line";
-    /// A last line without a newline that parsed and was used.
-    pub const NO_FINAL_NEWLINE: &str = "no_final_newline";
-    /// Events lost (count = events, where the input says how many).
-    pub const LOST: &str = "lost_events";
-    /// Lost-event markers that do not say how many.
-    pub const LOST_UNKNOWN: &str = "lost_events_unknown_count";
-    /// Timestamps that are raw clock counts.
-    pub const NOT_NS: &str = "timestamps_not_ns";
-    /// Kernel latency format (relative µs, comm cut to 8 bytes).
-    pub const LATENCY_FORMAT: &str = "latency_format";
-    /// Scheduler event whose payload matched no known form (kept generic).
-    pub const BAD_SCHED_PAYLOAD: &str = "unrecognized_sched_payload";
-    /// trace-cmd plugin `sched_switch` form: preemption mark lost.
-    pub const PLUGIN_STATE: &str = "prev_state_preemption_unavailable";
-    /// Kernel / user stack trace lines skipped.
-    pub const STACK_LINES: &str = "stack_trace_lines_skipped";
-    /// `##### CPU N buffer started ####` markers.
-    pub const CPU_BUFFER_STARTED: &str = "cpu_buffer_started_late";
-    /// ftrace `raw` / `hex` option lines (no event names).
-    pub const RAW_OPTION: &str = "ftrace_raw_or_hex_lines";
-    /// perf `PERF_RECORD_*` side-band lines skipped.
-    pub const SIDE_BAND: &str = "perf_side_band_lines_skipped";
-    /// perf callchain lines that could not be read.
-    pub const BAD_CALLCHAIN: &str = "bad_callchain_lines";
-    /// perf events printed without a CPU column.
-    pub const NO_CPU: &str = "cpu_not_recorded";
-    /// perf script event lines broken over several lines (mail-wrapped), read joined.
-    pub const WRAPPED: &str = "wrapped_lines_joined";
-}
 
 /// Longest line text kept in an example.
 const EXAMPLE_LEN: usize = 200;
@@ -97,17 +59,12 @@ pub(crate) struct TextState {
 /// A per-event data-quality note whose count is kept here and flushed at the end (adding to
 /// [`DataQuality`] per event would allocate its key each time).
 struct DeferredNote {
-    key: &'static str,
-    severity: Severity,
-    description: &'static str,
+    problem: Problem,
     /// Occurrences seen.
     seen: u64,
     /// Occurrences already added to the registry.
     added: u64,
 }
-
-/// What [`key::TRUNCATED`] means.
-const TRUNCATED_DESC: &str = "the input ends in the middle of a line (no final newline, and the line does not parse): that line was cut off and is not used";
 
 impl TextState {
     /// State for `input` read as `format`.
@@ -170,17 +127,10 @@ impl TextState {
         format!("{}:{}: {}", self.path, line.number, &text[..cut])
     }
 
-    /// Adds `n` to `key` with this line as example.
-    pub fn note(
-        &mut self,
-        key: &str,
-        severity: Severity,
-        description: &str,
-        n: u64,
-        line: &Line<'_>,
-    ) {
+    /// Adds `n` occurrences of `problem` with this line as example.
+    pub fn note(&mut self, problem: Problem, n: u64, line: &Line<'_>) {
         let ex = self.example(line);
-        self.dq.add(key, severity, description, n, || ex);
+        self.dq.add(problem, n, || ex);
     }
 
     /// Counts per-line byte problems. Returns false for a last line without its newline:
@@ -189,13 +139,7 @@ impl TextState {
     /// `next_prio=12` would otherwise parse as a wrong value.
     pub fn check_line(&mut self, line: &Line<'_>) -> bool {
         if line.lossy {
-            self.note(
-                key::NON_UTF8,
-                Severity::Warning,
-                "lines that were not valid UTF-8; invalid bytes were replaced by U+FFFD",
-                1,
-                line,
-            );
+            self.note(Problem::NonUtf8Lines, 1, line);
         }
         if line.unterminated {
             // The last line has no newline: a file cut mid-line, or an editor or tool that
@@ -208,7 +152,7 @@ impl TextState {
 
     /// The note of a last line that was cut.
     pub(crate) fn note_truncated(&mut self, line: &Line<'_>) {
-        self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
+        self.note(Problem::TruncatedLastLine, 1, line);
     }
 
     /// The last line had no newline and gave the events from `from` on in `out`: an event
@@ -222,43 +166,29 @@ impl TextState {
         });
         if cut {
             self.out.truncate(from);
-            self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
+            self.note(Problem::TruncatedLastLine, 1, line);
         }
     }
 
     /// A line that could not be parsed.
     pub fn unparsed(&mut self, line: &Line<'_>) {
         if line.unterminated {
-            self.note(key::TRUNCATED, Severity::Warning, TRUNCATED_DESC, 1, line);
+            self.note(Problem::TruncatedLastLine, 1, line);
             return;
         }
-        self.note(
-            key::UNPARSED,
-            Severity::Warning,
-            "lines that are neither comments nor parsable events (skipped)",
-            1,
-            line,
-        );
+        self.note(Problem::UnparsedLines, 1, line);
     }
 
     /// A frequent per-event note: the first occurrence is recorded with its example now,
     /// later ones are added up by [`TextState::finish`].
-    pub fn note_deferred(
-        &mut self,
-        key: &'static str,
-        severity: Severity,
-        description: &'static str,
-        line: &Line<'_>,
-    ) {
-        if let Some(d) = self.deferred.iter_mut().find(|d| d.key == key) {
+    pub fn note_deferred(&mut self, problem: Problem, line: &Line<'_>) {
+        if let Some(d) = self.deferred.iter_mut().find(|d| d.problem == problem) {
             d.seen += 1;
             return;
         }
-        self.note(key, severity, description, 1, line);
+        self.note(problem, 1, line);
         self.deferred.push(DeferredNote {
-            key,
-            severity,
-            description,
+            problem,
             seen: 1,
             added: 1,
         });
@@ -267,20 +197,8 @@ impl TextState {
     /// A lost-events marker for `cpu` (count when known).
     pub fn lost_marker(&mut self, cpu: u32, count: Option<u64>, line: &Line<'_>) {
         match count {
-            Some(n) => self.note(
-                key::LOST,
-                Severity::Error,
-                "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                n,
-                line,
-            ),
-            None => self.note(
-                key::LOST_UNKNOWN,
-                Severity::Error,
-                "lost-events markers that do not say how many events were lost",
-                1,
-                line,
-            ),
+            Some(n) => self.note(Problem::LostEvents, n, line),
+            None => self.note(Problem::LostEventsUnknownCount, 1, line),
         }
         self.pending_lost.push((cpu, count, line.number));
     }
@@ -378,31 +296,20 @@ impl TextState {
     pub fn finish(&mut self) {
         self.flush_lost(self.last_ts);
         if let Some(n) = self.unterminated_line.take() {
-            if self.dq.count(key::TRUNCATED) == 0 {
+            if self.dq.count(Problem::TruncatedLastLine) == 0 {
                 let path = &self.path;
-                self.dq.add(
-                    key::NO_FINAL_NEWLINE,
-                    Severity::Info,
-                    "the last line has no final newline; it parses as a complete line and is used",
-                    1,
-                    || format!("{path}:{n}"),
-                );
+                self.dq
+                    .add(Problem::NoFinalNewline, 1, || format!("{path}:{n}"));
             }
         }
         if let Some(why) = self.prev_state_assumed.take() {
-            self.dq.add(
-                "prev_state_table_assumed",
-                Severity::Info,
-                "numeric prev_state values decoded with a table chosen without the kernel release (the text does not name it; `trace-cmd report --uname` or `perf script --header` would)",
-                1,
-                || why,
-            );
+            self.dq.add(Problem::PrevStateTableAssumed, 1, || why);
         }
         for d in &mut self.deferred {
             if d.seen > d.added {
                 let more = d.seen - d.added;
                 let path = &self.path;
-                self.dq.add(d.key, d.severity, d.description, more, || {
+                self.dq.add(d.problem, more, || {
                     format!("{path}: {more} more like the first example")
                 });
                 d.added = d.seen;

@@ -21,7 +21,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use stallscope_model::{DataQuality, Event, EventKind, Severity, Span, SpanPos};
+use stallscope_model::{DataQuality, Event, EventKind, Problem, Span, SpanPos};
 
 use crate::ringbuf::{MissedEvents, PageLayout, PageRecords};
 use crate::tracefs_format::{CommCache, IntAccessor, TracepointDecoder};
@@ -286,13 +286,9 @@ impl CpuStream {
         let (header, mut records) = match PageRecords::new(page, &t.layout) {
             Ok(x) => x,
             Err(e) => {
-                batch.dq.add(
-                    "tracedat_bad_subbuffer",
-                    Severity::Warning,
-                    "ring-buffer sub-buffers (pages) whose header or events could not be decoded; their remaining events are skipped",
-                    1,
-                    || format!("{}: CPU {cpu} sub-buffer at {span:#x}: {e}", t.path),
-                );
+                batch.dq.add(Problem::TracedatBadSubbuffer, 1, || {
+                    format!("{}: CPU {cpu} sub-buffer at {span:#x}: {e}", t.path)
+                });
                 return;
             }
         };
@@ -319,13 +315,9 @@ impl CpuStream {
             let rec = match rec {
                 Ok(r) => r,
                 Err(e) => {
-                    batch.dq.add(
-                        "tracedat_bad_subbuffer",
-                        Severity::Warning,
-                        "ring-buffer sub-buffers (pages) whose header or events could not be decoded; their remaining events are skipped",
-                        1,
-                        || format!("{}: CPU {cpu} sub-buffer at {span:#x}: {e}", t.path),
-                    );
+                    batch.dq.add(Problem::TracedatBadSubbuffer, 1, || {
+                        format!("{}: CPU {cpu} sub-buffer at {span:#x}: {e}", t.path)
+                    });
                     break;
                 }
             };
@@ -339,25 +331,17 @@ impl CpuStream {
                 .and_then(|id| t.decoders.get(id as usize))
                 .and_then(Option::as_ref);
             let Some(d) = decoder else {
-                batch.dq.add(
-                    "tracedat_unknown_event_id",
-                    Severity::Warning,
-                    "records whose event id has no format file in the trace.dat; skipped",
-                    1,
-                    || format!("{}: offset {pos:#x}: event id {id:?}", t.path),
-                );
+                batch.dq.add(Problem::TracedatUnknownEventId, 1, || {
+                    format!("{}: offset {pos:#x}: event id {id:?}", t.path)
+                });
                 continue;
             };
             let kind = match d.decoder.decode_cached(payload, &mut self.names) {
                 Ok(k) => k,
                 Err(_) => {
-                    batch.dq.add(
-                        "tracedat_bad_record",
-                        Severity::Warning,
-                        "records too short for their event format (or with a __data_loc outside the record); skipped",
-                        1,
-                        || format!("{}: offset {pos:#x}: {}", t.path, d.name),
-                    );
+                    batch.dq.add(Problem::TracedatBadRecord, 1, || {
+                        format!("{}: offset {pos:#x}: {}", t.path, d.name)
+                    });
                     continue;
                 }
             };
@@ -425,31 +409,15 @@ pub fn note_missed(
 ) {
     let ex = || format!("{path}: CPU {cpu} sub-buffer at {span:#x}, {page_ts} ns");
     match count {
-        Some(n) => dq.add(
-            "lost_events",
-            Severity::Error,
-            "events lost (ring buffer overrun or dropped): results near them are incomplete",
-            n,
-            ex,
-        ),
-        None => dq.add(
-            "lost_events_unknown_count",
-            Severity::Error,
-            "lost-events markers that do not say how many events were lost",
-            1,
-            ex,
-        ),
+        Some(n) => dq.add(Problem::LostEvents, n, ex),
+        None => dq.add(Problem::LostEventsUnknownCount, 1, ex),
     }
 }
 
 /// The data-quality note of a sub-buffer holding `n` discarded items. Shared with the
 /// lean reader.
 pub fn note_discarded(dq: &mut DataQuality, path: &str, cpu: u32, span: u64, n: u64) {
-    dq.add(
-        "tracedat_discarded_records",
-        Severity::Info,
-        "ring-buffer items the kernel discarded after writing them (event filters); not events",
-        n,
-        || format!("{path}: CPU {cpu} sub-buffer at {span:#x}: {n}"),
-    );
+    dq.add(Problem::TracedatDiscardedRecords, n, || {
+        format!("{path}: CPU {cpu} sub-buffer at {span:#x}: {n}")
+    });
 }

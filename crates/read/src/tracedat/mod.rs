@@ -36,7 +36,7 @@ mod source;
 
 use std::sync::Arc;
 
-use stallscope_model::{DataQuality, Event, InputFormat, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Event, InputFormat, Problem, TraceMeta};
 
 use crate::ringbuf::PageLayout;
 use crate::tracefs_format::{IntAccessor, PrevStateTable, TracepointDecoder};
@@ -248,13 +248,9 @@ fn build_meta(
         }
     }
     if !meta.clock_is_ns {
-        dq.add(
-            "timestamps_not_ns",
-            Severity::Warning,
-            "timestamps are raw clock counts, not nanoseconds: durations are in clock units",
-            1,
-            || format!("{path}: trace clock {}", o.clock.as_deref().unwrap_or("?")),
-        );
+        dq.add(Problem::TimestampsNotNs, 1, || {
+            format!("{path}: trace clock {}", o.clock.as_deref().unwrap_or("?"))
+        });
     }
     // Only the statistics of the buffer whose data is read.
     let own_stats = o.cpustats.iter().filter(|(inst, _)| *inst == info.instance);
@@ -268,51 +264,29 @@ fn build_meta(
     if let Some(json) = &o.system_context {
         match serde_json::from_slice(json) {
             Ok(ctx) => meta.system_context = Some(ctx),
-            Err(e) => dq.add(
-                "tracedat_bad_system_context",
-                Severity::Warning,
-                "a stallscope system-context option that is not valid JSON; ignored",
-                1,
-                || format!("{path}: {e}"),
-            ),
+            Err(e) => dq.add(Problem::TracedatBadSystemContext, 1, || {
+                format!("{path}: {e}")
+            }),
         }
     }
     for (id, at, why) in &o.malformed {
-        dq.add(
-            "tracedat_bad_option",
-            Severity::Warning,
-            "trace.dat options whose data could not be read; ignored",
-            1,
-            || format!("{path}: option {id} at offset {at:#x}: {why}"),
-        );
+        dq.add(Problem::TracedatBadOption, 1, || {
+            format!("{path}: option {id} at offset {at:#x}: {why}")
+        });
     }
     if !info.instance.is_empty() {
         let name = &info.instance;
-        dq.add(
-            "tracedat_instance_read",
-            Severity::Info,
-            "the top buffer holds no data; the events come from this buffer instance",
-            1,
-            || format!("{path}: instance `{name}`"),
-        );
+        dq.add(Problem::TracedatInstanceRead, 1, || {
+            format!("{path}: instance `{name}`")
+        });
     }
     for name in &info.other_instances {
-        dq.add(
-            "tracedat_instances_skipped",
-            Severity::Info,
-            "buffer instances other than the top one; their events are not read",
-            1,
-            || format!("{path}: instance `{name}`"),
-        );
+        dq.add(Problem::TracedatInstancesSkipped, 1, || {
+            format!("{path}: instance `{name}`")
+        });
     }
     for (system, why) in &info.tracing.bad_formats {
-        dq.add(
-            "tracefs_bad_format",
-            Severity::Warning,
-            "event format files in the trace.dat that could not be parsed (their records are skipped)",
-            1,
-            || format!("{system}: {why}"),
-        );
+        dq.add(Problem::TracefsBadFormat, 1, || format!("{system}: {why}"));
     }
     meta
 }
@@ -385,27 +359,11 @@ fn build_decoders(
     for (f, b) in td.events.iter().zip(built) {
         for note in b.notes {
             match note {
-                DecoderNote::IdTooLarge(why) => dq.add(
-                    "tracefs_bad_format",
-                    Severity::Warning,
-                    "event format files in the trace.dat that could not be parsed (their records are skipped)",
-                    1,
-                    || why,
-                ),
-                DecoderNote::Fallback(why) => dq.add(
-                    "tracefs_format_fallback",
-                    Severity::Info,
-                    "scheduler events whose format lacks an expected field; decoded as generic events",
-                    1,
-                    || why,
-                ),
-                DecoderNote::PrevStateTable(src) => dq.add(
-                    "prev_state_table_fallback",
-                    Severity::Info,
-                    "sched_switch print fmt without a usable prev_state table; states decoded with a built-in table",
-                    1,
-                    || src,
-                ),
+                DecoderNote::IdTooLarge(why) => dq.add(Problem::TracefsBadFormat, 1, || why),
+                DecoderNote::Fallback(why) => dq.add(Problem::TracefsFormatFallback, 1, || why),
+                DecoderNote::PrevStateTable(src) => {
+                    dq.add(Problem::PrevStateTableFallback, 1, || src)
+                }
             }
         }
         if let Some(d) = b.decoder {

@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 
-use stallscope_model::{DataQuality, Severity, TraceMeta};
+use stallscope_model::{DataQuality, Problem, TraceMeta};
 
 /// Reader-side state fed by the merge.
 pub struct Sink {
@@ -86,13 +86,7 @@ impl Sink {
                 .map_or(0, |(_, n)| *n);
             let extra = stat.saturating_sub(inline);
             if extra > 0 {
-                self.dq.add(
-                    "lost_events",
-                    Severity::Error,
-                    "events lost (ring buffer overrun or dropped): results near them are incomplete",
-                    extra,
-                    || format!("{path}: CPU {cpu}: {stat} events overrun or dropped (CPUSTAT option), {inline} of them reported by missed-events markers"),
-                );
+                self.dq.add(Problem::LostEvents, extra, || format!("{path}: CPU {cpu}: {stat} events overrun or dropped (CPUSTAT option), {inline} of them reported by missed-events markers"));
             }
         }
     }

@@ -32,7 +32,7 @@
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockAction, BlockDev, BlockEvent, BlockOp, DataQuality, Event, EventKind, Severity, Span, Tid,
+    BlockAction, BlockDev, BlockEvent, BlockOp, DataQuality, Event, EventKind, Problem, Span, Tid,
     Ts,
 };
 
@@ -298,13 +298,10 @@ impl BlockTracker {
             self.live_requests + self.devices.iter().map(|d| d.flushes.len()).sum::<usize>();
         if open > 0 {
             let bios: usize = self.devices.iter().map(|d| d.bios.len()).sum();
-            self.quality.add(
-                "block_requests_in_flight_at_end",
-                Severity::Info,
-                "requests (or flush sequences) not completed when the trace ended; not in any statistic",
-                open as u64,
-                || format!("{open} requests and {bios} bios open at the end"),
-            );
+            self.quality
+                .add(Problem::BlockRequestsInFlightAtEnd, open as u64, || {
+                    format!("{open} requests and {bios} bios open at the end")
+                });
         }
         self.quality
     }
@@ -351,13 +348,8 @@ impl BlockTracker {
             _ => {}
         }
         let Some(dev) = b.dev else {
-            self.quality.add(
-                "block_event_without_device",
-                Severity::Warning,
-                "a request event that names no device; ignored",
-                1,
-                || describe(ev, b),
-            );
+            self.quality
+                .add(Problem::BlockEventWithoutDevice, 1, || describe(ev, b));
             return;
         };
         let di = self.device(dev);
@@ -445,13 +437,8 @@ impl BlockTracker {
         }
         if let Some(old) = self.devices[di].requests.insert(key, slot) {
             self.release(old);
-            self.quality.add(
-                "block_duplicate_sector",
-                Severity::Warning,
-                "a bio or request at a sector where another one was still in flight (its completion was missed); the older one is dropped",
-                1,
-                || describe(ev, b),
-            );
+            self.quality
+                .add(Problem::BlockDuplicateSector, 1, || describe(ev, b));
         }
         slot
     }
@@ -470,13 +457,8 @@ impl BlockTracker {
         bio.set_queued(b.end_sector(), b.rwbs, ev.ts, ev.span, ev.pid, &b.comm);
         bio.tag = tag;
         if replaced {
-            self.quality.add(
-                "block_bio_sector_in_flight",
-                Severity::Info,
-                "a bio queued at the start sector of another bio still in flight (e.g. a write after a read of the same block); as in btt, the newer bio replaces the older in the per-bio phases",
-                1,
-                || describe(ev, b),
-            );
+            self.quality
+                .add(Problem::BlockBioSectorInFlight, 1, || describe(ev, b));
         }
         self.counts.bios += 1;
     }
@@ -566,13 +548,8 @@ impl BlockTracker {
         let slot = match neighbour {
             Some(slot) if slot != NO_REQUEST => slot,
             _ => {
-                self.quality.add(
-                    "block_merge_without_request",
-                    Severity::Info,
-                    "a bio merged into a request that was allocated before the trace began (or whose neighbouring bio was not traced)",
-                    1,
-                    || describe(ev, b),
-                );
+                self.quality
+                    .add(Problem::BlockMergeWithoutRequest, 1, || describe(ev, b));
                 return;
             }
         };
@@ -655,13 +632,8 @@ impl BlockTracker {
             Some(&slot) => slot,
             None => {
                 if first_bio.is_none() {
-                    self.quality.add(
-                        "block_issue_without_request",
-                        Severity::Info,
-                        "a request dispatched that was never seen queued, allocated or inserted (allocated before the trace began)",
-                        1,
-                        || describe(ev, b),
-                    );
+                    self.quality
+                        .add(Problem::BlockIssueWithoutRequest, 1, || describe(ev, b));
                 }
                 self.open_request(di, ev, b, first_bio)
             }
@@ -708,15 +680,14 @@ impl BlockTracker {
 
     fn on_requeue(&mut self, di: usize, ev: &EventAt, b: &BlockEvent) {
         self.counts.requeues += 1;
-        match self.devices[di].requests.get(&(b.sector, direction(b.rwbs))) {
+        match self.devices[di]
+            .requests
+            .get(&(b.sector, direction(b.rwbs)))
+        {
             Some(&slot) => self.slab[slot as usize].requeues += 1,
-            None => self.quality.add(
-                "block_requeue_unknown_request",
-                Severity::Info,
-                "a request requeued that was never seen dispatched (dispatched before the trace began)",
-                1,
-                || describe(ev, b),
-            ),
+            None => self
+                .quality
+                .add(Problem::BlockRequeueUnknownRequest, 1, || describe(ev, b)),
         }
     }
 
@@ -759,13 +730,8 @@ impl BlockTracker {
         };
         let r = &mut self.slab[slot as usize];
         if r.issue_ts.is_none() {
-            self.quality.add(
-                "block_complete_without_dispatch",
-                Severity::Warning,
-                "a request completed that was queued or inserted but never dispatched (lost events?)",
-                1,
-                || describe(ev, b),
-            );
+            self.quality
+                .add(Problem::BlockCompleteWithoutDispatch, 1, || describe(ev, b));
         }
         r.first_complete_ts.get_or_insert(ev.ts);
         r.completed_sectors = r.completed_sectors.saturating_add(b.nr_sector);
@@ -818,23 +784,13 @@ impl BlockTracker {
     }
 
     fn complete_unknown(&mut self, ev: &EventAt, b: &BlockEvent) {
-        self.quality.add(
-            "block_complete_unknown_request",
-            Severity::Info,
-            "a completion of a request never seen before (dispatched before the trace began); not in any request statistic",
-            1,
-            || describe(ev, b),
-        );
+        self.quality
+            .add(Problem::BlockCompleteUnknownRequest, 1, || describe(ev, b));
     }
 
     fn flush_unmatched(&mut self, ev: &EventAt, b: &BlockEvent) {
-        self.quality.add(
-            "block_flush_unmatched",
-            Severity::Warning,
-            "a zero-length flush step with no open flush sequence to belong to (or too many open ones)",
-            1,
-            || describe(ev, b),
-        );
+        self.quality
+            .add(Problem::BlockFlushUnmatched, 1, || describe(ev, b));
     }
 
     fn flush_step(&mut self, di: usize, ev: &EventAt, b: &BlockEvent, sink: &mut impl BlockSink) {

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::testutil::*;
-use stallscope_model::TaskRef;
+use stallscope_model::{Problem, TaskRef};
 
 /// Runs the analysis on `events` and, through [`SchedRecordEncoder`], on the lean records
 /// they stand for; both must give the same report (rows, stats and data-quality examples).
@@ -406,8 +406,8 @@ fn unordered_wakeups_and_context_switch_bugs_are_counted() {
         (1, 1)
     );
     assert_eq!(r.stats.context_switch_bugs, 1);
-    assert_eq!(r.quality.count("switch_prev_mismatch"), 1);
-    assert_eq!(r.quality.count("unordered_wakeup_timestamps"), 1);
+    assert_eq!(r.quality.count(Problem::SwitchPrevMismatch), 1);
+    assert_eq!(r.quality.count(Problem::UnorderedWakeupTimestamps), 1);
     assert_eq!((r.stats.lost_events, r.stats.lost_chunks), (12, 2));
 }
 
