@@ -1,13 +1,19 @@
 //! `cpu-saturation`: more runnable tasks than CPUs for a long stretch — fair sharing of too
 //! little CPU. One verdict for the CPU set and window, instead of one finding per waiting task.
 //!
+//! The model's transitions are all it reads (no state of its own about who runs where):
+//!
 //! ```text
-//!   sched_switch on CPU c   → c busy (next ≠ 0) or idle; prev's run time credited to prev
+//!   transition → Running    → busy + 1            transition Running → …   → busy − 1,
+//!                                                  the run (since its switch-in) credited
 //!   transition → Runnable   → queued + 1          transition Runnable → …  → queued − 1
 //!                                                  (→ Running: one wait, into the histogram)
-//!   between two changes     → depth = busy CPUs + queued, integrated over time: per depth,
+//!   between two changes     → depth = busy + queued, integrated over time: per depth,
 //!                              busy-CPU time, time with a waiter, per bucket (`bucket_ns`)
 //! ```
+//! (Busy CPUs are the tasks the model has running, so after a dropped switch record the
+//! model's repair decides, as for every other product.) The CPU set is the CPUs `sched_switch`
+//! records name.
 //! A bucket is saturated when its CPUs were busy at least `min_busy_permille` of it and the
 //! mean depth was at least `min_demand_permille` of the CPU count. The finding covers the
 //! first to the last saturated bucket, and is raised when saturated buckets add up to at least
@@ -127,6 +133,9 @@ pub fn make(p: &Params) -> Box<dyn Detector> {
 /// Depths above this are counted at this value in the depth histogram.
 const MAX_DEPTH: usize = 1023;
 
+/// CPU numbers above this are not a machine's (the timeline counts them).
+const MAX_CPUS: Cpu = 4096;
+
 /// Tids below this are kept by index (the kernel's `PID_MAX_LIMIT`).
 const INDEXED_TIDS: usize = 1 << 22;
 
@@ -146,8 +155,9 @@ pub struct CpuSaturation {
     min_demand: u64,
     min_saturated: u64,
     medium_wait: u64,
-    /// Per CPU: the task running (0 idle) and since when.
-    cpus: Vec<(Tid, Ts)>,
+    /// CPUs named by switch records (1 + the largest number).
+    n_cpus: u64,
+    /// Tasks the model has running.
     busy: u64,
     queued: u64,
     first: Option<Ts>,
@@ -177,7 +187,7 @@ impl CpuSaturation {
             min_demand: p.get("min_demand_permille"),
             min_saturated: p.get("min_saturated_ns"),
             medium_wait: p.get("medium_wait_ns"),
-            cpus: Vec::new(),
+            n_cpus: 0,
             busy: 0,
             queued: 0,
             first: None,
@@ -276,32 +286,9 @@ impl CpuSaturation {
         }
     }
 
-    fn on_switch(&mut self, c: Cpu, ts: Ts, prev: Tid, next: Tid) {
-        self.advance(ts);
-        let c = c as usize;
-        if c >= self.cpus.len() {
-            if c > 4096 {
-                return; // not a CPU number a machine has (counted by the timeline)
-            }
-            self.cpus.resize(c + 1, (0, ts));
-        }
-        let (cur, since) = self.cpus[c];
-        if prev > 0 && cur == prev {
-            self.credit(prev, ts.saturating_sub(since));
-        }
-        let was_busy = cur > 0;
-        let now_busy = next > 0;
-        match (was_busy, now_busy) {
-            (false, true) => self.busy += 1,
-            (true, false) => self.busy = self.busy.saturating_sub(1),
-            _ => {}
-        }
-        self.cpus[c] = (next, ts);
-    }
-
     fn finding(&self, cx: &Context<'_>) -> Option<Finding> {
         let first = self.first?;
-        let n_cpus = self.cpus.len() as u64;
+        let n_cpus = self.n_cpus;
         if n_cpus == 0 {
             return None;
         }
@@ -486,15 +473,10 @@ impl Detector for CpuSaturation {
         kind::SWITCH
     }
 
-    fn ignores_quiet_transitions(&self) -> bool {
-        // the queue changes only at transitions to or from runnable, which are never quiet
-        true
-    }
-
     #[inline]
     fn on_event(&mut self, ev: &Event) {
-        if let EventKind::Switch(s) = &ev.kind {
-            self.on_switch(ev.cpu, ev.ts, s.prev.pid, s.next.pid);
+        if matches!(ev.kind, EventKind::Switch(_)) && ev.cpu < MAX_CPUS {
+            self.n_cpus = self.n_cpus.max(u64::from(ev.cpu) + 1);
         }
     }
 
@@ -502,14 +484,29 @@ impl Detector for CpuSaturation {
         let Transition::State { ts, tid, from, to } = *t else {
             return;
         };
+        let ran_since = match from {
+            TaskState::Running { since, .. } => Some(since),
+            _ => None,
+        };
+        let (ran, runs) = (ran_since.is_some(), matches!(to, TaskState::Running { .. }));
         let was = matches!(from, TaskState::Runnable { .. });
         let is = matches!(to, TaskState::Runnable { .. });
-        if was == is {
-            return;
+        if was == is && ran == runs {
+            return; // neither the queue nor the busy CPUs change
         }
         self.advance(ts);
+        if let Some(since) = ran_since {
+            self.credit(tid, ts.saturating_sub(since));
+            self.busy = self.busy.saturating_sub(1);
+        }
+        if runs {
+            self.busy += 1;
+        }
         if is {
             self.queued += 1;
+            return;
+        }
+        if !was {
             return;
         }
         self.queued = self.queued.saturating_sub(1);
