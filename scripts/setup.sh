@@ -3,6 +3,7 @@
 #   linux-perf, trace-cmd, blktrace (blkparse, btt)   peers the oracle tests compare against
 #   rt-tests, stress-ng                               workloads of the live recorder tests
 #   xz-utils, zstd                                    compressed fixtures
+#   strace                                            counts the bytes each product reads
 #   chromium, nodejs + tests/browser (npm ci)         the HTML report's browser test
 #   python3-scipy                                     compare's statistics cross-check
 #   perfetto (PyPI)                                   Perfetto's trace protos, for the export
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 if command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq linux-perf trace-cmd blktrace rt-tests stress-ng xz-utils zstd chromium python3-scipy >/dev/null
+  apt-get install -y -qq linux-perf trace-cmd blktrace rt-tests stress-ng xz-utils zstd strace chromium python3-scipy >/dev/null
   # Machine images may ship Node.js with npm (nodesource); Debian's npm conflicts with it.
   command -v npm >/dev/null 2>&1 || apt-get install -y -qq nodejs npm >/dev/null
 else

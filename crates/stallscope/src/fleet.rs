@@ -392,7 +392,7 @@ fn analyze_into(
     };
     let mut worst: Option<(u64, String)> = None;
     let (mut host, mut kernel) = (None, None);
-    let report = {
+    let (report, scan) = {
         let mut product = EventTables::new(
             &options,
             &event_tables,
@@ -417,9 +417,12 @@ fn analyze_into(
                 write(t, &batch)
             },
         );
+        if tables.contains(&Table::Samples) {
+            product = product.scan_samples();
+        }
         let report = analyze_with(&options, Some(&mut product))?.report;
-        product.finish(&options)?;
-        report
+        let scan = product.finish(&options)?;
+        (report, scan)
     };
     outcome.host = host;
     if let Some(input) = report.inputs.first() {
@@ -456,7 +459,7 @@ fn analyze_into(
         write(Table::Findings, &batch)?;
     }
     if tables.contains(&Table::Samples) {
-        for batch in samples_of(&options)? {
+        for batch in samples_of(&options, &scan)? {
             write(Table::Samples, &batch)?;
         }
     }

@@ -32,7 +32,8 @@ use crate::Inputs;
 /// events; its CPU and task filters to the findings), handing each batch to `sink` as soon
 /// as it is full. The event tables and `findings` come from one reading of the inputs (the
 /// event tables are a product of the analysis, [`analyze_with`]); `samples` reads each
-/// input's profile apart (`stallscope profile`'s reader).
+/// input's profile apart (`stallscope profile`'s reader), only for the inputs that reading
+/// saw samples in (a scheduler trace is read once).
 pub fn tables(
     options: &AnalyzeOptions,
     which: &[Table],
@@ -44,9 +45,12 @@ pub fn tables(
         .filter(|t| !matches!(t, Table::Findings | Table::Samples))
         .collect();
     let findings = which.contains(&Table::Findings);
-    if findings || !event_tables.is_empty() {
-        // the findings and the event tables from one reading: the event tables are a
-        // product of the analysis (which runs no detector when no findings are asked for)
+    let samples = which.contains(&Table::Samples);
+    let mut scan = SampleScan::default();
+    if findings || samples || !event_tables.is_empty() {
+        // the findings, the event tables and what the samples table needs to know from one
+        // reading: the event tables are a product of the analysis (which runs no detector
+        // when no findings are asked for)
         let mut analysis_options = options.clone();
         if !findings {
             analysis_options.detectors.clear();
@@ -55,12 +59,15 @@ pub fn tables(
         let report = {
             let mut product =
                 EventTables::new(options, &event_tables, |_: &[&TraceMeta]| {}, &mut sink);
-            let run = match event_tables.is_empty() {
+            if samples {
+                product = product.scan_samples();
+            }
+            let run = match event_tables.is_empty() && !samples {
                 true => analyze_with(&analysis_options, None),
                 false => analyze_with(&analysis_options, Some(&mut product)),
             };
             let report = run?.report;
-            product.finish(options)?;
+            scan = product.finish(options)?;
             report
         };
         if findings {
@@ -73,8 +80,8 @@ pub fn tables(
             sink(t, b)?;
         }
     }
-    if which.contains(&Table::Samples) {
-        for batch in samples_of(options)? {
+    if samples {
+        for batch in samples_of(options, &scan)? {
             sink(Table::Samples, batch)?;
         }
     }
@@ -84,16 +91,30 @@ pub fn tables(
 /// The `samples` table of the inputs: each input's profile as `stallscope profile` reads
 /// it (perf.data samples with their callchains, `perf script`, folded or `perf report`
 /// text), stacks outside `options.time` dropped; no rows for inputs without samples.
-pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, AnalyzeError> {
+/// `scan`: what the analysis' own reading saw of the perf.data inputs' samples; an input
+/// it saw none in is not read again, and the event to profile is known without the
+/// profile reader's own first pass.
+pub(crate) fn samples_of(
+    options: &AnalyzeOptions,
+    scan: &SampleScan,
+) -> Result<Vec<RecordBatch>, AnalyzeError> {
     let mut out = Vec::new();
-    let profile_options = stallscope_read::profile::ProfileOptions {
-        symbols: crate::profile_analysis::symbol_source(options.kallsyms.as_deref()),
-        ..Default::default()
-    };
-    for file in &options.files {
+    for (i, file) in options.files.iter().enumerate() {
         if file == "-" || std::path::Path::new(file).is_dir() {
             continue; // stdin is read once, by the event tables; a directory is blktrace's
         }
+        let event = match scan.inputs.get(i) {
+            Some(seen) if seen.perf_data => match seen.profiled_event() {
+                Some(e) => Some(e),
+                None => continue, // a perf.data without samples: nothing to read again
+            },
+            _ => None,
+        };
+        let profile_options = stallscope_read::profile::ProfileOptions {
+            symbols: crate::profile_analysis::symbol_source(options.kallsyms.as_deref()),
+            event,
+            ..Default::default()
+        };
         let Some(mut read) = stallscope_read::profile::read_profile_if_any(file, &profile_options)?
         else {
             continue;
@@ -112,6 +133,77 @@ pub(crate) fn samples_of(options: &AnalyzeOptions) -> Result<Vec<RecordBatch>, A
     Ok(out)
 }
 
+/// What one reading saw of each input's samples (events with a callchain or an `ip`), for
+/// the `samples` table ([`samples_of`]).
+#[derive(Default)]
+pub(crate) struct SampleScan {
+    inputs: Vec<SampledInput>,
+}
+
+/// One input's samples as seen in the analysis' reading.
+#[derive(Default)]
+struct SampledInput {
+    /// The input is a perf.data (the profile reader then profiles one event).
+    perf_data: bool,
+    /// The events the file declares, in its order.
+    declared: Vec<String>,
+    /// Names of the events with samples, in the order first seen.
+    sampled: Vec<String>,
+}
+
+impl SampledInput {
+    /// The event `stallscope profile` profiles: of several declared events the first (in
+    /// the file's order) with samples, as perf report's first section; of one, the first
+    /// sampled in time.
+    fn profiled_event(&self) -> Option<String> {
+        if self.declared.len() > 1 {
+            let sampled = |d: &String| {
+                self.sampled
+                    .iter()
+                    .any(|n| stallscope_read::profile::event_matches(d, n))
+            };
+            return self.declared.iter().find(|d| sampled(d)).cloned();
+        }
+        self.sampled.first().cloned()
+    }
+}
+
+impl SampleScan {
+    /// The inputs, as opened.
+    fn open(&mut self, inputs: &Inputs) {
+        self.inputs = inputs
+            .metas()
+            .iter()
+            .map(|m| SampledInput {
+                perf_data: m.format == Some(stallscope_model::InputFormat::PerfData),
+                declared: m.declared_events.clone(),
+                sampled: Vec::new(),
+            })
+            .collect();
+    }
+
+    /// Notes the samples among `run` (any time: the profile reader chooses its event over
+    /// the whole input).
+    fn events(&mut self, run: &[stallscope_model::Event]) {
+        for ev in run {
+            let name = match &ev.kind {
+                stallscope_model::EventKind::Generic(g)
+                    if ev.callchain.is_some() || g.fields.iter().any(|(n, _)| n == "ip") =>
+                {
+                    g.name.as_str()
+                }
+                k if ev.callchain.is_some() => k.name(),
+                _ => continue,
+            };
+            if let Some(seen) = self.inputs.get_mut(usize::from(ev.span.input())) {
+                if !seen.sampled.iter().any(|n| n == name) {
+                    seen.sampled.push(name.to_string());
+                }
+            }
+        }
+    }
+}
+
 /// The event tables (not `findings` or `samples`) as a product of an analysis' reading
 /// ([`crate::analyze::analyze_with`]): the builders are made when the inputs are open
 /// (the input's kallsyms names work functions), every event in `options.time` goes to each,
@@ -127,6 +219,8 @@ pub(crate) struct EventTables<'a, S, O> {
     failed: Option<AnalyzeError>,
     /// The inputs were opened as traces (not so for CPU-profile text alone).
     opened: bool,
+    /// The samples seen, when the `samples` table is wanted.
+    samples: Option<SampleScan>,
 }
 
 fn arrow(e: stallscope_tables::ArrowError) -> AnalyzeError {
@@ -150,7 +244,15 @@ where
             sink,
             failed: None,
             opened: false,
+            samples: None,
         }
+    }
+
+    /// Also notes the inputs' samples, for the `samples` table ([`EventTables::finish`]
+    /// returns them).
+    pub(crate) fn scan_samples(mut self) -> Self {
+        self.samples = Some(SampleScan::default());
+        self
     }
 
     fn builders(&self, inputs: &Inputs) -> Result<Vec<(Table, TableBuilder)>, AnalyzeError> {
@@ -178,7 +280,8 @@ where
     /// The last batches, or the first error met while building. Inputs that are no trace
     /// (CPU-profile text alone: the analysis reads them as profiles) have no event tables:
     /// the error opening them as traces says so (`options`: what they were read with).
-    pub(crate) fn finish(mut self, options: &AnalyzeOptions) -> Result<(), AnalyzeError> {
+    /// Returns the samples seen ([`EventTables::scan_samples`]; empty otherwise).
+    pub(crate) fn finish(mut self, options: &AnalyzeOptions) -> Result<SampleScan, AnalyzeError> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
@@ -190,7 +293,7 @@ where
                 (self.sink)(t, batch)?;
             }
         }
-        Ok(())
+        Ok(self.samples.unwrap_or_default())
     }
 }
 
@@ -201,6 +304,9 @@ where
 {
     fn open(&mut self, inputs: &Inputs) {
         self.opened = true;
+        if let Some(scan) = self.samples.as_mut() {
+            scan.open(inputs);
+        }
         if let Some(on_open) = self.on_open.take() {
             on_open(&inputs.metas());
         }
@@ -211,6 +317,9 @@ where
     }
 
     fn events(&mut self, run: &[stallscope_model::Event]) {
+        if let Some(scan) = self.samples.as_mut() {
+            scan.events(run);
+        }
         if self.failed.is_some() {
             return;
         }
