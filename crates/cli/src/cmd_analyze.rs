@@ -141,7 +141,18 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     options.pids = args.pid.as_deref().map(parse_pid_list).transpose()?;
     options.kallsyms = args.kallsyms.clone();
     options.on_open = Some(crate::common::attach_progress);
-    let report = stallscope::analyze::analyze(&options)?;
+    // with --html, the events are kept as they stream by for the windows around the
+    // findings (the inputs are read once)
+    let mut spill = match &args.html {
+        Some(path) => Some(stallscope::windows::WindowSpill::new().map_err(|e| {
+            CliError::Usage(format!("--html {}: a temporary file: {e}", path.display()))
+        })?),
+        None => None,
+    };
+    let report = match spill.as_mut() {
+        Some(spill) => stallscope::analyze::analyze_with(&options, Some(spill))?.report,
+        None => stallscope::analyze::analyze(&options)?,
+    };
     if let Some(min) = fail_on {
         if report.findings.iter().any(|f| f.severity >= min) {
             FAIL_ON_MATCHED.store(true, Ordering::Relaxed);
@@ -153,8 +164,8 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some(why) = &report.nothing_analyzed {
         eprintln!("stallscope analyze: nothing analyzed: {why}");
     }
-    if let Some(path) = &args.html {
-        write_html(args, &report, time, path)?;
+    if let (Some(path), Some(spill)) = (&args.html, spill) {
+        write_html(&report, spill, time, path)?;
     }
     match args.format {
         OutputFormat::Json => stallscope::report::json::write(out, &report)?,
@@ -174,40 +185,29 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Writes the `--html` page: the windows around the findings come from a second pass over
-/// the inputs (stdin cannot be re-read: its page has no timelines and says so).
+/// Writes the `--html` page: the windows around the findings come from the events the
+/// analysis kept as it read them (`spill`).
 fn write_html(
-    args: &AnalyzeArgs,
     report: &Report,
+    spill: stallscope::windows::WindowSpill,
     time: Option<(Ts, Ts)>,
     path: &std::path::Path,
 ) -> Result<(), CliError> {
     use stallscope::model::FindingWindows;
-    use stallscope::windows::{collect, WindowOptions};
+    use stallscope::windows::WindowOptions;
     let opts = WindowOptions {
         time_range: time.unwrap_or((0, Ts::MAX)),
         ..WindowOptions::default()
     };
-    let windows = if args.input.files.iter().any(|f| f == "-") {
-        FindingWindows {
-            margin_ns: opts.margin_ns,
-            max_items: opts.max_items,
-            omitted_windows: report.findings.len(),
-            note: "Standard input cannot be read a second time: no timelines.".to_string(),
-            ..FindingWindows::default()
-        }
-    } else if report
-        .inputs
-        .iter()
-        .any(|i| matches!(i.format.as_deref(), Some("folded" | "perf-report-text")))
-    {
-        FindingWindows {
-            margin_ns: opts.margin_ns,
-            max_items: opts.max_items,
-            omitted_windows: report.findings.len(),
-            note: "CPU-profile text inputs (folded, perf report) have no timelines.".to_string(),
-            ..FindingWindows::default()
-        }
+    let none = |note: String| FindingWindows {
+        margin_ns: opts.margin_ns,
+        max_items: opts.max_items,
+        omitted_windows: report.findings.len(),
+        note,
+        ..FindingWindows::default()
+    };
+    let windows = if !spill.opened() {
+        none("CPU-profile text inputs (folded, perf report) have no timelines.".to_string())
     } else if report.findings.is_empty() {
         FindingWindows {
             margin_ns: opts.margin_ns,
@@ -215,7 +215,9 @@ fn write_html(
             ..FindingWindows::default()
         }
     } else {
-        collect(&mut args.input.open()?, &report.findings, opts)?
+        spill
+            .windows(&report.findings, opts)
+            .unwrap_or_else(|e| none(format!("No timelines: {e}.")))
     };
     let bad = |e: std::io::Error| CliError::Usage(format!("--html {}: {e}", path.display()));
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(bad)?);

@@ -325,12 +325,13 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Standard input is read once like any input: the events kept while the analysis read it
+/// draw the same windows as the file does.
 #[test]
-fn stdin_report_says_it_has_no_timelines() {
+fn stdin_report_draws_the_windows_of_the_file() {
+    let rel = "fixtures/detectors/runqueue-starvation/nice.perf.data";
     let html = out_dir().join("stdin.html");
-    let input =
-        std::fs::File::open(root().join("fixtures/detectors/runqueue-starvation/nice.perf.data"))
-            .unwrap();
+    let input = std::fs::File::open(root().join(rel)).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
         .args(["analyze", "--oneline", "--html"])
         .arg(&html)
@@ -344,9 +345,50 @@ fn stdin_report_says_it_has_no_timelines() {
         String::from_utf8_lossy(&out.stderr)
     );
     let page = std::fs::read_to_string(&html).unwrap();
-    assert!(page.contains("Standard input cannot be read a second time"));
     assert!(page.contains("cyclictest (pid 23113) waited 102.710 ms"));
-    assert_eq!(page.matches("<div class=\"timeline\"").count(), 0);
+    let from_stdin = page_windows(&page);
+    let (_, file_page) = analyze(rel, &out_dir().join("stdin-file.html"));
+    let from_file = page_windows(&file_page);
+    assert!(
+        !from_file["windows"].as_array().unwrap().is_empty(),
+        "the file's page draws windows"
+    );
+    assert_eq!(from_stdin, from_file);
+}
+
+/// The windows drawn from the events the analysis kept ([`WindowSpill`], the inputs read
+/// once) are the windows a second reading of the inputs draws ([`collect`]), on traces of
+/// every kind of window: scheduler waits, block requests, a blocked chain, stacks.
+#[test]
+fn windows_from_the_kept_events_are_those_of_a_second_reading() {
+    use stallscope::analyze::{analyze_with, AnalyzeOptions};
+    use stallscope::windows::{collect, WindowOptions, WindowSpill};
+    let mut drawn = 0;
+    for rel in [
+        "fixtures/sched/starve.perf.data",
+        "fixtures/detectors/runqueue-starvation/nice.perf.data",
+        "fixtures/detectors/dispatch-starvation/bfq.trace.dat.zst",
+        "fixtures/chain/chain.perf.data.xz",
+        "fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data",
+        "fixtures/detectors/idle-while-runnable/pinned.perf.data",
+    ] {
+        let options = AnalyzeOptions::new(vec![root().join(rel).to_string_lossy().into_owned()]);
+        let mut spill = WindowSpill::new().unwrap();
+        let report = analyze_with(&options, Some(&mut spill)).unwrap().report;
+        assert!(!report.findings.is_empty(), "{rel}: findings to draw");
+        let kept = spill
+            .windows(&report.findings, WindowOptions::default())
+            .unwrap();
+        let mut inputs = options.open().unwrap();
+        let read = collect(&mut inputs, &report.findings, WindowOptions::default()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&kept).unwrap(),
+            serde_json::to_value(&read).unwrap(),
+            "{rel}"
+        );
+        drawn += kept.windows.len();
+    }
+    assert!(drawn >= 6, "windows were drawn ({drawn})");
 }
 
 #[test]

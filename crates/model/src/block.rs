@@ -37,12 +37,15 @@
 //! minor in the low 20: `MKDEV(ma, mi) = ma << 20 | mi`), which is what both the block
 //! tracepoints and `struct blk_io_trace` carry; [`BlockDev`] prints it as `major,minor`.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::Comm;
 
 /// A block device in the kernel's internal `dev_t` encoding (`major << 20 | minor`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 pub struct BlockDev(pub u32);
 
 impl BlockDev {
@@ -67,7 +70,7 @@ impl fmt::Display for BlockDev {
 }
 
 /// What happened to a bio or request (blktrace action letter in parentheses).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum BlockAction {
     /// `Q`: a bio entered the block layer.
     Queue,
@@ -185,7 +188,9 @@ impl BlockAction {
 }
 
 /// The operation of a request, first letter(s) of RWBS.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, Serialize, Deserialize,
+)]
 pub enum BlockOp {
     /// `R`.
     Read,
@@ -205,7 +210,7 @@ pub enum BlockOp {
 /// Decoded RWBS string (kernel `blk_fill_rwbs`): an optional leading `F` (preflush), the
 /// operation (`R`, `W`, `D`, `DE`, `F` flush, `N`), then flags `F` (FUA), `A` (readahead),
 /// `S` (sync), `M` (metadata). Examples: `WS`, `FWFS`, `RA`, `WM`, `N`, `FF`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Rwbs {
     /// Operation.
     pub op: BlockOp,
@@ -289,7 +294,7 @@ impl Rwbs {
 
 /// One block-layer event. `Event::pid` is the context task; `comm` is the name the event
 /// itself carries (tracepoint `comm` field, blktrace process note), when any.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockEvent {
     /// What happened.
     pub action: BlockAction,

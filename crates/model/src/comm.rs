@@ -86,9 +86,28 @@ impl fmt::Debug for Comm {
     }
 }
 
+/// The name as a string in human-readable formats (JSON); binary ones (an analysis' own
+/// spill) keep whether it was truncated too.
 impl serde::Serialize for Comm {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(self.as_str())
+        match s.is_human_readable() {
+            true => s.serialize_str(self.as_str()),
+            false => serde::Serialize::serialize(&(self.truncated, self.as_str()), s),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Comm {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Comm, D::Error> {
+        if d.is_human_readable() {
+            let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+            return Ok(Comm::new(&s));
+        }
+        let (truncated, s): (bool, std::borrow::Cow<'de, str>) =
+            serde::Deserialize::deserialize(d)?;
+        let mut c = Comm::new(&s);
+        c.truncated |= truncated;
+        Ok(c)
     }
 }
 

@@ -21,6 +21,7 @@
 //! Optional fields that the input does not carry are omitted. [`Event::dump_line`] appends
 //! nothing else; the source span is printed separately by callers that want it.
 
+use serde::{Deserialize, Serialize};
 use std::fmt::{self, Write as _};
 
 use crate::{BlockEvent, Comm, Cpu, PrevState, Tid, Ts};
@@ -29,7 +30,7 @@ use crate::{BlockEvent, Comm, Cpu, PrevState, Tid, Ts};
 /// one `u64` so that an [`Event`] stays small (bits 63..48: input, bit 47: line (1) or byte
 /// offset (0), bits 46..0: the position; positions past 2^47 − 1, 128 TiB or 140 T lines,
 /// are kept as that maximum).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct Span(u64);
 
 impl Span {
@@ -92,7 +93,7 @@ impl fmt::Debug for Span {
 }
 
 /// Position inside one input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SpanPos {
     /// 1-based line number of a text input.
     Line(u64),
@@ -116,7 +117,7 @@ impl fmt::Display for SpanPos {
 }
 
 /// One normalized trace record.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Timestamp, ns in the trace clock.
     pub ts: Ts,
@@ -131,6 +132,9 @@ pub struct Event {
     /// Call chain recorded with the event (perf `-g`), leaf first, as raw instruction
     /// addresses; perf context markers (values >= `PERF_CONTEXT_MAX` = -4095 as u64) are kept
     /// in place so kernel and user parts can be told apart. Symbolization comes later.
+    /// Not serialized: an event's binary form (an analysis' spill for the HTML windows)
+    /// leaves it out.
+    #[serde(skip)]
     pub callchain: Option<Box<[u64]>>,
 }
 
@@ -139,7 +143,7 @@ pub struct Event {
 const _: () = assert!(std::mem::size_of::<Event>() <= 128);
 
 /// A task as named by an event payload: comm, pid and priority (kernel `prio`, 120 = nice 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct TaskRef {
     /// Task name from the payload.
     pub comm: Comm,
@@ -150,7 +154,7 @@ pub struct TaskRef {
 }
 
 /// `sched_switch`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Switch {
     /// The task switched out.
     pub prev: TaskRef,
@@ -161,7 +165,7 @@ pub struct Switch {
 }
 
 /// `sched_waking`, `sched_wakeup`, `sched_wakeup_new`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Wakeup {
     /// The task woken.
     pub task: TaskRef,
@@ -170,7 +174,7 @@ pub struct Wakeup {
 }
 
 /// `sched_migrate_task`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Migrate {
     /// The task moved.
     pub task: TaskRef,
@@ -181,7 +185,7 @@ pub struct Migrate {
 }
 
 /// `sched_stat_runtime`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatRuntime {
     /// The task charged (comm, pid; prio unknown = -1).
     pub task: TaskRef,
@@ -192,7 +196,7 @@ pub struct StatRuntime {
 }
 
 /// A value of a generic event field.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum FieldValue {
     /// Signed integer.
     Int(i64),
@@ -205,7 +209,7 @@ pub enum FieldValue {
 }
 
 /// Any event stallscope does not model natively.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GenericEvent {
     /// Subsystem (`block`, `workqueue`, …) when the input says.
     pub system: Option<String>,
@@ -218,7 +222,7 @@ pub struct GenericEvent {
 /// An executable mapping of a process (perf `MMAP` / `MMAP2` side-band record): what user
 /// addresses of that process belong to, so that an unsymbolized frame is named by file and
 /// offset (`a.out+0xe72`) the way `perf report` keys it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Mapping {
     /// Process (thread-group) id whose address space this is; -1 for the kernel's maps.
     pub tgid: Tid,
@@ -253,7 +257,7 @@ impl Mapping {
 }
 
 /// What an event is.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EventKind {
     /// `sched_switch`.
     Switch(Switch),

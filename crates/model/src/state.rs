@@ -161,9 +161,25 @@ impl fmt::Debug for PrevState {
     }
 }
 
+/// The letters (`S`, `R+`, `D|W`) in human-readable formats (JSON); the bits in binary ones
+/// (an analysis' own spill).
 impl serde::Serialize for PrevState {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        match s.is_human_readable() {
+            true => s.collect_str(self),
+            false => s.serialize_u16(self.0),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PrevState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<PrevState, D::Error> {
+        if d.is_human_readable() {
+            let s: std::borrow::Cow<'de, str> = serde::Deserialize::deserialize(d)?;
+            return PrevState::parse(&s)
+                .ok_or_else(|| serde::de::Error::custom(format!("not a task state: {s:?}")));
+        }
+        Ok(PrevState(serde::Deserialize::deserialize(d)?))
     }
 }
 

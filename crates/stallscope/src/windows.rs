@@ -2,10 +2,14 @@
 //! wakeups, migrations) in a margin around each finding, plus log2 histograms of the
 //! runnable waits of the tasks the findings name, in one pass over the events.
 //!
-//! Findings are only known after the analysis, so the HTML report reads the inputs a second
-//! time through [`collect`]. The pass keeps only per-CPU "who runs since when", the set of
-//! runnable tasks and task names; items go to the windows open at each event's time and
-//! stop at [`WindowOptions::max_items`] per kind (the rest is counted in `omitted`).
+//! Findings are only known after the analysis, so the events of the analysis' own reading
+//! are kept on disk as they stream by ([`WindowSpill`], a product of that reading: an
+//! unlinked temporary file, a compact binary form without call chains) and played back
+//! through the windows' pass once the findings are known: the inputs are read once, memory
+//! stays bounded by what is drawn. ([`collect`] reads inputs anew, for callers without an
+//! analysis.) The pass keeps only per-CPU "who runs since when", the set of runnable tasks
+//! and task names; items go to the windows open at each event's time and stop at
+//! [`WindowOptions::max_items`] per kind (the rest is counted in `omitted`).
 //!
 //! Run slices are `perf sched timehist`'s rows, from the same [`Timehist`] the `timehist`
 //! command prints: a row's run (`run_ns` up to its switch-out) is a slice on its CPU, so the
@@ -87,6 +91,110 @@ pub fn collect(
         c.on_event(&ev);
     }
     Ok(c.finish())
+}
+
+/// The events of an analysis' reading, kept for the windows ([`WindowSpill::windows`]):
+/// each run of events the reading hands over is written as one frame (a little-endian `u32`
+/// length, then the run in `postcard`'s form) to an unlinked temporary file.
+pub struct WindowSpill {
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    frame: Vec<u8>,
+    /// The first write error (the windows then say so instead of being drawn).
+    error: Option<String>,
+    /// The inputs' descriptions at open (the windows' model takes its wakeup rule from them).
+    metas: Vec<stallscope_model::TraceMeta>,
+    opened: bool,
+}
+
+impl WindowSpill {
+    /// A spill in a new temporary file (in `$TMPDIR`).
+    pub fn new() -> std::io::Result<WindowSpill> {
+        Ok(WindowSpill {
+            file: Some(std::io::BufWriter::with_capacity(
+                1 << 20,
+                tempfile::tempfile()?,
+            )),
+            frame: Vec::new(),
+            error: None,
+            metas: Vec::new(),
+            opened: false,
+        })
+    }
+
+    /// Whether the analysis opened the inputs as traces (CPU-profile text alone is not).
+    pub fn opened(&self) -> bool {
+        self.opened
+    }
+
+    /// Plays the kept events back through the windows of `findings`.
+    pub fn windows(
+        mut self,
+        findings: &[Finding],
+        opts: WindowOptions,
+    ) -> Result<FindingWindows, String> {
+        use std::io::{Read, Seek};
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        let Some(file) = self.file.take() else {
+            return Err("no spill file".to_string());
+        };
+        let mut file = file.into_inner().map_err(|e| e.error().to_string())?;
+        file.rewind().map_err(|e| e.to_string())?;
+        let mut file = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut c = WindowCollector::new(findings, opts);
+        c.model = Model::new(Timeline::new(WakeupSelector::for_inputs(self.metas.iter())));
+        let mut len = [0u8; 4];
+        loop {
+            match file.read_exact(&mut len) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e.to_string()),
+            }
+            self.frame.resize(u32::from_le_bytes(len) as usize, 0);
+            file.read_exact(&mut self.frame)
+                .map_err(|e| e.to_string())?;
+            let run: Vec<Event> = postcard::from_bytes(&self.frame).map_err(|e| e.to_string())?;
+            for ev in &run {
+                c.on_event(ev);
+            }
+        }
+        Ok(c.finish())
+    }
+
+    /// Writes one run as a frame.
+    fn write(&mut self, run: &[Event]) -> Result<(), String> {
+        use std::io::Write;
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        self.frame.clear();
+        self.frame.extend_from_slice(&[0; 4]);
+        let frame = std::mem::take(&mut self.frame);
+        let mut frame = postcard::to_extend(run, frame).map_err(|e| e.to_string())?;
+        let len = u32::try_from(frame.len() - 4).map_err(|_| "a run over 4 GiB".to_string())?;
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        let written = file.write_all(&frame).map_err(|e| e.to_string());
+        self.frame = frame;
+        written
+    }
+}
+
+impl crate::analyze::SameReading for WindowSpill {
+    fn open(&mut self, inputs: &Inputs) {
+        self.opened = true;
+        self.metas = inputs.metas().into_iter().cloned().collect();
+    }
+
+    fn events(&mut self, run: &[Event]) {
+        if self.error.is_some() {
+            return;
+        }
+        if let Err(e) = self.write(run) {
+            self.error = Some(format!("keeping the events for the windows: {e}"));
+            self.file = None;
+        }
+    }
 }
 
 /// One window being filled.
