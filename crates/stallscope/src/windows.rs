@@ -28,7 +28,9 @@
 //! device and sector (at most [`MAX_PENDING_REQUESTS`] pending; beyond, issues are counted in
 //! [`FindingWindows::note`] and not drawn).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use rustc_hash::{FxHashMap as HashMap, FxHashSet};
 
 use stallscope_model::{
     BlockRequest, Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows,
@@ -200,8 +202,9 @@ impl crate::analyze::SameReading for WindowSpill {
 /// One window being filled.
 struct Building {
     w: FindingWindow,
-    pids: BTreeSet<Tid>,
-    cpus: BTreeSet<Cpu>,
+    /// Tasks and CPUs seen in the window (hashed: inserted per event; sorted at the end).
+    pids: FxHashSet<Tid>,
+    cpus: FxHashSet<Cpu>,
     /// The finding's own tasks (their states get a track).
     named: BTreeSet<Tid>,
     /// Busy ns per CPU per density bin (see [`DENSITY_BINS`]).
@@ -356,7 +359,7 @@ impl WindowCollector {
                 cpus: f.cpus.iter().copied().collect(),
                 named: f.tasks.iter().map(|t| t.pid).filter(|&p| p > 0).collect(),
                 busy: BTreeMap::new(),
-                last_state: HashMap::new(),
+                last_state: HashMap::default(),
             })
             .collect();
         pending.sort_by_key(|b| b.w.start_ns);
@@ -378,16 +381,16 @@ impl WindowCollector {
             pending,
             next: 0,
             active: Vec::new(),
-            current: HashMap::new(),
-            running: HashMap::new(),
-            names: HashMap::new(),
+            current: HashMap::default(),
+            running: HashMap::default(),
+            names: HashMap::default(),
             histograms,
             saw_waking: false,
-            requests: HashMap::new(),
+            requests: HashMap::default(),
             requests_dropped: 0,
             first_ts: None,
-            cpu_first: HashMap::new(),
-            before_trace_end: HashMap::new(),
+            cpu_first: HashMap::default(),
+            before_trace_end: HashMap::default(),
             timehist: Timehist::new(TimehistOptions::default()),
             rows: Vec::new(),
             model: Model::new(Timeline::new(WakeupSelector::preferring_waking(false))),
@@ -397,7 +400,7 @@ impl WindowCollector {
                 .flat_map(|f| f.tasks.iter().map(|t| t.pid))
                 .filter(|&p| p > 0)
                 .collect(),
-            states: HashMap::new(),
+            states: HashMap::default(),
             transitions: Vec::new(),
             intervals: Vec::new(),
         }
@@ -548,8 +551,10 @@ impl WindowCollector {
         b.w.task_states
             .sort_by_key(|s| (s.pid, s.start_ns, s.end_ns));
         b.w.cpus = b.cpus.iter().copied().collect();
-        b.w.tasks = b
-            .pids
+        b.w.cpus.sort_unstable();
+        let mut pids: Vec<Tid> = b.pids.iter().copied().collect();
+        pids.sort_unstable();
+        b.w.tasks = pids
             .iter()
             .map(|&pid| WindowTask {
                 pid,
