@@ -40,10 +40,6 @@ RUNS=${RUNS:-5}
 BIG=$DIR/big.perf.data
 TARGET_DIR=${CARGO_TARGET_DIR:-$REPO/target}
 STALLSCOPE=${STALLSCOPE:-$TARGET_DIR/release/stallscope}
-RUNNER=()
-if [[ "${RT:-0}" == 1 ]]; then
-    RUNNER=(chrt -f 50)
-fi
 # shellcheck source=benches/lib.sh
 source "$REPO/benches/lib.sh"
 

@@ -1,9 +1,13 @@
 # lib.sh — shared by the benchmark scripts (sourced): logging, timing with peak RSS, medians,
 # ratios and recording the benchmark traces. Needs GNU time (/usr/bin/time) and bash ≥ 5.
-# The caller sets RUNS (timed runs per command) and may set RUNNER (e.g. `chrt -f 50`).
+# The caller may set RUNS (timed runs per command, default 5) and RT=1 (every timed command
+# under `chrt -f 50`, root: wall times then hold on a machine busy with other work).
 
 RUNS=${RUNS:-5}
-RUNNER=(${RUNNER[@]+"${RUNNER[@]}"})
+RUNNER=()
+if [[ "${RT:-0}" == 1 ]]; then
+    RUNNER=(chrt -f 50)
+fi
 TIME_OUT=$(mktemp)
 trap 'rm -f "$TIME_OUT"' EXIT
 

@@ -31,10 +31,6 @@ LOOPS=${LOOPS:-1000000}
 RUNS=${RUNS:-5}
 BIN=${CARGO_TARGET_DIR:-$REPO/target}/release/stallscope
 PYTHON=${PYTHON:-$REPO/target/pyenv/bin/python}
-RUNNER=()
-if [[ "${RT:-0}" == 1 ]]; then
-    RUNNER=(chrt -f 50)
-fi
 # shellcheck source=benches/lib.sh
 source "$REPO/benches/lib.sh"
 

@@ -7,6 +7,8 @@
 //! 4 KiB ones), metric means are recomputed here from the raw files, and Welch p-values are
 //! recomputed with scipy at test time when python3 + scipy are installed.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -725,16 +727,7 @@ fn an_lkp_compare_table_is_read_alone_and_its_lock_rows_named() {
 
 /// Per detector: (findings, highest severity) of `analyze --format json` on `file`.
 fn analyze_counts(file: &str) -> std::collections::BTreeMap<String, (u64, Value)> {
-    let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .args(["analyze", &path(file), "--format", "json"])
-        .output()
-        .expect("run stallscope");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let v = common::json(&["analyze", &path(file), "--format", "json"]);
     let rank = |s: &Value| ["low", "medium", "high"].iter().position(|&n| s == n);
     let mut counts = std::collections::BTreeMap::new();
     for id in v["detectors_run"].as_array().expect("detectors_run") {
