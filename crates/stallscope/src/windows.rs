@@ -88,7 +88,7 @@ pub fn collect(
     opts: WindowOptions,
 ) -> Result<FindingWindows, ReadError> {
     let mut c = WindowCollector::new(findings, opts);
-    c.model = Model::new(Timeline::new(WakeupSelector::for_inputs(inputs.metas())));
+    c.use_wakeup_rule(WakeupSelector::for_inputs(inputs.metas()));
     while let Some(ev) = inputs.next_event()? {
         c.on_event(&ev);
     }
@@ -145,7 +145,7 @@ impl WindowSpill {
         file.rewind().map_err(|e| e.to_string())?;
         let mut file = std::io::BufReader::with_capacity(1 << 20, file);
         let mut c = WindowCollector::new(findings, opts);
-        c.model = Model::new(Timeline::new(WakeupSelector::for_inputs(self.metas.iter())));
+        c.use_wakeup_rule(WakeupSelector::for_inputs(self.metas.iter()));
         let mut len = [0u8; 4];
         loop {
             match file.read_exact(&mut len) {
@@ -287,7 +287,8 @@ pub struct WindowCollector {
     running: HashMap<Tid, Cpu>,
     names: HashMap<Tid, Comm>,
     histograms: BTreeMap<Tid, WaitHistogram>,
-    saw_waking: bool,
+    /// Which wakeups are drawn: the analysis' one rule ([`WindowCollector::use_wakeup_rule`]).
+    wakeups: WakeupSelector,
     /// Issued block requests by (device, sector).
     requests: HashMap<(u64, u64), PendingRequest>,
     /// Issues not remembered because [`MAX_PENDING_REQUESTS`] were pending.
@@ -385,7 +386,7 @@ impl WindowCollector {
             running: HashMap::default(),
             names: HashMap::default(),
             histograms,
-            saw_waking: false,
+            wakeups: WakeupSelector::preferring_waking(false),
             requests: HashMap::default(),
             requests_dropped: 0,
             first_ts: None,
@@ -574,6 +575,13 @@ impl WindowCollector {
         }
     }
 
+    /// The analysis' wakeup rule for these inputs (which of `sched_waking` /
+    /// `sched_wakeup` counts): the model's waits and the wakeups drawn follow it.
+    pub fn use_wakeup_rule(&mut self, rule: WakeupSelector) {
+        self.model = Model::new(Timeline::new(rule));
+        self.wakeups = rule;
+    }
+
     /// Feeds one event (in time order).
     pub fn on_event(&mut self, ev: &Event) {
         let (lo, hi) = self.opts.time_range;
@@ -669,12 +677,8 @@ impl WindowCollector {
                 self.current.insert(cpu, (next, ts));
             }
             EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                let is_waking = matches!(ev.kind, EventKind::Waking(_));
-                self.saw_waking |= is_waking;
                 self.names.insert(w.task.pid, w.task.comm);
-                let shown =
-                    is_waking || matches!(ev.kind, EventKind::WakeupNew(_)) || !self.saw_waking;
-                if shown {
+                if self.wakeups.select(&ev.kind).is_some() {
                     let mark = WakeupMark {
                         ts_ns: ts,
                         cpu: ev.cpu,
@@ -1005,6 +1009,49 @@ mod tests {
                 event: "print".into(),
                 text: "B|9|commit transaction".into(),
             }]
+        );
+    }
+
+    /// The wakeups drawn follow the analysis' rule: with `sched_waking` declared a
+    /// `sched_wakeup` record is not drawn (and the wait runs from the waking), as the model
+    /// and the detectors count them.
+    #[test]
+    fn drawn_wakeups_follow_the_analysis_rule() {
+        let wake = |kind: fn(Wakeup) -> EventKind, ts| {
+            ev(
+                ts,
+                0,
+                5,
+                kind(Wakeup {
+                    task: task(7, "v"),
+                    target_cpu: Some(0),
+                }),
+            )
+        };
+        let drawn = |rule: WakeupSelector| {
+            let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], WindowOptions::default());
+            c.use_wakeup_rule(rule);
+            c.on_event(&switch(1, 0, 0, "R", 5));
+            c.on_event(&switch(2, 0, 5, "S", 7));
+            c.on_event(&switch(3, 0, 7, "S", 5));
+            c.on_event(&wake(EventKind::Wakeup, 1000)); // before any sched_waking
+            c.on_event(&wake(EventKind::Waking, 1100));
+            c.on_event(&wake(EventKind::Wakeup, 1200));
+            c.on_event(&switch(2000, 0, 5, "S", 7));
+            let w = c.finish();
+            let marks: Vec<Ts> = w.windows[0].wakeups.iter().map(|m| m.ts_ns).collect();
+            let waits: Vec<Ts> = w.windows[0].waits.iter().map(|m| m.start_ns).collect();
+            (marks, waits)
+        };
+        // sched_waking declared: only the waking counts
+        assert_eq!(
+            drawn(WakeupSelector::preferring_waking(true)),
+            (vec![1100], vec![1100])
+        );
+        // not declared: sched_wakeup counts until a sched_waking is seen
+        assert_eq!(
+            drawn(WakeupSelector::preferring_waking(false)),
+            (vec![1000, 1100], vec![1000])
         );
     }
 

@@ -30,6 +30,7 @@ use crate::evidence::{keep, render, Kept, KeptCopy, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
+use stallscope_timeline::WakeupSelector;
 
 /// Thresholds.
 pub static PARAMS: [ParamInfo; 10] = [
@@ -277,7 +278,7 @@ struct CpuPP {
     cur: Option<(Tid, Ts)>,
     /// Last non-idle task, its switch-out time and run length.
     last_task: Option<(Tid, Ts, u64)>,
-    /// The last wakeup on this CPU (`sched_waking`, or `sched_wakeup` without those): waker
+    /// The last wakeup on this CPU that counts under the analysis' wakeup rule: waker
     /// `pid`, wakee in the payload.
     last_wake: KeptCopySlot<Wakeup>,
     switches: u64,
@@ -307,8 +308,8 @@ pub struct WakeupPingPong {
     /// kworker tid → (work function, count), a few per task.
     work: FxHashMap<Tid, Vec<(String, u64)>>,
     saw_block: bool,
-    /// Once `sched_waking` is seen, `sched_wakeup` (the same wakeup, later) is ignored.
-    saw_waking: bool,
+    /// Which of `sched_waking` / `sched_wakeup` counts: the analysis' one rule.
+    wakeups: WakeupSelector,
 }
 
 const MAX_PAIRS: usize = 4096;
@@ -337,7 +338,7 @@ impl WakeupPingPong {
             cpus: Vec::new(),
             work: FxHashMap::default(),
             saw_block: false,
-            saw_waking: false,
+            wakeups: WakeupSelector::preferring_waking(false),
         }
     }
 
@@ -725,6 +726,10 @@ impl Detector for WakeupPingPong {
         false
     }
 
+    fn use_wakeup_rule(&mut self, rule: WakeupSelector) {
+        self.wakeups = rule;
+    }
+
     #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
         // a record in a task's context: the CPU is not idle (its switch out of idle is
@@ -742,14 +747,11 @@ impl Detector for WakeupPingPong {
                 self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
             }
             EventKind::Waking(w) | EventKind::Wakeup(w)
-                if ev.pid > 0 && (matches!(ev.kind, EventKind::Waking(_)) || !self.saw_waking) =>
+                if ev.pid > 0 && self.wakeups.select(&ev.kind).is_some() =>
             {
-                let waking = matches!(ev.kind, EventKind::Waking(_));
-                self.saw_waking |= waking;
-                let wrap: fn(Wakeup) -> EventKind = if waking {
-                    EventKind::Waking
-                } else {
-                    EventKind::Wakeup
+                let wrap: fn(Wakeup) -> EventKind = match ev.kind {
+                    EventKind::Waking(_) => EventKind::Waking,
+                    _ => EventKind::Wakeup,
                 };
                 self.cpu(ev.cpu).last_wake.set(ev, w, wrap);
             }

@@ -163,3 +163,32 @@ fn a_preemption_long_after_the_wakeup_is_not_a_wakeup_preemption() {
     assert_eq!(p.measures["wakeup_preemptions"], 0);
     assert_eq!(p.cause.as_ref().unwrap().kind, "handoff");
 }
+
+/// Which wakeups count is the analysis' one rule (the engine's `use_wakeup_rule`, as the
+/// timeline's): with `sched_waking` declared by the input, a `sched_wakeup` record is the
+/// same wakeup seen later and never counts — before this detector kept its own rule and
+/// counted `sched_wakeup` records until the first `sched_waking` appeared.
+#[test]
+fn wakeups_follow_the_analysis_rule() {
+    let woke = |f: &[stallscope_model::Finding]| -> i64 {
+        pair_finding(f)
+            .tasks
+            .iter()
+            .filter_map(|t| t.measures.get("woke_other"))
+            .sum()
+    };
+    let with_waking = alternation(3000);
+    let counted = woke(&run(ID, &[], &with_waking));
+    assert_eq!(counted, 6000, "every sched_waking counts");
+    // the same trace with its wakeups recorded as sched_wakeup (the harness declares
+    // sched_waking): the handoffs stay, no wakeup counts
+    let mut wakeup_only = alternation(3000);
+    for ev in &mut wakeup_only.events {
+        if let stallscope_model::EventKind::Waking(w) = ev.kind {
+            ev.kind = stallscope_model::EventKind::Wakeup(w);
+        }
+    }
+    let f = run(ID, &[], &wakeup_only);
+    assert_eq!(pair_finding(&f).measures["handoffs"], 6000);
+    assert_eq!(woke(&f), 0);
+}
