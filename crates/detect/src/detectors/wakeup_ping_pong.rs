@@ -5,7 +5,8 @@
 //!
 //! ```text
 //!   sched_waking on CPU c (context task A wakes B)      → remembered as c's last wakeup
-//!   sched_switch on c: prev P leaves (run length kept), next N enters
+//!   sched_switch on c: prev P leaves (its run length: from the model's Running state
+//!                      that the switch ends), next N enters
 //!       N ≠ idle and the last non-idle task A ≠ N left at most max_gap_ns ago
 //!           → one handoff A→N of the pair {A, N}: A's run length, whether A had just
 //!             woken N, whether A left preempted (R/R+) right after waking N
@@ -30,7 +31,7 @@ use crate::evidence::{keep, render, Kept, KeptCopy, KeptCopySlot};
 use crate::hist::LogHist;
 use crate::params::{ParamInfo, ParamUnit, Params};
 use crate::{Context, Detector, DetectorInfo};
-use stallscope_timeline::WakeupSelector;
+use stallscope_timeline::{TaskState, Transition, WakeupSelector};
 
 /// Thresholds.
 pub static PARAMS: [ParamInfo; 10] = [
@@ -275,7 +276,6 @@ impl Pairs {
 
 #[derive(Default)]
 struct CpuPP {
-    cur: Option<(Tid, Ts)>,
     /// Last non-idle task, its switch-out time and run length.
     last_task: Option<(Tid, Ts, u64)>,
     /// The last wakeup on this CPU that counts under the analysis' wakeup rule: waker
@@ -375,7 +375,7 @@ impl WakeupPingPong {
     /// A switch on `ev.cpu`: handoffs between the pair it ends and starts, run lengths
     /// and the CPU's switch count (out of line: the other kinds inline into the run loop).
     #[inline(never)]
-    fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid) {
+    fn on_switch(&mut self, ev: &Event, prev: Tid, prev_runnable: bool, next: Tid, len: u64) {
         let ts = ev.ts;
         let (max_gap, preempt_window) = (self.max_gap, self.preempt_window);
         let cpu = self.cpu(ev.cpu);
@@ -392,10 +392,6 @@ impl WakeupPingPong {
         cpu.first.get_or_insert(ts);
         cpu.last = ts;
         if prev > 0 {
-            let len = cpu
-                .cur
-                .filter(|(t, _)| *t == prev)
-                .map_or(0, |(_, since)| ts.saturating_sub(since));
             cpu.last_task = Some((prev, ts, len));
         }
         if next > 0 {
@@ -445,9 +441,6 @@ impl WakeupPingPong {
                     }
                 }
             }
-            cpu.cur = Some((next, ts));
-        } else {
-            cpu.cur = None;
         }
     }
 
@@ -722,8 +715,41 @@ impl Detector for WakeupPingPong {
         kind::SWITCH | kind::WAKING | kind::WAKEUP | kind::BLOCK | kind::GENERIC
     }
 
-    fn wants_transitions(&self) -> bool {
-        false
+    /// Each event, then for a switch the handoff it makes, with the outgoing task's run
+    /// length read from the model: the `Running` state the switch ends (its transition is
+    /// among the run's, tagged with the switch's index). No transition is fed otherwise.
+    fn on_run(&mut self, run: &crate::engine::Run<'_>) {
+        let kinds = match run.everything {
+            true => u32::MAX,
+            false => self.event_kinds(),
+        };
+        let mut next = 0; // the first transition of the event at hand or after it
+        for (k, (ev, &bit)) in run.events.iter().zip(run.bits).enumerate() {
+            let k = k as u32;
+            while run.transitions.get(next).is_some_and(|(at, _)| *at < k) {
+                next += 1;
+            }
+            if kinds & bit == 0 {
+                continue;
+            }
+            self.on_event(ev);
+            if let EventKind::Switch(s) = &ev.kind {
+                let prev = s.prev.pid;
+                let len = run.transitions[next..]
+                    .iter()
+                    .take_while(|(at, _)| *at == k)
+                    .find_map(|(_, t)| match *t {
+                        Transition::State {
+                            tid,
+                            from: TaskState::Running { cpu, since },
+                            ..
+                        } if tid == prev && cpu == ev.cpu => Some(ev.ts.saturating_sub(since)),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                self.on_switch(ev, prev, s.prev_state.is_runnable(), s.next.pid, len);
+            }
+        }
     }
 
     fn use_wakeup_rule(&mut self, rule: WakeupSelector) {
@@ -743,9 +769,7 @@ impl Detector for WakeupPingPong {
         }
         // the small cases inline into the run loop, the switch and work items out of line
         match &ev.kind {
-            EventKind::Switch(s) => {
-                self.on_switch(ev, s.prev.pid, s.prev_state.is_runnable(), s.next.pid)
-            }
+            EventKind::Switch(_) => {} // with the model's transitions, in `on_run`
             EventKind::Waking(w) | EventKind::Wakeup(w)
                 if ev.pid > 0 && self.wakeups.select(&ev.kind).is_some() =>
             {
