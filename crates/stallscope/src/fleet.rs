@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use stallscope_model::FindingSeverity;
 use stallscope_tables::{
     errors_batch, errors_schema, fleet_schema, parquet_writer_of, traces_batch, traces_schema,
-    with_trace_columns, ParquetWriter, RecordBatch, Table, TraceColumns, TraceRow,
+    ParquetWriter, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow,
 };
 
 pub use summary::{CulpritRow, DetectorRow, FleetSummary, WorstWaitRow};
@@ -377,12 +377,15 @@ fn analyze_into(
     }
     // host and kernel are known once the input is open, before the first batch
     let columns: std::cell::OnceCell<TraceColumns> = std::cell::OnceCell::new();
+    let mut arrays: Option<TraceColumnArrays> = None;
     let mut write = |t: Table, batch: &RecordBatch| -> Result<(), AnalyzeError> {
         let columns = columns
             .get()
             .ok_or_else(|| AnalyzeError::Output("a batch before the input was open".into()))?;
         if let Some((_, w, rows)) = writers.get_mut(t.name()) {
-            let batch = with_trace_columns(t, batch, columns)
+            let batch = arrays
+                .get_or_insert_with(|| TraceColumnArrays::new(columns.clone()))
+                .prepend(t, batch)
                 .map_err(|e| AnalyzeError::Output(e.to_string()))?;
             *rows += batch.num_rows() as u64;
             w.write(&batch)

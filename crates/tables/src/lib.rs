@@ -35,7 +35,7 @@
 //! ```
 //!
 //! A fleet dataset (`stallscope fleet`) puts the [`TraceColumns`] (`trace_id host? kernel?
-//! file`) before every table's columns ([`fleet_schema`], [`with_trace_columns`]) and adds
+//! file`) before every table's columns ([`fleet_schema`], [`TraceColumnArrays`]) and adds
 //! two tables of its own: `traces` (one row per trace: [`traces_schema`]) and `errors` (one
 //! row per trace that could not be read: [`errors_schema`]).
 //!
@@ -641,21 +641,47 @@ pub fn fleet_schema(table: Table) -> SchemaRef {
     Arc::new(Schema::new(fields))
 }
 
-/// `batch` of `table` with the trace columns of `trace` before its own.
-pub fn with_trace_columns(
-    table: Table,
-    batch: &RecordBatch,
-    trace: &TraceColumns,
-) -> Result<RecordBatch, ArrowError> {
-    let n = batch.num_rows();
-    let mut columns: Vec<ArrayRef> = vec![
-        Arc::new(UInt32Array::from(vec![trace.trace_id; n])),
-        Arc::new(StringArray::from(vec![trace.host.as_deref(); n])),
-        Arc::new(StringArray::from(vec![trace.kernel.as_deref(); n])),
-        Arc::new(StringArray::from(vec![trace.file.as_str(); n])),
-    ];
-    columns.extend(batch.columns().iter().cloned());
-    RecordBatch::try_new(fleet_schema(table), columns)
+/// The trace columns of one trace put before each of its batches' own
+/// ([`TraceColumnArrays::prepend`]): the four constant columns are built once per batch
+/// length and shared (batches are mostly [`TableOptions::batch_rows`] long), not rebuilt
+/// row by row for each batch.
+#[derive(Debug)]
+pub struct TraceColumnArrays {
+    trace: TraceColumns,
+    /// The columns last built, and their length.
+    built: Option<(usize, [ArrayRef; 4])>,
+}
+
+impl TraceColumnArrays {
+    /// The columns of `trace`.
+    pub fn new(trace: TraceColumns) -> TraceColumnArrays {
+        TraceColumnArrays { trace, built: None }
+    }
+
+    /// `batch` of `table` with the trace's columns first ([`fleet_schema`]).
+    pub fn prepend(
+        &mut self,
+        table: Table,
+        batch: &RecordBatch,
+    ) -> Result<RecordBatch, ArrowError> {
+        let n = batch.num_rows();
+        let trace = &self.trace;
+        let built = match &self.built {
+            Some((len, cols)) if *len == n => cols,
+            _ => {
+                let cols: [ArrayRef; 4] = [
+                    Arc::new(UInt32Array::from(vec![trace.trace_id; n])),
+                    Arc::new(StringArray::from(vec![trace.host.as_deref(); n])),
+                    Arc::new(StringArray::from(vec![trace.kernel.as_deref(); n])),
+                    Arc::new(StringArray::from(vec![trace.file.as_str(); n])),
+                ];
+                &self.built.insert((n, cols)).1
+            }
+        };
+        let mut columns: Vec<ArrayRef> = built.to_vec();
+        columns.extend(batch.columns().iter().cloned());
+        RecordBatch::try_new(fleet_schema(table), columns)
+    }
 }
 
 /// One row of a fleet's `traces` table: a trace and what its analysis found.
@@ -933,4 +959,73 @@ pub fn samples_batches(
         out.push(RecordBatch::try_new(Table::Samples.schema(), columns)?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn findings(n: usize) -> RecordBatch {
+        let f = Finding {
+            detector: "cpu-saturation".into(),
+            severity: stallscope_model::FindingSeverity::Low,
+            title: "t".into(),
+            window: stallscope_model::Window {
+                start_ns: 1,
+                end_ns: 2,
+            },
+            cpus: vec![0],
+            tasks: Vec::new(),
+            measures: Default::default(),
+            evidence: Vec::new(),
+            hint: String::new(),
+            cause: None,
+        };
+        findings_batch(&vec![f; n]).expect("batch")
+    }
+
+    /// The trace columns are shared by batches of one length and rebuilt for another, and
+    /// every row carries the trace's values.
+    #[test]
+    fn trace_columns_follow_each_batch_length() {
+        let mut arrays = TraceColumnArrays::new(TraceColumns {
+            trace_id: 7,
+            host: Some("h".into()),
+            kernel: None,
+            file: "a.perf.data".into(),
+        });
+        let a = arrays
+            .prepend(Table::Findings, &findings(3))
+            .expect("3 rows");
+        let b = arrays
+            .prepend(Table::Findings, &findings(3))
+            .expect("3 rows again");
+        let c = arrays
+            .prepend(Table::Findings, &findings(2))
+            .expect("2 rows");
+        assert!(Arc::ptr_eq(a.column(1), b.column(1)), "one length: shared");
+        assert_eq!((a.num_rows(), c.num_rows()), (3, 2));
+        for batch in [&a, &c] {
+            assert_eq!(batch.schema(), fleet_schema(Table::Findings));
+            let host = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("host");
+            let kernel = batch
+                .column(2)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .expect("kernel");
+            let id = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt32Array>()
+                .expect("id");
+            for r in 0..batch.num_rows() {
+                assert_eq!((id.value(r), host.value(r)), (7, "h"));
+                assert!(arrow_array::Array::is_null(kernel, r));
+            }
+        }
+    }
 }
