@@ -157,12 +157,14 @@ impl SampledInput {
     /// sampled in time.
     fn profiled_event(&self) -> Option<String> {
         if self.declared.len() > 1 {
-            let sampled = |d: &String| {
-                self.sampled
-                    .iter()
-                    .any(|n| stallscope_read::profile::event_matches(d, n))
-            };
-            return self.declared.iter().find(|d| sampled(d)).cloned();
+            return stallscope_read::profile::perf_samples::first_declared_sampled(
+                &self.declared,
+                |d| {
+                    self.sampled
+                        .iter()
+                        .any(|n| stallscope_read::profile::event_matches(d, n))
+                },
+            );
         }
         self.sampled.first().cloned()
     }
@@ -186,14 +188,8 @@ impl SampleScan {
     /// the whole input).
     fn events(&mut self, run: &[stallscope_model::Event]) {
         for ev in run {
-            let name = match &ev.kind {
-                stallscope_model::EventKind::Generic(g)
-                    if ev.callchain.is_some() || g.fields.iter().any(|(n, _)| n == "ip") =>
-                {
-                    g.name.as_str()
-                }
-                k if ev.callchain.is_some() => k.name(),
-                _ => continue,
+            let Some(name) = stallscope_read::profile::perf_samples::sample_event_name(ev) else {
+                continue;
             };
             if let Some(seen) = self.inputs.get_mut(usize::from(ev.span.input())) {
                 if !seen.sampled.iter().any(|n| n == name) {

@@ -296,6 +296,10 @@ struct Wait {
     /// The task's state before the wait was unknown after the trace's start (the timeline
     /// reset it because switch records contradicted each other).
     uncertain_start: bool,
+    /// A migration record showed the task on this CPU, not the one its wait was counted on:
+    /// a move was not recorded (a recording of some CPUs only, a dropped record), so it may
+    /// have run meanwhile.
+    seen_elsewhere: Option<Cpu>,
     /// The victim's class and effective weight when the wait started.
     class: Class,
     /// The current CPU's fair-share clock when the wait arrived there (at `clock_since`).
@@ -337,6 +341,7 @@ impl Wait {
             culprit_moves: Vec::new(),
             idle_ns: 0,
             uncertain_start,
+            seen_elsewhere: None,
             class: Class::of(120, 1024),
             clock_from: Reading::default(),
             clock_since: 0,
@@ -581,6 +586,8 @@ struct Worst {
     idle_ns: u64,
     /// See [`Wait::uncertain_start`].
     uncertain_start: bool,
+    /// See [`Wait::seen_elsewhere`].
+    seen_elsewhere: Option<Cpu>,
     /// Why it happened, and the numbers the cause was decided from.
     cause: CauseKind,
     facts: WaitFacts,
@@ -931,6 +938,7 @@ impl RunqueueStarvation {
                 w.culprit_moves.clear();
                 w.idle_ns = 0;
                 w.uncertain_start = uncertain_start;
+                w.seen_elsewhere = None;
                 w.owed = [0; 3];
             }
             None => t.wait = Some(Wait::new_boxed(since, cause, cpu, uncertain_start, ev)),
@@ -1023,8 +1031,14 @@ impl RunqueueStarvation {
             ),
             _ => (-1, None),
         };
+        // the CPU the wait was counted on: the record's source, unless a move there was not
+        // recorded (a recording of some CPUs only, a dropped record)
         let moved_waiter = match self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
             Some(w) => {
+                let counted_on = w.cpu;
+                if counted_on != from {
+                    w.seen_elsewhere.get_or_insert(from);
+                }
                 if let Some(r) = runner.filter(|&r| r > 0 && r != tid && w.cpu == from) {
                     let overlap = ev.ts.saturating_sub(since.max(w.since));
                     match w.culprits.iter_mut().find(|k| k.tid == r) {
@@ -1039,13 +1053,17 @@ impl RunqueueStarvation {
                 if w.victim_moves.len() < 4 {
                     w.victim_moves.push(keep(ev));
                 }
-                true
+                Some(counted_on)
             }
-            None => false,
+            None => None,
         };
-        if moved_waiter {
-            // what it was owed on the old CPU; the new CPU's clock counts from here
-            self.remove_waiter(from, tid, ev.ts);
+        if let Some(counted_on) = moved_waiter {
+            // what it was owed on the CPU it was counted on, read on that CPU's clock (the
+            // reading it started from is of that clock); the new CPU's clock counts from here
+            self.remove_waiter(counted_on, tid, ev.ts);
+            if counted_on != from {
+                self.remove_waiter(from, tid, ev.ts);
+            }
             self.cpu(to);
             let weights = match self.tasks.get(tid).and_then(TaskStat::wait) {
                 Some(w) => w.class.weights(),
@@ -1063,12 +1081,15 @@ impl RunqueueStarvation {
                 Some(w) => (w.class, w.clock_from, w.clock_since),
                 None => (Class::of(120, 1024), now_to, ev.ts),
             };
-            let here = match self.cpus.get_mut(from as usize) {
+            let here = match self.cpus.get_mut(counted_on as usize) {
                 Some(run) => run.clock.reading(ev.ts).value_at(ev.ts),
                 None => from_reading.value_at(since),
             };
             let owed_from = fair::owed(class.weights(), from_reading.value_at(since), here);
-            let irq_old = self.cpus.get(from as usize).map_or(0, |r| r.irq_at(ev.ts));
+            let irq_old = self
+                .cpus
+                .get(counted_on as usize)
+                .map_or(0, |r| r.irq_at(ev.ts));
             let irq_new = self.cpus.get(to as usize).map_or(0, |r| r.irq_at(ev.ts));
             if let Some(w) = self.tasks.get_mut(tid).and_then(TaskStat::wait_mut) {
                 w.owed = fair::add(w.owed, owed_from);
@@ -1276,6 +1297,7 @@ impl RunqueueStarvation {
                 migration: None,
                 idle_ns: 0,
                 uncertain_start: false,
+                seen_elsewhere: None,
                 cause,
                 facts,
                 censored: false,
@@ -1319,6 +1341,7 @@ impl RunqueueStarvation {
                 victim_vruntime: victim_vr,
                 idle_ns: wait.idle_ns,
                 uncertain_start: wait.uncertain_start,
+                seen_elsewhere: wait.seen_elsewhere,
                 migration: match how {
                     WaitEnd::VictimMigrated => wait.victim_moves.last().cloned(),
                     WaitEnd::CulpritMigratedAway => wait
@@ -1433,7 +1456,7 @@ impl RunqueueStarvation {
         // a real-time task held back so that fair tasks run is the kernel's design
         let unexplained = w.cause == CauseKind::MissingEvents
             || (w.cause == CauseKind::Throttled && w.facts.victim_rt.is_some());
-        let suspect = unexplained || w.uncertain_start;
+        let suspect = unexplained || w.uncertain_start || w.seen_elsewhere.is_some();
         // a victim that lowered its own weight (nice > 0) is not harmed beyond its choice
         let self_lowered = w.cause == CauseKind::NiceWeight && w.facts.victim_nice_w < fair::NICE_0;
         // an unfair wait shared by many tasks, none of which ran most of it, is contention on a
@@ -1524,6 +1547,10 @@ impl RunqueueStarvation {
             title.push_str(
                 " — but the task's switch records contradict each other before the wait (see data quality): it may have been running",
             );
+        } else if let Some(c) = w.seen_elsewhere {
+            title.push_str(&format!(
+                " — but a migration record shows it on CPU {c} meanwhile, a move the trace does not hold (was every CPU recorded?): it may have run there"
+            ));
         }
         if g.count > 1 {
             title.push_str(&format!(

@@ -283,6 +283,28 @@ impl<'k> SampleProfiler<'k> {
     }
 }
 
+/// The event name of `ev` when it is a sample a profile is made of (it carries a callchain
+/// or an `ip`), else `None`.
+pub fn sample_event_name(ev: &Event) -> Option<&str> {
+    match &ev.kind {
+        EventKind::Generic(g) if field_u64(&g.fields, "ip").is_some() || ev.callchain.is_some() => {
+            Some(g.name.as_str())
+        }
+        k if ev.callchain.is_some() => Some(k.name()),
+        _ => None,
+    }
+}
+
+/// The event a profile of a file with `declared` events (its attrs, in order) is made of,
+/// given whether each declared event has samples: the first one that has (perf report's
+/// first section).
+pub fn first_declared_sampled(
+    declared: &[String],
+    has_samples: impl Fn(&str) -> bool,
+) -> Option<String> {
+    declared.iter().find(|d| has_samples(d)).cloned()
+}
+
 /// Of `declared` events (the file's attrs, in order), the first one with samples, reading
 /// `reader` only until the first declared event's first sample (`None`: no samples).
 pub fn first_sampled_event(
@@ -293,14 +315,8 @@ pub fn first_sampled_event(
     let mut batch = Vec::new();
     while reader.next_batch(&mut batch)? {
         for ev in &batch {
-            let name = match &ev.kind {
-                EventKind::Generic(g)
-                    if field_u64(&g.fields, "ip").is_some() || ev.callchain.is_some() =>
-                {
-                    g.name.as_str()
-                }
-                k if ev.callchain.is_some() => k.name(),
-                _ => continue,
+            let Some(name) = sample_event_name(ev) else {
+                continue;
             };
             if let Some(i) = declared.iter().position(|d| super::event_matches(d, name)) {
                 seen[i] = true;
@@ -310,7 +326,9 @@ pub fn first_sampled_event(
             }
         }
     }
-    Ok(seen.iter().position(|&s| s).map(|i| declared[i].clone()))
+    Ok(first_declared_sampled(declared, |d| {
+        declared.iter().zip(&seen).any(|(x, &s)| s && x == d)
+    }))
 }
 
 /// Reads every event of `reader` into a profile, naming kernel frames per `symbols`.

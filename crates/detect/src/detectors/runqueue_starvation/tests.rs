@@ -598,3 +598,45 @@ fn a_pinned_victim_beside_an_idle_cpu_is_affinity() {
         "{f:#?}"
     );
 }
+
+/// A migration record whose source CPU is not the one the wait was counted on (the move
+/// that took the task there was not recorded: a recording of some CPUs only, a dropped
+/// record): what the wait was owed is read on the clock it started on, never across two
+/// CPUs' clocks, and the wait is reported low with the reason (the task may have run on the
+/// CPU it was seen on). Before, the two clocks' difference wrapped and the victim was
+/// "entitled to 288230375.912 s of CPU" during its wait, a false high "not explained by
+/// weights" (found on a `stallscope record --cpus 1` of a busy machine).
+#[test]
+fn a_migration_from_another_cpu_than_the_waits_reads_one_clock() {
+    let third = t("third", 400, 120);
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", other());
+    tr.sw(0, 1, idle(), "R", hog());
+    // CPU 0's fair clock runs for 40 ms (a task waits there); CPU 1's has not started
+    tr.wake(MS, 0, 300, third, 0);
+    tr.sw(41 * MS, 0, other(), "S", third);
+    tr.wake(41 * MS, 0, 400, victim(), 0);
+    // recorded as a move from CPU 1 (the victim's move 0 → 1 itself was not recorded)
+    tr.migrate(42 * MS, 1, victim(), 1, 1);
+    tr.sw(102 * MS, 1, hog(), "S", victim());
+    let f = run(ID, &[], &tr);
+    let f = f
+        .iter()
+        .find(|f| f.tasks.iter().any(|t| t.pid == 200 && t.role == "victim"))
+        .expect("the victim's finding");
+    assert_eq!(m(f, "worst_wait_ns"), 61_000_000);
+    let entitled = m(f, "worst_wait_entitled_ns");
+    assert!(
+        entitled <= 61_000_000,
+        "entitled to {entitled} ns of a 61 ms wait: {}",
+        f.title
+    );
+    // and the wait itself is not certain: the task was on CPU 1 by then, unrecorded
+    assert_eq!(f.severity, FindingSeverity::Low, "{}", f.title);
+    assert!(
+        f.title
+            .contains("a migration record shows it on CPU 1 meanwhile"),
+        "{}",
+        f.title
+    );
+}
