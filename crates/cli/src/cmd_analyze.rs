@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use clap::Args;
 pub use stallscope::analyze::parse_time_range;
 use stallscope::analyze::AnalyzeOptions;
-use stallscope::model::{FindingSeverity, Report, Ts};
+use stallscope::model::{FindingSeverity, Report};
 use stallscope::report::text::TextOptions;
 
 use crate::common::{CliError, InputArgs, OutputFormat};
@@ -78,7 +78,8 @@ pub struct AnalyzeArgs {
     #[arg(long)]
     oneline: bool,
     /// Also write a self-contained HTML report (findings, per-CPU timelines around them,
-    /// wait histograms; no network access) to FILE. Reads the inputs a second time.
+    /// wait histograms; no network access) to FILE. Drawn from the analysis' own model as it
+    /// reads the inputs (once), kept in a temporary file.
     #[arg(long, value_name = "FILE")]
     html: Option<std::path::PathBuf>,
     /// Kernel symbol table for CPU-profile samples (`/proc/kallsyms` of the recording host;
@@ -165,7 +166,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
         eprintln!("stallscope analyze: nothing analyzed: {why}");
     }
     if let (Some(path), Some(spill)) = (&args.html, spill) {
-        write_html(&report, spill, time, path)?;
+        write_html(&report, spill, path)?;
     }
     match args.format {
         OutputFormat::Json => stallscope::report::json::write(out, &report)?,
@@ -185,20 +186,16 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     Ok(())
 }
 
-/// Writes the `--html` page: the windows around the findings come from the events the
-/// analysis kept as it read them (`spill`).
+/// Writes the `--html` page: the windows around the findings come from what the analysis'
+/// model made of the inputs as it read them (`spill`).
 fn write_html(
     report: &Report,
     spill: stallscope::windows::WindowSpill,
-    time: Option<(Ts, Ts)>,
     path: &std::path::Path,
 ) -> Result<(), CliError> {
     use stallscope::model::FindingWindows;
     use stallscope::windows::WindowOptions;
-    let opts = WindowOptions {
-        time_range: time.unwrap_or((0, Ts::MAX)),
-        ..WindowOptions::default()
-    };
+    let opts = WindowOptions::default();
     let none = |note: String| FindingWindows {
         margin_ns: opts.margin_ns,
         max_items: opts.max_items,

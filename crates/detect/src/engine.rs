@@ -460,9 +460,8 @@ impl Engine {
 
     /// [`Engine::process_run`], showing `observer` each run of analyzed events with the
     /// transitions the timeline made of them (after the timeline, before the detectors):
-    /// how another product reads the one model (quiet transitions are missing when no
-    /// detector wants them, see [`is_quiet`]). The timeline runs for an observer even
-    /// without detectors.
+    /// how another product reads the one model (every transition, quiet ones too: see
+    /// [`is_quiet`]). The timeline runs for an observer even without detectors.
     pub fn process_run_observed(&mut self, evs: &[Event], mut observer: Option<&mut Observer>) {
         let limit = self.cpu_limit;
         if evs.iter().any(|ev| largest_cpu(ev) >= limit) {
@@ -538,7 +537,9 @@ impl Engine {
             if self.no_detectors && observer.is_none() {
                 continue;
             }
-            let (list, drop_quiet) = (&mut self.run_transitions, self.drop_quiet);
+            // an observer gets every transition
+            let drop_quiet = self.drop_quiet && observer.is_none();
+            let list = &mut self.run_transitions;
             let k = k as u32;
             self.timeline.process(ev, &mut |t| {
                 if !(drop_quiet && is_quiet(&t)) {
@@ -561,7 +562,7 @@ impl Engine {
             bits: &self.bits,
             transitions: &self.run_transitions,
             everything: self.everything,
-            quiet_dropped: self.drop_quiet,
+            quiet_dropped: self.drop_quiet && observer.is_none(),
         };
         if let Some(observe) = observer {
             observe(&run);

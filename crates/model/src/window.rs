@@ -84,12 +84,28 @@ impl TaskStateSpan {
     /// than `resolution_ns` and touch: the span then covers both, as [`Self::MIXED`] when
     /// their states differ. False (nothing changed) otherwise.
     pub fn absorb(&mut self, next: &TaskStateSpan, resolution_ns: u64) -> bool {
-        let short = |s: &TaskStateSpan| s.end_ns.saturating_sub(s.start_ns) < resolution_ns;
-        if self.pid != next.pid || self.end_ns != next.start_ns || !short(self) || !short(next) {
+        let parts = (next.pid, next.state.as_str(), next.cpu);
+        self.absorb_parts(parts, (next.start_ns, next.end_ns), resolution_ns)
+    }
+
+    /// [`TaskStateSpan::absorb`] of the span `(pid, state, cpu)` over `[start, end)`, given
+    /// by its parts (no span need be built for one that merges).
+    pub fn absorb_parts(
+        &mut self,
+        (pid, state, cpu): (Tid, &str, Option<Cpu>),
+        (start, end): (Ts, Ts),
+        resolution_ns: u64,
+    ) -> bool {
+        let short = |a: Ts, b: Ts| b.saturating_sub(a) < resolution_ns;
+        if self.pid != pid
+            || self.end_ns != start
+            || !short(self.start_ns, self.end_ns)
+            || !short(start, end)
+        {
             return false;
         }
-        self.end_ns = next.end_ns;
-        if self.state != next.state || self.cpu != next.cpu {
+        self.end_ns = end;
+        if (self.state != state || self.cpu != cpu) && self.state != Self::MIXED {
             self.state = Self::MIXED.to_string();
             self.cpu = None;
         }

@@ -1,58 +1,59 @@
 //! Gathers [`FindingWindows`]: the scheduling activity (run slices per CPU, runnable waits,
-//! wakeups, migrations) in a margin around each finding, plus log2 histograms of the
-//! runnable waits of the tasks the findings name, in one pass over the events.
+//! the tasks' state tracks, wakeups, migrations, block requests, `trace_marker` text) in a
+//! margin around each finding, plus log2 histograms of the runnable waits of the tasks the
+//! findings name — as a view of the analysis' one model, from its one reading.
 //!
-//! Findings are only known after the analysis, so the events of the analysis' own reading
-//! are kept on disk as they stream by ([`WindowSpill`], a product of that reading: an
-//! unlinked temporary file, a compact binary form without call chains) and played back
-//! through the windows' pass once the findings are known: the inputs are read once, memory
-//! stays bounded by what is drawn. ([`collect`] reads inputs anew, for callers without an
-//! analysis.) The pass keeps only per-CPU "who runs since when", the set of runnable tasks
-//! and task names; items go to the windows open at each event's time and stop at
-//! [`WindowOptions::max_items`] per kind (the rest is counted in `omitted`).
+//! Findings are only known after the analysis, so while it reads its inputs [`WindowSpill`]
+//! (a product of that reading, [`crate::analyze::SameReading`]) keeps on disk what the
+//! model made of them: each state the model closed (a run, a runnable wait, a sleep, an
+//! unknown stretch — the [`Transition`] that ended it), each wakeup that woke a task, each
+//! migration, `trace_marker` text and each completed block request. They go to an unlinked
+//! temporary file in chunks of [`CHUNK_ITEMS`] that name their time span; at the end of
+//! the reading the spill keeps the states still open and the tasks' names. Once the
+//! findings are known, [`WindowSpill::windows`] draws them: no state machine runs again,
+//! a chunk no window overlaps is only scanned for the histograms, and memory stays bounded
+//! by what is drawn.
 //!
-//! Run slices are `perf sched timehist`'s rows, from the same [`Timehist`] the `timehist`
-//! command prints: a row's run (`run_ns` up to its switch-out) is a slice on its CPU, so the
-//! picture and the table never disagree (a task whose switch-in record is missing gets the
-//! run timehist gives it, never one from the start of the trace). The task still running
-//! on a CPU when a window ends is drawn from its switch-in. A slice is clipped to its window
-//! and never starts before the trace's first timed event (side-band task names carry time
-//! 0). Waits are the model's ([`stallscope_timeline::intervals::Model`], the same wakeup
-//! and repair rules as the analysis): a wait from the task's wakeup or preemption to its
-//! switch-in is drawn on the CPU it ran on (so it is timehist's sch delay of that run); a
-//! task the model holds runnable at the window's end is drawn waiting on the CPU it waits
-//! for, with `open: true`. A wait the model ends otherwise (a repair after a dropped record)
-//! is not drawn: the trace does not show it ending in a run.
+//! So every drawn run is one of the model's runs (`perf sched timehist`'s row of its
+//! switch-out: `model_intervals` tests that on every fixture), clipped to the window; the
+//! task still running when a window ends is drawn from its switch-in to the window's end.
+//! A run whose start or end the trace does not show (a dropped switch record, which the
+//! model repairs) is not drawn — its task's track shows that stretch as unknown — except a
+//! run switched out by a CPU's first switch, running since before the trace: drawn from the
+//! CPU's first event, marked `before_trace`. A wait from a task's wakeup or preemption to its switch-in is drawn on
+//! the CPU it ran on (so it is timehist's sch delay of that run); a task the model holds
+//! runnable at a window's end is drawn waiting on the CPU it waits for, with `open: true`;
+//! a wait the model ends otherwise (a repair after a dropped record) is not drawn. A wakeup
+//! is drawn when it woke its task (the model's one wakeup rule: a `sched_wakeup` record
+//! after a counted `sched_waking`, or of a task already runnable, changes nothing and is
+//! not drawn). Items of each kind stop at [`WindowOptions::max_items`] per window (the rest
+//! is counted in `omitted`; the run density still counts every run).
 //!
 //! Block inputs: a request runs from `block_rq_issue` to the `block_rq_complete` of the same
 //! device and sector (at most [`MAX_PENDING_REQUESTS`] pending; beyond, issues are counted in
 //! [`FindingWindows::note`] and not drawn).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufWriter, Write};
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
 
+use stallscope_detect::engine::Run;
 use stallscope_model::{
     BlockRequest, Comm, Cpu, Event, EventKind, Finding, FindingWindow, FindingWindows,
     MigrationMark, RunSlice, RunnableWait, TaskStateSpan, TextMark, Tid, Ts, WaitHistogram,
     WakeupMark, WindowTask,
 };
-use stallscope_read::ReadError;
-use stallscope_timeline::timehist::{Timehist, TimehistOptions, TimehistRow};
-use stallscope_timeline::{Interval, Model, TaskState, Timeline, Transition, WakeupSelector};
+use stallscope_timeline::{RunnableCause, TaskState, Timeline, Transition};
 
 use crate::Inputs;
 
-/// Block requests waiting for their completion that the collector remembers.
+/// Block requests waiting for their completion that the spill remembers.
 pub const MAX_PENDING_REQUESTS: usize = 65536;
 
-/// A `block_rq_issue` waiting for its completion.
-struct PendingRequest {
-    ts: Ts,
-    cpu: Cpu,
-    nr_sector: u64,
-    rwbs: String,
-}
+/// Items in one chunk of the spill (the unit the drawing skips when no window overlaps it).
+pub const CHUNK_ITEMS: usize = 4096;
 
 /// Bounds of the windows.
 #[derive(Clone, Copy, Debug)]
@@ -65,8 +66,6 @@ pub struct WindowOptions {
     pub max_windows: usize,
     /// Tasks that get a wait histogram.
     pub max_histograms: usize,
-    /// Only events in this range count (the `--time` of the analysis).
-    pub time_range: (Ts, Ts),
 }
 
 impl Default for WindowOptions {
@@ -76,50 +75,205 @@ impl Default for WindowOptions {
             max_items: 4000,
             max_windows: 100,
             max_histograms: 32,
-            time_range: (0, Ts::MAX),
         }
     }
 }
 
-/// Reads `inputs` to the end and gathers the windows of `findings`.
-pub fn collect(
-    inputs: &mut Inputs,
-    findings: &[Finding],
-    opts: WindowOptions,
-) -> Result<FindingWindows, ReadError> {
-    let mut c = WindowCollector::new(findings, opts);
-    c.use_wakeup_rule(WakeupSelector::for_inputs(inputs.metas()));
-    while let Some(ev) = inputs.next_event()? {
-        c.on_event(&ev);
-    }
-    Ok(c.finish())
+/// A task state as a window draws it (the model's [`TaskState`] without its start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+enum Was {
+    Unknown,
+    Running(Cpu),
+    /// Waiting for this CPU (when known).
+    Runnable(Option<Cpu>),
+    Sleeping,
+    Blocked,
+    Dead,
 }
 
-/// The events of an analysis' reading, kept for the windows ([`WindowSpill::windows`]):
-/// each run of events the reading hands over is written as one frame (a little-endian `u32`
-/// length, then the run in `postcard`'s form) to an unlinked temporary file.
+impl Was {
+    /// The drawn state of `s` and its start (`None` for unknown).
+    fn of(s: TaskState) -> (Was, Option<Ts>) {
+        match s {
+            TaskState::Unknown => (Was::Unknown, None),
+            TaskState::Running { cpu, since } => (Was::Running(cpu), Some(since)),
+            TaskState::Runnable { since, cpu, .. } => (Was::Runnable(cpu), Some(since)),
+            TaskState::Sleeping { since } => (Was::Sleeping, Some(since)),
+            TaskState::Blocked { since } => (Was::Blocked, Some(since)),
+            TaskState::Dead { since } => (Was::Dead, Some(since)),
+        }
+    }
+
+    /// A track's name for the state, and its CPU when running.
+    fn track(self) -> (&'static str, Option<Cpu>) {
+        match self {
+            Was::Unknown => ("unknown", None),
+            Was::Running(cpu) => ("running", Some(cpu)),
+            Was::Runnable(_) => ("runnable", None),
+            Was::Sleeping => ("sleeping", None),
+            Was::Blocked => ("blocked", None),
+            Was::Dead => ("dead", None),
+        }
+    }
+}
+
+/// One kept item. `dt`: its time after the chunk's previous item (the first one's: after
+/// the chunk's base), so that times take a byte or two.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Item {
+    /// The model ended `tid`'s state `was` at this time; it had lasted `len` ns (`None`:
+    /// unknown since when); `ran_on`: the state it ended in was running there; `repaired`:
+    /// a repair ended it (a record contradicted it — for a run: anything but its switch-out
+    /// on its CPU —, so when it really ended is not known).
+    Closed {
+        dt: i64,
+        tid: Tid,
+        was: Was,
+        len: Option<u64>,
+        ran_on: Option<Cpu>,
+        repaired: bool,
+    },
+    /// `tid` was switched out on `cpu`, the CPU's first switch, without the trace showing
+    /// its switch-in: it ran for at least `len` ns before.
+    BeforeTrace {
+        dt: i64,
+        tid: Tid,
+        cpu: Cpu,
+        len: u64,
+    },
+    /// A wakeup that woke `wakee` (recorded on `cpu`, in `waker`'s context).
+    Wakeup {
+        dt: i64,
+        cpu: Cpu,
+        waker: Tid,
+        wakee: Tid,
+        target: Option<Cpu>,
+    },
+    /// `sched_migrate_task`.
+    Migration {
+        dt: i64,
+        pid: Tid,
+        from: Cpu,
+        to: Cpu,
+    },
+    /// `trace_marker` text (ftrace `print` / `bprint`; boxed, as the request: rare items
+    /// keep the common ones small).
+    Marker { dt: i64, mark: Box<TextMark> },
+    /// A block request completed now, issued `len` ns before.
+    Request {
+        dt: i64,
+        len: u64,
+        request: Box<PendingRequest>,
+    },
+}
+
+/// A `block_rq_issue` (waiting for its completion, or completed).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct PendingRequest {
+    dev: u64,
+    sector: u64,
+    nr_sector: u64,
+    rwbs: String,
+    cpu: Cpu,
+    /// Issue time.
+    ts: Ts,
+}
+
+/// A `postcard` output that appends to a buffer byte by byte: postcard's own outputs copy
+/// each varint with a call to `memmove`, which cost a tenth of `analyze --html`.
+struct Bytewise<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Bytewise<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        for &b in data {
+            self.0.push(b);
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn try_push(&mut self, data: u8) -> postcard::Result<()> {
+        self.0.push(data);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
+}
+
+/// A chunk's header: the time the items' `dt`s start from, the earliest start of anything
+/// an item closes, and the latest item time.
+#[derive(Clone, Copy, Debug)]
+struct ChunkHead {
+    base: Ts,
+    min_start: Ts,
+    max_ts: Ts,
+}
+
+/// Bytes of a chunk frame before its items: the items' length (u32), then the head.
+const HEAD_BYTES: usize = 4 + 3 * 8;
+
+/// What the spill knows once the reading ended.
+#[derive(Default)]
+struct AtEnd {
+    /// Tasks' states still open (not unknown), by task.
+    open: Vec<(Tid, Was, Ts)>,
+    /// Tasks' names (the model's: side-band names first, else the payloads' latest).
+    names: HashMap<Tid, Comm>,
+    /// Block requests still waiting for their completion.
+    requests: Vec<PendingRequest>,
+}
+
+/// What the model made of the analysis' reading, kept for the windows: see the module
+/// documentation.
 pub struct WindowSpill {
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    file: Option<BufWriter<std::fs::File>>,
+    /// The chunk being filled: its head, its latest item time, its frame (the items
+    /// encoded after room for the head) and how many it holds.
+    head: Option<ChunkHead>,
+    last: Ts,
     frame: Vec<u8>,
+    items: usize,
     /// The first write error (the windows then say so instead of being drawn).
     error: Option<String>,
-    /// The inputs' descriptions at open (the windows' model takes its wakeup rule from them).
-    metas: Vec<stallscope_model::TraceMeta>,
     opened: bool,
+    /// The trace's first analyzed event, and each CPU's.
+    first_ts: Option<Ts>,
+    cpu_first: Vec<Option<Ts>>,
+    /// Per CPU: a switch was seen there.
+    cpu_switched: Vec<bool>,
+    /// Per task, the end of its latest before-the-trace run (a task runs on one CPU at a
+    /// time: another CPU's before-the-trace run of it starts after that).
+    before_trace_end: HashMap<Tid, Ts>,
+    /// Issued block requests by (device, sector), and issues not remembered because
+    /// [`MAX_PENDING_REQUESTS`] were pending.
+    requests: HashMap<(u64, u64), PendingRequest>,
+    requests_dropped: u64,
+    end: AtEnd,
 }
 
 impl WindowSpill {
     /// A spill in a new temporary file (in `$TMPDIR`).
     pub fn new() -> std::io::Result<WindowSpill> {
         Ok(WindowSpill {
-            file: Some(std::io::BufWriter::with_capacity(
-                1 << 20,
-                tempfile::tempfile()?,
-            )),
+            file: Some(BufWriter::with_capacity(1 << 20, tempfile::tempfile()?)),
+            head: None,
+            last: 0,
             frame: Vec::new(),
+            items: 0,
             error: None,
-            metas: Vec::new(),
             opened: false,
+            first_ts: None,
+            cpu_first: Vec::new(),
+            cpu_switched: Vec::new(),
+            before_trace_end: HashMap::default(),
+            requests: HashMap::default(),
+            requests_dropped: 0,
+            end: AtEnd::default(),
         })
     }
 
@@ -128,89 +282,372 @@ impl WindowSpill {
         self.opened
     }
 
-    /// Plays the kept events back through the windows of `findings`.
+    /// Keeps what the model made of `events` (analyzed events, in time order) as
+    /// `transitions` (each with the index of the event that caused it, in order; quiet
+    /// ones included).
+    pub fn on_model(&mut self, events: &[Event], transitions: &[(u32, Transition)]) {
+        let mut next = 0;
+        for (k, ev) in events.iter().enumerate() {
+            let c = ev.cpu as usize;
+            if !ev.kind.is_side_band() {
+                self.first_ts.get_or_insert(ev.ts);
+                if c >= self.cpu_first.len() {
+                    self.cpu_first.resize(c + 1, None);
+                    self.cpu_switched.resize(c + 1, false);
+                }
+                self.cpu_first[c].get_or_insert(ev.ts);
+            }
+            while let Some(&(at, t)) = transitions.get(next) {
+                if at as usize != k {
+                    break;
+                }
+                next += 1;
+                self.transition(ev, t);
+            }
+            match &ev.kind {
+                EventKind::Switch(_) => {
+                    if let Some(s) = self.cpu_switched.get_mut(c) {
+                        *s = true;
+                    }
+                }
+                EventKind::Generic(g)
+                    if g.system.as_deref() == Some("ftrace")
+                        && matches!(g.name.as_str(), "print" | "bprint") =>
+                {
+                    let text = g.fields.iter().find_map(|(k, v)| match (k.as_str(), v) {
+                        ("buf", stallscope_model::FieldValue::Str(s)) => Some(s),
+                        _ => None,
+                    });
+                    if let Some(text) = text {
+                        let mark = TextMark {
+                            ts_ns: 0, // the item's time
+                            cpu: ev.cpu,
+                            pid: ev.pid,
+                            event: g.name.clone(),
+                            text: text.chars().take(TextMark::MAX_CHARS).collect(),
+                        };
+                        let item = Item::Marker {
+                            dt: 0,
+                            mark: Box::new(mark),
+                        };
+                        self.push(ev.ts, ev.ts, item);
+                    }
+                }
+                EventKind::Block(b) => match (b.action, b.dev) {
+                    (stallscope_model::BlockAction::Issue, Some(dev)) => {
+                        let key = (u64::from(dev.0), b.sector);
+                        if self.requests.len() < MAX_PENDING_REQUESTS
+                            || self.requests.contains_key(&key)
+                        {
+                            let r = PendingRequest {
+                                dev: key.0,
+                                sector: key.1,
+                                nr_sector: u64::from(b.nr_sector),
+                                rwbs: b.rwbs.to_letters(),
+                                cpu: ev.cpu,
+                                ts: ev.ts,
+                            };
+                            self.requests.insert(key, r);
+                        } else {
+                            self.requests_dropped += 1;
+                        }
+                    }
+                    (stallscope_model::BlockAction::Complete, Some(dev)) => {
+                        if let Some(r) = self.requests.remove(&(u64::from(dev.0), b.sector)) {
+                            let (start, len) = (r.ts, ev.ts.saturating_sub(r.ts));
+                            let item = Item::Request {
+                                dt: 0,
+                                len,
+                                request: Box::new(r),
+                            };
+                            self.push(ev.ts, start, item);
+                        }
+                    }
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+
+    /// Keeps what one transition of `ev` closed or drew.
+    fn transition(&mut self, ev: &Event, t: Transition) {
+        match t {
+            Transition::State { ts, tid, from, to } => {
+                let (was, since) = Was::of(from);
+                if let EventKind::Switch(sw) = &ev.kind {
+                    let first_switch = !self
+                        .cpu_switched
+                        .get(ev.cpu as usize)
+                        .copied()
+                        .unwrap_or(false);
+                    if tid == sw.prev.pid && tid != 0 && first_switch && was != Was::Running(ev.cpu)
+                    {
+                        self.before_trace(ev, tid);
+                    }
+                }
+                let ran_on = match to {
+                    TaskState::Running { cpu, .. } => Some(cpu),
+                    _ => None,
+                };
+                let item = Item::Closed {
+                    dt: 0,
+                    tid,
+                    was,
+                    len: since.map(|s| ts.saturating_sub(s)),
+                    ran_on,
+                    repaired: match (was, &ev.kind) {
+                        // a run ends in its own switch-out on its CPU, nothing else
+                        (Was::Running(cpu), EventKind::Switch(sw)) => {
+                            cpu != ev.cpu || sw.prev.pid != tid
+                        }
+                        (Was::Running(_), _) => true,
+                        _ => to == TaskState::Unknown,
+                    },
+                };
+                self.push(ts, since.unwrap_or(ts), item);
+                let woke = matches!(
+                    to,
+                    TaskState::Runnable {
+                        cause: RunnableCause::Wakeup,
+                        ..
+                    }
+                );
+                if let (
+                    true,
+                    EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w),
+                ) = (woke, &ev.kind)
+                {
+                    if w.task.pid == tid {
+                        let item = Item::Wakeup {
+                            dt: 0,
+                            cpu: ev.cpu,
+                            waker: ev.pid,
+                            wakee: tid,
+                            target: w.target_cpu,
+                        };
+                        self.push(ts, ts, item);
+                    }
+                }
+            }
+            Transition::Migrated {
+                ts,
+                tid,
+                from_cpu,
+                to_cpu,
+            } => {
+                let item = Item::Migration {
+                    dt: 0,
+                    pid: tid,
+                    from: from_cpu,
+                    to: to_cpu,
+                };
+                self.push(ts, ts, item);
+            }
+            Transition::Forked { .. } | Transition::Exited { .. } => {}
+        }
+    }
+
+    /// `tid`, switched out by `ev` on its CPU's first switch, ran there since before the
+    /// trace showed it: from the CPU's first event (and after its before-the-trace run on
+    /// another CPU).
+    fn before_trace(&mut self, ev: &Event, tid: Tid) {
+        let first = self.first_ts.unwrap_or(ev.ts);
+        let since = self
+            .cpu_first
+            .get(ev.cpu as usize)
+            .copied()
+            .flatten()
+            .unwrap_or(ev.ts)
+            .max(first)
+            .max(self.before_trace_end.get(&tid).copied().unwrap_or(0));
+        if since < ev.ts {
+            self.before_trace_end.insert(tid, ev.ts);
+            let item = Item::BeforeTrace {
+                dt: 0,
+                tid,
+                cpu: ev.cpu,
+                len: ev.ts - since,
+            };
+            self.push(ev.ts, since, item);
+        }
+    }
+
+    /// Adds `item` (its `dt` set here) at `ts`, closing something that began at `start`:
+    /// encoded into the chunk being filled at once.
+    fn push(&mut self, ts: Ts, start: Ts, mut item: Item) {
+        if self.file.is_none() {
+            return;
+        }
+        let head = self.head.get_or_insert(ChunkHead {
+            base: ts,
+            min_start: start,
+            max_ts: ts,
+        });
+        if self.items == 0 {
+            self.last = head.base;
+            self.frame.clear();
+            self.frame.resize(HEAD_BYTES, 0);
+        }
+        head.min_start = head.min_start.min(start);
+        head.max_ts = head.max_ts.max(ts);
+        let dt = ts.wrapping_sub(self.last) as i64;
+        self.last = ts;
+        match &mut item {
+            Item::Closed { dt: d, .. }
+            | Item::BeforeTrace { dt: d, .. }
+            | Item::Wakeup { dt: d, .. }
+            | Item::Migration { dt: d, .. }
+            | Item::Marker { dt: d, .. }
+            | Item::Request { dt: d, .. } => *d = dt,
+        }
+        if let Err(e) = postcard::serialize_with_flavor(&item, Bytewise(&mut self.frame)) {
+            return self.fail(e.to_string());
+        }
+        self.items += 1;
+        if self.items >= CHUNK_ITEMS {
+            self.flush();
+        }
+    }
+
+    /// Ends the spill on its first error (kept for [`WindowSpill::windows`]).
+    fn fail(&mut self, e: String) {
+        self.error = Some(format!("keeping the model for the windows: {e}"));
+        self.file = None;
+    }
+
+    /// Writes the chunk being filled as one frame.
+    fn flush(&mut self) {
+        let (Some(head), Some(file)) = (self.head.take(), self.file.as_mut()) else {
+            return;
+        };
+        self.items = 0;
+        let frame = &mut self.frame;
+        let Ok(len) = u32::try_from(frame.len() - HEAD_BYTES) else {
+            return self.fail("a chunk over 4 GiB".to_string());
+        };
+        frame[..4].copy_from_slice(&len.to_le_bytes());
+        frame[4..12].copy_from_slice(&head.base.to_le_bytes());
+        frame[12..20].copy_from_slice(&head.min_start.to_le_bytes());
+        frame[20..28].copy_from_slice(&head.max_ts.to_le_bytes());
+        if let Err(e) = file.write_all(frame) {
+            self.fail(e.to_string());
+        }
+    }
+
+    /// The model after the last event: the states still open, the tasks' names.
+    pub fn on_end(&mut self, timeline: &Timeline) {
+        self.flush();
+        let tasks = timeline.tasks();
+        for s in tasks.slots() {
+            // a slot whose tid was reused keeps the old task's record: the live one counts
+            if tasks.find(s.tid).map(|i| tasks.get(i).tid) != Some(s.tid) {
+                continue;
+            }
+            self.end.names.insert(s.tid, s.comm);
+            if let (was, Some(since)) = Was::of(s.data) {
+                self.end.open.push((s.tid, was, since));
+            }
+        }
+        self.end
+            .open
+            .sort_unstable_by_key(|&(tid, _, since)| (since, tid));
+        let mut open: Vec<PendingRequest> = self.requests.drain().map(|(_, r)| r).collect();
+        open.sort_by_key(|r| (r.ts, r.dev, r.sector));
+        self.end.requests = open;
+    }
+
+    /// Draws the windows of `findings` from what was kept.
     pub fn windows(
-        mut self,
+        self,
         findings: &[Finding],
         opts: WindowOptions,
     ) -> Result<FindingWindows, String> {
-        use std::io::{Read, Seek};
+        self.drawn(findings, opts).map(|(w, _)| w)
+    }
+
+    /// [`WindowSpill::windows`], and how many chunks were read to draw them.
+    fn drawn(
+        mut self,
+        findings: &[Finding],
+        opts: WindowOptions,
+    ) -> Result<(FindingWindows, usize), String> {
+        self.flush(); // (done at the end of the reading; not when it stopped early)
         if let Some(e) = self.error.take() {
             return Err(e);
         }
         let Some(file) = self.file.take() else {
             return Err("no spill file".to_string());
         };
-        let mut file = file.into_inner().map_err(|e| e.error().to_string())?;
-        file.rewind().map_err(|e| e.to_string())?;
-        let mut file = std::io::BufReader::with_capacity(1 << 20, file);
-        let mut c = WindowCollector::new(findings, opts);
-        c.use_wakeup_rule(WakeupSelector::for_inputs(self.metas.iter()));
-        let mut len = [0u8; 4];
-        loop {
-            match file.read_exact(&mut len) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(e.to_string()),
-            }
-            self.frame.resize(u32::from_le_bytes(len) as usize, 0);
-            file.read_exact(&mut self.frame)
-                .map_err(|e| e.to_string())?;
-            let run: Vec<Event> = postcard::from_bytes(&self.frame).map_err(|e| e.to_string())?;
-            for ev in &run {
-                c.on_event(ev);
-            }
-        }
-        Ok(c.finish())
+        let file = file.into_inner().map_err(|e| e.error().to_string())?;
+        // the windows in two halves, drawn on two threads (the histograms with the first):
+        // each reads the chunks its windows overlap
+        let (first, second) = Drawing::new(findings, opts, self.first_ts.unwrap_or(0)).split();
+        let (first, second) = std::thread::scope(|s| {
+            let second = s.spawn(|| second.draw_from(&file));
+            (first.draw_from(&file), second.join())
+        });
+        let (mut d, read) = first?;
+        let (second, read_second) =
+            second.map_err(|_| "the second drawing thread failed".to_string())??;
+        d.windows.extend(second.windows);
+        Ok((
+            d.finish(self.end, self.requests_dropped),
+            read.max(read_second),
+        ))
     }
+}
 
-    /// Writes one run as a frame.
-    fn write(&mut self, run: &[Event]) -> Result<(), String> {
-        use std::io::Write;
-        let Some(file) = self.file.as_mut() else {
-            return Ok(());
-        };
-        self.frame.clear();
-        self.frame.extend_from_slice(&[0; 4]);
-        let frame = std::mem::take(&mut self.frame);
-        let mut frame = postcard::to_extend(run, frame).map_err(|e| e.to_string())?;
-        let len = u32::try_from(frame.len() - 4).map_err(|_| "a run over 4 GiB".to_string())?;
-        frame[..4].copy_from_slice(&len.to_le_bytes());
-        let written = file.write_all(&frame).map_err(|e| e.to_string());
-        self.frame = frame;
-        written
+impl Item {
+    fn dt(&self) -> i64 {
+        match *self {
+            Item::Closed { dt, .. }
+            | Item::BeforeTrace { dt, .. }
+            | Item::Wakeup { dt, .. }
+            | Item::Migration { dt, .. }
+            | Item::Marker { dt, .. }
+            | Item::Request { dt, .. } => dt,
+        }
     }
 }
 
 impl crate::analyze::SameReading for WindowSpill {
-    fn open(&mut self, inputs: &Inputs) {
+    fn open(&mut self, _inputs: &Inputs) {
         self.opened = true;
-        self.metas = inputs.metas().into_iter().cloned().collect();
     }
 
-    fn events(&mut self, run: &[Event]) {
-        if self.error.is_some() {
-            return;
-        }
-        if let Err(e) = self.write(run) {
-            self.error = Some(format!("keeping the events for the windows: {e}"));
-            self.file = None;
-        }
+    fn events(&mut self, _run: &[Event]) {}
+
+    fn wants_model(&self) -> bool {
+        true
+    }
+
+    fn model(&mut self, run: &Run<'_>) {
+        self.on_model(run.events, run.transitions);
+    }
+
+    fn end(&mut self, timeline: &Timeline) {
+        self.on_end(timeline);
     }
 }
 
-/// One window being filled.
+/// One window being drawn.
 struct Building {
     w: FindingWindow,
-    /// Tasks and CPUs seen in the window (hashed: inserted per event; sorted at the end).
+    /// Tasks and CPUs of the items drawn and the finding's own (hashed: inserted per item;
+    /// sorted at the end).
     pids: FxHashSet<Tid>,
     cpus: FxHashSet<Cpu>,
-    /// The finding's own tasks (their states get a track).
-    named: BTreeSet<Tid>,
+    /// The finding's own tasks (their states get a track; a handful: scanned), each with
+    /// the index of its latest span in `w.task_states` (for merging and for where an
+    /// unknown stretch starts).
+    tracks: Vec<(Tid, Option<usize>)>,
     /// Busy ns per CPU per density bin (see [`DENSITY_BINS`]).
-    busy: BTreeMap<Cpu, Vec<u64>>,
-    /// Per named task, the index of its latest span in `w.task_states` (for merging).
-    last_state: HashMap<Tid, usize>,
+    /// (By CPU number; empty for a CPU without runs.)
+    busy: Vec<Vec<u64>>,
+    /// Where tracks start: the window's start, or the trace's first event when the margin
+    /// reaches before it.
+    track_start: Ts,
 }
 
 /// Spans of a named task's state track, at most about twice this, before the page's size
@@ -220,26 +657,65 @@ pub const STATE_SPANS_PER_TASK: usize = 1000;
 /// Bins of a window's per-CPU density ([`stallscope_model::CpuDensity`]).
 pub const DENSITY_BINS: u64 = 200;
 
+/// Pushes `item` unless `v` holds `max` (then counts it in `omitted`); true when pushed.
+fn push_capped<T>(v: &mut Vec<T>, omitted: &mut u64, max: usize, item: T) -> bool {
+    if v.len() < max {
+        v.push(item);
+        true
+    } else {
+        *omitted += 1;
+        false
+    }
+}
+
 impl Building {
     /// Adds a named task's state span. Spans shorter than the window's resolution (its
     /// length / [`STATE_SPANS_PER_TASK`]) that follow an equally short span of the task
     /// merge with it ([`TaskStateSpan::absorb`]: a `mixed` span, counted in
     /// `omitted.task_states`), so a task that switches a million times still tiles its
     /// track with a few thousand spans: summarized at this zoom, never dropped.
-    fn push_state(&mut self, span: TaskStateSpan) {
+    fn push_state(
+        &mut self,
+        k: usize,
+        (state, cpu): (&'static str, Option<Cpu>),
+        (start, end): (Ts, Ts),
+    ) {
         let resolution = (self.w.end_ns - self.w.start_ns) / STATE_SPANS_PER_TASK as u64;
-        if let Some(last) = self
-            .last_state
-            .get(&span.pid)
-            .and_then(|&i| self.w.task_states.get_mut(i))
-        {
-            if last.absorb(&span, resolution) {
+        let (pid, last) = self.tracks[k];
+        if let Some(last) = last.and_then(|i| self.w.task_states.get_mut(i)) {
+            if last.absorb_parts((pid, state, cpu), (start, end), resolution) {
                 self.w.omitted.task_states += 1;
                 return;
             }
         }
-        self.last_state.insert(span.pid, self.w.task_states.len());
-        self.w.task_states.push(span);
+        self.tracks[k].1 = Some(self.w.task_states.len());
+        self.w.task_states.push(TaskStateSpan {
+            pid,
+            state: state.to_string(),
+            cpu,
+            start_ns: start,
+            end_ns: end,
+        });
+    }
+
+    /// Draws the named task `tid` in state `was` over `[start, end)` (clipped to the
+    /// window; `None`: since the end of its track, or `track_start`).
+    fn track(&mut self, tid: Tid, was: Was, start: Option<Ts>, end: Ts) {
+        let Some(k) = self.tracks.iter().position(|t| t.0 == tid) else {
+            return;
+        };
+        let end = end.min(self.w.end_ns);
+        let start = match start {
+            Some(s) => s.max(self.track_start),
+            None => self.tracks[k]
+                .1
+                .and_then(|i| self.w.task_states.get(i))
+                .map_or(self.track_start, |s| s.end_ns),
+        };
+        if start >= end {
+            return;
+        }
+        self.push_state(k, was.track(), (start, end));
     }
 
     /// Width of a density bin.
@@ -256,10 +732,10 @@ impl Building {
             return;
         }
         let width = self.bin_ns();
-        let bins = self
-            .busy
-            .entry(cpu)
-            .or_insert_with(|| vec![0; DENSITY_BINS as usize]);
+        let bins = stallscope_detect::per_task::per_cpu(&mut self.busy, cpu);
+        if bins.is_empty() {
+            bins.resize(DENSITY_BINS as usize, 0);
+        }
         let mut t = a;
         while t < b {
             let k = ((t - self.w.start_ns) / width) as usize;
@@ -271,71 +747,82 @@ impl Building {
             t = end;
         }
     }
+
+    /// Draws `pid`'s run on `cpu` over `[start, end)`, clipped to the window.
+    fn slice(&mut self, max: usize, (pid, cpu): (Tid, Cpu), (start, end): (Ts, Ts), before: bool) {
+        let (a, b) = (self.w.start_ns, self.w.end_ns);
+        if end <= a || start >= b {
+            return;
+        }
+        let s = RunSlice {
+            cpu,
+            start_ns: start.max(a),
+            end_ns: end.min(b),
+            pid,
+            before_trace: before,
+        };
+        self.add_busy(cpu, start, end);
+        if push_capped(&mut self.w.slices, &mut self.w.omitted.slices, max, s) {
+            self.pids.insert(pid);
+            self.cpus.insert(cpu);
+        }
+    }
+
+    /// Draws `pid`'s wait over `[start, end)` on `cpu` (`open`: still waiting at the
+    /// window's end; a wait for an unknown CPU cannot be drawn and is counted).
+    fn wait(&mut self, max: usize, pid: Tid, cpu: Option<Cpu>, (start, end): (Ts, Ts), open: bool) {
+        let Some(cpu) = cpu else {
+            self.w.omitted.waits += 1;
+            return;
+        };
+        let wt = RunnableWait {
+            pid,
+            cpu,
+            start_ns: start.max(self.w.start_ns),
+            end_ns: end.min(self.w.end_ns),
+            open,
+        };
+        if push_capped(&mut self.w.waits, &mut self.w.omitted.waits, max, wt) {
+            self.pids.insert(pid);
+            self.cpus.insert(cpu);
+        }
+    }
+
+    /// Draws a request over `[start, end)` (`open`: not completed by the window's end).
+    fn request(&mut self, max: usize, r: &PendingRequest, end: Ts, open: bool) {
+        let req = BlockRequest {
+            dev: r.dev,
+            sector: r.sector,
+            nr_sector: r.nr_sector,
+            rwbs: r.rwbs.clone(),
+            cpu: r.cpu,
+            start_ns: r.ts.max(self.w.start_ns),
+            end_ns: end.min(self.w.end_ns),
+            open,
+        };
+        push_capped(&mut self.w.requests, &mut self.w.omitted.requests, max, req);
+    }
+
+    /// Whether `ts` is inside the window (ends included).
+    fn holds(&self, ts: Ts) -> bool {
+        self.w.start_ns <= ts && ts <= self.w.end_ns
+    }
 }
 
-/// The one-pass state machine behind [`collect`].
-pub struct WindowCollector {
+/// The windows of the findings, drawn from the kept items ([`WindowSpill::windows`]).
+struct Drawing {
     opts: WindowOptions,
-    /// Windows by start time; `next` is the first not yet opened.
-    pending: Vec<Building>,
-    next: usize,
-    /// Indices into `pending` of windows open now.
-    active: Vec<usize>,
-    /// Per CPU: the task running and since when.
-    current: HashMap<Cpu, (Tid, Ts)>,
-    /// Tasks running now, with their CPU (the inverse of `current`).
-    running: HashMap<Tid, Cpu>,
-    names: HashMap<Tid, Comm>,
+    /// Windows by start time.
+    windows: Vec<Building>,
     histograms: BTreeMap<Tid, WaitHistogram>,
-    /// Which wakeups are drawn: the analysis' one rule ([`WindowCollector::use_wakeup_rule`]).
-    wakeups: WakeupSelector,
-    /// Issued block requests by (device, sector).
-    requests: HashMap<(u64, u64), PendingRequest>,
-    /// Issues not remembered because [`MAX_PENDING_REQUESTS`] were pending.
-    requests_dropped: u64,
-    first_ts: Option<Ts>,
     omitted_windows: usize,
-    /// Each CPU's first timed event (a task running then started before the trace).
-    cpu_first: HashMap<Cpu, Ts>,
-    /// Per task, the end of its latest before-the-trace slice (a task runs on one CPU at a
-    /// time: another CPU's before-the-trace run of it starts after that).
-    before_trace_end: HashMap<Tid, Ts>,
-    /// The `timehist` rows the run slices come from.
-    timehist: Timehist,
-    rows: Vec<TimehistRow>,
-    /// The model the waits and the tasks' state tracks come from, the findings' named
-    /// tasks, and each one's current state (name, since, CPU).
-    model: Model,
-    named: BTreeSet<Tid>,
-    states: HashMap<Tid, (&'static str, Ts, Option<Cpu>)>,
-    transitions: Vec<Transition>,
-    intervals: Vec<Interval>,
+    /// The trace's first analyzed event (nothing is drawn before it).
+    first_ts: Ts,
 }
 
-/// A track's name for a scheduler state, and its CPU when running.
-fn state_name(s: TaskState) -> (&'static str, Option<Cpu>) {
-    match s {
-        TaskState::Unknown => ("unknown", None),
-        TaskState::Running { cpu, .. } => ("running", Some(cpu)),
-        TaskState::Runnable { .. } => ("runnable", None),
-        TaskState::Sleeping { .. } => ("sleeping", None),
-        TaskState::Blocked { .. } => ("blocked", None),
-        TaskState::Dead { .. } => ("dead", None),
-    }
-}
-
-fn push_capped<T>(v: &mut Vec<T>, omitted: &mut u64, max: usize, item: T) {
-    if v.len() < max {
-        v.push(item);
-    } else {
-        *omitted += 1;
-    }
-}
-
-impl WindowCollector {
-    /// A collector for these findings (in report order).
-    pub fn new(findings: &[Finding], opts: WindowOptions) -> WindowCollector {
-        let mut pending: Vec<Building> = findings
+impl Drawing {
+    fn new(findings: &[Finding], opts: WindowOptions, first_ts: Ts) -> Drawing {
+        let mut windows: Vec<Building> = findings
             .iter()
             .enumerate()
             .take(opts.max_windows)
@@ -358,12 +845,24 @@ impl WindowCollector {
                 },
                 pids: f.tasks.iter().map(|t| t.pid).collect(),
                 cpus: f.cpus.iter().copied().collect(),
-                named: f.tasks.iter().map(|t| t.pid).filter(|&p| p > 0).collect(),
-                busy: BTreeMap::new(),
-                last_state: HashMap::default(),
+                tracks: f
+                    .tasks
+                    .iter()
+                    .map(|t| t.pid)
+                    .filter(|&p| p > 0)
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .map(|p| (p, None))
+                    .collect(),
+                busy: Vec::new(),
+                track_start: f
+                    .window
+                    .start_ns
+                    .saturating_sub(opts.margin_ns)
+                    .max(first_ts),
             })
             .collect();
-        pending.sort_by_key(|b| b.w.start_ns);
+        windows.sort_by_key(|b| b.w.start_ns);
         let mut histograms = BTreeMap::new();
         for t in findings.iter().flat_map(|f| f.tasks.iter()) {
             if t.pid != 0 && histograms.len() < opts.max_histograms {
@@ -376,520 +875,280 @@ impl WindowCollector {
                 });
             }
         }
-        WindowCollector {
+        Drawing {
             opts,
-            omitted_windows: findings.len().saturating_sub(opts.max_windows),
-            pending,
-            next: 0,
-            active: Vec::new(),
-            current: HashMap::default(),
-            running: HashMap::default(),
-            names: HashMap::default(),
+            windows,
             histograms,
-            wakeups: WakeupSelector::preferring_waking(false),
-            requests: HashMap::default(),
-            requests_dropped: 0,
-            first_ts: None,
-            cpu_first: HashMap::default(),
-            before_trace_end: HashMap::default(),
-            timehist: Timehist::new(TimehistOptions::default()),
-            rows: Vec::new(),
-            model: Model::new(Timeline::new(WakeupSelector::preferring_waking(false))),
-            named: findings
-                .iter()
-                .take(opts.max_windows)
-                .flat_map(|f| f.tasks.iter().map(|t| t.pid))
-                .filter(|&p| p > 0)
-                .collect(),
-            states: HashMap::default(),
-            transitions: Vec::new(),
-            intervals: Vec::new(),
+            omitted_windows: findings.len().saturating_sub(opts.max_windows),
+            first_ts,
         }
     }
 
-    /// Closes windows ending before `ts` and opens those starting at or before it.
-    fn advance(&mut self, ts: Ts) {
-        let mut i = 0;
-        while i < self.active.len() {
-            let idx = self.active[i];
-            if self.pending[idx].w.end_ns < ts {
-                self.close(idx);
-                self.active.swap_remove(i);
-            } else {
-                i += 1;
-            }
-        }
-        while self.next < self.pending.len() && self.pending[self.next].w.start_ns <= ts {
-            if self.pending[self.next].w.end_ns >= ts {
-                self.active.push(self.next);
-            } else {
-                self.close(self.next); // window fully between two events
-            }
-            self.next += 1;
-        }
+    /// Two drawings of half the windows each (alternately, by start); the histograms go
+    /// with the first.
+    fn split(mut self) -> (Drawing, Drawing) {
+        let (first, second): (Vec<_>, Vec<_>) = std::mem::take(&mut self.windows)
+            .into_iter()
+            .enumerate()
+            .partition(|(i, _)| i % 2 == 0);
+        let second = Drawing {
+            opts: self.opts,
+            windows: second.into_iter().map(|(_, b)| b).collect(),
+            histograms: BTreeMap::new(),
+            omitted_windows: 0,
+            first_ts: self.first_ts,
+        };
+        self.windows = first.into_iter().map(|(_, b)| b).collect();
+        (self, second)
     }
 
-    /// Ends a window: slices still running and waits still open are clipped to its end.
-    fn close(&mut self, idx: usize) {
+    /// Draws the chunks of the spill `file` that this drawing needs (those its windows
+    /// overlap; all when it fills histograms); returns it with how many it read.
+    fn draw_from(mut self, file: &std::fs::File) -> Result<(Drawing, usize), String> {
+        use std::os::unix::fs::FileExt;
+        if self.windows.is_empty() && self.histograms.is_empty() {
+            return Ok((self, 0));
+        }
+        let mut head = [0u8; HEAD_BYTES];
+        let mut items: Vec<u8> = Vec::new();
+        let (mut at, mut chunks_read) = (0u64, 0);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        loop {
+            match file.read_exact_at(&mut head, at) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e.to_string()),
+            }
+            let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            let chunk = ChunkHead {
+                base: word(&head[4..12]),
+                min_start: word(&head[12..20]),
+                max_ts: word(&head[20..28]),
+            };
+            let items_at = at + HEAD_BYTES as u64;
+            at = items_at + len as u64;
+            let windows = self.overlapping(chunk.min_start, chunk.max_ts);
+            if windows.is_empty() && self.histograms.is_empty() {
+                continue;
+            }
+            chunks_read += 1;
+            items.resize(len, 0);
+            file.read_exact_at(&mut items, items_at)
+                .map_err(|e| e.to_string())?;
+            let (mut ts, mut rest) = (chunk.base, &items[..]);
+            while !rest.is_empty() {
+                let (item, more) =
+                    postcard::take_from_bytes::<Item>(rest).map_err(|e| e.to_string())?;
+                rest = more;
+                ts = ts.wrapping_add(item.dt() as u64);
+                self.item(ts, &item, &windows);
+            }
+        }
+        Ok((self, chunks_read))
+    }
+
+    /// Indices of the windows that overlap `[a, b]`.
+    fn overlapping(&self, a: Ts, b: Ts) -> Vec<usize> {
+        (0..self.windows.len())
+            .filter(|&i| self.windows[i].w.start_ns <= b && self.windows[i].w.end_ns >= a)
+            .collect()
+    }
+
+    /// Draws one kept item at `ts` in the `windows` (indices) it may touch.
+    fn item(&mut self, ts: Ts, item: &Item, windows: &[usize]) {
         let max = self.opts.max_items;
-        let b = &mut self.pending[idx];
-        let (start, end) = (b.w.start_ns, b.w.end_ns);
-        let mut cpus: Vec<_> = self.current.iter().collect();
-        cpus.sort();
-        for (&cpu, &(pid, since)) in cpus {
-            // a CPU whose switch-out record of `pid` was lost still names it: the task runs
-            // where it was switched in last, and is drawn there only
-            if pid != 0 && since < end && self.running.get(&pid) == Some(&cpu) {
-                let s = RunSlice {
-                    cpu,
-                    start_ns: since.max(start),
-                    end_ns: end,
-                    pid,
-                    before_trace: false,
-                };
-                b.add_busy(cpu, since, end);
-                b.pids.insert(pid);
-                b.cpus.insert(cpu);
-                push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
+        match item {
+            &Item::Closed {
+                tid,
+                mut was,
+                len,
+                ran_on,
+                repaired,
+                ..
+            } => {
+                if repaired && matches!(was, Was::Running(_)) {
+                    // a run whose end the trace does not show (its switch-out was dropped):
+                    // not drawn, its stretch is unknown
+                    was = Was::Unknown;
+                }
+                let start = len.map(|l| ts.saturating_sub(l));
+                if let (Was::Runnable(_), Some(_), Some(l)) = (was, ran_on, len) {
+                    if let Some(h) = self.histograms.get_mut(&tid) {
+                        h.add(l);
+                    }
+                }
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    let end = b.w.end_ns;
+                    let closed_inside = ts <= end; // else: still in `was` at the end
+                    match (was, start) {
+                        (Was::Running(cpu), Some(s)) if tid != 0 => {
+                            b.slice(max, (tid, cpu), (s.max(self.first_ts), ts), false)
+                        }
+                        (Was::Runnable(cpu), Some(s)) if s < end && ts >= b.w.start_ns => {
+                            match (closed_inside, ran_on) {
+                                (true, Some(rc)) => b.wait(max, tid, Some(rc), (s, ts), false),
+                                (true, None) => {} // ended otherwise: not drawn
+                                (false, _) => b.wait(max, tid, cpu, (s, end), true),
+                            }
+                        }
+                        _ => {}
+                    }
+                    if ts > b.w.start_ns && start.is_none_or(|s| s < end) {
+                        b.track(tid, was, start, ts);
+                    }
+                }
+            }
+            &Item::BeforeTrace { tid, cpu, len, .. } => {
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    if b.holds(ts) {
+                        b.slice(max, (tid, cpu), (ts.saturating_sub(len), ts), true);
+                    }
+                }
+            }
+            &Item::Wakeup {
+                cpu,
+                waker,
+                wakee,
+                target,
+                ..
+            } => {
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    if b.holds(ts) {
+                        let mark = WakeupMark {
+                            ts_ns: ts,
+                            cpu,
+                            waker_pid: waker,
+                            wakee_pid: wakee,
+                            target_cpu: target,
+                        };
+                        if push_capped(&mut b.w.wakeups, &mut b.w.omitted.wakeups, max, mark) {
+                            b.pids.insert(wakee);
+                            b.pids.insert(waker);
+                            b.cpus.insert(cpu);
+                            b.cpus.extend(target);
+                        }
+                    }
+                }
+            }
+            &Item::Migration { pid, from, to, .. } => {
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    if b.holds(ts) {
+                        let mark = MigrationMark {
+                            ts_ns: ts,
+                            pid,
+                            from_cpu: from,
+                            to_cpu: to,
+                        };
+                        let omitted = &mut b.w.omitted.migrations;
+                        if push_capped(&mut b.w.migrations, omitted, max, mark) {
+                            b.pids.insert(pid);
+                            b.cpus.insert(from);
+                            b.cpus.insert(to);
+                        }
+                    }
+                }
+            }
+            Item::Marker { mark, .. } => {
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    if b.holds(ts) {
+                        let mark = TextMark {
+                            ts_ns: ts,
+                            ..(**mark).clone()
+                        };
+                        push_capped(&mut b.w.markers, &mut b.w.omitted.markers, max, mark);
+                    }
+                }
+            }
+            Item::Request { request, .. } => {
+                for &i in windows {
+                    let b = &mut self.windows[i];
+                    if b.holds(ts) {
+                        b.request(max, request, ts, false);
+                    } else if ts > b.w.end_ns && request.ts < b.w.end_ns {
+                        b.request(max, request, b.w.end_ns, true);
+                    }
+                }
             }
         }
-        if b.w.omitted.slices > 0 {
-            // the cap left slices out: the density shows how busy each CPU was anyway
-            let width = b.bin_ns();
-            b.w.density = b
-                .busy
+    }
+
+    /// Draws what was still open when the reading ended, then closes every window.
+    fn finish(mut self, end: AtEnd, requests_dropped: u64) -> FindingWindows {
+        let max = self.opts.max_items;
+        for b in &mut self.windows {
+            let stop = b.w.end_ns;
+            for &(tid, was, since) in &end.open {
+                if since >= stop {
+                    continue;
+                }
+                match was {
+                    Was::Running(cpu) if tid != 0 => b.slice(max, (tid, cpu), (since, stop), false),
+                    Was::Runnable(cpu) => b.wait(max, tid, cpu, (since, stop), true),
+                    _ => {}
+                }
+                b.track(tid, was, Some(since), stop);
+            }
+            for r in end.requests.iter().filter(|r| r.ts < stop) {
+                b.request(max, r, stop, true);
+            }
+            // a named task never seen, or unknown since its last state: unknown up to the end
+            for pid in b.tracks.iter().map(|t| t.0).collect::<Vec<_>>() {
+                b.track(pid, Was::Unknown, None, stop);
+            }
+            if b.w.omitted.slices > 0 {
+                // the cap left slices out: the density shows how busy each CPU was anyway
+                let width = b.bin_ns();
+                b.w.density = b
+                    .busy
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, bins)| !bins.is_empty())
+                    .map(|(cpu, bins)| stallscope_model::CpuDensity {
+                        cpu: cpu as Cpu,
+                        bin_ns: width,
+                        busy_permille: bins
+                            .iter()
+                            .map(|&ns| {
+                                u16::try_from(ns.saturating_mul(1000) / width)
+                                    .unwrap_or(1000)
+                                    .min(1000)
+                            })
+                            .collect(),
+                    })
+                    .collect();
+            }
+            b.w.task_states
+                .sort_by_key(|s| (s.pid, s.start_ns, s.end_ns));
+            // the CPUs of the density too: their lanes show it
+            let dense = b.w.density.iter().map(|d| d.cpu);
+            b.w.cpus = b
+                .cpus
                 .iter()
-                .map(|(&cpu, bins)| stallscope_model::CpuDensity {
-                    cpu,
-                    bin_ns: width,
-                    busy_permille: bins
-                        .iter()
-                        .map(|&ns| {
-                            u16::try_from(ns.saturating_mul(1000) / width)
-                                .unwrap_or(1000)
-                                .min(1000)
-                        })
-                        .collect(),
+                .copied()
+                .chain(dense)
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let mut pids: Vec<Tid> = b.pids.iter().copied().collect();
+            pids.sort_unstable();
+            b.w.tasks = pids
+                .iter()
+                .map(|&pid| WindowTask {
+                    pid,
+                    comm: match end.names.get(&pid) {
+                        Some(c) if !c.as_str().is_empty() => c.as_str().to_string(),
+                        _ if pid == 0 => "swapper".to_string(),
+                        _ => String::new(),
+                    },
                 })
                 .collect();
         }
-        let tasks = self.model.timeline().tasks();
-        let mut waits: Vec<(Tid, Ts, Option<Cpu>)> = tasks
-            .slots()
-            .iter()
-            .filter(|s| tasks.find(s.tid).map(|i| tasks.get(i).tid) == Some(s.tid))
-            .filter_map(|s| match s.data {
-                TaskState::Runnable { since, cpu, .. } => Some((s.tid, since, cpu)),
-                _ => None,
-            })
-            .collect();
-        waits.sort();
-        for (pid, since, cpu) in waits {
-            if since < end {
-                let Some(cpu) = cpu else {
-                    b.w.omitted.waits += 1; // waiting for an unknown CPU: cannot be drawn
-                    continue;
-                };
-                let wt = RunnableWait {
-                    pid,
-                    cpu,
-                    start_ns: since.max(start),
-                    end_ns: end,
-                    open: true,
-                };
-                b.pids.insert(pid);
-                b.cpus.insert(cpu);
-                push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
-            }
-        }
-        let mut open: Vec<_> = self.requests.iter().collect();
-        open.sort_by_key(|(k, r)| (r.ts, **k));
-        for (&(dev, sector), r) in open {
-            if r.ts < end {
-                let req = BlockRequest {
-                    dev,
-                    sector,
-                    nr_sector: r.nr_sector,
-                    rwbs: r.rwbs.clone(),
-                    cpu: r.cpu,
-                    start_ns: r.ts.max(start),
-                    end_ns: end,
-                    open: true,
-                };
-                push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
-            }
-        }
-        let mut open: Vec<_> = self
-            .states
-            .iter()
-            .filter(|(pid, _)| b.named.contains(pid))
-            .collect();
-        open.sort_by_key(|(pid, _)| **pid);
-        for (&pid, &(state, since, cpu)) in open {
-            if since < end {
-                let span = TaskStateSpan {
-                    pid,
-                    state: state.to_string(),
-                    cpu,
-                    start_ns: since.max(start),
-                    end_ns: end,
-                };
-                b.push_state(span);
-            }
-        }
-        for &pid in &b.named {
-            if !self.states.contains_key(&pid) {
-                // not seen yet: unknown over the whole window
-                b.w.task_states.push(TaskStateSpan {
-                    pid,
-                    state: "unknown".into(),
-                    cpu: None,
-                    start_ns: start,
-                    end_ns: end,
-                });
-            }
-        }
-        b.w.task_states
-            .sort_by_key(|s| (s.pid, s.start_ns, s.end_ns));
-        b.w.cpus = b.cpus.iter().copied().collect();
-        b.w.cpus.sort_unstable();
-        let mut pids: Vec<Tid> = b.pids.iter().copied().collect();
-        pids.sort_unstable();
-        b.w.tasks = pids
-            .iter()
-            .map(|&pid| WindowTask {
-                pid,
-                comm: match self.names.get(&pid) {
-                    Some(c) => c.as_str().to_string(),
-                    None if pid == 0 => "swapper".to_string(),
-                    None => String::new(),
-                },
-            })
-            .collect();
-    }
-
-    fn each_active(&mut self, mut f: impl FnMut(&mut Building, usize)) {
-        let max = self.opts.max_items;
-        for &idx in &self.active {
-            f(&mut self.pending[idx], max);
-        }
-    }
-
-    /// The analysis' wakeup rule for these inputs (which of `sched_waking` /
-    /// `sched_wakeup` counts): the model's waits and the wakeups drawn follow it.
-    pub fn use_wakeup_rule(&mut self, rule: WakeupSelector) {
-        self.model = Model::new(Timeline::new(rule));
-        self.wakeups = rule;
-    }
-
-    /// Feeds one event (in time order).
-    pub fn on_event(&mut self, ev: &Event) {
-        let (lo, hi) = self.opts.time_range;
-        if ev.ts < lo || ev.ts > hi {
-            return; // outside the analyzed range, like the analysis itself
-        }
-        let ts = ev.ts;
-        let side_band = ev.kind.is_side_band();
-        if side_band && ts == 0 {
-            return; // a side-band name without a time (perf's synthesized records)
-        }
-        // the trace's (and each CPU's) first event is its first analyzed one, as the
-        // analysis counts it: side-band task names are not events of a CPU
-        let first = match (side_band, self.first_ts) {
-            (_, Some(f)) => f,
-            (true, None) => ts,
-            (false, None) => *self.first_ts.insert(ts),
-        };
-        if !side_band {
-            self.cpu_first.entry(ev.cpu).or_insert(ts);
-        }
-        self.advance(ts);
-        // every event goes to timehist (wakeups and migrations shape its rows too)
-        let mut rows = std::mem::take(&mut self.rows);
-        rows.clear();
-        self.timehist.process(ev, &mut |r| rows.push(*r));
-        self.rows = rows;
-        self.track_states(ev);
-        match &ev.kind {
-            EventKind::Switch(sw) => {
-                let cpu = ev.cpu;
-                self.names.insert(sw.prev.pid, sw.prev.comm);
-                self.names.insert(sw.next.pid, sw.next.comm);
-                let prev = sw.prev.pid;
-                let rows = std::mem::take(&mut self.rows);
-                for r in rows.iter().filter(|r| r.tid != 0 && r.run_ns > 0) {
-                    let (start, end) = (r.ts_ns.saturating_sub(r.run_ns).max(first), r.ts_ns);
-                    let (pid, rcpu) = (r.tid, r.cpu);
-                    self.each_active(|b, max| {
-                        if end <= b.w.start_ns {
-                            return;
-                        }
-                        let s = RunSlice {
-                            cpu: rcpu,
-                            start_ns: start.max(b.w.start_ns),
-                            end_ns: end,
-                            pid,
-                            before_trace: false,
-                        };
-                        b.add_busy(rcpu, start, end);
-                        b.pids.insert(pid);
-                        b.cpus.insert(rcpu);
-                        push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
-                    });
-                }
-                // The CPU's first switch-out of a task never seen switched in: timehist gives
-                // its run no length; it ran at least from the CPU's first event (marked).
-                let first_switch_here = !self.current.contains_key(&cpu);
-                if prev != 0
-                    && first_switch_here
-                    && !rows.iter().any(|r| r.tid == prev && r.run_ns > 0)
-                {
-                    let since = self.cpu_first.get(&cpu).copied().unwrap_or(ts).max(first);
-                    let since = since.max(self.before_trace_end.get(&prev).copied().unwrap_or(0));
-                    if since < ts {
-                        self.before_trace_end.insert(prev, ts);
-                        self.each_active(|b, max| {
-                            if ts <= b.w.start_ns {
-                                return;
-                            }
-                            let s = RunSlice {
-                                cpu,
-                                start_ns: since.max(b.w.start_ns),
-                                end_ns: ts,
-                                pid: prev,
-                                before_trace: true,
-                            };
-                            b.add_busy(cpu, since, ts);
-                            b.pids.insert(prev);
-                            b.cpus.insert(cpu);
-                            push_capped(&mut b.w.slices, &mut b.w.omitted.slices, max, s);
-                        });
-                    }
-                }
-                self.rows = rows;
-                let next = sw.next.pid;
-                if self.running.get(&prev) == Some(&cpu) {
-                    self.running.remove(&prev);
-                }
-                if next != 0 {
-                    self.running.insert(next, cpu);
-                }
-                self.current.insert(cpu, (next, ts));
-            }
-            EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                self.names.insert(w.task.pid, w.task.comm);
-                if self.wakeups.select(&ev.kind).is_some() {
-                    let mark = WakeupMark {
-                        ts_ns: ts,
-                        cpu: ev.cpu,
-                        waker_pid: ev.pid,
-                        wakee_pid: w.task.pid,
-                        target_cpu: w.target_cpu,
-                    };
-                    self.each_active(|b, max| {
-                        b.pids.insert(mark.wakee_pid);
-                        b.pids.insert(mark.waker_pid);
-                        b.cpus.insert(mark.cpu);
-                        b.cpus.extend(mark.target_cpu);
-                        push_capped(
-                            &mut b.w.wakeups,
-                            &mut b.w.omitted.wakeups,
-                            max,
-                            mark.clone(),
-                        );
-                    });
-                }
-            }
-            EventKind::Generic(g)
-                if g.system.as_deref() == Some("ftrace")
-                    && matches!(g.name.as_str(), "print" | "bprint") =>
-            {
-                let text = g.fields.iter().find_map(|(k, v)| match (k.as_str(), v) {
-                    ("buf", stallscope_model::FieldValue::Str(s)) => Some(s),
-                    _ => None,
-                });
-                if let Some(text) = text {
-                    let mark = TextMark {
-                        ts_ns: ts,
-                        cpu: ev.cpu,
-                        pid: ev.pid,
-                        event: g.name.clone(),
-                        text: text.chars().take(TextMark::MAX_CHARS).collect(),
-                    };
-                    self.each_active(|b, max| {
-                        push_capped(
-                            &mut b.w.markers,
-                            &mut b.w.omitted.markers,
-                            max,
-                            mark.clone(),
-                        );
-                    });
-                }
-            }
-            EventKind::Migrate(m) => {
-                self.names.insert(m.task.pid, m.task.comm);
-                let mark = MigrationMark {
-                    ts_ns: ts,
-                    pid: m.task.pid,
-                    from_cpu: m.orig_cpu,
-                    to_cpu: m.dest_cpu,
-                };
-                self.each_active(|b, max| {
-                    b.pids.insert(mark.pid);
-                    b.cpus.insert(mark.from_cpu);
-                    b.cpus.insert(mark.to_cpu);
-                    push_capped(
-                        &mut b.w.migrations,
-                        &mut b.w.omitted.migrations,
-                        max,
-                        mark.clone(),
-                    );
-                });
-            }
-            // Block tracepoints decoded natively by the readers.
-            EventKind::Block(b) => match (b.action, b.dev) {
-                (stallscope_model::BlockAction::Issue, Some(dev)) => {
-                    let (nr, rwbs) = (u64::from(b.nr_sector), b.rwbs.to_letters());
-                    self.request_issued(ts, ev.cpu, u64::from(dev.0), b.sector, nr, rwbs);
-                }
-                (stallscope_model::BlockAction::Complete, Some(dev)) => {
-                    self.request_completed(ts, u64::from(dev.0), b.sector);
-                }
-                _ => {}
-            },
-            _ => {}
-        }
-    }
-
-    /// Follows the scheduler state machine for the findings' tasks: each state change ends
-    /// the task's current span (drawn in the windows open now that name the task).
-    fn track_states(&mut self, ev: &Event) {
-        let mut ts_list = std::mem::take(&mut self.transitions);
-        let mut intervals = std::mem::take(&mut self.intervals);
-        ts_list.clear();
-        intervals.clear();
-        self.model
-            .process(ev, &mut |i| intervals.push(i), &mut |t| ts_list.push(*t));
-        for i in &intervals {
-            if let Interval::Wait {
-                tid,
-                start,
-                end,
-                ran_on: Some(cpu),
-                ..
-            } = *i
-            {
-                self.wait_ended(tid, (start, end), cpu);
-            }
-        }
-        self.intervals = intervals;
-        for t in &ts_list {
-            let Transition::State { ts, tid, from, to } = *t else {
-                continue;
-            };
-            if !self.named.contains(&tid) {
-                continue;
-            }
-            let (since, state, cpu) = match self.states.get(&tid) {
-                Some(&(name, since, cpu)) => (since, name, cpu),
-                None => (
-                    self.first_ts.unwrap_or(ts),
-                    state_name(from).0,
-                    state_name(from).1,
-                ),
-            };
-            if since < ts {
-                self.each_active(|b, _| {
-                    if b.named.contains(&tid) && ts > b.w.start_ns {
-                        let span = TaskStateSpan {
-                            pid: tid,
-                            state: state.to_string(),
-                            cpu,
-                            start_ns: since.max(b.w.start_ns),
-                            end_ns: ts,
-                        };
-                        b.push_state(span);
-                    }
-                });
-            }
-            let (name, cpu) = state_name(to);
-            self.states.insert(tid, (name, ts, cpu));
-        }
-        self.transitions = ts_list;
-    }
-
-    /// A wait of the model that ended in a switch-in on `cpu`: drawn in the open windows,
-    /// counted in the task's histogram.
-    fn wait_ended(&mut self, tid: Tid, (start, end): (Ts, Ts), cpu: Cpu) {
-        if let Some(h) = self.histograms.get_mut(&tid) {
-            h.add(end.saturating_sub(start));
-        }
-        self.each_active(|b, max| {
-            let wt = RunnableWait {
-                pid: tid,
-                cpu,
-                start_ns: start.max(b.w.start_ns),
-                end_ns: end,
-                open: false,
-            };
-            b.pids.insert(tid);
-            b.cpus.insert(cpu);
-            push_capped(&mut b.w.waits, &mut b.w.omitted.waits, max, wt);
-        });
-    }
-
-    /// A request issued to the driver: remembered until its completion.
-    fn request_issued(
-        &mut self,
-        ts: Ts,
-        cpu: Cpu,
-        dev: u64,
-        sector: u64,
-        nr_sector: u64,
-        rwbs: String,
-    ) {
-        if self.requests.len() < MAX_PENDING_REQUESTS || self.requests.contains_key(&(dev, sector))
-        {
-            let r = PendingRequest {
-                ts,
-                cpu,
-                nr_sector,
-                rwbs,
-            };
-            self.requests.insert((dev, sector), r);
-        } else {
-            self.requests_dropped += 1;
-        }
-    }
-
-    /// A completion: the matching issued request becomes a lane in the active windows.
-    fn request_completed(&mut self, ts: Ts, dev: u64, sector: u64) {
-        if let Some(r) = self.requests.remove(&(dev, sector)) {
-            self.each_active(|b, max| {
-                let req = BlockRequest {
-                    dev,
-                    sector,
-                    nr_sector: r.nr_sector,
-                    rwbs: r.rwbs.clone(),
-                    cpu: r.cpu,
-                    start_ns: r.ts.max(b.w.start_ns),
-                    end_ns: ts,
-                    open: false,
-                };
-                push_capped(&mut b.w.requests, &mut b.w.omitted.requests, max, req);
-            });
-        }
-    }
-
-    /// Closes the remaining windows and returns them in finding order.
-    pub fn finish(mut self) -> FindingWindows {
-        for idx in std::mem::take(&mut self.active) {
-            self.close(idx);
-        }
-        for idx in self.next..self.pending.len() {
-            self.close(idx); // starts after the last event
-        }
-        let mut windows: Vec<FindingWindow> = self.pending.into_iter().map(|b| b.w).collect();
+        let mut windows: Vec<FindingWindow> = self.windows.into_iter().map(|b| b.w).collect();
         windows.sort_by_key(|w| w.finding);
         FindingWindows {
             margin_ns: self.opts.margin_ns,
@@ -897,10 +1156,9 @@ impl WindowCollector {
             windows,
             histograms: self.histograms.into_values().collect(),
             omitted_windows: self.omitted_windows,
-            note: if self.requests_dropped > 0 {
+            note: if requests_dropped > 0 {
                 format!(
-                    "{} block requests were issued while {MAX_PENDING_REQUESTS} were pending and are not drawn.",
-                    self.requests_dropped
+                    "{requests_dropped} block requests were issued while {MAX_PENDING_REQUESTS} were pending and are not drawn."
                 )
             } else {
                 String::new()
@@ -915,6 +1173,7 @@ mod tests {
     use stallscope_model::{
         FindingSeverity, FindingTask, PrevState, Span, Switch, TaskRef, Wakeup, Window,
     };
+    use stallscope_timeline::WakeupSelector;
 
     fn task(pid: Tid, name: &str) -> TaskRef {
         TaskRef {
@@ -971,6 +1230,31 @@ mod tests {
         }
     }
 
+    /// The windows of `findings` drawn from `events` as the analysis keeps them: the
+    /// model's transitions under `rule`, one event at a time.
+    fn draw(
+        findings: &[Finding],
+        opts: WindowOptions,
+        rule: WakeupSelector,
+        events: &[Event],
+    ) -> (FindingWindows, usize) {
+        let mut timeline = Timeline::new(rule);
+        let mut spill = WindowSpill::new().unwrap();
+        let mut transitions = Vec::new();
+        for ev in events {
+            transitions.clear();
+            timeline.process(ev, &mut |t| transitions.push((0u32, t)));
+            spill.on_model(std::slice::from_ref(ev), &transitions);
+        }
+        spill.on_end(&timeline);
+        spill.drawn(findings, opts).unwrap()
+    }
+
+    fn draw_one(finding: Finding, opts: WindowOptions, events: &[Event]) -> FindingWindows {
+        let rule = WakeupSelector::preferring_waking(false);
+        draw(&[finding], opts, rule, events).0
+    }
+
     #[test]
     fn trace_marker_text_inside_a_window_is_kept() {
         let marker = |ts: Ts, text: &str| {
@@ -992,13 +1276,14 @@ mod tests {
             margin_ns: 100,
             ..Default::default()
         };
-        let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], opts);
-        c.on_event(&switch(1, 0, 0, "R", 5));
-        c.on_event(&marker(500, "before the window"));
-        c.on_event(&marker(1500, "B|9|commit transaction"));
-        c.on_event(&switch(2000, 0, 5, "R", 7));
-        c.on_event(&marker(3000, "after it"));
-        let w = c.finish();
+        let events = [
+            switch(1, 0, 0, "R", 5),
+            marker(500, "before the window"),
+            marker(1500, "B|9|commit transaction"),
+            switch(2000, 0, 5, "R", 7),
+            marker(3000, "after it"),
+        ];
+        let w = draw_one(finding(1000, 2000, 7), opts, &events);
         let win = &w.windows[0];
         assert_eq!(
             win.markers,
@@ -1012,9 +1297,9 @@ mod tests {
         );
     }
 
-    /// The wakeups drawn follow the analysis' rule: with `sched_waking` declared a
-    /// `sched_wakeup` record is not drawn (and the wait runs from the waking), as the model
-    /// and the detectors count them.
+    /// The wakeups drawn are those that woke their task under the analysis' one rule: with
+    /// `sched_waking` declared a `sched_wakeup` record is not drawn (and the wait runs from
+    /// the waking), as the model and the detectors count them.
     #[test]
     fn drawn_wakeups_follow_the_analysis_rule() {
         let wake = |kind: fn(Wakeup) -> EventKind, ts| {
@@ -1029,16 +1314,17 @@ mod tests {
             )
         };
         let drawn = |rule: WakeupSelector| {
-            let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], WindowOptions::default());
-            c.use_wakeup_rule(rule);
-            c.on_event(&switch(1, 0, 0, "R", 5));
-            c.on_event(&switch(2, 0, 5, "S", 7));
-            c.on_event(&switch(3, 0, 7, "S", 5));
-            c.on_event(&wake(EventKind::Wakeup, 1000)); // before any sched_waking
-            c.on_event(&wake(EventKind::Waking, 1100));
-            c.on_event(&wake(EventKind::Wakeup, 1200));
-            c.on_event(&switch(2000, 0, 5, "S", 7));
-            let w = c.finish();
+            let events = [
+                switch(1, 0, 0, "R", 5),
+                switch(2, 0, 5, "S", 7),
+                switch(3, 0, 7, "S", 5),
+                wake(EventKind::Wakeup, 1000), // before any sched_waking
+                wake(EventKind::Waking, 1100),
+                wake(EventKind::Wakeup, 1200),
+                switch(2000, 0, 5, "S", 7),
+            ];
+            let findings = [finding(1000, 2000, 7)];
+            let w = draw(&findings, WindowOptions::default(), rule, &events).0;
             let marks: Vec<Ts> = w.windows[0].wakeups.iter().map(|m| m.ts_ns).collect();
             let waits: Vec<Ts> = w.windows[0].waits.iter().map(|m| m.start_ns).collect();
             (marks, waits)
@@ -1048,10 +1334,11 @@ mod tests {
             drawn(WakeupSelector::preferring_waking(true)),
             (vec![1100], vec![1100])
         );
-        // not declared: sched_wakeup counts until a sched_waking is seen
+        // not declared: sched_wakeup counts until a sched_waking is seen; that waking finds
+        // the task already runnable (it woke nothing: not drawn, as the model has it)
         assert_eq!(
             drawn(WakeupSelector::preferring_waking(false)),
-            (vec![1000, 1100], vec![1000])
+            (vec![1000], vec![1000])
         );
     }
 
@@ -1061,22 +1348,22 @@ mod tests {
             margin_ns: 100,
             ..Default::default()
         };
-        let mut c = WindowCollector::new(&[finding(1000, 2000, 7)], opts);
-        // (timehist takes a switch-in at time 0 for "never switched in": the trace starts at 1)
-        c.on_event(&switch(1, 0, 0, "R", 5)); // 5 runs on cpu 0 from 1
-        c.on_event(&ev(
-            1000,
-            0,
-            5,
-            EventKind::Waking(Wakeup {
-                task: task(7, "v"),
-                target_cpu: Some(0),
-            }),
-        ));
-        c.on_event(&switch(2000, 0, 5, "R", 7)); // 7 waited 1000 ns; 5 preempted
-        c.on_event(&switch(2500, 0, 7, "S", 5)); // 5 waited 500 ns
-        c.on_event(&switch(5000, 0, 5, "S", 0));
-        let w = c.finish();
+        let events = [
+            switch(1, 0, 0, "R", 5), // 5 runs on cpu 0 from 1
+            ev(
+                1000,
+                0,
+                5,
+                EventKind::Waking(Wakeup {
+                    task: task(7, "v"),
+                    target_cpu: Some(0),
+                }),
+            ),
+            switch(2000, 0, 5, "R", 7), // 7 waited 1000 ns; 5 preempted
+            switch(2500, 0, 7, "S", 5), // 5 waited 500 ns
+            switch(5000, 0, 5, "S", 0),
+        ];
+        let w = draw_one(finding(1000, 2000, 7), opts, &events);
         assert_eq!(w.windows.len(), 1);
         let win = &w.windows[0];
         assert_eq!((win.start_ns, win.end_ns), (900, 2100));
@@ -1133,17 +1420,10 @@ mod tests {
             max_items: 2,
             ..Default::default()
         };
-        let mut c = WindowCollector::new(&[finding(0, 1_000_000, 1)], opts);
-        for i in 0..10u64 {
-            c.on_event(&switch(
-                1 + i * 10,
-                0,
-                (i % 2 + 1) as Tid,
-                "R",
-                (2 - i % 2) as Tid,
-            ));
-        }
-        let w = c.finish();
+        let events: Vec<Event> = (0..10u64)
+            .map(|i| switch(1 + i * 10, 0, (i % 2 + 1) as Tid, "R", (2 - i % 2) as Tid))
+            .collect();
+        let w = draw_one(finding(0, 1_000_000, 1), opts, &events);
         assert_eq!(w.windows[0].slices.len(), 2);
         assert!(w.windows[0].omitted.slices >= 8);
         // the density still counts every run: CPU 0 busy from the first switch on
@@ -1177,12 +1457,13 @@ mod tests {
             margin_ns: 0,
             ..Default::default()
         };
-        let mut c = WindowCollector::new(&[finding(100, 1000, 1)], opts);
-        c.on_event(&block(50, "block_rq_issue", 8));
-        c.on_event(&block(200, "block_rq_issue", 16));
-        c.on_event(&block(300, "block_rq_complete", 8));
-        c.on_event(&block(2000, "block_rq_complete", 16));
-        let w = c.finish();
+        let events = [
+            block(50, "block_rq_issue", 8),
+            block(200, "block_rq_issue", 16),
+            block(300, "block_rq_complete", 8),
+            block(2000, "block_rq_complete", 16),
+        ];
+        let w = draw_one(finding(100, 1000, 1), opts, &events);
         let r = &w.windows[0].requests;
         assert_eq!(r.len(), 2);
         assert_eq!(
@@ -1206,15 +1487,14 @@ mod tests {
             margin_ns: 0,
             ..Default::default()
         };
-        let mut c = WindowCollector::new(&[finding(1000, 2_001_000, 7)], opts);
-        c.on_event(&switch(1, 0, 0, "R", 5));
+        let mut events = vec![switch(1, 0, 0, "R", 5)];
         let mut ts = 1000;
         for k in 0..200_000u64 {
             let (prev, next) = if k % 2 == 0 { (5, 7) } else { (7, 5) };
-            c.on_event(&switch(ts, 0, prev, "R", next));
+            events.push(switch(ts, 0, prev, "R", next));
             ts += 10;
         }
-        let w = c.finish();
+        let w = draw_one(finding(1000, 2_001_000, 7), opts, &events);
         let win = &w.windows[0];
         let track: Vec<&TaskStateSpan> = win.task_states.iter().filter(|s| s.pid == 7).collect();
         assert!(
@@ -1229,5 +1509,73 @@ mod tests {
             assert_eq!(p[0].end_ns, p[1].start_ns, "{:?}", p);
         }
         assert!(track.iter().any(|s| s.state == TaskStateSpan::MIXED));
+    }
+
+    #[test]
+    fn chunks_no_window_overlaps_are_skipped() {
+        // 5 and 6 hand CPU 0 back and forth 40 000 times (about twenty chunks of kept
+        // states); a finding naming no task (no histogram to fill) near the end is drawn
+        // from the chunks that overlap its window only
+        let mut events = vec![switch(1, 0, 0, "R", 5)];
+        for k in 0..40_000u64 {
+            let (prev, next) = if k % 2 == 0 { (5, 6) } else { (6, 5) };
+            events.push(switch(1000 + k * 100, 0, prev, "R", next));
+        }
+        let mut f = finding(3_990_000, 3_995_000, 5);
+        f.tasks.clear();
+        let opts = WindowOptions {
+            margin_ns: 0,
+            ..Default::default()
+        };
+        let rule = WakeupSelector::preferring_waking(false);
+        let (w, drawn_from) = draw(&[f.clone()], opts, rule, &events);
+        assert!((1..=2).contains(&drawn_from), "{drawn_from} chunks read");
+        let slices = &w.windows[0].slices;
+        assert_eq!(slices.len(), 50, "{slices:?}");
+        assert_eq!(slices[0].start_ns, 3_990_000);
+        assert_eq!(slices.last().map(|s| s.end_ns), Some(3_995_000));
+        // with a named task the histogram needs every chunk
+        let (_, drawn_from) = draw(&[finding(3_990_000, 3_995_000, 5)], opts, rule, &events);
+        assert!(drawn_from >= 19, "{drawn_from} chunks read");
+    }
+
+    #[test]
+    fn a_task_running_before_the_trace_is_drawn_from_its_cpus_first_event() {
+        // CPU 1's first event is at 100 (a wakeup there); 8 is switched out at 300 without
+        // a switch-in: it ran from 100, marked; its next run (switched in at 300 on CPU 0)
+        // is the model's
+        let wake = ev(
+            100,
+            1,
+            8,
+            EventKind::Waking(Wakeup {
+                task: task(9, "w"),
+                target_cpu: Some(0),
+            }),
+        );
+        let events = [
+            wake,
+            switch(300, 1, 8, "R", 0),
+            switch(400, 0, 0, "R", 8),
+            switch(600, 0, 8, "S", 0),
+        ];
+        let opts = WindowOptions {
+            margin_ns: 0,
+            ..Default::default()
+        };
+        let w = draw_one(finding(0, 1000, 8), opts, &events);
+        let slices: Vec<(Cpu, Ts, Ts, bool)> = w.windows[0]
+            .slices
+            .iter()
+            .map(|s| (s.cpu, s.start_ns, s.end_ns, s.before_trace))
+            .collect();
+        assert_eq!(slices, [(1, 100, 300, true), (0, 400, 600, false)]);
+        let waits: Vec<(Cpu, Ts, Ts)> = w.windows[0]
+            .waits
+            .iter()
+            .filter(|s| s.pid == 8)
+            .map(|s| (s.cpu, s.start_ns, s.end_ns))
+            .collect();
+        assert_eq!(waits, [(0, 300, 400)], "preempted on 1, ran on 0");
     }
 }
