@@ -1,6 +1,7 @@
 //! The Arrow tables (#22 item 2) against the commands that print the same facts: `latency`
 //! row for row equals `stallscope latency --format json`, `switches` equals `timehist`,
-//! `waits` holds the worst wait of every `runqueue-starvation` finding, `findings` equals
+//! `waits` holds the worst wait of every `runqueue-starvation` finding and is the model's
+//! runnable waits row for row, `findings` equals
 //! `analyze`'s, `work_items` pairs every `workqueue_execute_start` with its end as the
 //! dumped events show, `samples` sums to `stallscope profile`'s self weights;
 //! `stallscope tables --to DIR` writes Parquet files that read back with the
@@ -431,4 +432,56 @@ fn event_tables_of_a_profile_alone_are_refused_and_its_own_tables_written() {
     )
     .unwrap();
     assert_eq!(rows, 1, "the rwsem finding");
+}
+
+#[test]
+fn waits_are_the_models_waits() {
+    // the `waits` table is a view of the analysis' one model: row for row the runnable
+    // waits its intervals hold (same task, start, end, and the CPU the task ran on), read
+    // here through the library's model apart
+    use stallscope::timeline::{Interval, Model, Timeline, WakeupSelector};
+    for file in SCHED.iter().chain(&["fixtures/chain/chain.perf.data.xz"]) {
+        let input = stallscope::InputOptions {
+            files: vec![root().join(file).to_string_lossy().into_owned()],
+            input_format: None,
+            merge_unrelated: false,
+            on_open: None,
+        };
+        let mut inputs = input.open().unwrap();
+        let rule = WakeupSelector::for_inputs(inputs.metas().iter().copied());
+        let mut model = Model::new(Timeline::new(rule));
+        let mut want: Vec<(i32, u64, u64, Option<u32>)> = Vec::new();
+        while let Some(ev) = inputs.next_event().unwrap() {
+            let mut keep = |i: Interval| {
+                if let Interval::Wait {
+                    tid,
+                    start,
+                    end,
+                    ran_on,
+                    ..
+                } = i
+                {
+                    want.push((tid, start, end, ran_on));
+                }
+            };
+            model.process(&ev, &mut keep, &mut |_| {});
+        }
+        let mut got = Vec::new();
+        for b in build(file, Table::Waits) {
+            let (tid, start) = (
+                col::<Int32Array>(&b, "tid"),
+                col::<UInt64Array>(&b, "start_ns"),
+            );
+            let (end, cpu) = (
+                col::<UInt64Array>(&b, "end_ns"),
+                col::<UInt32Array>(&b, "cpu"),
+            );
+            for i in 0..b.num_rows() {
+                let cpu = (!cpu.is_null(i)).then(|| cpu.value(i));
+                got.push((tid.value(i), start.value(i), end.value(i), cpu));
+            }
+        }
+        assert!(want.len() > 100, "{file}: {} waits", want.len());
+        assert_eq!(got, want, "{file}");
+    }
 }

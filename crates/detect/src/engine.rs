@@ -252,6 +252,8 @@ pub struct Run<'a> {
     /// `events` of the event that caused it. Quiet transitions ([`is_quiet`]) are left out
     /// when no detector wants them.
     pub transitions: &'a [(u32, Transition)],
+    /// The model after the run (its tasks' states and names).
+    pub timeline: &'a Timeline,
     /// Test only: every event and transition goes to every detector.
     pub everything: bool,
     /// `transitions` holds no quiet transition (no detector wants them): a detector that
@@ -561,6 +563,7 @@ impl Engine {
             events: evs,
             bits: &self.bits,
             transitions: &self.run_transitions,
+            timeline: &self.timeline,
             everything: self.everything,
             quiet_dropped: self.drop_quiet && observer.is_none(),
         };

@@ -285,7 +285,7 @@ where
             options.open()?;
         }
         for (t, b) in self.builders {
-            for batch in b.finish().map_err(arrow)? {
+            for batch in b.finish(None).map_err(arrow)? {
                 (self.sink)(t, batch)?;
             }
         }
@@ -309,6 +309,56 @@ where
         match self.builders(inputs) {
             Ok(b) => self.builders = b,
             Err(e) => self.failed = Some(e),
+        }
+    }
+
+    fn wants_model(&self) -> bool {
+        self.builders.iter().any(|(_, b)| b.reads_model())
+    }
+
+    fn model(&mut self, run: &stallscope_detect::engine::Run<'_>) {
+        if self.failed.is_some() {
+            return;
+        }
+        for (t, b) in self.builders.iter_mut().filter(|(_, b)| b.reads_model()) {
+            let batch = match b.push_transitions(run.transitions, run.timeline) {
+                Ok(Some(batch)) => batch,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.failed.get_or_insert(arrow(e));
+                    return;
+                }
+            };
+            if let Err(e) = (self.sink)(*t, batch) {
+                self.failed.get_or_insert(e);
+                return;
+            }
+        }
+    }
+
+    /// The tables made from the model end with it (it names their tasks).
+    fn end(&mut self, timeline: &stallscope_timeline::Timeline) {
+        let (from_model, rest) = std::mem::take(&mut self.builders)
+            .into_iter()
+            .partition::<Vec<_>, _>(|(_, b)| b.reads_model());
+        self.builders = rest;
+        if self.failed.is_some() {
+            return;
+        }
+        for (t, b) in from_model {
+            let batches = match b.finish(Some(timeline)) {
+                Ok(batches) => batches,
+                Err(e) => {
+                    self.failed.get_or_insert(arrow(e));
+                    return;
+                }
+            };
+            for batch in batches {
+                if let Err(e) = (self.sink)(t, batch) {
+                    self.failed.get_or_insert(e);
+                    return;
+                }
+            }
         }
     }
 

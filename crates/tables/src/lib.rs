@@ -63,7 +63,7 @@ use stallscope_timeline::block::{BlockTracker, CompletedRequest, RequestKind};
 use stallscope_timeline::workers::{symbol_names, WorkFn, WorkerPools};
 use stallscope_timeline::{
     Latency, LatencyOptions, RunnableCause, TaskState, Timehist, TimehistOptions, TimehistRow,
-    Timeline, Transition, WakeupSelector,
+    Timeline, Transition,
 };
 
 /// The tables.
@@ -243,7 +243,7 @@ impl Table {
 #[derive(Clone, Debug)]
 pub struct TableOptions {
     /// Whether the inputs declare `sched_waking` (wakeups are then counted from it, as
-    /// perf does; see [`WakeupSelector`]).
+    /// perf does; see `stallscope_timeline::WakeupSelector`).
     pub waking_declared: bool,
     /// Rows per record batch.
     pub batch_rows: usize,
@@ -275,7 +275,8 @@ struct WaitRow {
 
 enum Inner {
     Switches(Box<Timehist>, Vec<TimehistRow>),
-    Waits(Box<Timeline>, Vec<WaitRow>),
+    /// Fed by the analysis' model ([`TableBuilder::push_transitions`]).
+    Waits(Vec<WaitRow>),
     Latency(Box<Latency>),
     Requests(Box<BlockTracker>, Vec<CompletedRequest>),
     WorkItems(Box<WorkItems>),
@@ -293,7 +294,6 @@ impl TableBuilder {
     /// A builder of `table`; `None` for `findings` and `samples`, which are not built
     /// from the event stream (see [`findings_batch`], [`samples_batches`]).
     pub fn new(table: Table, opts: &TableOptions) -> Option<TableBuilder> {
-        let wakeups = WakeupSelector::preferring_waking(opts.waking_declared);
         let inner = match table {
             Table::Switches => Inner::Switches(
                 Box::new(Timehist::new(TimehistOptions {
@@ -305,7 +305,7 @@ impl TableBuilder {
                 })),
                 Vec::new(),
             ),
-            Table::Waits => Inner::Waits(Box::new(Timeline::new(wakeups)), Vec::new()),
+            Table::Waits => Inner::Waits(Vec::new()),
             Table::Latency => Inner::Latency(Box::new(Latency::new(LatencyOptions {
                 waking_declared: opts.waking_declared,
                 ..LatencyOptions::default()
@@ -329,38 +329,7 @@ impl TableBuilder {
                 th.process(ev, &mut |r| rows.push(*r));
                 rows.len()
             }
-            Inner::Waits(tl, rows) => {
-                tl.process(ev, &mut |t| {
-                    if let Transition::State {
-                        ts,
-                        tid,
-                        from: TaskState::Runnable { since, cause, .. },
-                        to,
-                    } = t
-                    {
-                        let (cpu, ended_by) = match to {
-                            TaskState::Running { cpu, .. } => (Some(cpu), "ran"),
-                            TaskState::Sleeping { .. } | TaskState::Blocked { .. } => {
-                                (None, "slept")
-                            }
-                            TaskState::Dead { .. } => (None, "exited"),
-                            _ => (None, "unknown"),
-                        };
-                        rows.push(WaitRow {
-                            tid,
-                            start: since,
-                            end: ts,
-                            cpu,
-                            started_by: match cause {
-                                RunnableCause::Wakeup => "wakeup",
-                                RunnableCause::Preempted => "preempted",
-                            },
-                            ended_by,
-                        });
-                    }
-                });
-                rows.len()
-            }
+            Inner::Waits(_) => 0, // from the model: push_transitions
             Inner::Latency(lat) => {
                 lat.process(ev);
                 0
@@ -382,13 +351,64 @@ impl TableBuilder {
             }
         };
         if rows >= self.batch_rows {
-            return self.take().map(Some);
+            return self.take(None).map(Some);
         }
         Ok(None)
     }
 
-    /// The rows gathered so far as a batch (none left behind).
-    fn take(&mut self) -> Result<RecordBatch, ArrowError> {
+    /// Whether the table is made from the analysis' model ([`TableBuilder::push_transitions`])
+    /// rather than from events ([`TableBuilder::push`]).
+    pub fn reads_model(&self) -> bool {
+        matches!(self.inner, Inner::Waits(_))
+    }
+
+    /// Takes the transitions the analysis' model made of a run of events (`model`: the
+    /// model after them, naming the tasks); a full batch when one is ready. (`waits`: each
+    /// runnable wait as the model ends it.)
+    pub fn push_transitions(
+        &mut self,
+        transitions: &[(u32, Transition)],
+        model: &Timeline,
+    ) -> Result<Option<RecordBatch>, ArrowError> {
+        let Inner::Waits(rows) = &mut self.inner else {
+            return Ok(None);
+        };
+        for (_, t) in transitions {
+            if let Transition::State {
+                ts,
+                tid,
+                from: TaskState::Runnable { since, cause, .. },
+                to,
+            } = *t
+            {
+                let (cpu, ended_by) = match to {
+                    TaskState::Running { cpu, .. } => (Some(cpu), "ran"),
+                    TaskState::Sleeping { .. } | TaskState::Blocked { .. } => (None, "slept"),
+                    TaskState::Dead { .. } => (None, "exited"),
+                    _ => (None, "unknown"),
+                };
+                rows.push(WaitRow {
+                    tid,
+                    start: since,
+                    end: ts,
+                    cpu,
+                    started_by: match cause {
+                        RunnableCause::Wakeup => "wakeup",
+                        RunnableCause::Preempted => "preempted",
+                    },
+                    ended_by,
+                });
+            }
+        }
+        if rows.len() >= self.batch_rows {
+            return self.take(Some(model)).map(Some);
+        }
+        Ok(None)
+    }
+
+    /// The rows gathered so far as a batch (none left behind); `model` names the tasks of
+    /// the tables made from it.
+    fn take(&mut self, model: Option<&Timeline>) -> Result<RecordBatch, ArrowError> {
         let schema = self.table.schema();
         let columns: Vec<ArrayRef> = match &mut self.inner {
             Inner::Switches(th, rows) => {
@@ -413,15 +433,15 @@ impl TableBuilder {
                     )),
                 ]
             }
-            Inner::Waits(tl, rows) => {
+            Inner::Waits(rows) => {
                 let r = std::mem::take(rows);
-                let tasks = tl.tasks();
                 // names written straight into the array's buffer (no String per row)
                 let mut comms =
                     arrow_array::builder::StringBuilder::with_capacity(r.len(), r.len() * 8);
                 for x in &r {
-                    comms
-                        .append_value(tasks.find(x.tid).map_or("", |i| tasks.get(i).comm.as_str()));
+                    let tasks = model.map(Timeline::tasks);
+                    let name = tasks.and_then(|t| t.find(x.tid).map(|i| t.get(i).comm.as_str()));
+                    comms.append_value(name.unwrap_or(""));
                 }
                 vec![
                     Arc::new(Int32Array::from_iter_values(r.iter().map(|x| x.tid))),
@@ -513,8 +533,9 @@ impl TableBuilder {
         RecordBatch::try_new(schema, columns)
     }
 
-    /// The last batches (the rows not handed out yet; `latency`'s single batch).
-    pub fn finish(mut self) -> Result<Vec<RecordBatch>, ArrowError> {
+    /// The last batches (the rows not handed out yet; `latency`'s single batch); `model`:
+    /// the analysis' model at the end, naming the tasks of the tables made from it.
+    pub fn finish(mut self, model: Option<&Timeline>) -> Result<Vec<RecordBatch>, ArrowError> {
         if let Inner::Latency(lat) = self.inner {
             let report = lat.finish();
             let rows = &report.tasks;
@@ -546,7 +567,7 @@ impl TableBuilder {
         if let Inner::WorkItems(w) = &mut self.inner {
             w.pools.finish();
         }
-        let last = self.take()?;
+        let last = self.take(model)?;
         Ok(if last.num_rows() > 0 {
             vec![last]
         } else {
