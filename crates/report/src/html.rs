@@ -464,9 +464,14 @@ and the histograms. The page is bounded to {} bytes.",
         base_notes.push(windows.note.clone());
     }
     let mut report = report.clone();
+    // (not `..windows.clone()`: that copies every window, only to drop the copies)
     let mut kept = FindingWindows {
+        margin_ns: windows.margin_ns,
+        max_items: windows.max_items,
         windows: Vec::new(),
-        ..windows.clone()
+        histograms: windows.histograms.clone(),
+        omitted_windows: windows.omitted_windows,
+        note: windows.note.clone(),
     };
     let mut evidence_cut = false;
     let mut base = page(&report, &kept, &base_notes).len() + 512;
