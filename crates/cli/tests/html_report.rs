@@ -20,6 +20,8 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
+mod common;
+
 const BOUND: u64 = 5_000_000;
 
 fn root() -> PathBuf {
@@ -614,13 +616,7 @@ fn drawn_run_slices_are_timehists_rows() {
 /// model.
 fn model_runs(rel: &str) -> (HashSet<(u64, u64, i64)>, u64) {
     use stallscope::timeline::{Interval, Model, TaskState, Timeline, WakeupSelector};
-    let input = stallscope::InputOptions {
-        files: vec![root().join(rel).to_string_lossy().into_owned()],
-        input_format: None,
-        merge_unrelated: false,
-        on_open: None,
-    };
-    let mut inputs = input.open().expect("open");
+    let mut inputs = common::open_fixture(rel);
     let rule = WakeupSelector::for_inputs(inputs.metas().iter().copied());
     let mut model = Model::new(Timeline::new(rule));
     let mut runs = HashSet::new();

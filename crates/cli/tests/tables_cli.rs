@@ -441,13 +441,7 @@ fn waits_are_the_models_waits() {
     // here through the library's model apart
     use stallscope::timeline::{Interval, Model, Timeline, WakeupSelector};
     for file in SCHED.iter().chain(&["fixtures/chain/chain.perf.data.xz"]) {
-        let input = stallscope::InputOptions {
-            files: vec![root().join(file).to_string_lossy().into_owned()],
-            input_format: None,
-            merge_unrelated: false,
-            on_open: None,
-        };
-        let mut inputs = input.open().unwrap();
+        let mut inputs = common::open_fixture(file);
         let rule = WakeupSelector::for_inputs(inputs.metas().iter().copied());
         let mut model = Model::new(Timeline::new(rule));
         let mut want: Vec<(i32, u64, u64, Option<u32>)> = Vec::new();

@@ -223,6 +223,31 @@ fn arrow(e: stallscope_tables::ArrowError) -> AnalyzeError {
     AnalyzeError::Output(e.to_string())
 }
 
+/// Hands what a builder gave to `sink`: a full batch goes on, the first error is kept in
+/// `failed`; false when the building must stop.
+fn hand_over<S>(
+    sink: &mut S,
+    failed: &mut Option<AnalyzeError>,
+    table: Table,
+    got: Result<Option<RecordBatch>, stallscope_tables::ArrowError>,
+) -> bool
+where
+    S: FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
+{
+    let sent = match got {
+        Ok(Some(batch)) => sink(table, batch),
+        Ok(None) => return true,
+        Err(e) => Err(arrow(e)),
+    };
+    match sent {
+        Ok(()) => true,
+        Err(e) => {
+            failed.get_or_insert(e);
+            false
+        }
+    }
+}
+
 impl<'a, S, O> EventTables<'a, S, O>
 where
     S: FnMut(Table, RecordBatch) -> Result<(), AnalyzeError>,
@@ -320,17 +345,10 @@ where
         if self.failed.is_some() {
             return;
         }
+        let (sink, failed) = (&mut self.sink, &mut self.failed);
         for (t, b) in self.builders.iter_mut().filter(|(_, b)| b.reads_model()) {
-            let batch = match b.push_transitions(run.transitions, run.timeline) {
-                Ok(Some(batch)) => batch,
-                Ok(None) => continue,
-                Err(e) => {
-                    self.failed.get_or_insert(arrow(e));
-                    return;
-                }
-            };
-            if let Err(e) = (self.sink)(*t, batch) {
-                self.failed.get_or_insert(e);
+            let got = b.push_transitions(run.transitions, run.timeline);
+            if !hand_over(sink, failed, *t, got) {
                 return;
             }
         }
@@ -345,17 +363,17 @@ where
         if self.failed.is_some() {
             return;
         }
+        let (sink, failed) = (&mut self.sink, &mut self.failed);
         for (t, b) in from_model {
             let batches = match b.finish(Some(timeline)) {
                 Ok(batches) => batches,
                 Err(e) => {
-                    self.failed.get_or_insert(arrow(e));
+                    failed.get_or_insert(arrow(e));
                     return;
                 }
             };
             for batch in batches {
-                if let Err(e) = (self.sink)(t, batch) {
-                    self.failed.get_or_insert(e);
+                if !hand_over(sink, failed, t, Ok(Some(batch))) {
                     return;
                 }
             }
@@ -370,21 +388,13 @@ where
             return;
         }
         let (from, to) = self.time;
+        let (sink, failed) = (&mut self.sink, &mut self.failed);
         for ev in run {
             if ev.ts < from || ev.ts > to {
                 continue;
             }
             for (t, b) in &mut self.builders {
-                let batch = match b.push(ev) {
-                    Ok(Some(batch)) => batch,
-                    Ok(None) => continue,
-                    Err(e) => {
-                        self.failed.get_or_insert(arrow(e));
-                        return;
-                    }
-                };
-                if let Err(e) = (self.sink)(*t, batch) {
-                    self.failed.get_or_insert(e);
+                if !hand_over(sink, failed, *t, b.push(ev)) {
                     return;
                 }
             }

@@ -15,6 +15,17 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The fixture at `rel` (from the repository root) opened as the analysis opens inputs.
+pub fn open_fixture(rel: &str) -> stallscope::Inputs {
+    let input = stallscope::InputOptions {
+        files: vec![root().join(rel).to_string_lossy().into_owned()],
+        input_format: None,
+        merge_unrelated: false,
+        on_open: None,
+    };
+    input.open().expect("open the fixture")
+}
+
 /// Runs the `stallscope` binary of this build with `NO_COLOR=1`.
 pub fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_stallscope"))
