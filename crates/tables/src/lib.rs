@@ -672,9 +672,10 @@ pub fn fleet_schema(table: Table) -> SchemaRef {
 }
 
 /// The trace columns of one trace put before each of its batches' own
-/// ([`TraceColumnArrays::prepend`]): the four constant columns are built once per batch
-/// length and shared (batches are mostly [`TableOptions::batch_rows`] long), not rebuilt
-/// row by row for each batch.
+/// ([`TraceColumnArrays::prepend`]): the four constant columns are built once, as long as
+/// the longest batch so far, and shared (a shorter batch gets a zero-copy slice), not
+/// rebuilt row by row for each batch (batches of a table made from the model's runs vary
+/// in length by a few rows: rebuilding per length rebuilt them for nearly every batch).
 #[derive(Debug)]
 pub struct TraceColumnArrays {
     trace: TraceColumns,
@@ -697,7 +698,7 @@ impl TraceColumnArrays {
         let n = batch.num_rows();
         let trace = &self.trace;
         let built = match &self.built {
-            Some((len, cols)) if *len == n => cols,
+            Some((len, cols)) if *len >= n => cols,
             _ => {
                 let cols: [ArrayRef; 4] = [
                     Arc::new(UInt32Array::from(vec![trace.trace_id; n])),
@@ -708,7 +709,14 @@ impl TraceColumnArrays {
                 &self.built.insert((n, cols)).1
             }
         };
-        let mut columns: Vec<ArrayRef> = built.to_vec();
+        // a shorter batch takes a slice of the longest columns built (no copy)
+        let mut columns: Vec<ArrayRef> = built
+            .iter()
+            .map(|c| match c.len() == n {
+                true => Arc::clone(c),
+                false => c.slice(0, n),
+            })
+            .collect();
         columns.extend(batch.columns().iter().cloned());
         RecordBatch::try_new(fleet_schema(table), columns)
     }
@@ -1014,10 +1022,11 @@ mod tests {
         findings_batch(&vec![f; n]).expect("batch")
     }
 
-    /// The trace columns are shared by batches of one length and rebuilt for another, and
-    /// every row carries the trace's values.
+    /// The trace columns are shared by batches of one length, sliced (their buffers shared)
+    /// for a shorter one and rebuilt for a longer one, and every row carries the trace's
+    /// values.
     #[test]
-    fn trace_columns_follow_each_batch_length() {
+    fn trace_columns_are_built_once_for_the_longest_batch() {
         let mut arrays = TraceColumnArrays::new(TraceColumns {
             trace_id: 7,
             host: Some("h".into()),
@@ -1033,9 +1042,27 @@ mod tests {
         let c = arrays
             .prepend(Table::Findings, &findings(2))
             .expect("2 rows");
+        let d = arrays
+            .prepend(Table::Findings, &findings(4))
+            .expect("4 rows");
+        let e = arrays
+            .prepend(Table::Findings, &findings(3))
+            .expect("3 rows after 4");
         assert!(Arc::ptr_eq(a.column(1), b.column(1)), "one length: shared");
-        assert_eq!((a.num_rows(), c.num_rows()), (3, 2));
-        for batch in [&a, &c] {
+        let values = |b: &RecordBatch| b.column(3).to_data().buffers()[1].as_ptr();
+        assert_eq!(
+            values(&c),
+            values(&a),
+            "shorter: a slice of the same buffers"
+        );
+        assert_eq!(
+            values(&e),
+            values(&d),
+            "shorter: a slice of the same buffers"
+        );
+        assert_ne!(values(&d), values(&a), "longer: built anew");
+        assert_eq!((a.num_rows(), c.num_rows(), d.num_rows()), (3, 2, 4));
+        for batch in [&a, &c, &d, &e] {
             assert_eq!(batch.schema(), fleet_schema(Table::Findings));
             let host = batch
                 .column(1)
