@@ -218,8 +218,7 @@ fn write_html(
     };
     let bad = |e: std::io::Error| CliError::Usage(format!("--html {}: {e}", path.display()));
     let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(bad)?);
-    stallscope::report::html::write(&mut file, report, &windows, Default::default())
-        .map_err(bad)?;
+    stallscope::report::html::write(&mut file, report, windows, Default::default()).map_err(bad)?;
     file.flush().map_err(bad)?;
     Ok(())
 }

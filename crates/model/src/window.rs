@@ -144,6 +144,10 @@ pub struct RunnableWait {
     /// True when the task was still waiting at the window's end.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub open: bool,
+    /// The longest wait in the window of one of the finding's own tasks: always drawn,
+    /// past the item cap and the page's size bound.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub subject: bool,
 }
 
 /// A wakeup: `waker_pid` (running on `cpu`) woke `wakee_pid` towards `target_cpu`.

@@ -18,7 +18,8 @@
 //! page never names an external URL. The size is bounded by [`HtmlOptions::max_bytes`]: the
 //! room left by the rest of the page is shared equally among the windows; a window smaller
 //! than its share keeps all its items (and leaves the rest to the others), a bigger one keeps
-//! the earliest items of each kind that fit, and one whose share is under
+//! the earliest items of each kind that fit (and always the longest wait of each of the
+//! finding's own tasks, [`stallscope_model::RunnableWait::subject`]), and one whose share is under
 //! `MIN_WINDOW_BYTES` (4 KiB) is dropped. If the page without any window is still too big,
 //! evidence is cut to [`EVIDENCE_KEPT_WHEN_OVER`] lines per finding. The page says what it
 //! left out.
@@ -423,9 +424,15 @@ fn thin(w: &FindingWindow, budget: usize) -> Option<FindingWindow> {
         let n = cut(t.slices.len());
         t.omitted.slices += (t.slices.len() - n) as u64;
         t.slices.truncate(n);
+        // the finding's own tasks' longest waits are kept (its subject is always drawn)
         let n = cut(t.waits.len());
-        t.omitted.waits += (t.waits.len() - n) as u64;
-        t.waits.truncate(n);
+        let before = t.waits.len();
+        let mut k = 0;
+        t.waits.retain(|w| {
+            k += 1;
+            k <= n || w.subject
+        });
+        t.omitted.waits += (before - t.waits.len()) as u64;
         let n = cut(t.wakeups.len());
         t.omitted.wakeups += (t.wakeups.len() - n) as u64;
         t.wakeups.truncate(n);
@@ -451,7 +458,11 @@ fn thin(w: &FindingWindow, budget: usize) -> Option<FindingWindow> {
 }
 
 /// Builds the page within `opts.max_bytes` (see the module doc for what is dropped first).
-pub fn render(report: &Report, windows: &FindingWindows, opts: HtmlOptions) -> (String, HtmlStats) {
+pub fn render(
+    report: &Report,
+    mut windows: FindingWindows,
+    opts: HtmlOptions,
+) -> (String, HtmlStats) {
     let mut base_notes = vec![format!(
         "Timelines show only a window of ±{} around each finding, with at most {} run slices, \
 runnable waits, wakeups, migrations and block requests each; the rest of the trace is summarized by the findings \
@@ -464,15 +475,10 @@ and the histograms. The page is bounded to {} bytes.",
         base_notes.push(windows.note.clone());
     }
     let mut report = report.clone();
-    // (not `..windows.clone()`: that copies every window, only to drop the copies)
-    let mut kept = FindingWindows {
-        margin_ns: windows.margin_ns,
-        max_items: windows.max_items,
-        windows: Vec::new(),
-        histograms: windows.histograms.clone(),
-        omitted_windows: windows.omitted_windows,
-        note: windows.note.clone(),
-    };
+    // the windows are moved into the page, not copied (they are most of its memory)
+    let all = std::mem::take(&mut windows.windows);
+    let total = all.len();
+    let mut kept = windows;
     let mut evidence_cut = false;
     let mut base = page(&report, &kept, &base_notes).len() + 512;
     if base > opts.max_bytes {
@@ -485,22 +491,20 @@ and the histograms. The page is bounded to {} bytes.",
     // Water-filling: every window gets an equal share of what is left; windows smaller than
     // their share keep everything and leave the rest to the others; bigger ones are thinned.
     let mut avail = opts.max_bytes.saturating_sub(base);
-    let mut order: Vec<(usize, usize)> = windows
-        .windows
-        .iter()
-        .map(window_cost)
-        .enumerate()
-        .collect();
+    let mut order: Vec<(usize, usize)> = all.iter().map(window_cost).enumerate().collect();
+    let mut all: Vec<Option<FindingWindow>> = all.into_iter().map(Some).collect();
     order.sort_by_key(|&(_, cost)| cost);
     let mut chosen: Vec<FindingWindow> = Vec::new();
     let mut thinned = 0;
     for (k, &(i, cost)) in order.iter().enumerate() {
         let share = avail / (order.len() - k);
-        let w = &windows.windows[i];
+        let Some(w) = all.get_mut(i).and_then(Option::take) else {
+            continue;
+        };
         if cost <= share {
             avail -= cost;
-            chosen.push(w.clone());
-        } else if let Some(t) = thin(w, share) {
+            chosen.push(w);
+        } else if let Some(t) = thin(&w, share) {
             avail -= window_cost(&t);
             thinned += 1;
             chosen.push(t);
@@ -510,17 +514,16 @@ and the histograms. The page is bounded to {} bytes.",
     kept.windows = chosen;
     let without = report.findings.len() - kept.windows.len().min(report.findings.len());
     let mut notes = base_notes;
-    let dropped = windows.windows.len() - kept.windows.len();
+    let dropped = total - kept.windows.len();
     if dropped > 0 {
         notes.push(format!(
             "{dropped} finding windows were left out to stay under the size bound."
         ));
     }
-    if windows.omitted_windows > 0 && windows.note.is_empty() {
+    if kept.omitted_windows > 0 && kept.note.is_empty() {
         notes.push(format!(
-            "{} findings beyond the first {} have no timeline.",
-            windows.omitted_windows,
-            windows.windows.len()
+            "{} findings beyond the first {total} have no timeline.",
+            kept.omitted_windows
         ));
     }
     if thinned > 0 {
@@ -544,7 +547,7 @@ and the histograms. The page is bounded to {} bytes.",
 (the JSON report has all of it)."
         ));
     }
-    kept.omitted_windows = windows.omitted_windows + dropped;
+    kept.omitted_windows += dropped;
     let html = page(&report, &kept, &notes);
     let stats = HtmlStats {
         bytes: html.len(),
@@ -559,7 +562,7 @@ and the histograms. The page is bounded to {} bytes.",
 pub fn write(
     out: &mut dyn Write,
     report: &Report,
-    windows: &FindingWindows,
+    windows: FindingWindows,
     opts: HtmlOptions,
 ) -> io::Result<HtmlStats> {
     let (html, stats) = render(report, windows, opts);
@@ -646,7 +649,7 @@ mod tests {
 
     #[test]
     fn escapes_text_and_script_json() {
-        let (html, stats) = render(&report(), &windows(3), HtmlOptions::default());
+        let (html, stats) = render(&report(), windows(3), HtmlOptions::default());
         assert!(html.contains("a &lt;b&gt; waited &amp; &lt;/script&gt; ran"));
         // the embedded JSON cannot close its script element
         assert_eq!(html.matches("</script>").count(), 3);
@@ -657,7 +660,7 @@ mod tests {
 
     #[test]
     fn trace_markers_are_listed_under_their_finding() {
-        let (html, _) = render(&report(), &windows(3), HtmlOptions::default());
+        let (html, _) = render(&report(), windows(3), HtmlOptions::default());
         assert!(
             html.contains("Trace markers in this window (1)"),
             "static list"
@@ -667,22 +670,22 @@ mod tests {
 
     #[test]
     fn size_bound_drops_windows_then_evidence() {
-        let (full, _) = render(&report(), &windows(1000), HtmlOptions::default());
+        let (full, _) = render(&report(), windows(1000), HtmlOptions::default());
         let bound = full.len() - 1000;
-        let (html, stats) = render(&report(), &windows(1000), HtmlOptions { max_bytes: bound });
+        let (html, stats) = render(&report(), windows(1000), HtmlOptions { max_bytes: bound });
         assert!(html.len() <= bound, "{} > {bound}", html.len());
         // thinned, not dropped: fewer slices, the cut ones counted
         assert_eq!(stats.windows, 1);
         assert!(html.contains("thinned (their latest items left out)"));
-        let (no_window, _) = render(&report(), &windows(0), HtmlOptions::default());
+        let (no_window, _) = render(&report(), windows(0), HtmlOptions::default());
         let tight = no_window.len() + 2_000; // room for less than MIN_WINDOW_BYTES
-        let (html, stats) = render(&report(), &windows(1000), HtmlOptions { max_bytes: tight });
+        let (html, stats) = render(&report(), windows(1000), HtmlOptions { max_bytes: tight });
         assert!(html.len() <= tight);
         assert_eq!(stats.windows, 0, "no useful part fits");
         assert!(html.contains("left out to stay under the size bound"));
-        let (no_window, _) = render(&report(), &windows(0), HtmlOptions::default());
+        let (no_window, _) = render(&report(), windows(0), HtmlOptions::default());
         let bound = no_window.len() - 1000;
-        let (small, stats) = render(&report(), &windows(0), HtmlOptions { max_bytes: bound });
+        let (small, stats) = render(&report(), windows(0), HtmlOptions { max_bytes: bound });
         assert!(stats.evidence_cut);
         assert!(small.len() <= bound, "{} > {bound}", small.len());
     }
@@ -704,9 +707,9 @@ mod tests {
                 end_ns: i + 1,
             })
             .collect();
-        let (full, _) = render(&report(), &w, HtmlOptions::default());
+        let (full, _) = render(&report(), w.clone(), HtmlOptions::default());
         let bound = full.len() / 4;
-        let (html, stats) = render(&report(), &w, HtmlOptions { max_bytes: bound });
+        let (html, stats) = render(&report(), w.clone(), HtmlOptions { max_bytes: bound });
         assert!(html.len() <= bound, "{} > {bound}", html.len());
         assert_eq!(stats.windows, 1, "thinned, not dropped");
         let start = html.find("id=\"stallscope-windows\">").unwrap();
@@ -721,6 +724,46 @@ mod tests {
         );
         assert!(track.windows(2).all(|p| p[0].end_ns == p[1].start_ns));
         assert!(kept.windows[0].omitted.task_states > 0);
+    }
+
+    #[test]
+    fn thinning_keeps_the_subjects_longest_wait() {
+        // 20 000 waits, the finding's task's longest the last: thinned to fit, the window
+        // keeps its earliest waits and that one
+        let mut w = windows(0);
+        let win = &mut w.windows[0];
+        win.end_ns = 30_000;
+        win.waits = (0..20_000u64)
+            .map(|i| stallscope_model::RunnableWait {
+                pid: 8,
+                cpu: 1,
+                start_ns: i,
+                end_ns: i + 1,
+                open: false,
+                subject: false,
+            })
+            .collect();
+        let longest = stallscope_model::RunnableWait {
+            pid: 7,
+            cpu: 1,
+            start_ns: 20_000,
+            end_ns: 30_000,
+            open: false,
+            subject: true,
+        };
+        win.waits.push(longest.clone());
+        let (full, _) = render(&report(), w.clone(), HtmlOptions::default());
+        let bound = full.len() / 4;
+        let (html, stats) = render(&report(), w, HtmlOptions { max_bytes: bound });
+        assert_eq!(stats.windows, 1, "thinned, not dropped");
+        let start = html.find("id=\"stallscope-windows\">").unwrap();
+        let body = &html[start..];
+        let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
+        let kept: FindingWindows = serde_json::from_str(body).unwrap();
+        let waits = &kept.windows[0].waits;
+        assert!(waits.len() < 20_001 && waits.len() > 1, "{}", waits.len());
+        assert_eq!(waits.last(), Some(&longest));
+        assert_eq!(kept.windows[0].omitted.waits as usize + waits.len(), 20_001);
     }
 
     #[test]

@@ -642,6 +642,9 @@ struct Building {
     /// the index of its latest span in `w.task_states` (for merging and for where an
     /// unknown stretch starts).
     tracks: Vec<(Tid, Option<usize>)>,
+    /// Per task of `tracks` (same index), its longest wait in the window: drawn whatever
+    /// the cap ([`RunnableWait::subject`]).
+    longest: Vec<Option<RunnableWait>>,
     /// Busy ns per CPU per density bin (see [`DENSITY_BINS`]).
     /// (By CPU number; empty for a CPU without runs.)
     busy: Vec<Vec<u64>>,
@@ -781,7 +784,15 @@ impl Building {
             start_ns: start.max(self.w.start_ns),
             end_ns: end.min(self.w.end_ns),
             open,
+            subject: false,
         };
+        if let Some(k) = self.tracks.iter().position(|t| t.0 == pid) {
+            let len = |w: &RunnableWait| w.end_ns.saturating_sub(w.start_ns);
+            let longest = &mut self.longest[k];
+            if longest.as_ref().is_none_or(|l| len(&wt) > len(l)) {
+                *longest = Some(wt.clone());
+            }
+        }
         if push_capped(&mut self.w.waits, &mut self.w.omitted.waits, max, wt) {
             self.pids.insert(pid);
             self.cpus.insert(cpu);
@@ -854,6 +865,7 @@ impl Drawing {
                     .into_iter()
                     .map(|p| (p, None))
                     .collect(),
+                longest: Vec::new(),
                 busy: Vec::new(),
                 track_start: f
                     .window
@@ -863,6 +875,9 @@ impl Drawing {
             })
             .collect();
         windows.sort_by_key(|b| b.w.start_ns);
+        for b in &mut windows {
+            b.longest = vec![None; b.tracks.len()];
+        }
         let mut histograms = BTreeMap::new();
         for t in findings.iter().flat_map(|f| f.tasks.iter()) {
             if t.pid != 0 && histograms.len() < opts.max_histograms {
@@ -1099,6 +1114,21 @@ impl Drawing {
             // a named task never seen, or unknown since its last state: unknown up to the end
             for pid in b.tracks.iter().map(|t| t.0).collect::<Vec<_>>() {
                 b.track(pid, Was::Unknown, None, stop);
+            }
+            // each of the finding's tasks: its longest wait is drawn, past the cap
+            for longest in std::mem::take(&mut b.longest).into_iter().flatten() {
+                match b.w.waits.iter_mut().find(|w| **w == longest) {
+                    Some(drawn) => drawn.subject = true,
+                    None => {
+                        b.pids.insert(longest.pid);
+                        b.cpus.insert(longest.cpu);
+                        b.w.omitted.waits = b.w.omitted.waits.saturating_sub(1);
+                        b.w.waits.push(RunnableWait {
+                            subject: true,
+                            ..longest
+                        });
+                    }
+                }
             }
             if b.w.omitted.slices > 0 {
                 // the cap left slices out: the density shows how busy each CPU was anyway
@@ -1395,14 +1425,16 @@ mod tests {
                     cpu: 0,
                     start_ns: 1000,
                     end_ns: 2000,
-                    open: false
+                    open: false,
+                    subject: true, // the victim's longest wait
                 },
                 RunnableWait {
                     pid: 5,
                     cpu: 0,
                     start_ns: 2000,
                     end_ns: 2100,
-                    open: true
+                    open: true,
+                    subject: false,
                 },
             ]
         );
@@ -1439,6 +1471,37 @@ mod tests {
         let want = 1_000_000 - 1;
         assert!(busy.abs_diff(want) <= d[0].bin_ns, "{busy} vs {want}");
         assert!(d[0].busy_permille.iter().all(|&p| p <= 1000));
+    }
+
+    #[test]
+    fn the_findings_tasks_longest_wait_is_drawn_past_the_cap() {
+        // 5 and 7 take turns on CPU 0; 7 (the finding's task) waits 10 ns each time, but
+        // 500 ns once, late: with 2 waits a window, that one is still drawn, marked
+        let mut events = vec![switch(1, 0, 0, "R", 5)];
+        let mut ts = 100;
+        for k in 0..40u64 {
+            let run5 = if k == 30 { 500 } else { 10 };
+            events.push(switch(ts, 0, 7, "R", 5)); // 7 preempted: waits while 5 runs
+            ts += run5;
+            events.push(switch(ts, 0, 5, "R", 7));
+            ts += 10;
+        }
+        let opts = WindowOptions {
+            margin_ns: 0,
+            max_items: 2,
+            ..Default::default()
+        };
+        let w = draw_one(finding(0, 10_000, 7), opts, &events);
+        let win = &w.windows[0];
+        let subject: Vec<&RunnableWait> = win.waits.iter().filter(|w| w.subject).collect();
+        assert_eq!(subject.len(), 1, "{:?}", win.waits);
+        assert_eq!(
+            (subject[0].pid, subject[0].end_ns - subject[0].start_ns),
+            (7, 500)
+        );
+        assert_eq!(win.waits.len(), 3, "2 by the cap, the subject past it");
+        // every wait of either task is drawn or counted
+        assert_eq!(win.waits.len() as u64 + win.omitted.waits, 80);
     }
 
     fn block(ts: Ts, name: &str, sector: u64) -> Event {
