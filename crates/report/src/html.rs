@@ -712,10 +712,7 @@ mod tests {
         let (html, stats) = render(&report(), w.clone(), HtmlOptions { max_bytes: bound });
         assert!(html.len() <= bound, "{} > {bound}", html.len());
         assert_eq!(stats.windows, 1, "thinned, not dropped");
-        let start = html.find("id=\"stallscope-windows\">").unwrap();
-        let body = &html[start..];
-        let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
-        let kept: FindingWindows = serde_json::from_str(body).unwrap();
+        let kept = page_windows(&html);
         let track = &kept.windows[0].task_states;
         assert!(track.len() < 20_000 && !track.is_empty());
         assert_eq!(
@@ -724,6 +721,14 @@ mod tests {
         );
         assert!(track.windows(2).all(|p| p[0].end_ns == p[1].start_ns));
         assert!(kept.windows[0].omitted.task_states > 0);
+    }
+
+    /// The timeline data a page embeds.
+    fn page_windows(html: &str) -> FindingWindows {
+        let start = html.find("id=\"stallscope-windows\">").expect("windows");
+        let body = &html[start..];
+        let body = &body[body.find('>').expect(">") + 1..body.find("</script>").expect("end")];
+        serde_json::from_str(body).expect("windows JSON")
     }
 
     #[test]
@@ -756,10 +761,7 @@ mod tests {
         let bound = full.len() / 4;
         let (html, stats) = render(&report(), w, HtmlOptions { max_bytes: bound });
         assert_eq!(stats.windows, 1, "thinned, not dropped");
-        let start = html.find("id=\"stallscope-windows\">").unwrap();
-        let body = &html[start..];
-        let body = &body[body.find('>').unwrap() + 1..body.find("</script>").unwrap()];
-        let kept: FindingWindows = serde_json::from_str(body).unwrap();
+        let kept = page_windows(&html);
         let waits = &kept.windows[0].waits;
         assert!(waits.len() < 20_001 && waits.len() > 1, "{}", waits.len());
         assert_eq!(waits.last(), Some(&longest));
