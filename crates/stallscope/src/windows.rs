@@ -117,8 +117,8 @@ impl Was {
     }
 }
 
-/// One kept item. `dt`: its time after the chunk's previous item (the first one's: after
-/// the chunk's base), so that times take a byte or two.
+/// One kept item. It is written after its time as `dt`: the nanoseconds after the chunk's
+/// previous item (the first one's: after the chunk's base), so that times take a byte or two.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Item {
     /// The model ended `tid`'s state `was` at this time; it had lasted `len` ns (`None`:
@@ -126,7 +126,6 @@ enum Item {
     /// a repair ended it (a record contradicted it — for a run: anything but its switch-out
     /// on its CPU —, so when it really ended is not known).
     Closed {
-        dt: i64,
         tid: Tid,
         was: Was,
         len: Option<u64>,
@@ -135,33 +134,21 @@ enum Item {
     },
     /// `tid` was switched out on `cpu`, the CPU's first switch, without the trace showing
     /// its switch-in: it ran for at least `len` ns before.
-    BeforeTrace {
-        dt: i64,
-        tid: Tid,
-        cpu: Cpu,
-        len: u64,
-    },
+    BeforeTrace { tid: Tid, cpu: Cpu, len: u64 },
     /// A wakeup that woke `wakee` (recorded on `cpu`, in `waker`'s context).
     Wakeup {
-        dt: i64,
         cpu: Cpu,
         waker: Tid,
         wakee: Tid,
         target: Option<Cpu>,
     },
     /// `sched_migrate_task`.
-    Migration {
-        dt: i64,
-        pid: Tid,
-        from: Cpu,
-        to: Cpu,
-    },
+    Migration { pid: Tid, from: Cpu, to: Cpu },
     /// `trace_marker` text (ftrace `print` / `bprint`; boxed, as the request: rare items
     /// keep the common ones small).
-    Marker { dt: i64, mark: Box<TextMark> },
+    Marker { mark: Box<TextMark> },
     /// A block request completed now, issued `len` ns before.
     Request {
-        dt: i64,
         len: u64,
         request: Box<PendingRequest>,
     },
@@ -327,7 +314,6 @@ impl WindowSpill {
                             text: text.chars().take(TextMark::MAX_CHARS).collect(),
                         };
                         let item = Item::Marker {
-                            dt: 0,
                             mark: Box::new(mark),
                         };
                         self.push(ev.ts, ev.ts, item);
@@ -356,7 +342,6 @@ impl WindowSpill {
                         if let Some(r) = self.requests.remove(&(u64::from(dev.0), b.sector)) {
                             let (start, len) = (r.ts, ev.ts.saturating_sub(r.ts));
                             let item = Item::Request {
-                                dt: 0,
                                 len,
                                 request: Box::new(r),
                             };
@@ -391,7 +376,6 @@ impl WindowSpill {
                     _ => None,
                 };
                 let item = Item::Closed {
-                    dt: 0,
                     tid,
                     was,
                     len: since.map(|s| ts.saturating_sub(s)),
@@ -420,7 +404,6 @@ impl WindowSpill {
                 {
                     if w.task.pid == tid {
                         let item = Item::Wakeup {
-                            dt: 0,
                             cpu: ev.cpu,
                             waker: ev.pid,
                             wakee: tid,
@@ -437,7 +420,6 @@ impl WindowSpill {
                 to_cpu,
             } => {
                 let item = Item::Migration {
-                    dt: 0,
                     pid: tid,
                     from: from_cpu,
                     to: to_cpu,
@@ -464,7 +446,6 @@ impl WindowSpill {
         if since < ev.ts {
             self.before_trace_end.insert(tid, ev.ts);
             let item = Item::BeforeTrace {
-                dt: 0,
                 tid,
                 cpu: ev.cpu,
                 len: ev.ts - since,
@@ -473,9 +454,9 @@ impl WindowSpill {
         }
     }
 
-    /// Adds `item` (its `dt` set here) at `ts`, closing something that began at `start`:
+    /// Adds `item` (after its `dt`) at `ts`, closing something that began at `start`:
     /// encoded into the chunk being filled at once.
-    fn push(&mut self, ts: Ts, start: Ts, mut item: Item) {
+    fn push(&mut self, ts: Ts, start: Ts, item: Item) {
         if self.file.is_none() {
             return;
         }
@@ -493,15 +474,7 @@ impl WindowSpill {
         head.max_ts = head.max_ts.max(ts);
         let dt = ts.wrapping_sub(self.last) as i64;
         self.last = ts;
-        match &mut item {
-            Item::Closed { dt: d, .. }
-            | Item::BeforeTrace { dt: d, .. }
-            | Item::Wakeup { dt: d, .. }
-            | Item::Migration { dt: d, .. }
-            | Item::Marker { dt: d, .. }
-            | Item::Request { dt: d, .. } => *d = dt,
-        }
-        if let Err(e) = postcard::serialize_with_flavor(&item, Bytewise(&mut self.frame)) {
+        if let Err(e) = postcard::serialize_with_flavor(&(dt, &item), Bytewise(&mut self.frame)) {
             return self.fail(e.to_string());
         }
         self.items += 1;
@@ -595,19 +568,6 @@ impl WindowSpill {
             d.finish(self.end, self.requests_dropped),
             read.max(read_second),
         ))
-    }
-}
-
-impl Item {
-    fn dt(&self) -> i64 {
-        match *self {
-            Item::Closed { dt, .. }
-            | Item::BeforeTrace { dt, .. }
-            | Item::Wakeup { dt, .. }
-            | Item::Migration { dt, .. }
-            | Item::Marker { dt, .. }
-            | Item::Request { dt, .. } => dt,
-        }
     }
 }
 
@@ -952,10 +912,10 @@ impl Drawing {
                 .map_err(|e| e.to_string())?;
             let (mut ts, mut rest) = (chunk.base, &items[..]);
             while !rest.is_empty() {
-                let (item, more) =
-                    postcard::take_from_bytes::<Item>(rest).map_err(|e| e.to_string())?;
+                let ((dt, item), more) =
+                    postcard::take_from_bytes::<(i64, Item)>(rest).map_err(|e| e.to_string())?;
                 rest = more;
-                ts = ts.wrapping_add(item.dt() as u64);
+                ts = ts.wrapping_add(dt as u64);
                 self.item(ts, &item, &windows);
             }
         }
