@@ -633,10 +633,15 @@ fn model_runs(rel: &str) -> (HashSet<(u64, u64, i64)>, u64) {
                 cpu,
                 end,
                 ended,
+                repaired_start,
                 ..
             } = i
             {
-                if ended != TaskState::Unknown && switched_out == Some((cpu, tid)) {
+                // (a run whose start the repair rule placed is not drawn either)
+                if ended != TaskState::Unknown
+                    && !repaired_start
+                    && switched_out == Some((cpu, tid))
+                {
                     runs.insert((end, u64::from(cpu), i64::from(tid)));
                 }
             }
@@ -647,6 +652,7 @@ fn model_runs(rel: &str) -> (HashSet<(u64, u64, i64)>, u64) {
     let repairs = [
         stallscope::model::Problem::SwitchPrevMismatch,
         stallscope::model::Problem::ImpossibleTransition,
+        stallscope::model::Problem::SwitchInMissing,
     ]
     .iter()
     .map(|&p| q.count(p))

@@ -31,6 +31,9 @@ struct Checked {
     traces: usize,
     runs: u64,
     repaired_runs: u64,
+    /// Runs whose start the repair rule placed, and how many of them equal timehist's row.
+    repaired_start_runs: u64,
+    repaired_start_equal: u64,
     waits_matched: u64,
 }
 
@@ -163,10 +166,32 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
             start,
             end,
             ended,
+            repaired_start,
         } = *i
         else {
             continue;
         };
+        if repaired_start && !matches!(ended, TaskState::Unknown | TaskState::Running { .. }) {
+            // a run whose switch-in the trace does not show, switched out here: timehist's
+            // row of that switch-out runs from the CPU's previous switch, which the repair
+            // rule takes as the start unless the task woke later (or lost events came
+            // after it) — never a shorter run; timehist's first row on a CPU has no run
+            // time (0), where the model may know more (a lost-events record before it)
+            let same_switch = rows
+                .get(&(cpu, end, tid))
+                .unwrap_or_else(|| panic!("{name}: repaired run {i:?} has no timehist row"));
+            assert!(
+                same_switch
+                    .iter()
+                    .any(|r| r.run_ns >= end - start || r.run_ns == 0),
+                "{name}: repaired run {i:?} is longer than timehist's {same_switch:?}"
+            );
+            checked.repaired_start_runs += 1;
+            if same_switch.iter().any(|r| r.run_ns == end - start) {
+                checked.repaired_start_equal += 1;
+            }
+            continue;
+        }
         if matches!(ended, TaskState::Unknown | TaskState::Running { .. }) {
             // a run the model ended by a repair (a switch naming another prev task, lost
             // events, the task switched in on another CPU without a switch-out here):
@@ -194,7 +219,8 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
     let dq = model.timeline().quality();
     let repairs = dq.count(Problem::SwitchPrevMismatch)
         + dq.count(Problem::ImpossibleTransition)
-        + dq.count(Problem::LostChunks);
+        + dq.count(Problem::LostChunks)
+        + dq.count(Problem::SwitchInMissing);
     let cpus = rows.keys().map(|k| k.0).max().map_or(0, |c| c as u64 + 1);
     // runs of unknown length (run_ns 0: timehist's first row on a CPU) are no runs
     let unmatched = rows.values().flatten().filter(|r| r.run_ns > 0).count() as u64 - matched_rows;
@@ -212,8 +238,13 @@ fn the_models_intervals_tile_the_trace_and_equal_timehist() {
         check(&path, &mut checked);
     }
     eprintln!(
-        "{} traces, {} runs equal to timehist rows ({} ended by a repair), {} waits equal to their sch delay",
-        checked.traces, checked.runs, checked.repaired_runs, checked.waits_matched
+        "{} traces, {} runs equal to timehist rows ({} ended by a repair; {} started by one, {} of them equal), {} waits equal to their sch delay",
+        checked.traces,
+        checked.runs,
+        checked.repaired_runs,
+        checked.repaired_start_runs,
+        checked.repaired_start_equal,
+        checked.waits_matched
     );
     assert!(checked.traces >= 60, "{} traces", checked.traces);
     assert!(checked.runs >= 100_000, "{} runs", checked.runs);

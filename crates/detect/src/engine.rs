@@ -262,13 +262,18 @@ pub struct Run<'a> {
 }
 
 /// Whether `t` is a *quiet* transition (see [`crate::Detector::ignores_quiet_transitions`]):
-/// a state change between two states that are each running, sleeping, blocked or dead.
+/// a state change between two states that are each running, sleeping, blocked or dead —
+/// but not the start of a repaired run (consumers of the CPU's runner follow it).
 #[inline]
 pub fn is_quiet(t: &Transition) -> bool {
-    use stallscope_timeline::TaskState::{Runnable, Unknown};
+    use stallscope_timeline::TaskState::{Runnable, Running, Unknown};
     match t {
         Transition::State { from, to, .. } => {
-            !matches!(from, Runnable { .. } | Unknown) && !matches!(to, Runnable { .. } | Unknown)
+            !matches!(from, Runnable { .. } | Unknown)
+                && !matches!(
+                    to,
+                    Runnable { .. } | Unknown | Running { repaired: true, .. }
+                )
         }
         _ => false,
     }

@@ -567,6 +567,28 @@ pub fn kv_str(out: &mut String, key: &str, value: &str) {
 }
 
 impl Event {
+    /// Whether the record shows its `pid` running on its CPU at its time — the premise of
+    /// the timeline's repair rule. Not: switches (their `pid` is the task leaving), side-band
+    /// records about a task (`task_comm`, mappings), lost-events records, and ftrace's
+    /// `kernel_stack` / `user_stack` records, written after the event they belong to in that
+    /// event's context (after a switch: the task that left).
+    #[inline]
+    pub fn shows_pid_running(&self) -> bool {
+        self.pid > 0
+            && match &self.kind {
+                EventKind::Switch(_)
+                | EventKind::TaskComm { .. }
+                | EventKind::Mapping(_)
+                | EventKind::Lost { .. } => false,
+                // (text reports name no system for them)
+                EventKind::Generic(g) => {
+                    !(matches!(g.system.as_deref(), None | Some("ftrace"))
+                        && matches!(g.name.as_str(), "kernel_stack" | "user_stack"))
+                }
+                _ => true,
+            }
+    }
+
     /// The stable `dump` line (no trailing newline, no source span). See module docs.
     pub fn dump_line(&self) -> String {
         let mut out = String::with_capacity(160);

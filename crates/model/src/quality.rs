@@ -156,6 +156,7 @@ problems! {
     RepeatFileAsOneRun = ("repeat_file_as_one_run", Info, "a perf stat -r N file among several on one side counts as one run (its mean)"),
     StackFramesUnnamed = ("stack_frames_unnamed", Info, "kernel frames of the stacks recorded with events are shown as addresses (no kernel symbol table)"),
     StackTraceLinesSkipped = ("stack_trace_lines_skipped", Info, "kernel/user stack trace lines (`<stack trace>` and ` => symbol`), not used by stallscope yet"),
+    SwitchInMissing = ("switch_in_missing", Info, "a task ran on a CPU with no switch-in recorded there (dropped switch records): a woken task's run is taken to start at the CPU's previous switch or its wakeup, whichever is later; another's at the record that shows it running"),
     SwitchInWithoutWakeup = ("switch_in_without_wakeup", Info, "a sleeping task was switched in with no wakeup recorded"),
     SwitchPrevMismatch = ("switch_prev_mismatch", Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)"),
     SwitchRecordsInconsistent = ("switch_records_inconsistent", Error, "so many context switches contradict the task the CPU was running that the switch records are incomplete or mixed up: scheduler results (waits, run times, findings) are not trustworthy"),

@@ -96,7 +96,7 @@ impl Was {
     fn of(s: TaskState) -> (Was, Option<Ts>) {
         match s {
             TaskState::Unknown => (Was::Unknown, None),
-            TaskState::Running { cpu, since } => (Was::Running(cpu), Some(since)),
+            TaskState::Running { cpu, since, .. } => (Was::Running(cpu), Some(since)),
             TaskState::Runnable { since, cpu, .. } => (Was::Runnable(cpu), Some(since)),
             TaskState::Sleeping { since } => (Was::Sleeping, Some(since)),
             TaskState::Blocked { since } => (Was::Blocked, Some(since)),
@@ -124,7 +124,9 @@ enum Item {
     /// The model ended `tid`'s state `was` at this time; it had lasted `len` ns (`None`:
     /// unknown since when); `ran_on`: the state it ended in was running there; `repaired`:
     /// a repair ended it (a record contradicted it — for a run: anything but its switch-out
-    /// on its CPU —, so when it really ended is not known).
+    /// on its CPU —, so when it really ended is not known), or, for a run, began it (its
+    /// switch-in is not in the trace: the model's repair rule placed its start) — and a wait
+    /// that such a run ended.
     Closed {
         tid: Tid,
         was: Was,
@@ -381,12 +383,18 @@ impl WindowSpill {
                     len: since.map(|s| ts.saturating_sub(s)),
                     ran_on,
                     repaired: match (was, &ev.kind) {
-                        // a run ends in its own switch-out on its CPU, nothing else
+                        // a run ends in its own switch-out on its CPU, nothing else, and
+                        // starts in a switch-in the trace shows
+                        _ if matches!(from, TaskState::Running { repaired: true, .. }) => true,
                         (Was::Running(cpu), EventKind::Switch(sw)) => {
                             cpu != ev.cpu || sw.prev.pid != tid
                         }
                         (Was::Running(_), _) => true,
-                        _ => to == TaskState::Unknown,
+                        // a wait the repair rule ended (the switch-in is not in the trace)
+                        _ => matches!(
+                            to,
+                            TaskState::Unknown | TaskState::Running { repaired: true, .. }
+                        ),
                     },
                 };
                 self.push(ts, since.unwrap_or(ts), item);
@@ -946,6 +954,9 @@ impl Drawing {
                     // not drawn, its stretch is unknown
                     was = Was::Unknown;
                 }
+                // a wait whose end the repair rule placed ended in no switch-in the trace
+                // shows: drawn as a wait that ended otherwise (the task's track only)
+                let ran_on = ran_on.filter(|_| !repaired);
                 let start = len.map(|l| ts.saturating_sub(l));
                 if let (Was::Runnable(_), Some(_), Some(l)) = (was, ran_on, len) {
                     if let Some(h) = self.histograms.get_mut(&tid) {

@@ -48,6 +48,9 @@ pub enum Interval {
         end: Ts,
         /// The state it left in.
         ended: TaskState,
+        /// Its switch-in is not in the trace: `start` is the repair rule's (the CPU's
+        /// previous switch, or the task's wakeup when later; see [`Timeline`]).
+        repaired_start: bool,
     },
     /// `tid` waited runnable (woken, or preempted) until it ran (`ran_on`) or its state
     /// changed otherwise.
@@ -120,12 +123,17 @@ impl Interval {
             return None;
         };
         match from {
-            TaskState::Running { cpu, since } => Some(Interval::Run {
+            TaskState::Running {
+                cpu,
+                since,
+                repaired,
+            } => Some(Interval::Run {
                 tid,
                 cpu,
                 start: since,
                 end: ts,
                 ended: to,
+                repaired_start: repaired,
             }),
             TaskState::Runnable { since, cause, cpu } => Some(Interval::Wait {
                 tid,
@@ -190,10 +198,10 @@ impl Model {
         transition: &mut impl FnMut(&Transition),
     ) {
         let cpu = ev.cpu as usize;
-        let touches_cpu = matches!(ev.kind, EventKind::Switch(_) | EventKind::Lost { .. });
-        if touches_cpu {
-            if let Some(start) = self.idle_since.get_mut(cpu).and_then(Option::take) {
-                if matches!(ev.kind, EventKind::Switch(_)) {
+        match &ev.kind {
+            // the switch out of idle: the idle time ends here
+            EventKind::Switch(s) if s.prev.pid == 0 => {
+                if let Some(start) = self.idle_since.get_mut(cpu).and_then(Option::take) {
                     sink(Interval::Idle {
                         cpu: ev.cpu,
                         start,
@@ -201,13 +209,53 @@ impl Model {
                     });
                 }
             }
+            // whether the CPU idles is unknown after lost events: no interval
+            EventKind::Lost { .. } => {
+                if let Some(s) = self.idle_since.get_mut(cpu) {
+                    *s = None;
+                }
+            }
+            _ => {}
         }
+        let idle_since = &mut self.idle_since;
         self.timeline.process(ev, &mut |t| {
+            // a repaired run (its switch-in dropped, often the switch out of idle) ends the
+            // CPU's idle time where it starts
+            if let Transition::State {
+                to:
+                    TaskState::Running {
+                        cpu: on,
+                        since,
+                        repaired: true,
+                    },
+                ..
+            } = t
+            {
+                if let Some(start) = idle_since.get_mut(on as usize).and_then(Option::take) {
+                    sink(Interval::Idle {
+                        cpu: on,
+                        start,
+                        end: since.max(start),
+                    });
+                }
+            }
             if let Some(i) = Interval::closed_by(&t) {
                 sink(i);
             }
             transition(&t);
         });
+        let touches_cpu = matches!(ev.kind, EventKind::Switch(_) | EventKind::Lost { .. });
+        if let EventKind::Switch(_) = ev.kind {
+            // a switch whose prev is a task while the model had the CPU idle, not repaired
+            // (the task ran before it was known): the idle time ends at the switch
+            if let Some(start) = self.idle_since.get_mut(cpu).and_then(Option::take) {
+                sink(Interval::Idle {
+                    cpu: ev.cpu,
+                    start,
+                    end: ev.ts,
+                });
+            }
+        }
         if touches_cpu && self.timeline.current(ev.cpu) == Some(0) {
             if cpu >= self.idle_since.len() {
                 self.idle_since.resize(cpu + 1, None);
@@ -233,6 +281,40 @@ mod tests {
         crate::testutil::sw(ts, cpu, task(prev), state, task(next))
     }
 
+    /// The run `tid` made on `cpu` over `span`, left in `ended`.
+    fn run(
+        tid: Tid,
+        cpu: Cpu,
+        (start, end): (Ts, Ts),
+        ended: TaskState,
+        repaired: bool,
+    ) -> Interval {
+        Interval::Run {
+            tid,
+            cpu,
+            start,
+            end,
+            ended,
+            repaired_start: repaired,
+        }
+    }
+
+    /// CPU `cpu`'s idle time over `span`.
+    fn idle(cpu: Cpu, (start, end): (Ts, Ts)) -> Interval {
+        Interval::Idle { cpu, start, end }
+    }
+
+    /// `tid`'s sleep over `span`.
+    fn sleep(tid: Tid, (start, end): (Ts, Ts), kind: SleepKind, woken: bool) -> Interval {
+        Interval::Sleep {
+            tid,
+            start,
+            end,
+            kind,
+            woken,
+        }
+    }
+
     fn intervals(events: &[Event]) -> Vec<Interval> {
         let mut m = Model::new(Timeline::new(WakeupSelector::preferring_waking(true)));
         let mut out = Vec::new();
@@ -255,25 +337,9 @@ mod tests {
         assert_eq!(
             got,
             [
-                Interval::Run {
-                    tid: 5,
-                    cpu: 0,
-                    start: 10,
-                    end: 20,
-                    ended: TaskState::Sleeping { since: 20 }
-                },
-                Interval::Sleep {
-                    tid: 5,
-                    start: 20,
-                    end: 30,
-                    kind: SleepKind::Interruptible,
-                    woken: true
-                },
-                Interval::Idle {
-                    cpu: 0,
-                    start: 20,
-                    end: 40
-                },
+                run(5, 0, (10, 20), TaskState::Sleeping { since: 20 }, false),
+                sleep(5, (20, 30), SleepKind::Interruptible, true),
+                idle(0, (20, 40)),
                 Interval::Wait {
                     tid: 5,
                     start: 30,
@@ -282,57 +348,158 @@ mod tests {
                     cpu: Some(0),
                     ran_on: Some(0)
                 },
-                Interval::Run {
-                    tid: 5,
-                    cpu: 0,
-                    start: 40,
-                    end: 50,
-                    ended: TaskState::Blocked { since: 50 }
-                },
-                Interval::Run {
-                    tid: 6,
-                    cpu: 0,
-                    start: 50,
-                    end: 60,
-                    ended: TaskState::Dead { since: 60 }
-                },
+                run(5, 0, (40, 50), TaskState::Blocked { since: 50 }, false),
+                run(6, 0, (50, 60), TaskState::Dead { since: 60 }, false),
             ]
         );
     }
 
     #[test]
-    fn a_repaired_switch_ends_the_run_the_trace_showed() {
-        // CPU 0 runs 3; a switch names 7 as prev (a dropped switch): 3's run ends there as
-        // far as the trace shows, and 3 is unknown until its next event
+    fn a_switch_naming_another_prev_task_repairs_who_ran() {
+        // CPU 0 switched to 3 at 1; a switch at 5 names 7 as prev (the switch 3 → 7 was
+        // dropped): 7 ran there, but the trace shows nothing of it before this record (it
+        // was never seen), so its run starts here; 3's run as the trace shows it ends here
+        // too, unknown after
         let got = intervals(&[
             sw(1, 0, 0, "R", 3),
             sw(5, 0, 7, "S", 8),
             sw(9, 0, 8, "R", 3),
         ]);
         assert_eq!(
-            got[0],
-            Interval::Run {
-                tid: 3,
-                cpu: 0,
-                start: 1,
-                end: 5,
-                ended: TaskState::Unknown
-            }
+            got[..3],
+            [
+                run(3, 0, (1, 5), TaskState::Unknown, false),
+                run(7, 0, (5, 5), TaskState::Sleeping { since: 5 }, true),
+                run(
+                    8,
+                    0,
+                    (5, 9),
+                    TaskState::Runnable {
+                        since: 9,
+                        cause: RunnableCause::Preempted,
+                        cpu: Some(0)
+                    },
+                    false
+                )
+            ]
         );
-        // 8 ran 5..9 then waits (no interval until it ends); 3's unknown stretch is none
+    }
+
+    #[test]
+    fn a_sleeping_task_seen_running_runs_from_the_record_and_the_idle_time_lasts_until_then() {
+        // 5 sleeps at 20 (CPU 0 idle); its wakeup and the switch out of idle are dropped; at
+        // 26 it records an event: the trace shows nothing of it between, so it runs from
+        // there, and CPU 0 idled until then
+        let got = intervals(&[
+            sw(10, 0, 0, "R", 5),
+            sw(20, 0, 5, "S", 0),
+            in_context(26, 5),
+            sw(40, 0, 5, "S", 0),
+        ]);
+        let after_sleep: Vec<_> = got.iter().filter(|i| i.span().0 >= 20).copied().collect();
         assert_eq!(
-            got[1..],
-            [Interval::Run {
-                tid: 8,
-                cpu: 0,
-                start: 5,
-                end: 9,
-                ended: TaskState::Runnable {
-                    since: 9,
-                    cause: RunnableCause::Preempted,
-                    cpu: Some(0)
-                }
-            }]
+            after_sleep,
+            [
+                idle(0, (20, 26)),
+                sleep(5, (20, 26), SleepKind::Interruptible, false),
+                run(5, 0, (26, 40), TaskState::Sleeping { since: 40 }, true),
+            ]
+        );
+    }
+
+    /// A record in `pid`'s context on CPU 0 (a wakeup it makes of task 99).
+    fn in_context(ts: Ts, pid: Tid) -> Event {
+        Event {
+            pid,
+            ..waking(ts, task(99))
+        }
+    }
+
+    #[test]
+    fn a_record_in_a_woken_tasks_context_ends_its_wait_and_the_idle_time() {
+        // 5 sleeps at 20 (CPU 0 idle), is woken at 30; the switch out of idle is dropped
+        // (as this VM does); at 35 it wakes 99 itself, so it runs: from its wakeup (later
+        // than the CPU's previous switch at 20), and CPU 0's idle time ends there
+        let got = intervals(&[
+            sw(10, 0, 0, "R", 5),
+            sw(20, 0, 5, "S", 0),
+            waking(30, task(5)),
+            in_context(35, 5),
+            sw(40, 0, 5, "S", 0),
+        ]);
+        let after_wakeup: Vec<_> = got.iter().filter(|i| i.span().1 >= 30).copied().collect();
+        assert_eq!(
+            after_wakeup,
+            [
+                sleep(5, (20, 30), SleepKind::Interruptible, true),
+                idle(0, (20, 30)),
+                Interval::Wait {
+                    tid: 5,
+                    start: 30,
+                    end: 30,
+                    cause: RunnableCause::Wakeup,
+                    cpu: Some(0),
+                    ran_on: Some(0)
+                },
+                run(5, 0, (30, 40), TaskState::Sleeping { since: 40 }, true),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_switch_out_of_a_runnable_task_is_its_run_not_an_impossible_transition() {
+        // the switch 0 → 5 is dropped; 5, woken at 12, is switched out at 40: it ran from
+        // the CPU's previous switch (20), after waiting 12..20 — timehist's row: run 20,
+        // sch delay 8
+        let mut m = Model::new(Timeline::new(WakeupSelector::preferring_waking(true)));
+        let mut got = Vec::new();
+        for e in [
+            sw(10, 0, 0, "R", 4),
+            waking(12, task(5)),
+            sw(20, 0, 4, "S", 0),
+            sw(40, 0, 5, "S", 0),
+        ] {
+            m.process(&e, &mut |i| got.push(i), &mut |_| {});
+        }
+        let of_5: Vec<_> = got.iter().filter(|i| i.tid() == Some(5)).copied().collect();
+        assert_eq!(
+            of_5,
+            [
+                Interval::Wait {
+                    tid: 5,
+                    start: 12,
+                    end: 20,
+                    cause: RunnableCause::Wakeup,
+                    cpu: Some(0),
+                    ran_on: Some(0)
+                },
+                run(5, 0, (20, 40), TaskState::Sleeping { since: 40 }, true),
+            ]
+        );
+        let dq = m.timeline().quality();
+        assert_eq!(dq.count(stallscope_model::Problem::ImpossibleTransition), 0);
+        assert_eq!(dq.count(stallscope_model::Problem::SwitchInMissing), 1);
+        // the switch still names a prev the CPU was not running (perf counts it too)
+        assert_eq!(dq.count(stallscope_model::Problem::SwitchPrevMismatch), 1);
+        assert!(got.contains(&idle(0, (20, 20))), "{got:?}");
+    }
+
+    #[test]
+    fn a_record_before_any_switch_on_its_cpu_repairs_only_a_known_task() {
+        // a task of unknown state ran from before the trace: no switch on CPU 0 yet, no
+        // start to take
+        let mut m = Model::new(Timeline::new(WakeupSelector::preferring_waking(true)));
+        m.process(&in_context(5, 3), &mut |_| {}, &mut |_| {});
+        assert_eq!(m.timeline().state(3), TaskState::Unknown);
+        assert_eq!(m.current(0), None);
+        // a task woken at 7 that records an event there at 9 runs from its wakeup
+        let mut got = Vec::new();
+        for e in [waking(7, task(4)), in_context(9, 4), sw(12, 0, 4, "S", 0)] {
+            m.process(&e, &mut |i| got.push(i), &mut |_| {});
+        }
+        assert!(
+            got.contains(&run(4, 0, (7, 12), TaskState::Sleeping { since: 12 }, true)),
+            "{got:?}"
         );
     }
 

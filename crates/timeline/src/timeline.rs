@@ -34,6 +34,17 @@
 //! | `impossible_transition` | e.g. switch-in of a task running on another CPU, switch-out of a sleeping task |
 //! | `switch_in_without_wakeup` | a sleeping task switched in with no wakeup recorded (info: the kernel does this when a signal arrives while it is going to sleep) |
 //! | `lost_chunks` | a lost-events record; the CPU's current task is unknown until its next switch |
+//! | `switch_in_missing` | a task recorded an event, or was switched out, on a CPU the trace had not switched it in on (info: the repair below) |
+//!
+//! The repair rule (one, for every consumer): a record in task `p`'s context on CPU `c` —
+//! [`Event::shows_pid_running`], or a switch whose prev is `p` — means `p` runs on `c`. When the timeline has not switched `p` in
+//! there (the VM and some kernels drop switch records, typically switches out of idle), `p`
+//! becomes `Running { repaired: true }`: a woken `p` from `c`'s previous switch, or from its
+//! wakeup when that is later (`perf sched timehist`'s reading, which takes a row's run time
+//! from the CPU's previous switch: the wait is a lower bound), any other `p` (its wakeup is
+//! missing too, or it was never seen) from the record — and `c`'s former current task stops
+//! running there at that time (idle ends; a task becomes `Unknown`). A task of unknown
+//! state on a CPU without any switch yet is left as it is (it ran from before the trace).
 
 use stallscope_model::{Cpu, DataQuality, Event, EventKind, PrevState, Problem, Switch, Tid, Ts};
 
@@ -59,8 +70,12 @@ pub enum TaskState {
     Running {
         /// Which.
         cpu: Cpu,
-        /// Switch-in time.
+        /// Switch-in time (for a repaired run, the time the repair takes it to start).
         since: Ts,
+        /// The trace does not show its switch-in (a dropped record): a record in its
+        /// context showed it running, and the run is taken to start at the CPU's previous
+        /// switch, or at its wakeup when that is later ([`Timeline`]'s repair rule).
+        repaired: bool,
     },
     /// Waiting for a CPU.
     Runnable {
@@ -147,9 +162,16 @@ pub struct Timeline {
     /// contradict each other: `switch_prev_mismatch`, `impossible_transition`), indexed by
     /// [`Flood`]: the first [`DataQuality::MAX_EXAMPLES`] go to `dq` with their examples,
     /// the rest are only counted here and added by [`Timeline::quality`].
-    floods: [u64; 2],
+    floods: [u64; 3],
     /// Switches seen (the base of the inconsistency share in [`Timeline::quality`]).
     switches: u64,
+    /// Per CPU: when the timeline last changed its current task (a switch, a repair, lost
+    /// events; 0: never) — a repaired run there starts no earlier.
+    changed: Vec<Ts>,
+    /// Per CPU: the task its latest switch switched in (`None` after lost events) — what
+    /// `switch_prev_mismatch` compares a switch's prev with, as perf's "context switch
+    /// bugs" do (the repair rule may have put another task there since).
+    switched_in: Vec<Option<Tid>>,
 }
 
 /// A trace whose switch records contradict the CPU's running task this often (‰ of its
@@ -161,11 +183,16 @@ const INCONSISTENT_PERMILLE: u64 = 100;
 enum Flood {
     PrevMismatch = 0,
     Impossible = 1,
+    SwitchInMissing = 2,
 }
 
 impl Flood {
     /// The registry's problem of each flood, by index.
-    const PROBLEMS: [Problem; 2] = [Problem::SwitchPrevMismatch, Problem::ImpossibleTransition];
+    const PROBLEMS: [Problem; 3] = [
+        Problem::SwitchPrevMismatch,
+        Problem::ImpossibleTransition,
+        Problem::SwitchInMissing,
+    ];
 }
 
 /// The state a switch-out leaves the task in.
@@ -203,8 +230,10 @@ impl Timeline {
             tasks: TaskTable::default(),
             wakeups,
             dq: DataQuality::default(),
-            floods: [0; 2],
+            floods: [0; 3],
             switches: 0,
+            changed: Vec::new(),
+            switched_in: Vec::new(),
         }
     }
 
@@ -273,6 +302,8 @@ impl Timeline {
         }
         if c >= self.cpus.len() {
             self.cpus.resize(c + 1, None);
+            self.changed.resize(c + 1, 0);
+            self.switched_in.resize(c + 1, None);
         }
         Some(c)
     }
@@ -298,6 +329,13 @@ impl Timeline {
         });
     }
 
+    /// Sets CPU `c`'s current task (`Some(0)`: idle; `None`: unknown) as of `ts`.
+    #[inline(always)]
+    fn set_current(&mut self, c: usize, cur: Option<Tid>, ts: Ts) {
+        self.cpus[c] = cur;
+        self.changed[c] = self.changed[c].max(ts);
+    }
+
     /// Makes the task recorded as running on `cpu` (if any) `Unknown`: the trace says
     /// otherwise.
     fn forget_current<F: FnMut(Transition)>(&mut self, c: usize, ts: Ts, sink: &mut F) {
@@ -311,12 +349,81 @@ impl Timeline {
                 }
             }
         }
-        self.cpus[c] = None;
+        self.set_current(c, None, ts);
+    }
+
+    /// The repair rule (module docs): `ev` is a record in `p`'s context on its CPU, which
+    /// the timeline does not have `p` running on. Out of line: rare in a complete trace.
+    #[cold]
+    #[inline(never)]
+    fn seen_running<F: FnMut(Transition)>(&mut self, ev: &Event, p: Tid, sink: &mut F) {
+        let Some(c) = self.cpu_index(ev) else { return };
+        let changed = self.changed[c];
+        let (i, _) = self.tasks.slot(p);
+        let state = self.tasks.get(i).data;
+        if changed == 0 && state == TaskState::Unknown {
+            // nothing known of the CPU nor of the task: it ran from before the trace (no
+            // start to take)
+            return;
+        }
+        // A woken task ran from its wakeup at the earliest (its wait is then a lower bound,
+        // timehist's sch delay); of any other, the trace shows nothing before this record
+        // (its wakeup is missing too, or it is seen for the first time): it runs from here.
+        let from = match state {
+            TaskState::Running { cpu, .. } if cpu as usize == c => return, // (invariant)
+            TaskState::Dead { .. } => return, // a recycled tid's first records: fork decides
+            TaskState::Runnable { since, .. } => since,
+            TaskState::Running { .. }
+            | TaskState::Sleeping { .. }
+            | TaskState::Blocked { .. }
+            | TaskState::Unknown => ev.ts,
+        };
+        // never before what the timeline last knew of the CPU: its previous switch, or a
+        // later change
+        let start = from.min(ev.ts).max(changed);
+        self.flood(Flood::SwitchInMissing, |dq| {
+            dq.add(Problem::SwitchInMissing, 1, || {
+                format!(
+                    "{}: pid {p} ran with no switch-in recorded (was {state:?})",
+                    at(ev)
+                )
+            })
+        });
+        if let TaskState::Running { cpu, .. } = state {
+            // its switch-out there was dropped too
+            if self.cpus.get(cpu as usize) == Some(&Some(p)) {
+                self.set_current(cpu as usize, None, start);
+            }
+        }
+        if let Some(cur) = self.cpus[c] {
+            if cur != 0 {
+                if let Some(k) = self.tasks.find(cur) {
+                    if matches!(self.tasks.get(k).data, TaskState::Running { cpu, .. } if cpu as usize == c)
+                    {
+                        self.set(k, start, TaskState::Unknown, sink);
+                    }
+                }
+            }
+        }
+        self.set(
+            i,
+            start,
+            TaskState::Running {
+                cpu: ev.cpu,
+                since: start,
+                repaired: true,
+            },
+            sink,
+        );
+        self.set_current(c, Some(p), start);
     }
 
     /// Feeds one event; transitions go to `sink`.
     #[inline(always)]
     pub fn process<F: FnMut(Transition)>(&mut self, ev: &Event, sink: &mut F) {
+        if self.cpus.get(ev.cpu as usize) != Some(&Some(ev.pid)) && ev.shows_pid_running() {
+            self.seen_running(ev, ev.pid, sink);
+        }
         match &ev.kind {
             EventKind::Switch(s) => self.switch(ev, s, sink),
             EventKind::Waking(_) | EventKind::Wakeup(_) | EventKind::WakeupNew(_) => {
@@ -384,7 +491,7 @@ impl Timeline {
                 if let Some(old) = self.tasks.find(*child_pid) {
                     if let TaskState::Running { cpu, .. } = self.tasks.get(old).data {
                         if self.cpus.get(cpu as usize) == Some(&Some(*child_pid)) {
-                            self.cpus[cpu as usize] = None;
+                            self.set_current(cpu as usize, None, ev.ts);
                         }
                     }
                 }
@@ -420,6 +527,7 @@ impl Timeline {
                 });
                 if let Some(c) = self.cpu_index(ev) {
                     self.forget_current(c, ev.ts, sink);
+                    self.switched_in[c] = None;
                 }
             }
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
@@ -435,7 +543,8 @@ impl Timeline {
         let Some(c) = self.cpu_index(ev) else { return };
         self.switches += 1;
         let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
-        if let Some(cur) = self.cpus[c] {
+        let cur = self.cpus[c];
+        if let Some(cur) = self.switched_in[c] {
             if cur != prev {
                 self.flood(Flood::PrevMismatch, |dq| {
                     dq.add(Problem::SwitchPrevMismatch, 1, || {
@@ -445,8 +554,14 @@ impl Timeline {
                         )
                     })
                 });
-                self.forget_current(c, ts, sink);
             }
+        }
+        if prev != 0 && cur != Some(prev) {
+            // the switch is a record in prev's context: prev ran here (the repair rule)
+            self.seen_running(ev, prev, sink);
+        }
+        if self.cpus[c].is_some_and(|cur| cur != prev) {
+            self.forget_current(c, ts, sink);
         }
         if prev != 0 {
             let (i, _) = self.tasks.slot(prev);
@@ -459,7 +574,7 @@ impl Timeline {
                         format!("pid {prev} switched out on CPU {c} while running on CPU {cpu}")
                     });
                     if self.cpus.get(cpu as usize) == Some(&Some(prev)) {
-                        self.cpus[cpu as usize] = None;
+                        self.set_current(cpu as usize, None, ev.ts);
                     }
                 }
                 other => self.impossible(ev, || format!("pid {prev} switched out while {other:?}")),
@@ -480,7 +595,7 @@ impl Timeline {
                         format!("pid {next} switched in on CPU {c} while running on CPU {cpu}")
                     });
                     if self.cpus.get(cpu as usize) == Some(&Some(next)) {
-                        self.cpus[cpu as usize] = None;
+                        self.set_current(cpu as usize, None, ev.ts);
                     }
                 }
                 TaskState::Sleeping { .. } | TaskState::Blocked { .. } => {
@@ -499,11 +614,13 @@ impl Timeline {
                 TaskState::Running {
                     cpu: ev.cpu,
                     since: ts,
+                    repaired: false,
                 },
                 sink,
             );
         }
-        self.cpus[c] = Some(next);
+        self.set_current(c, Some(next), ts);
+        self.switched_in[c] = Some(next);
     }
 
     /// Checks the invariants in the module docs; `Err` describes the first violation.
@@ -616,14 +733,22 @@ mod tests {
         assert_eq!(
             states,
             vec![
-                TaskState::Running { cpu: 0, since: 10 },
+                TaskState::Running {
+                    cpu: 0,
+                    since: 10,
+                    repaired: false
+                },
                 TaskState::Sleeping { since: 20 },
                 TaskState::Runnable {
                     since: 30,
                     cause: RunnableCause::Wakeup,
                     cpu: Some(0)
                 }, // the duplicate waking at 31 changes nothing
-                TaskState::Running { cpu: 1, since: 40 },
+                TaskState::Running {
+                    cpu: 1,
+                    since: 40,
+                    repaired: false
+                },
                 TaskState::Runnable {
                     since: 50,
                     cause: RunnableCause::Preempted,

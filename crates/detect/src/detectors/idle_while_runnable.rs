@@ -108,8 +108,9 @@ forbids the idle CPU is not reported: that is not a balancing failure.
 Without any of those, a task pinned to its CPU looks the same as a balancing failure — such
 findings are never above medium. A wait's CPU comes from the wakeup's
 `target_cpu` and later migrations; a CPU whose current task is unknown (start of trace,
-after lost events) is not considered idle, nor is a CPU with a record in a task's context
-(its switch-in record is missing); a task seen running in a record is not waiting. A wait during which the task's own CPU went idle
+after lost events) is not considered idle, nor is a CPU the model's repair rule finds running
+a task (a record in its context where the switch-in is missing; see docs/analyze.md, "Dropped
+switch records"); such a task is not waiting, and its wait is no incident. A wait during which the task's own CPU went idle
 contradicts a queued task (missing events, or CFS bandwidth throttling) and yields no incident.
 
 ## Severity
@@ -168,8 +169,7 @@ struct Waiting {
 const SHORT_LIST: usize = 8;
 
 impl Waiting {
-    /// Inlined: it runs for nearly every event (a record in a task's context removes the
-    /// task's wait), and the usual answer is a short scan finding nothing.
+    /// Inlined: it runs for every wait that ends, and the usual answer is a short scan.
     #[inline(always)]
     fn index(&self, tid: Tid) -> Option<usize> {
         // A few waiting tasks (the usual case): scanning them is cheaper than the lookup,
@@ -569,22 +569,34 @@ impl Detector for IdleWhileRunnable {
             EventKind::Lost { .. } => {
                 self.cpu(ev.cpu).idle_since.clear();
             }
-            EventKind::TaskComm { .. } => {}
-            _ => {
-                // A record in a task's context: the CPU runs that task (a switch-in record is
-                // missing if we thought it idle), and that task is not waiting.
-                if ev.pid > 0 {
-                    if let Some(c) = self.cpus.get_mut(ev.cpu as usize) {
-                        c.idle_since.clear();
-                    }
-                    self.waiting.remove(ev.pid);
-                }
-            }
+            // A record showing a task running where no switch put it (a dropped switch
+            // record, often the switch out of idle) is the timeline's repair rule: its
+            // transition to a repaired run ends the idle time and the wait
+            // (`on_transition`).
+            _ => {}
         }
     }
 
     fn on_transition(&mut self, t: &Transition, ev: &Event) {
         match *t {
+            Transition::State {
+                tid,
+                to:
+                    TaskState::Running {
+                        cpu,
+                        repaired: true,
+                        ..
+                    },
+                ..
+            } => {
+                // the timeline's repair rule: the task runs on `cpu` (its switch-in is not
+                // in the trace), so that CPU is not idle, and the task is not waiting — a
+                // wait whose end the trace does not show is no incident
+                if let Some(c) = self.cpus.get_mut(cpu as usize) {
+                    c.idle_since.clear();
+                }
+                self.waiting.remove(tid);
+            }
             Transition::State { ts, tid, from, to } => {
                 let waiting_at = match from {
                     TaskState::Runnable { .. } => self.waiting.index(tid),

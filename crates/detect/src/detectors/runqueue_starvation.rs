@@ -1360,29 +1360,6 @@ impl RunqueueStarvation {
         }
     }
 
-    /// A record in the context of the waiting task `ev.pid`: its switch-in record is
-    /// missing (real traces drop switches out of idle). On the wait's CPU the wait ended when
-    /// that CPU last switched (`since_before`, as `perf sched timehist` takes it), or at the
-    /// record; a record on another CPU contradicts the wait, which is dropped (out of line:
-    /// rare). The wait's end, when it ended on this CPU.
-    #[cold]
-    #[inline(never)]
-    fn seen_running(&mut self, ev: &Event, since_before: Option<Ts>) -> Option<Ts> {
-        let tid = ev.pid;
-        let w = self.tasks.get(tid).and_then(TaskStat::wait)?;
-        if w.cpu == ev.cpu {
-            let end = since_before.unwrap_or(ev.ts).max(w.since).min(ev.ts);
-            let at = self.tasks.index(tid);
-            self.end_wait((tid, at), end, ev.cpu, ev);
-            return Some(end);
-        }
-        if let Some((cpu, start_cpu)) = self.tasks.get_mut(tid).and_then(TaskStat::drop_wait) {
-            self.remove_waiter(cpu, tid, ev.ts);
-            self.remove_waiter(start_cpu, tid, ev.ts);
-        }
-        None
-    }
-
     /// Waits still going on when the trace ended: each is judged as if it ended then, its
     /// length a lower bound ("≥ 614 ms, still waiting when the trace ended").
     fn flush_censored(&mut self) {
@@ -2035,38 +2012,9 @@ impl Detector for RunqueueStarvation {
             }
             _ => {}
         }
-        // Every record names the task current on its CPU: when that contradicts the runner
-        // we saw switched in, a switch record is missing; the interval since the last switch
-        // is then credited to the task the records show running — or, when the CPU was idle
-        // (real traces drop switches out of idle), counted as idle up to this record.
-        if ev.pid > 0
-            && !matches!(
-                ev.kind,
-                EventKind::Switch(_) | EventKind::TaskComm { .. } | EventKind::Mapping(_)
-            )
-        {
-            // …and a task seen running is no longer waiting: its switch-in record is missing
-            let waiting = self.tasks.get(ev.pid).is_some_and(|t| t.waiting);
-            if let Some(run) = self.cpus.get(ev.cpu as usize) {
-                if run.runner.is_some_and(|r| r != ev.pid) {
-                    let since_before = run.since;
-                    let ended = match waiting {
-                        true => self.seen_running(ev, Some(since_before)),
-                        false => None,
-                    };
-                    if let Some(start) = ended {
-                        // it ran from the end of its wait on
-                        self.set_runner(ev.cpu, Some(ev.pid), start);
-                    } else {
-                        self.set_runner(ev.cpu, Some(ev.pid), ev.ts);
-                    }
-                    return;
-                }
-            }
-            if waiting {
-                self.seen_running(ev, None);
-            }
-        }
+        // A record that shows a task running where no switch put it (a dropped switch
+        // record) is the timeline's repair rule: its transition to a repaired run ends the
+        // task's wait and makes it the CPU's runner (`on_transition`).
     }
 
     fn on_transition(&mut self, t: &Transition, ev: &Event) {
@@ -2092,6 +2040,19 @@ impl Detector for RunqueueStarvation {
                     self.start_wait((tid, at), since, cause, uncertain, ev);
                 }
                 self.tasks.at_mut(at).seen_before = true;
+                if let TaskState::Running {
+                    cpu,
+                    since,
+                    repaired: true,
+                } = to
+                {
+                    // the timeline's repair rule: a record showed the task running on `cpu`
+                    // from `since` (its switch-in is not in the trace); within a switch (the
+                    // task leaving) the switch itself sets the CPU's runner
+                    if !matches!(ev.kind, EventKind::Switch(_)) {
+                        self.set_runner(cpu, Some(tid), since);
+                    }
+                }
             }
             Transition::Migrated {
                 tid,

@@ -285,8 +285,8 @@ struct CpuPP {
     first: Option<Ts>,
     last: Ts,
     completions: u64,
-    /// Idle time so far, and since when the CPU idles (switched to idle; a record in a
-    /// task's context ends it when the switch out of idle is missing).
+    /// Idle time so far, and since when the CPU idles (switched to idle; when the switch
+    /// out of idle is missing, the run the timeline's repair rule starts ends it).
     idle_ns: u64,
     idle_since: Option<Ts>,
     pairs: Pairs,
@@ -369,6 +369,17 @@ impl WakeupPingPong {
             } else if list.len() < 4 {
                 list.push((f, 1));
             } // else: a kworker running many functions keeps its first four
+        }
+    }
+
+    /// CPU `c` stops idling at `ts` (a repaired run starts there; out of line: rare).
+    #[cold]
+    #[inline(never)]
+    fn end_idle(&mut self, c: Cpu, ts: Ts) {
+        if let Some(cpu) = self.cpus.get_mut(c as usize) {
+            if let Some(since) = cpu.idle_since.take() {
+                cpu.idle_ns += ts.saturating_sub(since);
+            }
         }
     }
 
@@ -729,6 +740,26 @@ impl Detector for WakeupPingPong {
             while run.transitions.get(next).is_some_and(|(at, _)| *at < k) {
                 next += 1;
             }
+            // the timeline's repair rule: a task runs where no recorded switch put it (the
+            // switch out of idle was dropped), so the CPU's idle time ends where that run
+            // starts
+            for (_, t) in run.transitions[next..]
+                .iter()
+                .take_while(|(at, _)| *at == k)
+            {
+                if let Transition::State {
+                    to:
+                        TaskState::Running {
+                            cpu,
+                            since,
+                            repaired: true,
+                        },
+                    ..
+                } = *t
+                {
+                    self.end_idle(cpu, since);
+                }
+            }
             if kinds & bit == 0 {
                 continue;
             }
@@ -741,7 +772,7 @@ impl Detector for WakeupPingPong {
                     .find_map(|(_, t)| match *t {
                         Transition::State {
                             tid,
-                            from: TaskState::Running { cpu, since },
+                            from: TaskState::Running { cpu, since, .. },
                             ..
                         } if tid == prev && cpu == ev.cpu => Some(ev.ts.saturating_sub(since)),
                         _ => None,
@@ -758,15 +789,6 @@ impl Detector for WakeupPingPong {
 
     #[inline(always)]
     fn on_event(&mut self, ev: &Event) {
-        // a record in a task's context: the CPU is not idle (its switch out of idle is
-        // missing when this follows a switch to idle)
-        if ev.pid > 0 {
-            if let Some(cpu) = self.cpus.get_mut(ev.cpu as usize) {
-                if let Some(since) = cpu.idle_since.take() {
-                    cpu.idle_ns += ev.ts.saturating_sub(since);
-                }
-            }
-        }
         // the small cases inline into the run loop, the switch and work items out of line
         match &ev.kind {
             EventKind::Switch(_) => {} // with the model's transitions, in `on_run`
