@@ -192,3 +192,36 @@ fn wakeups_follow_the_analysis_rule() {
     assert_eq!(pair_finding(&f).measures["handoffs"], 6000);
     assert_eq!(woke(&f), 0);
 }
+
+#[test]
+fn idle_time_ends_where_the_timelines_repair_starts_the_woken_task() {
+    // Per round of 100 µs on CPU 0: A wakes B and sleeps at 20, B sleeps at 40 (the CPU
+    // idles), an interrupt wakes A at 60 — and the switch out of idle is dropped (as this
+    // VM does): the trace next shows A running at its next wakeup of B (110). The
+    // timeline's repair rule runs A from its wakeup, so the CPU idled 40..60 of each round,
+    // not until A's first record.
+    let (a, b) = (t("fio", 10, 120), t("kworker/0:1", 20, 120));
+    let n: u64 = 2000;
+    let mut tr = Trace::new();
+    tr.sw(0, 0, idle(), "R", a);
+    for k in 0..n {
+        let base = k * 100 * US;
+        tr.wake(base + 10 * US, 0, 10, b, 0);
+        tr.sw(base + 20 * US, 0, a, "S", b);
+        tr.sw(base + 40 * US, 0, b, "S", idle());
+        tr.wake(base + 60 * US, 0, 0, a, 0);
+    }
+    let f = run(ID, &[], &tr);
+    let storm = f
+        .iter()
+        .find(|f| f.title.contains("storm"))
+        .unwrap_or_else(|| panic!("{f:#?}"));
+    // idle 20 µs in each round but the last (whose idle time the trace does not end),
+    // over the switches' span: from the first (20 µs) to the last ((n - 1) × 100 + 40 µs)
+    let idle = (n - 1) * 20 * US;
+    let window = (n - 1) * 100 * US + 20 * US;
+    assert_eq!(
+        storm.measures["cpu_idle_permille"],
+        (idle * 1000 / window) as i64
+    );
+}
