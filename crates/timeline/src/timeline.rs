@@ -37,9 +37,9 @@
 //! | `switch_in_missing` | a task recorded an event, or was switched out, on a CPU the trace had not switched it in on (info: the repair below) |
 //!
 //! The repair rule (one, for every consumer): a record in task `p`'s context on CPU `c` —
-//! [`Event::shows_pid_running`], or a switch whose prev is `p` — means `p` runs on `c`. When the timeline has not switched `p` in
-//! there (the VM and some kernels drop switch records, typically switches out of idle), `p`
-//! becomes `Running { repaired: true }`: a woken `p` from `c`'s previous switch, or from its
+//! [`Event::shows_pid_running`], or a switch whose prev is `p` — means `p` runs on `c`.
+//! When the timeline has not switched `p` in there (the VM and some kernels drop switch
+//! records, typically switches out of idle), `p` becomes `Running { repaired: true }`: a woken `p` from `c`'s previous switch, or from its
 //! wakeup when that is later (`perf sched timehist`'s reading, which takes a row's run time
 //! from the CPU's previous switch: the wait is a lower bound), any other `p` (its wakeup is
 //! missing too, or it was never seen) from the record — and `c`'s former current task stops
@@ -73,8 +73,8 @@ pub enum TaskState {
         /// Switch-in time (for a repaired run, the time the repair takes it to start).
         since: Ts,
         /// The trace does not show its switch-in (a dropped record): a record in its
-        /// context showed it running, and the run is taken to start at the CPU's previous
-        /// switch, or at its wakeup when that is later ([`Timeline`]'s repair rule).
+        /// context showed it running, and `since` is where the repair rule (module docs)
+        /// takes the run to start.
         repaired: bool,
     },
     /// Waiting for a CPU.

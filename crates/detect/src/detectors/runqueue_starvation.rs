@@ -9,13 +9,13 @@
 //!        │  the overlap of its run and the wait, and one slice
 //!        │  sched_migrate_task of the waiter → its CPU changes (remembered: "victim migrated")
 //!        │  sched_migrate_task of a culprit away from the CPU → remembered
-//!        │  a record on the CPU in another task's context than the one switched in
-//!        │  (a switch record is missing) → that task is taken as the one running
+//!        │  the timeline's repair rule (a record shows a task running where no switch put
+//!        │  it: docs/analyze.md, "Dropped switch records") → that task is the CPU's runner
+//!        │  from the repaired run's start
 //!        │  the CPU's idle time during the wait is summed (a queued task should not idle)
-//!        │  a record in the waiter's own context (it is running: its switch-in record is
-//!        │  missing) → the wait is dropped
 //!        ▼
-//!   timeline: Runnable → Running: the wait ends; how, from the ending sched_switch:
+//!   timeline: Runnable → Running (switched in, or a repaired run): the wait ends; how,
+//!        from the ending sched_switch:
 //!        victim migrated · culprit migrated away · culprit preempted (prev R/R+) ·
 //!        culprit blocked (prev S/D/…) · victim picked (the CPU was idle)
 //! ```
@@ -753,9 +753,9 @@ impl RunqueueStarvation {
         self.cpus[c as usize].clock.set(ts, total, rt);
     }
 
-    /// The CPU's runner changed outside a switch (a lost-events record, or a record in
-    /// another task's context): the clock is advanced, the runner set, the set recomputed
-    /// (out of line: rare).
+    /// The CPU's runner changed outside a switch (a lost-events record, or a run the
+    /// timeline's repair rule started): the clock is advanced, the runner set, the set
+    /// recomputed (out of line: rare).
     #[cold]
     #[inline(never)]
     /// `ts`: when the new runner started (the idle time before it goes to the waiters).

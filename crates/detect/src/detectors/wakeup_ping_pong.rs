@@ -158,9 +158,10 @@ Each pair finding states its cause (`cause.kind`):
   two switches and the waker's remaining work waits (the pattern that halves IOPS when an
   I/O completion worker and the application preempt each other).
 - `handoff`: a producer/consumer alternation, each side blocking after waking the other.
-It also gives the CPU's idle share over the pair's window (`cpu_idle_permille`; a record in a
-task's context ends an idle stretch whose switch out of idle the trace lost) and, when block
-or workqueue events are present, handoffs per completed I/O.
+It also gives the CPU's idle share over the pair's window (`cpu_idle_permille`; where the trace
+lost the switch out of idle, the idle stretch ends where the timeline's repair rule starts the
+task seen running — docs/analyze.md, "Dropped switch records") and, when block or workqueue
+events are present, handoffs per completed I/O.
 
 ## Severity
 - **high**: at least `high_rate_per_s` (default 5000) handoffs per second, costly (wakeup
