@@ -11,15 +11,19 @@
 //! * timehist rows without a model run (a task whose switch-in the trace does not show:
 //!   the first switch seen on a CPU, dropped switches this VM does not count as lost) are
 //!   no more than the CPUs plus the switches the model had to repair, which data quality
-//!   counts (`switch_prev_mismatch`, `impossible_transition`, `lost_chunks`).
+//!   counts (`switch_prev_mismatch`, `impossible_transition`, `lost_chunks`,
+//!   `switch_in_missing`);
+//! * a run whose start the repair rule placed is never longer than timehist's row;
+//! * the model's `switch_prev_mismatch` is `perf sched latency`'s "context switch bugs"
+//!   (`Latency`, tested against perf) on every fixture.
 
 use stallscope::model::Problem;
 use std::collections::{BTreeMap, HashMap};
 
 use stallscope::model::{Cpu, Tid, Ts};
 use stallscope::timeline::{
-    Interval, Model, PerfFlavor, TaskState, Timehist, TimehistOptions, TimehistRow, Timeline,
-    WakeupSelector,
+    Interval, Latency, LatencyOptions, Model, PerfFlavor, TaskState, Timehist, TimehistOptions,
+    TimehistRow, Timeline, WakeupSelector,
 };
 use stallscope::InputOptions;
 
@@ -57,6 +61,12 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
         waking_declared: WakeupSelector::declared_in(metas.iter().copied()),
         nr_cpus: None,
     });
+    // perf sched latency's definition (tested against perf in oracle_perf_sched.rs): its
+    // context switch bugs are the model's switch_prev_mismatch
+    let mut latency = Latency::new(LatencyOptions {
+        waking_declared: WakeupSelector::declared_in(metas.iter().copied()),
+        ..LatencyOptions::default()
+    });
     let mut intervals: Vec<Interval> = Vec::new();
     // by (CPU, switch-out, task): text traces of µs resolution have several switches of
     // one CPU at one timestamp, some text traces the same switch line twice
@@ -66,6 +76,7 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
         let more = inputs.visit_batch(&mut buf, &mut |run| {
             for ev in run {
                 model.process(ev, &mut |i| intervals.push(i), &mut |_| {});
+                latency.process(ev);
                 th.process(ev, &mut |r| {
                     if r.tid != 0 {
                         rows.entry((r.cpu, r.ts_ns, r.tid)).or_default().push(*r);
@@ -217,6 +228,14 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
         }
     }
     let dq = model.timeline().quality();
+    // the repair rule changes who the model has running, not what the switch records say:
+    // a switch naming a prev other than the CPU's last switched-in task is counted as perf
+    // counts it
+    assert_eq!(
+        dq.count(Problem::SwitchPrevMismatch),
+        latency.finish().stats.context_switch_bugs,
+        "{name}: switch_prev_mismatch vs perf's context switch bugs"
+    );
     let repairs = dq.count(Problem::SwitchPrevMismatch)
         + dq.count(Problem::ImpossibleTransition)
         + dq.count(Problem::LostChunks)

@@ -168,7 +168,7 @@ pub struct Timeline {
     /// Per CPU: when the timeline last changed its current task (a switch, a repair, lost
     /// events; 0: never) — a repaired run there starts no earlier.
     changed: Vec<Ts>,
-    /// Per CPU: the task its latest switch switched in (`None` after lost events) — what
+    /// Per CPU: the task its latest switch switched in (kept across lost events) — what
     /// `switch_prev_mismatch` compares a switch's prev with, as perf's "context switch
     /// bugs" do (the repair rule may have put another task there since).
     switched_in: Vec<Option<Tid>>,
@@ -526,8 +526,9 @@ impl Timeline {
                     format!("{}: {n} events lost", at(ev))
                 });
                 if let Some(c) = self.cpu_index(ev) {
+                    // (`switched_in` stays: perf's context switch bugs do not forget the
+                    // CPU's task at lost events either)
                     self.forget_current(c, ev.ts, sink);
-                    self.switched_in[c] = None;
                 }
             }
             EventKind::TaskComm { tgid, tid, comm } => self.tasks.note_sideband(*tid, *tgid, comm),
