@@ -71,6 +71,10 @@ pub struct AnalyzeArgs {
     /// Report only findings naming these task ids (comma-separated).
     #[arg(long, value_name = "LIST")]
     pid: Option<String>,
+    /// Keep findings about the recorder's own threads (`stallscope record`'s, perf's);
+    /// by default they are left out and counted as `recorder_findings_left_out`.
+    #[arg(long)]
+    include_recorder: bool,
     /// Exit with status 1 when a finding of this severity or higher exists: high, medium, low.
     #[arg(long, value_name = "SEVERITY")]
     fail_on: Option<String>,
@@ -90,25 +94,12 @@ pub struct AnalyzeArgs {
 
 /// Parses a CPU list (`0-3,5`).
 fn parse_cpu_list(s: &str) -> Result<BTreeSet<u32>, CliError> {
-    let bad = || CliError::Usage(format!("bad --cpu {s:?}; expected a list like 0-3,5"));
-    let mut set = BTreeSet::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (
-                a.parse::<u32>().map_err(|_| bad())?,
-                b.parse::<u32>().map_err(|_| bad())?,
-            ),
-            None => {
-                let v = part.parse::<u32>().map_err(|_| bad())?;
-                (v, v)
-            }
-        };
-        if a > b || b - a > 65536 {
-            return Err(bad());
-        }
-        set.extend(a..=b);
+    match stallscope::model::parse_cpu_list(s) {
+        Ok(cpus) => Ok(cpus.into_iter().collect()),
+        Err(why) => Err(CliError::Usage(format!(
+            "bad --cpu {s:?} ({why}); expected a list like 0-3,5"
+        ))),
     }
-    Ok(set)
 }
 
 fn parse_pid_list(s: &str) -> Result<BTreeSet<i32>, CliError> {
@@ -140,6 +131,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     options.time = time;
     options.cpus = args.cpu.as_deref().map(parse_cpu_list).transpose()?;
     options.pids = args.pid.as_deref().map(parse_pid_list).transpose()?;
+    options.include_recorder = args.include_recorder;
     options.kallsyms = args.kallsyms.clone();
     options.on_open = Some(crate::common::attach_progress);
     // with --html, the events are kept as they stream by for the windows around the

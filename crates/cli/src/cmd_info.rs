@@ -301,9 +301,13 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
         } else {
             "raw counts, not ns"
         };
+        let recorded = match m.cpus_recorded.list_text() {
+            Some(list) => format!(" (events of CPUs {list} only)"),
+            None => String::new(),
+        };
         writeln!(
             out,
-            "  cpus:     {}   clock: {clock} ({unit})",
+            "  cpus:     {}{recorded}   clock: {clock} ({unit})",
             m.nr_cpus.map_or("unknown".into(), |n| n.to_string())
         )?;
         if !m.lost_per_cpu.is_empty() {

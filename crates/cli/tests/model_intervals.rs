@@ -51,9 +51,8 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
     };
     let mut inputs = input.open().ok()?;
     let metas = inputs.metas();
-    let mut model = Model::new(Timeline::new(WakeupSelector::for_inputs(
-        metas.iter().copied(),
-    )));
+    // the model as the products build it: the inputs' wakeup rule and CPU coverage
+    let mut model = Model::new(Timeline::for_inputs(metas.iter().copied()));
     let mut th = Timehist::new(TimehistOptions {
         pid: None,
         cpu: None,

@@ -25,7 +25,7 @@ use stallscope_model::{
     Comm, DataQuality, Event, EventKind, Finding, InputFormat, Problem, SystemContext, TaskContext,
     Tid, TraceMeta, Ts,
 };
-use stallscope_timeline::{Timeline, Transition, WakeupSelector};
+use stallscope_timeline::{Timeline, Transition};
 
 use crate::Detector;
 
@@ -90,6 +90,10 @@ pub struct EngineOutput {
 /// Runs detectors over events.
 pub struct Engine {
     timeline: Timeline,
+    /// Which tasks are the recorder's (their findings are left out unless
+    /// `include_recorder`).
+    recorder: crate::recorder::RecorderTasks,
+    include_recorder: bool,
     /// The detectors fed with events.
     detectors: Vec<Box<dyn Detector>>,
     /// The detectors' interests were asked (see [`Engine::interests`]).
@@ -324,7 +328,9 @@ impl Engine {
             .collect();
         let system: Option<SystemContext> = metas.iter().find_map(|m| m.system_context.clone());
         let mut detectors = detectors;
-        let wakeups = WakeupSelector::for_inputs(metas.iter().copied());
+        // the model of these inputs: its wakeup rule and the CPUs they record
+        let timeline = Timeline::for_inputs(metas.iter().copied());
+        let wakeups = timeline.wakeup_rule();
         for d in &mut detectors {
             d.use_wakeup_rule(wakeups);
             if let Some(s) = &system {
@@ -333,7 +339,9 @@ impl Engine {
         }
         Engine {
             no_detectors: detectors.is_empty(),
-            timeline: Timeline::new(wakeups),
+            recorder: crate::recorder::RecorderTasks::for_inputs(metas, system.as_ref()),
+            include_recorder: false,
+            timeline,
             positions: (0..detectors.len()).collect(),
             interests_known: false,
             drop_quiet: false,
@@ -400,6 +408,12 @@ impl Engine {
     /// [`Engine::finish`], with every distinct `(task, address)`, and only if there are any.
     pub fn set_user_frame_names(&mut self, name: UserFrameNames) {
         self.user_frame_names = Some(name);
+    }
+
+    /// Keep the findings whose subject is the recorder's own thread (default: left out,
+    /// counted as `recorder_findings_left_out`; see [`crate::recorder`]).
+    pub fn include_recorder(&mut self, include: bool) {
+        self.include_recorder = include;
     }
 
     /// Analyze only events with `start <= ts <= end`.
@@ -725,6 +739,15 @@ impl Engine {
                 }
             })
             .collect();
+        let mut outcomes: Vec<DetectorOutcome> = outcomes;
+        if !self.include_recorder {
+            leave_out_recorder(
+                &self.recorder,
+                self.system.as_ref(),
+                &mut self.dq,
+                &mut outcomes,
+            );
+        }
         let mut quality = self.timeline.quality();
         quality.merge(&self.dq);
         EngineOutput {
@@ -735,6 +758,36 @@ impl Engine {
             first_ts: self.first,
             last_ts: self.last,
         }
+    }
+}
+
+/// Drops the findings whose subject is one of the recorder's tasks, counting each.
+fn leave_out_recorder(
+    recorder: &crate::recorder::RecorderTasks,
+    system: Option<&SystemContext>,
+    dq: &mut DataQuality,
+    outcomes: &mut [DetectorOutcome],
+) {
+    let context = |pid: Tid| system.and_then(|s| s.tasks.iter().find(|t| t.pid == pid));
+    for o in outcomes.iter_mut() {
+        let Ok(findings) = &mut o.result else {
+            continue;
+        };
+        findings.retain(|f| {
+            let subject = f.tasks.iter().find(|t| {
+                crate::recorder::SUBJECT_ROLES.contains(&t.role.as_str())
+                    && recorder.is_recorder(t.pid, &t.comm, context(t.pid))
+            });
+            match subject {
+                Some(t) => {
+                    dq.add(Problem::RecorderFindingsLeftOut, 1, || {
+                        format!("{}: {} (pid {}) — {}", o.id, t.comm, t.pid, f.title)
+                    });
+                    false
+                }
+                None => true,
+            }
+        });
     }
 }
 

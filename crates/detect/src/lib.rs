@@ -19,6 +19,7 @@ pub mod evidence;
 pub mod hist;
 pub mod params;
 pub mod per_task;
+pub mod recorder;
 pub mod registry;
 pub mod stacks;
 

@@ -34,6 +34,9 @@ pub struct SystemContext {
     pub tasks: Vec<TaskContext>,
     /// Every block device.
     pub block_devices: Vec<BlockDeviceContext>,
+    /// Process id of the recorder that wrote the trace (`stallscope record`): its threads
+    /// are the tasks of this thread group, left out of findings by default.
+    pub recorder_pid: Option<Tid>,
 }
 
 /// One task's scheduling attributes.
@@ -57,6 +60,13 @@ pub struct TaskContext {
     pub cgroups: Vec<CgroupContext>,
     /// Allowed CPUs as a list (`0-1`).
     pub cpus_allowed: Option<String>,
+    /// The task's autogroup (`/proc/PID/autogroup`, kernels with `CONFIG_SCHED_AUTOGROUP`):
+    /// the id of its session's group, 0 for the root group (the init session and kernel
+    /// threads print nothing there); `None` when not recorded.
+    pub autogroup_id: Option<u64>,
+    /// The autogroup's nice value (`/proc/PID/autogroup`'s `nice N`), which sets the
+    /// group's weight.
+    pub autogroup_nice: Option<i32>,
 }
 
 /// One cgroup membership of a task.

@@ -8,6 +8,7 @@
 pub mod block;
 pub mod comm;
 pub mod context;
+pub mod cpus;
 pub mod event;
 pub mod finding;
 pub mod meta;
@@ -22,6 +23,7 @@ pub mod window;
 pub use block::{BlockAction, BlockDev, BlockEvent, BlockOp, Rwbs};
 pub use comm::Comm;
 pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
+pub use cpus::{parse_cpu_list, CpuCoverage};
 pub use event::{
     Event, EventKind, FieldRef, FieldValue, GenericEvent, Mapping, Migrate, Span, SpanPos,
     StatRuntime, Switch, TaskRef, Wakeup,

@@ -85,6 +85,9 @@ pub struct TraceMeta {
     pub cmdline: Option<String>,
     /// Number of CPUs (online at record time) when the input says.
     pub nr_cpus: Option<u32>,
+    /// Which CPUs the input holds events of (perf's `-C`, `stallscope record --cpus`, a
+    /// trace.dat whose buffer of a CPU is empty); every CPU when nothing says otherwise.
+    pub cpus_recorded: crate::CpuCoverage,
     /// Trace clock name (`local`, `mono`, `counter`, `x86-tsc`, `perf`, …) when known.
     pub clock: Option<String>,
     /// False when timestamps are raw counts (counter / x86-tsc clocks), not nanoseconds.
@@ -111,4 +114,15 @@ pub struct TraceMeta {
     /// may be read from.
     #[serde(skip)]
     pub build_ids: Vec<(String, String)>,
+}
+
+impl TraceMeta {
+    /// Sets the perf command line that made the recording, and the CPUs it covers when it
+    /// names them (`perf record -C 1 …`).
+    pub fn set_perf_cmdline(&mut self, cmdline: String) {
+        if let Some(cpus) = crate::cpus::perf_cmdline_cpus(&cmdline) {
+            self.cpus_recorded = crate::CpuCoverage::Only(cpus);
+        }
+        self.cmdline = Some(cmdline);
+    }
 }

@@ -403,7 +403,7 @@ fn header_comment(st: &mut TextState, line: &Line<'_>) {
         b"os release" => st.set_kernel_release(text()),
         b"hostname" => st.meta.hostname = Some(text()),
         b"perf version" => st.meta.tool_version = Some(format!("perf {}", text())),
-        b"cmdline" => st.meta.cmdline = Some(text()),
+        b"cmdline" => st.meta.set_perf_cmdline(text()),
         b"nrcpus online" => st.meta.nr_cpus = parse_u64(v).and_then(|n| u32::try_from(n).ok()),
         b"event" => {
             if let Some(name) = v.strip_prefix(b"name = ") {

@@ -155,38 +155,7 @@ pub fn remove_stale(root: &Path) -> Vec<String> {
     removed
 }
 
-/// Parses a CPU list (`0-3,6`) into sorted, deduplicated CPU numbers.
-pub fn parse_cpu_list(list: &str) -> Result<Vec<u32>, String> {
-    let mut cpus = Vec::new();
-    for part in list
-        .trim()
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        let parse = |s: &str| {
-            s.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("bad CPU number {s:?} in CPU list {list:?}"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (parse(a)?, parse(b)?);
-                if a > b || b - a > 65536 {
-                    return Err(format!("bad CPU range {part:?} in CPU list {list:?}"));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(parse(part)?),
-        }
-    }
-    if cpus.is_empty() {
-        return Err(format!("empty CPU list {list:?}"));
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
+pub use stallscope_model::parse_cpu_list;
 
 /// The `tracing_cpumask` text for a CPU set: 32-bit hex groups, most significant first,
 /// comma separated (`0,2` → `5`; CPU 32 → `1,00000000`).

@@ -64,6 +64,9 @@ pub struct AnalyzeOptions {
     pub kallsyms: Option<String>,
     /// Replace the evidence text of text inputs by their original lines (default true).
     pub original_lines: bool,
+    /// Keep findings about the recorder's own threads (default false: left out and
+    /// counted; see `stallscope_detect::recorder`).
+    pub include_recorder: bool,
     /// Called with the opened inputs before they are read (e.g. to attach a progress
     /// callback with [`Inputs::on_progress`]).
     pub on_open: Option<fn(&mut Inputs)>,
@@ -85,6 +88,7 @@ impl AnalyzeOptions {
             pids: None,
             kallsyms: None,
             original_lines: true,
+            include_recorder: false,
             on_open: None,
         }
     }
@@ -437,6 +441,7 @@ fn analysis_pass<P: SameReading + ?Sized>(
         options.detectors.iter().map(|(e, p)| (e.make)(p)).collect(),
         &meta_refs,
     );
+    engine.include_recorder(options.include_recorder);
     if let Some((a, b)) = options.time {
         engine.set_time_range(a, b);
     }

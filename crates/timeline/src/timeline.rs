@@ -45,8 +45,17 @@
 //! missing too, or it was never seen) from the record — and `c`'s former current task stops
 //! running there at that time (idle ends; a task becomes `Unknown`). A task of unknown
 //! state on a CPU without any switch yet is left as it is (it ran from before the trace).
+//!
+//! CPU coverage ([`Timeline::for_inputs`]): when the inputs record only some CPUs (perf
+//! `-C`, `stallscope record --cpus`, empty per-CPU buffers), a task woken onto or migrated
+//! to a CPU outside them becomes `Unknown` — never runnable: the trace cannot show it wait,
+//! run or idle there — counted as `task_on_unrecorded_cpu` (info). A task of unknown state
+//! migrated from such a CPU to a recorded one is runnable there from the migration
+//! (`sched_migrate_task` moves only queued or waking tasks): its wait is taken from then.
 
-use stallscope_model::{Cpu, DataQuality, Event, EventKind, PrevState, Problem, Switch, Tid, Ts};
+use stallscope_model::{
+    Cpu, CpuCoverage, DataQuality, Event, EventKind, PrevState, Problem, Switch, Tid, TraceMeta, Ts,
+};
 
 use crate::tasks::TaskTable;
 use crate::wakeups::WakeupSelector;
@@ -172,6 +181,10 @@ pub struct Timeline {
     /// `switch_prev_mismatch` compares a switch's prev with, as perf's "context switch
     /// bugs" do (the repair rule may have put another task there since).
     switched_in: Vec<Option<Tid>>,
+    /// The CPUs the inputs record (module docs: CPU coverage).
+    coverage: CpuCoverage,
+    /// `coverage` leaves some CPUs out (the per-event check is skipped otherwise).
+    partial: bool,
 }
 
 /// A trace whose switch records contradict the CPU's running task this often (‰ of its
@@ -234,7 +247,48 @@ impl Timeline {
             switches: 0,
             changed: Vec::new(),
             switched_in: Vec::new(),
+            coverage: CpuCoverage::All,
+            partial: false,
         }
+    }
+
+    /// The timeline of the inputs described by `metas`: their wakeup rule
+    /// ([`WakeupSelector::for_inputs`]) and the CPUs they record (module docs: CPU
+    /// coverage; said once as `cpus_partly_recorded` when some are left out).
+    pub fn for_inputs<'a>(metas: impl IntoIterator<Item = &'a TraceMeta> + Clone) -> Timeline {
+        let mut t = Timeline::new(WakeupSelector::for_inputs(metas.clone()));
+        t.coverage = CpuCoverage::union(metas.into_iter().map(|m| &m.cpus_recorded));
+        t.partial = t.coverage != CpuCoverage::All;
+        if let Some(list) = t.coverage.list_text() {
+            t.dq.add(Problem::CpusPartlyRecorded, 1, || {
+                format!("events of CPUs {list} only")
+            });
+        }
+        t
+    }
+
+    /// Which wakeup tracepoint the timeline follows.
+    pub fn wakeup_rule(&self) -> WakeupSelector {
+        self.wakeups
+    }
+
+    /// The CPUs the inputs record.
+    pub fn coverage(&self) -> &CpuCoverage {
+        &self.coverage
+    }
+
+    /// Whether `cpu` is outside the recorded CPUs (never with full coverage).
+    #[inline(always)]
+    fn unrecorded(&self, cpu: Option<Cpu>) -> bool {
+        self.partial && cpu.is_some_and(|c| !self.coverage.covers(c))
+    }
+
+    /// Counts a task sent to an unrecorded CPU (it becomes `Unknown`).
+    #[cold]
+    fn sent_to_unrecorded(&mut self, ev: &Event, tid: Tid, cpu: Cpu) {
+        self.dq.add(Problem::TaskOnUnrecordedCpu, 1, || {
+            format!("{}: pid {tid} to CPU {cpu}", at(ev))
+        });
     }
 
     /// Data-quality counters so far.
@@ -435,7 +489,21 @@ impl Timeline {
                 }
                 let (i, _) = self.tasks.slot(w.task.pid);
                 self.tasks.note_payload_comm(i, &w.task.comm);
-                match self.tasks.get(i).data {
+                let state = self.tasks.get(i).data;
+                if self.unrecorded(w.target_cpu)
+                    && !matches!(
+                        state,
+                        TaskState::Running { .. } | TaskState::Runnable { .. }
+                    )
+                {
+                    // woken onto a CPU the trace does not record: nothing shows it there
+                    self.sent_to_unrecorded(ev, w.task.pid, w.target_cpu.unwrap_or(0));
+                    if state != TaskState::Unknown {
+                        self.set(i, ev.ts, TaskState::Unknown, sink);
+                    }
+                    return;
+                }
+                match state {
                     TaskState::Running { .. } | TaskState::Runnable { .. } => {}
                     TaskState::Dead { .. } => {
                         self.impossible(ev, || {
@@ -468,6 +536,7 @@ impl Timeline {
                 if m.task.pid != 0 {
                     let (i, _) = self.tasks.slot(m.task.pid);
                     self.tasks.note_payload_comm(i, &m.task.comm);
+                    let prior = self.tasks.get(i).data;
                     // a runnable task moved to another runqueue waits for that CPU now
                     if let TaskState::Runnable { cpu, .. } = &mut self.tasks.get_mut(i).data {
                         *cpu = Some(m.dest_cpu);
@@ -478,6 +547,9 @@ impl Timeline {
                         from_cpu: m.orig_cpu,
                         to_cpu: m.dest_cpu,
                     });
+                    if self.partial {
+                        self.migrate_across_coverage(ev, (i, prior), m.orig_cpu, m.dest_cpu, sink);
+                    }
                 }
             }
             EventKind::Fork {
@@ -536,6 +608,46 @@ impl Timeline {
             | EventKind::Generic(_)
             | EventKind::Mapping(_)
             | EventKind::Block(_) => {}
+        }
+    }
+
+    /// A migration with part of the CPUs recorded (module docs: CPU coverage): a runnable
+    /// task moved to an unrecorded CPU becomes `Unknown`, and so does one the timeline has
+    /// waiting on a recorded CPU that the record moves *from* an unrecorded one (that CPU
+    /// pulled it unrecorded: it may have run there); an unknown task moved from an
+    /// unrecorded CPU to a recorded one is runnable there from now.
+    #[cold]
+    #[inline(never)]
+    fn migrate_across_coverage<F: FnMut(Transition)>(
+        &mut self,
+        ev: &Event,
+        (i, prior): (usize, TaskState),
+        from: Cpu,
+        to: Cpu,
+        sink: &mut F,
+    ) {
+        let slot = self.tasks.get(i);
+        let (tid, mut state) = (slot.tid, slot.data);
+        if let TaskState::Runnable { cpu: Some(c), .. } = prior {
+            if c != from && self.unrecorded(Some(from)) {
+                self.set(i, ev.ts, TaskState::Unknown, sink);
+                state = TaskState::Unknown;
+            }
+        }
+        match state {
+            TaskState::Runnable { .. } if self.unrecorded(Some(to)) => {
+                self.sent_to_unrecorded(ev, tid, to);
+                self.set(i, ev.ts, TaskState::Unknown, sink);
+            }
+            TaskState::Unknown if self.unrecorded(Some(from)) && !self.unrecorded(Some(to)) => {
+                let runnable = TaskState::Runnable {
+                    since: ev.ts,
+                    cause: RunnableCause::Preempted,
+                    cpu: Some(to),
+                };
+                self.set(i, ev.ts, runnable, sink);
+            }
+            _ => {}
         }
     }
 
@@ -846,6 +958,97 @@ mod tests {
         assert_eq!(tl.quality().count(Problem::ImpossibleTransition), 1);
         assert_eq!(tl.current(0), None);
         assert_eq!(tl.current(1), Some(3));
+    }
+
+    /// A timeline of a recording of CPU 1 alone (perf `-C 1`).
+    fn cpu1_only() -> Timeline {
+        let meta = TraceMeta {
+            cpus_recorded: CpuCoverage::Only(vec![1]),
+            ..TraceMeta::default()
+        };
+        Timeline::for_inputs([&meta])
+    }
+
+    fn migrate(ts: Ts, cpu: Cpu, pid: Tid, from: Cpu, to: Cpu) -> Event {
+        ev(
+            ts,
+            cpu,
+            EventKind::Migrate(stallscope_model::Migrate {
+                task: task(pid),
+                orig_cpu: from,
+                dest_cpu: to,
+            }),
+        )
+    }
+
+    fn wake_to(ts: Ts, pid: Tid, target: Cpu) -> Event {
+        ev(
+            ts,
+            1,
+            EventKind::Waking(Wakeup {
+                task: task(pid),
+                target_cpu: Some(target),
+            }),
+        )
+    }
+
+    #[test]
+    fn a_task_sent_to_an_unrecorded_cpu_is_unknown_never_runnable() {
+        let mut tl = cpu1_only();
+        let mut seen = Vec::new();
+        for e in [
+            sw(10, 1, 0, "R", 5),
+            sw(20, 1, 5, "S", 7),    // 5 sleeps
+            wake_to(30, 5, 0),       // woken onto CPU 0, not recorded: unknown
+            sw(40, 1, 7, "R", 0),    // 7 preempted on CPU 1: runnable there
+            migrate(45, 1, 7, 1, 0), // moved to CPU 0: unknown
+            migrate(50, 1, 5, 0, 1), // 5 moved to CPU 1: runnable there from now
+            sw(60, 1, 0, "R", 9),
+            sw(70, 1, 9, "R", 0),    // 9 preempted: runnable on CPU 1 from 70
+            migrate(90, 1, 9, 0, 1), // CPU 0 had pulled it unrecorded: runnable from 90
+        ] {
+            tl.process(&e, &mut |t| seen.push(t));
+            tl.check_invariants().unwrap();
+        }
+        assert_eq!(tl.state(7), TaskState::Unknown);
+        assert!(matches!(
+            tl.state(9),
+            TaskState::Runnable {
+                since: 90,
+                cpu: Some(1),
+                ..
+            }
+        ));
+        assert_eq!(
+            tl.state(5),
+            TaskState::Runnable {
+                since: 50,
+                cause: RunnableCause::Preempted,
+                cpu: Some(1)
+            }
+        );
+        // no transition ever made a task runnable for CPU 0
+        assert!(seen.iter().all(|t| !matches!(
+            t,
+            Transition::State {
+                to: TaskState::Runnable { cpu: Some(0), .. },
+                ..
+            }
+        )));
+        let dq = tl.quality();
+        assert_eq!(dq.count(Problem::TaskOnUnrecordedCpu), 2);
+        assert_eq!(dq.count(Problem::CpusPartlyRecorded), 1);
+        // with every CPU recorded the same events keep 5 runnable for CPU 0
+        let (full, _) = run(&[
+            sw(10, 1, 0, "R", 5),
+            sw(20, 1, 5, "S", 7),
+            wake_to(30, 5, 0),
+        ]);
+        assert!(matches!(
+            full.state(5),
+            TaskState::Runnable { cpu: Some(0), .. }
+        ));
+        assert_eq!(full.quality().count(Problem::CpusPartlyRecorded), 0);
     }
 
     #[test]

@@ -621,13 +621,10 @@ impl Detector for IdleWhileRunnable {
                     // incidents leave the waiting list as it was: the wait is still at `at`
                     self.waiting.remove_at(at, tid);
                 }
-                if let TaskState::Runnable { since, .. } = to {
-                    let cpu = match &ev.kind {
-                        EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w) => {
-                            w.target_cpu.unwrap_or(ev.cpu)
-                        }
-                        _ => ev.cpu,
-                    };
+                if let TaskState::Runnable { since, cpu, .. } = to {
+                    // the CPU the timeline has it wait for (wakeup target, preempted on,
+                    // migrated to)
+                    let cpu = cpu.unwrap_or(ev.cpu);
                     self.waiting.insert(
                         Waiter {
                             tid,

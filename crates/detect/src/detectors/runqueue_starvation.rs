@@ -31,8 +31,8 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    Cpu, Event, EventKind, FieldValue, Finding, FindingCause, FindingSeverity, FindingTask,
-    PrevState, Switch, SystemContext, Tid, Ts, Window,
+    Cpu, CpuCoverage, Event, EventKind, FieldValue, Finding, FindingCause, FindingSeverity,
+    FindingTask, PrevState, Switch, SystemContext, Tid, Ts, Window,
 };
 use stallscope_timeline::timeline::MAX_CPUS;
 use stallscope_timeline::{RunnableCause, TaskState, Transition};
@@ -906,21 +906,16 @@ impl RunqueueStarvation {
         }
     }
 
-    /// `at`: the index of `tid`'s record in `tasks`.
+    /// `at`: the index of `tid`'s record in `tasks`; `cpu`: the CPU the timeline has it
+    /// wait for (a wakeup's target, the CPU it was preempted on or migrated to).
     fn start_wait(
         &mut self,
         (tid, at): (Tid, usize),
-        since: Ts,
+        (since, cpu): (Ts, Cpu),
         cause: RunnableCause,
         uncertain_start: bool,
         ev: &Event,
     ) {
-        let cpu = match (&ev.kind, cause) {
-            (EventKind::Waking(w) | EventKind::Wakeup(w) | EventKind::WakeupNew(w), _) => {
-                w.target_cpu.unwrap_or(ev.cpu)
-            }
-            _ => ev.cpu,
-        };
         let (min_samples, min_period) = (self.judge.min_samples, self.min_period);
         let class = self.class_of(tid);
         self.cpu(cpu);
@@ -1362,14 +1357,26 @@ impl RunqueueStarvation {
 
     /// Waits still going on when the trace ended: each is judged as if it ended then, its
     /// length a lower bound ("≥ 614 ms, still waiting when the trace ended").
-    fn flush_censored(&mut self) {
+    /// `coverage`: the CPUs the inputs record. When some are left out, a wait still open at
+    /// the end is no evidence — an unrecorded CPU may have pulled the task and run it (its
+    /// migration is recorded on the pulling CPU) — unless the task's recorded affinity keeps
+    /// it on recorded CPUs.
+    fn flush_censored(&mut self, coverage: &CpuCoverage) {
         let end = self.last_ts;
-        let waiting: Vec<Tid> = self
+        let confined = |tid: Tid| match coverage {
+            CpuCoverage::All => true,
+            CpuCoverage::Only(recorded) => self
+                .pinned
+                .get(&tid)
+                .and_then(|l| stallscope_model::parse_cpu_list(l).ok())
+                .is_some_and(|allowed| allowed.iter().all(|c| recorded.contains(c))),
+        };
+        let waiting: Vec<(Tid, bool)> = self
             .cpus
             .iter()
-            .flat_map(|r| r.waiters.iter().copied())
+            .flat_map(|r| r.waiters.iter().map(|&tid| (tid, confined(tid))))
             .collect();
-        for tid in waiting {
+        for (tid, confined) in waiting {
             if self.tasks.get(tid).is_none() {
                 continue; // listed waiters have records; nothing to judge otherwise
             }
@@ -1378,6 +1385,10 @@ impl RunqueueStarvation {
             let Some(wait) = t.wait() else {
                 continue; // already judged (listed on two CPUs)
             };
+            if !confined {
+                t.waiting = false;
+                continue; // it may have run on a CPU the trace does not record
+            }
             let waited = end.saturating_sub(wait.since);
             let flags = self.judge.flags(t, wait, waited);
             let cpu = wait.cpu;
@@ -2034,10 +2045,11 @@ impl Detector for RunqueueStarvation {
                         }
                     }
                 }
-                if let TaskState::Runnable { since, cause, .. } = to {
+                if let TaskState::Runnable { since, cause, cpu } = to {
                     // Unknown after the task was first seen: the timeline reset it
                     let uncertain = from == TaskState::Unknown && self.tasks.at(at).seen_before;
-                    self.start_wait((tid, at), since, cause, uncertain, ev);
+                    let cpu = cpu.unwrap_or(ev.cpu);
+                    self.start_wait((tid, at), (since, cpu), cause, uncertain, ev);
                 }
                 self.tasks.at_mut(at).seen_before = true;
                 if let TaskState::Running {
@@ -2082,7 +2094,7 @@ impl Detector for RunqueueStarvation {
     }
 
     fn finish(mut self: Box<Self>, cx: &Context<'_>) -> Vec<Finding> {
-        self.flush_censored();
+        self.flush_censored(cx.timeline.coverage());
         // INVARIANT: the keys come from the map they index.
         let mut keys: Vec<&(Tid, Tid)> = self.groups.keys().collect();
         keys.sort_unstable();

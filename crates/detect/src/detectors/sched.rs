@@ -51,18 +51,9 @@ mod tests {
 
 /// Whether the kernel CPU list `list` (`0-3,5`) contains `cpu`; `None` if unparsable.
 pub fn cpu_list_contains(list: &str, cpu: u32) -> Option<bool> {
-    let mut found = false;
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<u32>().ok()?, b.trim().parse::<u32>().ok()?),
-            None => {
-                let v = part.trim().parse::<u32>().ok()?;
-                (v, v)
-            }
-        };
-        found |= (a..=b).contains(&cpu);
-    }
-    Some(found)
+    stallscope_model::parse_cpu_list(list)
+        .ok()
+        .map(|cpus| cpus.binary_search(&cpu).is_ok())
 }
 
 #[cfg(test)]

@@ -277,7 +277,7 @@ impl Pipeline {
                 true
             }
             feat::CMDLINE => header::cmdline(b, e)
-                .map(|s| self.meta.cmdline = Some(s))
+                .map(|s| self.meta.set_perf_cmdline(s))
                 .is_some(),
             feat::EVENT_DESC => match header::event_desc(b, e) {
                 Some(descs) => {

@@ -238,6 +238,22 @@ fn build_meta(
         None => format!("trace-cmd (trace.dat v{})", info.version),
     });
     meta.nr_cpus = o.cpu_count.or(u32::try_from(info.cpus.len()).ok());
+    // A CPU whose buffer holds nothing was not recorded (`stallscope record --cpus`,
+    // `trace-cmd record -M`) or did nothing at all: either way no event shows a task there
+    // (a task woken onto a recorded CPU is switched in there, a record in its buffer), so
+    // a task sent there is in no known state.
+    let recorded: Vec<u32> = info
+        .cpus
+        .iter()
+        .filter(|a| a.size > 0)
+        .map(|a| a.cpu)
+        .collect();
+    if !recorded.is_empty() && recorded.len() < info.cpus.len() {
+        let mut recorded = recorded;
+        recorded.sort_unstable();
+        recorded.dedup();
+        meta.cpus_recorded = stallscope_model::CpuCoverage::Only(recorded);
+    }
     if !info.tracing.kallsyms.is_empty() {
         meta.kallsyms = Some(Arc::from(info.tracing.kallsyms.as_str()));
     }

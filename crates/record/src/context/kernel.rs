@@ -55,20 +55,8 @@ pub fn uname() -> Option<Uname> {
 
 /// Number of CPUs in a kernel CPU list (`0-3,6` → 5).
 pub fn cpu_list_len(list: &str) -> Option<u32> {
-    let mut n = 0u32;
-    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b): (u32, u32) = (a.parse().ok()?, b.parse().ok()?);
-                n += b.checked_sub(a)? + 1;
-            }
-            None => {
-                part.parse::<u32>().ok()?;
-                n += 1;
-            }
-        }
-    }
-    Some(n)
+    let cpus = stallscope_model::parse_cpu_list(list).ok()?;
+    u32::try_from(cpus.len()).ok()
 }
 
 /// Reads small files of `dir` whose names start with `prefix` into `out` (key = full path).

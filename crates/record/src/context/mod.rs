@@ -21,7 +21,11 @@ use cgroup::CgroupReader;
 
 /// Host-wide facts (no tasks yet).
 pub fn host_facts() -> SystemContext {
-    let mut ctx = SystemContext::default();
+    let mut ctx = SystemContext {
+        // (a process id always fits a kernel tid)
+        recorder_pid: i32::try_from(std::process::id()).ok(),
+        ..SystemContext::default()
+    };
     let un = kernel::uname();
     if let Some(u) = &un {
         ctx.uname = Some(format!(
@@ -71,6 +75,9 @@ pub fn read_task(tid: Tid, cgroups: &mut CgroupReader) -> Option<TaskContext> {
     let status = fs::read_to_string(dir.join("status")).unwrap_or_default();
     let (lines, _malformed) =
         proc_task::parse_cgroup_file(&fs::read_to_string(dir.join("cgroup")).unwrap_or_default());
+    let autogroup = fs::read_to_string(dir.join("autogroup"))
+        .ok()
+        .and_then(|text| proc_task::parse_autogroup(&text));
     Some(TaskContext {
         pid: tid,
         tgid: proc_task::status_value(&status, "Tgid")
@@ -83,6 +90,8 @@ pub fn read_task(tid: Tid, cgroups: &mut CgroupReader) -> Option<TaskContext> {
         rt_priority: stat.rt_priority,
         cgroups: cgroups.contexts(&lines),
         cpus_allowed: proc_task::status_value(&status, "Cpus_allowed_list").map(str::to_string),
+        autogroup_id: autogroup.map(|(id, _)| id),
+        autogroup_nice: autogroup.and_then(|(_, nice)| nice),
     })
 }
 

@@ -62,6 +62,23 @@ pub fn policy_name(policy: u32) -> String {
     }
 }
 
+/// `/proc/PID/autogroup` (`/autogroup-197 nice 0`): the autogroup id and nice; an empty
+/// file is the root group (id 0, the init session and kernel threads); `None` when the text
+/// is neither.
+pub fn parse_autogroup(text: &str) -> Option<(u64, Option<i32>)> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Some((0, None));
+    }
+    let (group, rest) = text.split_once(' ')?;
+    let id = group.strip_prefix("/autogroup-")?.parse().ok()?;
+    let nice = rest
+        .trim()
+        .strip_prefix("nice ")
+        .and_then(|n| n.trim().parse().ok());
+    Some((id, nice))
+}
+
 /// The value of a `Key:\tvalue` line of `/proc/<tid>/status`.
 pub fn status_value<'a>(status: &'a str, key: &str) -> Option<&'a str> {
     status.lines().find_map(|l| {
@@ -113,6 +130,17 @@ pub fn parse_cgroup_file(text: &str) -> (Vec<CgroupLine>, Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn autogroup_files() {
+        assert_eq!(
+            parse_autogroup("/autogroup-197 nice 0\n"),
+            Some((197, Some(0)))
+        );
+        assert_eq!(parse_autogroup("/autogroup-5 nice -3"), Some((5, Some(-3))));
+        assert_eq!(parse_autogroup(""), Some((0, None)));
+        assert_eq!(parse_autogroup("garbage"), None);
+    }
 
     #[test]
     fn stat_with_parentheses_in_comm() {

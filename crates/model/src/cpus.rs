@@ -1,0 +1,222 @@
+//! CPU lists as the kernel and perf print them (`0-3,6`), and which CPUs a recording covers.
+//!
+//! One parser for every list: `--cpus`/`--cpu` options, `/proc/PID/status` affinity,
+//! `cpus_online`, perf's `-C` argument.
+
+use crate::Cpu;
+
+/// Parses a CPU list (`0-3,6`, spaces allowed around the parts) into sorted, deduplicated
+/// CPU numbers. Errors on an empty list, a non-number, a reversed range or a range of more
+/// than 65 536 CPUs (corrupt input, not a machine).
+pub fn parse_cpu_list(list: &str) -> Result<Vec<Cpu>, String> {
+    let mut cpus = Vec::new();
+    for part in list
+        .trim()
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let parse = |s: &str| {
+            s.trim()
+                .parse::<Cpu>()
+                .map_err(|_| format!("bad CPU number {s:?} in CPU list {list:?}"))
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (parse(a)?, parse(b)?);
+                if a > b || b - a > 65536 {
+                    return Err(format!("bad CPU range {part:?} in CPU list {list:?}"));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(parse(part)?),
+        }
+    }
+    if cpus.is_empty() {
+        return Err(format!("empty CPU list {list:?}"));
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+/// The CPUs a recording holds events of: every CPU, or only some (perf's `-C`, `stallscope
+/// record --cpus`, a trace.dat whose buffer of a CPU is empty). A task on a CPU outside it
+/// is in no known state: the trace cannot show it waiting, running or idle there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CpuCoverage {
+    /// Every CPU (or nothing says otherwise).
+    #[default]
+    All,
+    /// These CPUs only (sorted, deduplicated).
+    Only(Vec<Cpu>),
+}
+
+impl CpuCoverage {
+    /// Whether events of `cpu` are recorded.
+    #[inline]
+    pub fn covers(&self, cpu: Cpu) -> bool {
+        match self {
+            CpuCoverage::All => true,
+            CpuCoverage::Only(cpus) => cpus.binary_search(&cpu).is_ok(),
+        }
+    }
+
+    /// The coverage of several inputs merged into one timeline: a CPU is covered when any
+    /// input covers it.
+    pub fn union<'a>(coverages: impl IntoIterator<Item = &'a CpuCoverage>) -> CpuCoverage {
+        let mut cpus = Vec::new();
+        let mut any = false;
+        for c in coverages {
+            any = true;
+            match c {
+                CpuCoverage::All => return CpuCoverage::All,
+                CpuCoverage::Only(v) => cpus.extend_from_slice(v),
+            }
+        }
+        if !any {
+            return CpuCoverage::All;
+        }
+        cpus.sort_unstable();
+        cpus.dedup();
+        CpuCoverage::Only(cpus)
+    }
+
+    /// The covered CPUs as a kernel CPU list (`0-3,6`); `None` for every CPU.
+    pub fn list_text(&self) -> Option<String> {
+        let CpuCoverage::Only(cpus) = self else {
+            return None;
+        };
+        let mut parts: Vec<String> = Vec::new();
+        let mut k = 0;
+        while k < cpus.len() {
+            let start = cpus[k];
+            let mut end = start;
+            while k + 1 < cpus.len() && cpus[k + 1] == end + 1 {
+                k += 1;
+                end = cpus[k];
+            }
+            parts.push(match start == end {
+                true => start.to_string(),
+                false => format!("{start}-{end}"),
+            });
+            k += 1;
+        }
+        Some(parts.join(","))
+    }
+}
+
+/// Short options of `perf record` that take their value in the next word (`-e EVENT`):
+/// what the command-line walk of [`perf_cmdline_cpus`] skips.
+const PERF_SHORT_WITH_VALUE: &str = "eFoptcmCGurDjk";
+/// Long options of `perf record` that take their value in the next word when written
+/// without `=`.
+const PERF_LONG_WITH_VALUE: &[&str] = &[
+    "--event",
+    "--freq",
+    "--output",
+    "--pid",
+    "--tid",
+    "--count",
+    "--mmap-pages",
+    "--cpu",
+    "--cgroup",
+    "--uid",
+    "--realtime",
+    "--delay",
+    "--branch-filter",
+    "--clockid",
+    "--call-graph",
+    "--filter",
+    "--affinity",
+    "--max-size",
+    "--switch-output-event",
+];
+
+/// The CPU list of a perf command line's `-C`/`--cpu` option (`perf record -C 1 …`,
+/// `perf sched record -C 0-3 …`, `--cpu=2`, `-C1`), when it has one. Only perf's options
+/// count: the walk starts after `record` and stops at the workload (`--` or the first word
+/// that is neither an option nor an option's value), so `perf sched record stress-ng --cpu
+/// 4` covers every CPU.
+pub fn perf_cmdline_cpus(cmdline: &str) -> Option<Vec<Cpu>> {
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    let start = words
+        .iter()
+        .position(|&w| w == "record")
+        .map_or(0, |k| k + 1);
+    let mut words = words[start..].iter().copied();
+    while let Some(w) = words.next() {
+        if w == "--" || !w.starts_with('-') {
+            return None; // the workload
+        }
+        let list = if w == "-C" || w == "--cpu" {
+            words.next()
+        } else if let Some(v) = w.strip_prefix("--cpu=") {
+            Some(v)
+        } else if let Some(v) = w.strip_prefix("-C").filter(|v| !v.is_empty()) {
+            Some(v)
+        } else {
+            let takes_value = match w.strip_prefix("--") {
+                Some(_) => PERF_LONG_WITH_VALUE.contains(&w),
+                None => w.len() == 2 && PERF_SHORT_WITH_VALUE.contains(&w[1..]),
+            };
+            if takes_value {
+                words.next();
+            }
+            None
+        };
+        if let Some(list) = list {
+            return parse_cpu_list(list).ok();
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_parse_sorted_and_deduplicated() {
+        assert_eq!(parse_cpu_list("0-3,6"), Ok(vec![0, 1, 2, 3, 6]));
+        assert_eq!(parse_cpu_list(" 6, 1-2 ,2"), Ok(vec![1, 2, 6]));
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("x").is_err());
+        assert!(parse_cpu_list("0-4000000000").is_err());
+    }
+
+    #[test]
+    fn coverage_covers_unions_and_prints() {
+        let one = CpuCoverage::Only(vec![1]);
+        assert!(one.covers(1) && !one.covers(0));
+        assert!(CpuCoverage::All.covers(7));
+        let both = CpuCoverage::union([&one, &CpuCoverage::Only(vec![0, 3])]);
+        assert_eq!(both, CpuCoverage::Only(vec![0, 1, 3]));
+        assert_eq!(both.list_text().as_deref(), Some("0-1,3"));
+        assert_eq!(
+            CpuCoverage::union([&one, &CpuCoverage::All]),
+            CpuCoverage::All
+        );
+        assert_eq!(CpuCoverage::union([]), CpuCoverage::All);
+    }
+
+    #[test]
+    fn perf_command_lines_name_their_cpus() {
+        let c = |s| perf_cmdline_cpus(s);
+        assert_eq!(c("perf record -C 1 -e sched:* -a"), Some(vec![1]));
+        assert_eq!(
+            c("perf sched record --cpu=0-1,3 sleep 1"),
+            Some(vec![0, 1, 3])
+        );
+        assert_eq!(c("perf record -C2 -g"), Some(vec![2]));
+        assert_eq!(c("perf record -a -- taskset -C 1 x"), None);
+        assert_eq!(c("perf sched record stress-ng --cpu 4"), None);
+        assert_eq!(
+            c("/usr/bin/perf record -e sched:* -o f -C 1 sleep 1"),
+            Some(vec![1])
+        );
+        assert_eq!(c("perf record -e -C -a"), None); // -C is -e's value
+        assert_eq!(c("perf record -a -g"), None);
+    }
+}
