@@ -16,6 +16,7 @@ expected vs found).
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import field, fields, make_dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
@@ -40,7 +41,8 @@ TABLES: List[str] = list(table_names())
 #: the command's.
 REPORT_SCHEMA: Dict[str, Any] = json.loads(report_schema())
 
-Paths = Union[str, Sequence[str]]
+#: One trace path or several: ``str`` or any ``os.PathLike`` (``pathlib.Path``).
+Paths = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
 _JSON_TYPES = {"string": str, "integer": int, "boolean": bool, "number": float}
 # the schema definitions that are classes of this package (the others stay dicts)
@@ -48,7 +50,10 @@ _CLASSES = ("Finding",)
 
 
 def _files(paths: Paths) -> List[str]:
-    return [paths] if isinstance(paths, str) else [str(p) for p in paths]
+    """The paths as strings: one path (``str`` or ``os.PathLike``) or a sequence of them."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [os.fspath(paths)]
+    return [os.fspath(p) for p in paths]
 
 
 def _annotation(prop: Dict[str, Any]) -> Any:

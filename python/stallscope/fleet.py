@@ -25,11 +25,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Union
 
-from . import _native
+from . import Paths, _files, _native
 
 __all__ = ["Fleet", "analyze_many"]
-
-Paths = Union[str, Sequence[str]]
 
 
 @dataclass
@@ -81,7 +79,7 @@ def analyze_many(
     tables to write per trace (default: all but ``events``). A trace that cannot be read
     is a row of ``errors.parquet``; the others go on.
     """
-    inputs = [paths] if isinstance(paths, str) else [str(p) for p in paths]
+    inputs = _files(paths)
     out = os.fspath(out)
     names = None if tables is None else list(tables)
     if client is None:

@@ -26,6 +26,15 @@ def test_analyze_is_the_command(path):
         assert f.end_ns >= f.start_ns
 
 
+def test_paths_may_be_pathlike():
+    # a pathlib.Path, alone or in a list, is a path like a str (issue #28)
+    path = SCHED[0]
+    want = stallscope.analyze(str(path)).to_json()
+    assert stallscope.analyze(path).to_json() == want
+    assert stallscope.analyze([path]).to_json() == want
+    assert stallscope.table(path, "waits").num_rows == stallscope.table(str(path), "waits").num_rows
+
+
 @pytest.mark.parametrize("path", SCHED)
 def test_latency_table_is_the_latency_command(path):
     t = stallscope.table(str(path), "latency").to_pylist()

@@ -81,6 +81,10 @@ pub struct AnalyzeArgs {
     /// One line per finding (text only).
     #[arg(long)]
     oneline: bool,
+    /// Data quality only where it can change the conclusion: warnings and errors, without
+    /// examples; info notes are counted in one line (text only).
+    #[arg(short, long)]
+    quiet: bool,
     /// Also write a self-contained HTML report (findings, per-CPU timelines around them,
     /// wait histograms; no network access) to FILE. Drawn from the analysis' own model as it
     /// reads the inputs (once), kept in a temporary file.
@@ -171,6 +175,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 TextOptions {
                     oneline: args.oneline,
                     color,
+                    quiet: args.quiet,
                 },
             )?
         }

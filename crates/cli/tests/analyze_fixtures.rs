@@ -33,13 +33,10 @@ fn perf_installed() -> bool {
     ok
 }
 
-/// `stallscope analyze --format json FILE ARGS…`.
-fn analyze(file: &Path, args: &[&str]) -> Value {
+/// `stallscope ARGS…`'s standard output; the command must succeed.
+fn stallscope<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> Vec<u8> {
     let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-        .arg("analyze")
-        .args(["--format", "json"])
         .args(args)
-        .arg(file)
         .output()
         .expect("run stallscope");
     assert!(
@@ -47,7 +44,15 @@ fn analyze(file: &Path, args: &[&str]) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).expect("json")
+    out.stdout
+}
+
+/// `stallscope analyze --format json FILE ARGS…`.
+fn analyze(file: &Path, args: &[&str]) -> Value {
+    let mut all: Vec<std::ffi::OsString> = vec!["analyze".into(), "--format".into(), "json".into()];
+    all.extend(args.iter().map(Into::into));
+    all.push(file.into());
+    serde_json::from_slice(&stallscope(all)).expect("json")
 }
 
 fn findings<'a>(r: &'a Value, detector: &str) -> Vec<&'a Value> {
@@ -144,6 +149,17 @@ fn measure(f: &Value, k: &str) -> i64 {
         .unwrap_or_else(|| panic!("no {k} in {f}"))
 }
 
+/// The severity of the starvation a positive fixture holds: high, but medium on the cgroup
+/// case recorded without context — an equal-nice hog taking the CPU is explained by cgroup
+/// weights or autogroup, which the perf.data does not record (issue #28: at most medium
+/// until they are recorded; `cgroup-context.dat.zst` has them, and is high).
+fn positive_severity(rel: &str) -> &'static str {
+    match rel.ends_with("runqueue-starvation/cgroup.perf.data") {
+        true => "medium",
+        false => "high",
+    }
+}
+
 #[test]
 fn runqueue_starvation_positive_fixtures_name_victim_culprit_and_the_worst_wait() {
     let perf = perf_installed();
@@ -158,12 +174,14 @@ fn runqueue_starvation_positive_fixtures_name_victim_culprit_and_the_worst_wait(
         let cyclic: Vec<&&Value> = fs
             .iter()
             .filter(|f| {
-                f["severity"] == "high" && with_role(f, "victim")[0]["comm"] == "cyclictest"
+                f["severity"] == positive_severity(rel)
+                    && with_role(f, "victim")[0]["comm"] == "cyclictest"
             })
             .collect();
         assert!(
             !cyclic.is_empty(),
-            "{rel}: no high finding for cyclictest: {fs:#?}"
+            "{rel}: no {} finding for cyclictest: {fs:#?}",
+            positive_severity(rel)
         );
         for f in &cyclic {
             assert_eq!(
@@ -306,8 +324,11 @@ fn runqueue_starvation_names_the_cause_on_every_positive_fixture() {
         let fs = findings(&r, "runqueue-starvation");
         let f = fs
             .iter()
-            .find(|f| with_role(f, "victim")[0]["comm"] == victim && f["severity"] == "high")
-            .unwrap_or_else(|| panic!("{rel}: no high finding of {victim}: {fs:#?}"));
+            .find(|f| {
+                with_role(f, "victim")[0]["comm"] == victim
+                    && f["severity"] == positive_severity(rel)
+            })
+            .unwrap_or_else(|| panic!("{rel}: no finding of {victim}: {fs:#?}"));
         assert_eq!(cause_kind(f), cause, "{rel}: {f:#}");
         let text = f["cause"]["text"].as_str().expect("cause text");
         assert!(
@@ -401,17 +422,14 @@ fn partial_cpu_recordings_take_no_wait_on_the_cpu_they_leave_out() {
         }
         // the model's waits (the table every product reads) end on the recorded CPU alone
         let dir = std::env::temp_dir().join(format!("stallscope-cpu1-{}", std::process::id()));
-        let out = Command::new(env!("CARGO_BIN_EXE_stallscope"))
-            .args(["tables", "--tables", "waits", "--to"])
-            .arg(&dir)
-            .arg(&file)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let to: [&std::ffi::OsStr; 5] = [
+            "tables".as_ref(),
+            "--tables".as_ref(),
+            "waits".as_ref(),
+            "--to".as_ref(),
+            dir.as_os_str(),
+        ];
+        stallscope(to.iter().copied().chain([file.as_os_str()]));
         let cpus = wait_cpus(&dir.join("waits.parquet"));
         let _ = std::fs::remove_dir_all(&dir);
         // (`cpu` is where the wait ended running; none when it did not end so)
@@ -472,6 +490,85 @@ fn the_recorder_is_no_suspect_on_busy_recordings() {
 
 fn all_len(r: &Value) -> u64 {
     r["findings"].as_array().unwrap().len() as u64
+}
+
+/// Issue #28: autogroup (on by default in most distributions) on a busy machine.
+/// fixtures/busy/autogroup: `taskset -c 1 setsid stress-ng --cpu 1` beside `taskset -c 1
+/// stress-ng --cpu 4` — the lone session's hog gets half of CPU 1, each of the four an
+/// eighth (~40 ms waits). Recorded with context (each task's /proc/PID/autogroup), the
+/// model owes each of the four what autogroup gives — about 5/8 of what nice weights alone
+/// would (an eighth against a fifth) — so no wait is unfair and none is HIGH; what is
+/// reported is the pinning (CPU 0 idles while they wait: cause `affinity`, LOW). From
+/// `perf sched record` (no context) nothing is HIGH either, and a wait no recorded weight
+/// explains says autogroup may explain it and how to record it. (Before autogroup was
+/// modelled, entitlements were the nice weights' and such waits "not explained".)
+#[test]
+fn autogroup_fairness_is_no_starvation() {
+    let r = analyze(&fixture("fixtures/busy/autogroup.dat.zst"), &[]);
+    let all = r["findings"].as_array().unwrap();
+    assert!(all.iter().all(|f| f["severity"] != "high"), "{r:#}");
+    let peers: Vec<&Value> = findings(&r, "runqueue-starvation")
+        .into_iter()
+        .filter(|f| {
+            with_role(f, "victim")
+                .iter()
+                .any(|v| v["comm"] == "stress-ng-cpu")
+        })
+        .collect();
+    assert!(!peers.is_empty(), "{r:#}");
+    for f in peers {
+        assert!(
+            !["not_explained_by_weights", "context_not_recorded"].contains(&cause_kind(f)),
+            "{f:#}"
+        );
+        // owed by the sessions' group weights, well under what nice weights alone give
+        let (group, nice) = (
+            measure(f, "worst_wait_entitled_ns"),
+            measure(f, "worst_wait_entitled_nice_ns"),
+        );
+        assert!(group * 10 <= nice * 8, "{group} vs {nice}: {f:#}");
+    }
+    let r = analyze(&fixture("fixtures/busy/autogroup.perf.data"), &[]);
+    let all = r["findings"].as_array().unwrap();
+    assert!(all.iter().all(|f| f["severity"] != "high"), "{r:#}");
+    for f in findings(&r, "runqueue-starvation") {
+        if ["not_explained_by_weights", "context_not_recorded"].contains(&cause_kind(f)) {
+            let hint = f["hint"].as_str().unwrap();
+            assert!(hint.to_lowercase().contains("autogroup"), "{f:#}");
+            assert!(hint.contains("stallscope record"), "{f:#}");
+        }
+    }
+}
+
+/// Issue #28: `-q` keeps the data quality that can change the conclusion (warnings, errors)
+/// and counts the info notes in one line; examples are in seconds with task names, never
+/// the model's internal representation.
+#[test]
+fn quiet_output_and_human_examples() {
+    let file = fixture("fixtures/busy/cpu1.dat.zst");
+    let run = |args: &[&str]| {
+        let mut all: Vec<std::ffi::OsString> = vec!["analyze".into()];
+        all.extend(args.iter().map(Into::into));
+        all.push(file.clone().into());
+        String::from_utf8(stallscope(all)).unwrap()
+    };
+    let full = run(&[]);
+    assert!(full.contains("info     cpus_partly_recorded"), "{full}");
+    assert!(full.contains("e.g. "), "{full}");
+    assert!(
+        !full.contains("Runnable {") && !full.contains("Some("),
+        "{full}"
+    );
+    assert!(
+        full.lines()
+            .any(|l| l.contains("ran with no switch-in recorded (it was runnable since ")),
+        "{full}"
+    );
+    let quiet = run(&["-q"]);
+    assert!(!quiet.contains("cpus_partly_recorded"), "{quiet}");
+    assert!(!quiet.contains("e.g. "), "{quiet}");
+    assert!(quiet.contains("info notes not shown (-q)"), "{quiet}");
+    assert!(quiet.contains("Findings: "), "{quiet}");
 }
 
 /// The `cpu` column of a `waits.parquet`.

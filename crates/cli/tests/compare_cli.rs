@@ -637,6 +637,65 @@ fn repeated_runs_are_tested_per_run_not_per_wakeup() {
     assert_eq!(d["base_findings"].as_array().unwrap().len(), 4);
 }
 
+/// Issue #28: the regression people look for is in the tail. On equal vs starve (4 runs a
+/// side) cyclictest's runnable waits go p99 6.1 → 20.0 ms and max 8.1 → 90.7 ms: the tail
+/// table (every runnable wait, Welch's t on the logs of the per-run maxima) calls it
+/// significant, up — while runs of one configuration compared with each other are not —
+/// and the per-run test is scipy's on the same numbers. The recorder's own process (`perf`)
+/// is in no row.
+#[test]
+fn tails_show_the_regression_the_central_tendency_misses() {
+    let all_equal = sched(&["equal-1", "equal-2", "equal-3", "equal-4"]);
+    let all_starve = sched(&["starve-1", "starve-2", "starve-3", "starve-4"]);
+    let doc = compare_comm(&all_equal, &all_starve, "cyclictest");
+    let t = row(&doc["trace"]["tails"], "comm", "cyclictest");
+    assert_eq!(t["direction"], "up", "{t}");
+    assert_eq!(t["max_verdict"]["test"], "welch-t-run-log-max");
+    assert!(t["max_verdict"]["significant"].as_bool().unwrap(), "{t}");
+    assert!(
+        t["new"]["max_ns"].as_u64().unwrap() > 5 * t["base"]["max_ns"].as_u64().unwrap(),
+        "{t}"
+    );
+    let logs = |side: &str| -> Vec<f64> {
+        t[side]["unit_max_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap().ln())
+            .collect()
+    };
+    assert_eq!(logs("base").len(), 4);
+    if let Some(p) = scipy(&format!(
+        "s.ttest_ind({}, {}, equal_var=False).pvalue",
+        list(&logs("base")),
+        list(&logs("new"))
+    )) {
+        let ours = t["max_verdict"]["p"].as_f64().unwrap();
+        assert!((ours - p).abs() < 1e-9, "ours {ours} scipy {p}");
+    }
+    // the CPU share is compared per comm, over the runs
+    let share = doc["trace"]["rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["what"] == "cpu_share" && r["comm"] == "cyclictest")
+        .expect("cyclictest's CPU share row");
+    assert_eq!(share["base"]["per_run"].as_array().unwrap().len(), 4);
+    // the recorder is no workload
+    let everything = compare_comm(&all_equal, &all_starve, "perf");
+    assert!(everything["trace"]["tails"].as_array().unwrap().is_empty());
+    // runs of one configuration: no tail differs
+    for (a, b) in [
+        (["equal-1", "equal-2"], ["equal-3", "equal-4"]),
+        (["starve-1", "starve-2"], ["starve-3", "starve-4"]),
+        (["starve-1", "starve-3"], ["starve-2", "starve-4"]),
+    ] {
+        let doc = compare_comm(&sched(&a), &sched(&b), "cyclictest");
+        let t = row(&doc["trace"]["tails"], "comm", "cyclictest");
+        assert_eq!(t["direction"], "none", "{a:?} vs {b:?}: {t}");
+    }
+}
+
 /// The worker-flood A/B pair of fixtures/detectors/worker-flood (fio O_DIRECT writes into a
 /// sparse file, whose completions each convert unwritten extents in a workqueue, versus a
 /// pre-written file): the detector fires only on the sparse side.

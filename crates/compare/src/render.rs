@@ -20,7 +20,7 @@ use crate::findings::DetectorRow;
 use crate::metrics::MetricsComparison;
 use crate::profile::ProfileComparison;
 use crate::stats::Verdict;
-use crate::trace::{LatencyRow, TraceComparison};
+use crate::trace::{LatencyRow, TailRow, TraceComparison};
 use crate::Comparison;
 
 /// Rows shown per text table.
@@ -283,10 +283,11 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
             &tested_tasks,
         )?;
     }
+    tail_table(out, &t.tails, t.base_runs >= 2 && t.new_runs >= 2)?;
     writeln!(out)?;
     writeln!(
         out,
-        "Rates per second (Welch t over runs; all tasks, and significant comms)"
+        "Rates per second and CPU shares in % of a CPU (Welch t over runs; all tasks, and significant comms)"
     )?;
     for r in t
         .rates
@@ -308,6 +309,56 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
     }
     writeln!(out)?;
     write_detectors(out, &t.detectors)?;
+    Ok(())
+}
+
+/// The tail table: tested rows with a significant test, else the three with the lowest
+/// adjusted p (the whole table in JSON).
+fn tail_table(out: &mut dyn Write, rows: &[TailRow], run_level: bool) -> io::Result<()> {
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Runnable waits at the tail per comm (every wait, after wakeup or preemption; Welch t on per-{} p99 and max)",
+        if run_level { "run" } else { "batch" }
+    )?;
+    writeln!(
+        out,
+        "  {:<20} {:>7} {:>8} {:>8} | {:>7} {:>8} {:>8} | {:>8} {:>8}  p adj (p99, max)",
+        "comm", "base n", "p99", "max", "new n", "p99", "max", "p99 chg", "max chg",
+    )?;
+    let shown: Vec<&TailRow> = rows
+        .iter()
+        .filter(|r| r.direction != "none")
+        .chain(rows.iter().filter(|r| r.direction == "none").take(3))
+        .take(TEXT_ROWS)
+        .collect();
+    for r in &shown {
+        let mut line = format!(
+            "  {:<20} {:>7} {:>8} {:>8} | {:>7} {:>8} {:>8} | {:>8} {:>8}  {}, {}",
+            r.comm,
+            r.base.count,
+            opt_ns(r.base.p99_ns),
+            opt_ns(r.base.max_ns),
+            r.new.count,
+            opt_ns(r.new.p99_ns),
+            opt_ns(r.new.max_ns),
+            pct(r.p99_change_pct),
+            pct(r.max_change_pct),
+            p_text(&r.p99_verdict, r.untested.as_deref()),
+            p_text(&r.max_verdict, r.untested.as_deref()),
+        );
+        if r.direction != "none" {
+            line.push_str(&format!(" {}", r.direction));
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    if rows.len() > shown.len() {
+        writeln!(
+            out,
+            "  … {} more rows (--format json)",
+            rows.len() - shown.len()
+        )?;
+    }
     Ok(())
 }
 

@@ -798,14 +798,15 @@ mod tests {
     use crate::testutil::{idle, t, Trace, MS};
     use crate::Params;
 
-    /// B waits 30 ms on CPU 0 behind A: a runqueue-starvation finding.
+    /// B waits 60 ms on CPU 0 behind A (owed 30 ms, clearly over the fair bound): a
+    /// runqueue-starvation finding.
     fn starved() -> Trace {
         let (a, b) = (t("hog", 10, 120), t("victim", 20, 120));
         let mut tr = Trace::new();
         tr.sw(MS, 0, idle(), "R", a)
             .wake(2 * MS, 1, 0, b, 0)
-            .sw(32 * MS, 0, a, "S", b)
-            .sw(33 * MS, 0, b, "S", idle());
+            .sw(62 * MS, 0, a, "S", b)
+            .sw(63 * MS, 0, b, "S", idle());
         tr
     }
 
@@ -886,7 +887,7 @@ mod tests {
         let end = rounds * 100 * US;
         tr.wake(end, 1, 0, c, 0)
             .sw(end + 1, 1, idle(), "R", idle())
-            .sw(end + 30 * MS, 0, a, "S", c);
+            .sw(end + 60 * MS, 0, a, "S", c);
         tr
     }
 

@@ -7,8 +7,10 @@
 //! not the machine. Which tasks are the recorder's:
 //!
 //! * the thread group `stallscope record` wrote as `recorder_pid` in the system context;
-//! * in a trace written by stallscope without that field (older recorders), tasks named
-//!   `stallscope`, `stallscope-…` or `tracedat-…` (the recorder's thread names);
+//! * in a trace written by stallscope, tasks named as stallscope names its threads:
+//!   `stallscope`, `stallscope-…`, `tracedat-…`, and the perf.data readers' `perf-read` and
+//!   `perf-decode` of earlier versions (older recorders did not store their pid; and a
+//!   stallscope analysis running beside the recording is the tool too, not the workload);
 //! * in a perf recording (perf.data or `perf script` text), tasks named `perf` — perf's own
 //!   process (its workload runs as `perf-exec` and then under its own name).
 //!
@@ -16,6 +18,30 @@
 //! task): the recorder may still be named among what ran meanwhile, since it did run.
 
 use stallscope_model::{InputFormat, SystemContext, TaskContext, Tid, TraceMeta};
+
+/// The names stallscope gives its threads (`Prefix`: any name starting so).
+const STALLSCOPE_THREADS: &[ThreadName] = &[
+    ThreadName::Exact("stallscope"),
+    ThreadName::Prefix("stallscope-"),
+    ThreadName::Prefix("tracedat-"),
+    ThreadName::Exact("perf-read"),
+    ThreadName::Exact("perf-decode"),
+];
+
+/// A thread name, whole or as a prefix.
+enum ThreadName {
+    Exact(&'static str),
+    Prefix(&'static str),
+}
+
+impl ThreadName {
+    fn matches(&self, comm: &str) -> bool {
+        match self {
+            ThreadName::Exact(n) => comm == *n,
+            ThreadName::Prefix(p) => comm.starts_with(p),
+        }
+    }
+}
 
 /// Roles that make a task what a finding is about.
 pub const SUBJECT_ROLES: &[&str] = &["victim", "partner", "blocked", "waiter"];
@@ -60,10 +86,7 @@ impl RecorderTasks {
                 return true;
             }
         }
-        (self.stallscope
-            && (comm == "stallscope"
-                || comm.starts_with("stallscope-")
-                || comm.starts_with("tracedat-")))
+        (self.stallscope && STALLSCOPE_THREADS.iter().any(|n| n.matches(comm)))
             || (self.perf && comm == "perf")
     }
 }
@@ -93,7 +116,9 @@ mod tests {
         assert!(r.is_recorder(501, "renamed", Some(&thread)));
         assert!(r.is_recorder(77, "stallscope-cpu1", None));
         assert!(r.is_recorder(78, "tracedat-0", None));
+        assert!(r.is_recorder(79, "perf-decode", None));
         assert!(!r.is_recorder(79, "perf", None)); // not a perf recording
+        assert!(!r.is_recorder(79, "perf-exec", None));
         assert!(!r.is_recorder(80, "stress-ng-cpu", None));
         let perf = TraceMeta {
             format: Some(InputFormat::PerfData),

@@ -30,6 +30,9 @@ pub struct TextOptions {
     pub oneline: bool,
     /// ANSI colors on severity labels.
     pub color: bool,
+    /// Data quality only where it can change the conclusion: warnings and errors, without
+    /// examples (`-q`); the info notes are counted in one line.
+    pub quiet: bool,
 }
 
 fn label(s: FindingSeverity, color: bool) -> String {
@@ -69,7 +72,7 @@ pub fn write(out: &mut dyn Write, report: &Report, opt: TextOptions) -> io::Resu
         }
         return Ok(());
     }
-    write_header(out, report)?;
+    write_header(out, report, &opt)?;
     for f in &report.findings {
         writeln!(out)?;
         write_finding(out, f, opt.color)?;
@@ -77,7 +80,7 @@ pub fn write(out: &mut dyn Write, report: &Report, opt: TextOptions) -> io::Resu
     Ok(())
 }
 
-fn write_header(out: &mut dyn Write, r: &Report) -> io::Result<()> {
+fn write_header(out: &mut dyn Write, r: &Report, opts: &TextOptions) -> io::Result<()> {
     for i in &r.inputs {
         writeln!(
             out,
@@ -106,18 +109,25 @@ fn write_header(out: &mut dyn Write, r: &Report) -> io::Result<()> {
         writeln!(out, "Skipped:  {} — {}", s.id, s.reason)?;
         writeln!(out, "          to record: {}", s.record_command)?;
     }
-    if !r.data_quality.is_empty() {
+    let shown = |e: &&stallscope_model::QualityEntry| !opts.quiet || e.severity != "info";
+    let hidden = r.data_quality.values().filter(|e| !shown(e)).count();
+    if r.data_quality.values().any(|e| shown(&e)) {
         writeln!(out, "Data quality:")?;
-        for (k, e) in &r.data_quality {
+        for (k, e) in r.data_quality.iter().filter(|(_, e)| shown(e)) {
             writeln!(
                 out,
                 "  {:<8} {k}: {} — {}",
                 e.severity, e.count, e.description
             )?;
-            for ex in &e.examples {
-                writeln!(out, "           e.g. {ex}")?;
+            if !opts.quiet {
+                for ex in &e.examples {
+                    writeln!(out, "           e.g. {ex}")?;
+                }
             }
         }
+    }
+    if hidden > 0 {
+        writeln!(out, "Data quality: {hidden} info notes not shown (-q)")?;
     }
     if let Some(why) = &r.nothing_analyzed {
         writeln!(out, "Nothing analyzed: {why}")?;
@@ -244,6 +254,7 @@ mod tests {
             TextOptions {
                 oneline: true,
                 color: false,
+                quiet: false,
             },
         )
         .unwrap();

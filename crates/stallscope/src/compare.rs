@@ -30,7 +30,10 @@ pub fn compare(
 struct Tally(TraceTally);
 
 impl SameReading for Tally {
-    fn open(&mut self, _inputs: &Inputs) {}
+    fn open(&mut self, inputs: &Inputs) {
+        // the comparison is of the workload: the recorder's own threads are left out
+        self.0.leave_out_recorder(&inputs.metas());
+    }
     fn events(&mut self, _run: &[Event]) {}
     fn wants_model(&self) -> bool {
         true

@@ -225,14 +225,42 @@ fn state_after_switch_out(state: PrevState, ts: Ts, cpu: Cpu) -> TaskState {
     }
 }
 
+/// Where an event is, for data-quality examples: input, position, time in seconds, CPU.
 fn at(ev: &Event) -> String {
     format!(
-        "input #{} {}: ts {} cpu {}",
+        "input #{} {}: {} s CPU {}",
         ev.span.input(),
         ev.span.pos(),
-        ev.ts,
+        stallscope_model::fmt_secs_nsecs(ev.ts),
         ev.cpu
     )
+}
+
+impl std::fmt::Display for TaskState {
+    /// In words, times in seconds: `runnable since 7144.269273074 s (preempted, for CPU 1)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secs = stallscope_model::fmt_secs_nsecs;
+        match *self {
+            TaskState::Unknown => write!(f, "in an unknown state"),
+            TaskState::Running { cpu, since, .. } => {
+                write!(f, "running on CPU {cpu} since {} s", secs(since))
+            }
+            TaskState::Runnable { since, cause, cpu } => {
+                let why = match cause {
+                    RunnableCause::Wakeup => "woken",
+                    RunnableCause::Preempted => "preempted",
+                };
+                write!(f, "runnable since {} s ({why}", secs(since))?;
+                match cpu {
+                    Some(c) => write!(f, ", for CPU {c})"),
+                    None => write!(f, ")"),
+                }
+            }
+            TaskState::Sleeping { since } => write!(f, "sleeping since {} s", secs(since)),
+            TaskState::Blocked { since } => write!(f, "blocked (D) since {} s", secs(since)),
+            TaskState::Dead { since } => write!(f, "exited at {} s", secs(since)),
+        }
+    }
 }
 
 impl Timeline {
@@ -435,10 +463,11 @@ impl Timeline {
         // never before what the timeline last knew of the CPU: its previous switch, or a
         // later change
         let start = from.min(ev.ts).max(changed);
+        let comm = self.tasks.get(i).comm;
         self.flood(Flood::SwitchInMissing, |dq| {
             dq.add(Problem::SwitchInMissing, 1, || {
                 format!(
-                    "{}: pid {p} ran with no switch-in recorded (was {state:?})",
+                    "{}: {comm} (pid {p}) ran with no switch-in recorded (it was {state})",
                     at(ev)
                 )
             })
@@ -690,7 +719,7 @@ impl Timeline {
                         self.set_current(cpu as usize, None, ev.ts);
                     }
                 }
-                other => self.impossible(ev, || format!("pid {prev} switched out while {other:?}")),
+                other => self.impossible(ev, || format!("pid {prev} switched out while {other}")),
             }
             self.set(
                 i,

@@ -23,9 +23,22 @@
 //!
 //!   Rows with fewer than [`MIN_TESTED`] wakeups on a side are listed untested. Holm's
 //!   adjustment runs over the comm table and, separately, over the task table.
+//! * **Tail rows** (per comm): every runnable wait — after a wakeup or a preemption, perf's
+//!   sch delay; a CPU hog's whole story is waits after preemption — compared at the tail,
+//!   p99 and max, each with its own test: Welch's t on the logarithms of the per-run p99s
+//!   (maxima) when both sides have ≥ 2 runs (test `welch-t-run-log-p99`,
+//!   `welch-t-run-log-max`), else of the p99s (maxima) of [`BATCHES`] consecutive batches
+//!   of each side's one run (`welch-t-batch-log-p99`, `welch-t-batch-log-max`). The run
+//!   stays the unit (the waits of one run are not independent); the log because tails
+//!   change by factors and their spread grows with them. A test of the central tendency
+//!   misses a regression that only lengthens the worst waits; these see it. Holm's
+//!   adjustment runs over the table (both tests of every row): `--comm` narrows it.
 //! * **Rate rows**: switches/s and migrations/s per comm and for all tasks (`(all)`), one value
-//!   per run (count / trace duration); Welch's t over the runs when both sides have ≥ 2
+//!   per run (count / trace duration), and each comm's CPU share (`cpu_share`, % of one CPU:
+//!   its run time / the trace's duration); Welch's t over the runs when both sides have ≥ 2
 //!   runs, otherwise no test (a single trace gives one rate, not a distribution).
+//!
+//! The recorder's own threads are not in any row (the comparison is of the workload).
 //! * **Detector rows**: findings per run of each detector; Welch's t on the counts when both
 //!   sides have ≥ 2 runs.
 //!
@@ -97,6 +110,47 @@ pub struct LatencyRow {
     pub untested: Option<String>,
 }
 
+/// One side of a tail row.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct TailSide {
+    /// Runs in which the comm had runnable waits.
+    pub runs: usize,
+    /// Runnable waits.
+    pub count: usize,
+    /// 99th percentile of the pooled waits (nearest rank).
+    pub p99_ns: Option<u64>,
+    /// Longest wait.
+    pub max_ns: Option<u64>,
+    /// Each run's p99 (2+ runs a side), or each batch's of the one run.
+    pub unit_p99_ns: Vec<u64>,
+    /// Each run's maximum (2+ runs a side), or each batch's of the one run.
+    pub unit_max_ns: Vec<u64>,
+}
+
+/// A tail row: one comm's runnable waits at the tail.
+#[derive(Clone, Debug, Serialize)]
+pub struct TailRow {
+    /// Task name.
+    pub comm: String,
+    /// Base side.
+    pub base: TailSide,
+    /// New side.
+    pub new: TailSide,
+    /// `%change` of the pooled p99.
+    pub p99_change_pct: Option<f64>,
+    /// `%change` of the maximum.
+    pub max_change_pct: Option<f64>,
+    /// Welch's t on the per-run (per-batch) p99s.
+    pub p99_verdict: Option<Verdict>,
+    /// Welch's t on the per-run (per-batch) maxima.
+    pub max_verdict: Option<Verdict>,
+    /// `up` (a significant test, new tail longer), `down`, or `none`.
+    pub direction: &'static str,
+    /// Why there is no test.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub untested: Option<String>,
+}
+
 /// One side of a rate row.
 #[derive(Clone, Debug, Serialize)]
 pub struct RateSide {
@@ -113,7 +167,7 @@ pub struct RateSide {
 /// A rate row.
 #[derive(Clone, Debug, Serialize)]
 pub struct RateRow {
-    /// `switches` or `migrations`.
+    /// `switches` or `migrations` (per second), or `cpu_share` (% of one CPU).
     pub what: &'static str,
     /// Comm, or `(all)`.
     pub comm: String,
@@ -145,7 +199,9 @@ pub struct TraceComparison {
     pub comms: Vec<LatencyRow>,
     /// Wakeup latency per task.
     pub tasks: Vec<LatencyRow>,
-    /// Switch and migration rates.
+    /// Runnable waits per comm at the tail (tested rows by adjusted p, then by name).
+    pub tails: Vec<TailRow>,
+    /// Switch and migration rates, and CPU shares.
     pub rates: Vec<RateRow>,
     /// Findings per detector.
     pub detectors: Vec<DetectorRow>,
@@ -368,14 +424,15 @@ fn latency_rows<K: Ord + Clone>(
     rows
 }
 
-fn rate_side(runs: &[TraceRun], count: impl Fn(&TraceRun) -> u64) -> RateSide {
+/// `scale`: what a count per ns of trace becomes (1e9: per second; 100 for ns of CPU: %).
+fn rate_side(runs: &[TraceRun], count: impl Fn(&TraceRun) -> u64, scale: f64) -> RateSide {
     let per_run: Vec<f64> = runs
         .iter()
         .map(|r| {
             if r.duration_ns == 0 {
                 0.0
             } else {
-                count(r) as f64 * 1e9 / r.duration_ns as f64
+                count(r) as f64 * scale / r.duration_ns as f64
             }
         })
         .collect();
@@ -386,6 +443,156 @@ fn rate_side(runs: &[TraceRun], count: impl Fn(&TraceRun) -> u64) -> RateSide {
         total: runs.iter().map(&count).sum(),
         per_run,
     }
+}
+
+/// Each comm's runnable waits per run, in recording order (runs without any are left out).
+fn waits_per_run(runs: &[TraceRun]) -> BTreeMap<String, Vec<Vec<u64>>> {
+    let mut out: BTreeMap<String, Vec<Vec<u64>>> = BTreeMap::new();
+    for run in runs {
+        let mut this_run: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+        for ((comm, _), t) in &run.tasks {
+            this_run
+                .entry(comm)
+                .or_default()
+                .extend_from_slice(&t.waits_ns);
+        }
+        for (comm, waits) in this_run.into_iter().filter(|(_, w)| !w.is_empty()) {
+            out.entry(comm.to_string()).or_default().push(waits);
+        }
+    }
+    out
+}
+
+/// A side of a tail row from its runs' waits: the units are the runs (2+ runs a side, as
+/// `run_level` says) or [`BATCHES`] consecutive batches of the one run.
+fn tail_side(runs: &[Vec<u64>], run_level: bool) -> TailSide {
+    let mut pooled: Vec<u64> = runs.iter().flatten().copied().collect();
+    pooled.sort_unstable();
+    let units: Vec<Vec<u64>> = match (run_level, runs) {
+        (true, _) => runs.to_vec(),
+        (false, [one]) if one.len() / BATCHES >= 2 => {
+            let per = one.len() / BATCHES;
+            (0..BATCHES)
+                .map(|i| {
+                    let end = if i + 1 == BATCHES {
+                        one.len()
+                    } else {
+                        (i + 1) * per
+                    };
+                    one[i * per..end].to_vec()
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    };
+    let (mut unit_p99_ns, mut unit_max_ns) = (Vec::new(), Vec::new());
+    for mut u in units {
+        u.sort_unstable();
+        unit_p99_ns.extend(percentile_sorted(&u, 0.99));
+        unit_max_ns.extend(u.last().copied());
+    }
+    TailSide {
+        runs: runs.len(),
+        count: pooled.len(),
+        p99_ns: percentile_sorted(&pooled, 0.99),
+        max_ns: pooled.last().copied(),
+        unit_p99_ns,
+        unit_max_ns,
+    }
+}
+
+fn tail_rows(base: &[TraceRun], new: &[TraceRun], alpha: f64) -> Vec<TailRow> {
+    let run_level = base.len() >= 2 && new.len() >= 2;
+    let (mut b, mut n) = (waits_per_run(base), waits_per_run(new));
+    let mut comms: Vec<String> = b.keys().chain(n.keys()).cloned().collect();
+    comms.sort();
+    comms.dedup();
+    let mut rows: Vec<TailRow> = comms
+        .into_iter()
+        .map(|comm| {
+            let bs = tail_side(&b.remove(&comm).unwrap_or_default(), run_level);
+            let ns = tail_side(&n.remove(&comm).unwrap_or_default(), run_level);
+            let pct = |x: Option<u64>, y: Option<u64>| match (x, y) {
+                (Some(x), Some(y)) => change_pct(x as f64, y as f64),
+                _ => None,
+            };
+            let mut row = TailRow {
+                p99_change_pct: pct(bs.p99_ns, ns.p99_ns),
+                max_change_pct: pct(bs.max_ns, ns.max_ns),
+                comm,
+                p99_verdict: None,
+                max_verdict: None,
+                direction: "none",
+                untested: None,
+                base: bs,
+                new: ns,
+            };
+            if row.base.count < MIN_TESTED || row.new.count < MIN_TESTED {
+                row.untested = Some(format!("fewer than {MIN_TESTED} waits on a side"));
+                return row;
+            }
+            // tails change by factors, and their spread grows with them: on a log scale the
+            // runs' spread is comparable across sides
+            let f = |v: &[u64]| {
+                v.iter()
+                    .map(|&x| (x.max(1) as f64).ln())
+                    .collect::<Vec<f64>>()
+            };
+            let (tests, unit) = match run_level {
+                true => (["welch-t-run-log-p99", "welch-t-run-log-max"], "runs"),
+                false => (
+                    ["welch-t-batch-log-p99", "welch-t-batch-log-max"],
+                    "batches",
+                ),
+            };
+            let test = |b: &[u64], n: &[u64], name: &'static str| {
+                let (v, why) = stats::welch_runs(&f(b), &f(n));
+                (
+                    v.map(|mut v| {
+                        v.test = name;
+                        v
+                    }),
+                    why,
+                )
+            };
+            let (p99, why99) = test(&row.base.unit_p99_ns, &row.new.unit_p99_ns, tests[0]);
+            let (max, why_max) = test(&row.base.unit_max_ns, &row.new.unit_max_ns, tests[1]);
+            row.p99_verdict = p99;
+            row.max_verdict = max;
+            if row.p99_verdict.is_none() && row.max_verdict.is_none() {
+                row.untested = Some(format!(
+                    "per-{} tails: {}",
+                    unit.trim_end_matches('s'),
+                    why99.or(why_max).unwrap_or_default()
+                ));
+            }
+            row
+        })
+        .collect();
+    stats::adjust(
+        rows.iter_mut()
+            .flat_map(|r| [r.p99_verdict.as_mut(), r.max_verdict.as_mut()])
+            .flatten(),
+        alpha,
+    );
+    for r in &mut rows {
+        let significant = [&r.p99_verdict, &r.max_verdict]
+            .into_iter()
+            .flatten()
+            .find(|v| v.significant);
+        if let Some(v) = significant {
+            r.direction = if v.statistic > 0.0 { "up" } else { "down" };
+        }
+    }
+    let key = |r: &TailRow| {
+        [&r.p99_verdict, &r.max_verdict]
+            .into_iter()
+            .flatten()
+            .map(|v| v.p_adjusted)
+            .fold(2.0, f64::min)
+    };
+    rows.sort_by(|x, y| key(x).total_cmp(&key(y)).then_with(|| x.comm.cmp(&y.comm)));
+    rows
 }
 
 /// `all`: every task (for the `(all)` rows); `picked`: the runs whose comms get rows.
@@ -403,19 +610,21 @@ fn rate_rows(
     comms.sort();
     comms.dedup();
     let mut rows = Vec::new();
-    for what in ["switches", "migrations"] {
-        let pick = |t: &summary::TaskRun| {
-            if what == "switches" {
-                t.switches
-            } else {
-                t.migrations
-            }
+    for what in ["switches", "migrations", "cpu_share"] {
+        let pick = |t: &summary::TaskRun| match what {
+            "switches" => t.switches,
+            "migrations" => t.migrations,
+            _ => t.run_ns,
+        };
+        let scale = match what {
+            "cpu_share" => 100.0,
+            _ => 1e9,
         };
         let mut push = |comm: String,
                         (rb, rn): (&[TraceRun], &[TraceRun]),
                         count: &dyn Fn(&TraceRun) -> u64| {
-            let b = rate_side(rb, count);
-            let n = rate_side(rn, count);
+            let b = rate_side(rb, count, scale);
+            let n = rate_side(rn, count, scale);
             if b.total == 0 && n.total == 0 {
                 return; // nothing of this kind for this comm on either side: no row
             }
@@ -482,6 +691,7 @@ pub fn compare(
             |(c, t)| (c.clone(), Some(*t)),
             alpha,
         ),
+        tails: tail_rows(&fb, &fnew, alpha),
         rates: rate_rows((base, new), (&fb, &fnew), alpha),
         detectors: findings::detector_rows(
             &base.iter().map(|r| &r.detectors).collect::<Vec<_>>(),
@@ -506,8 +716,9 @@ mod tests {
                 (c.to_string(), *t),
                 TaskRun {
                     latencies_ns: lat.clone(),
+                    waits_ns: lat.clone(),
                     switches: *sw,
-                    migrations: 0,
+                    ..TaskRun::default()
                 },
             );
         }

@@ -7,7 +7,10 @@
 //! from the wakeup that made a task runnable (`Runnable { cause: Wakeup }`, under the
 //! analysis' wakeup rule: `sched_waking` when recorded, as in `perf sched latency`) to its
 //! next switch-in (`Running`); waits after a preemption are not
-//! wakeup latencies. A **context switch** of a task is a `sched_switch` that switches it in;
+//! wakeup latencies. A **runnable wait** is every stretch from runnable (woken or
+//! preempted) to the next switch-in — `perf sched timehist`'s sch delay — and the tail
+//! tables compare those; a task's **CPU time** is the sum of its runs (switch-in to
+//! switch-out). A **context switch** of a task is a `sched_switch` that switches it in;
 //! a **migration** is a `sched_migrate_task` of it. Tasks are named by their last name (as
 //! perf does); the idle task (pid 0) is not counted.
 //!
@@ -17,7 +20,8 @@
 use std::collections::BTreeMap;
 
 use stallscope_detect::engine::Run;
-use stallscope_model::{DataQuality, EventKind, Tid, Ts};
+use stallscope_detect::recorder::RecorderTasks;
+use stallscope_model::{DataQuality, EventKind, SystemContext, Tid, TraceMeta, Ts};
 use stallscope_timeline::{RunnableCause, TaskState, Timeline, Transition};
 
 use crate::findings::DetectorRuns;
@@ -27,6 +31,10 @@ use crate::findings::DetectorRuns;
 pub struct TaskRun {
     /// Wakeup→switch-in delays, ns, in trace order.
     pub latencies_ns: Vec<u64>,
+    /// Every runnable→switch-in delay (after a wakeup or a preemption), ns, in trace order.
+    pub waits_ns: Vec<u64>,
+    /// CPU time: the runs' lengths summed, ns.
+    pub run_ns: u64,
     /// Times the task was switched in.
     pub switches: u64,
     /// `sched_migrate_task` events of the task.
@@ -58,9 +66,18 @@ pub struct TraceTally {
     first: Option<Ts>,
     last: Ts,
     names: BTreeMap<Tid, String>,
+    /// The recorder's tasks, left out of the summary (the comparison is of the workload).
+    recorder: Option<(RecorderTasks, Option<SystemContext>)>,
 }
 
 impl TraceTally {
+    /// Leaves the tasks of the recorder of the inputs described by `metas` out of the
+    /// summary (see `stallscope_detect::recorder`).
+    pub fn leave_out_recorder(&mut self, metas: &[&TraceMeta]) {
+        let system = metas.iter().find_map(|m| m.system_context.clone());
+        self.recorder = Some((RecorderTasks::for_inputs(metas, system.as_ref()), system));
+    }
+
     /// The next analyzed events and their transitions, in time order.
     pub fn run(&mut self, run: &Run<'_>) {
         let per_tid = &mut self.per_tid;
@@ -80,18 +97,22 @@ impl TraceTally {
                 Transition::State {
                     ts,
                     tid,
-                    from:
-                        TaskState::Runnable {
-                            since,
-                            cause: RunnableCause::Wakeup,
-                            ..
-                        },
+                    from: TaskState::Runnable { since, cause, .. },
                     to: TaskState::Running { .. },
-                } => per_tid
-                    .entry(tid)
-                    .or_default()
-                    .latencies_ns
-                    .push(ts.saturating_sub(since)),
+                } => {
+                    let task = per_tid.entry(tid).or_default();
+                    let wait = ts.saturating_sub(since);
+                    task.waits_ns.push(wait);
+                    if cause == RunnableCause::Wakeup {
+                        task.latencies_ns.push(wait);
+                    }
+                }
+                Transition::State {
+                    ts,
+                    tid,
+                    from: TaskState::Running { since, .. },
+                    ..
+                } => per_tid.entry(tid).or_default().run_ns += ts.saturating_sub(since),
                 Transition::Migrated { tid, .. } => per_tid.entry(tid).or_default().migrations += 1,
                 _ => {}
             }
@@ -124,6 +145,14 @@ impl TraceTally {
                 .get(&tid)
                 .cloned()
                 .unwrap_or_else(|| format!("pid-{tid}"));
+            if let Some((recorder, system)) = &self.recorder {
+                let context = system
+                    .as_ref()
+                    .and_then(|s| s.tasks.iter().find(|c| c.pid == tid));
+                if recorder.is_recorder(tid, &comm, context) {
+                    continue;
+                }
+            }
             run.tasks.insert((comm, tid), t);
         }
         run

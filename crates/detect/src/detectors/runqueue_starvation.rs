@@ -50,7 +50,7 @@ mod fair;
 use fair::{CauseKind, Class, FairClock, Reading, Trio, WaitFacts, EFFECTIVE, EQUAL, NICE};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 9] = [
+pub static PARAMS: [ParamInfo; 10] = [
     ParamInfo {
         name: "threshold_ns",
         default: 10_000_000,
@@ -100,6 +100,12 @@ pub static PARAMS: [ParamInfo; 9] = [
         doc: "a wait is unfair when the victim was owed more than this many effective slices of CPU",
     },
     ParamInfo {
+        name: "unfair_factor",
+        default: 2,
+        unit: ParamUnit::Count,
+        doc: "a wait no weight explains is starvation only when the victim was owed this many times the fair bound (fair_lag_slices effective slices): clearly less than its entitlement, not a hair over it; the rest is saturation",
+    },
+    ParamInfo {
         name: "weight_ratio",
         default: 2,
         unit: ParamUnit::Count,
@@ -142,10 +148,14 @@ nice weights (`sched_prio_to_weight` of the event's priority), and effective wei
 recorded cgroup weight: v1 `cpu.shares` as is, v2 `cpu.weight` w as 1024·w/100; the task's
 static hierarchical share as if it were the one runnable member of its group). A fair-class
 scheduler (CFS, EEVDF) keeps a queued task's lag — entitled minus received — within about a
-slice, so the wait is **unfair** when the entitlement reaches `fair_lag_slices` (default 3) ×
-the effective slice: the larger of the EEVDF base slice (recorded `base_slice_ns`, else the
-kernel's rule 0.75 ms × (1 + log2(min(CPUs, 8)))) and the tick (1 s / recorded `HZ`, else
-4 ms), since a running task's expired slice is noticed at a tick.
+slice, so the fair bound on the entitlement is `fair_lag_slices` (default 3) × the effective
+slice: the larger of the EEVDF base slice (recorded `base_slice_ns`, else the kernel's rule
+0.75 ms × (1 + log2(min(CPUs, 8)))) and the tick (1 s / recorded `HZ`, else 4 ms), since a
+running task's expired slice is noticed at a tick. A wait no weight explains is **unfair**
+only when the entitlement reaches `unfair_factor` (default 2) × that bound — the victim got
+clearly less than it was owed, not a few percent (a saturated CPU shares time in slices and
+ticks, so a queued task's lag swings past the bound by a slice now and then); the rest is
+sharing too little CPU, reported by `cpu-saturation`.
 
 Every finding states its **cause** (JSON `cause.kind` and `cause.text`, the hint's first
 sentence):
@@ -156,6 +166,12 @@ sentence):
   (default 2) times below what equal weights give.
 - `cgroup_weight`: the recorded cgroup weights cut it at least `weight_ratio` times below what
   nice weights give (both groups and weights are named).
+- `autogroup`: autogroup is on (`sched_autogroup_enabled=1` recorded) and each task's
+  session group is recorded (`stallscope record` stores `/proc/PID/autogroup`): the groups
+  share the CPU by their weights first, so a task of a session with many runnable tasks was
+  owed far less than nice weights alone give it (or within fair sharing by group weights but
+  over the bound by nice weights). What the kernel's group fairness gives it: at most
+  medium, with how to give it more (`setsid`, the group's nice, turning autogroup off).
 - `throttled`: the victim's cgroup has a recorded bandwidth limit (`cpu.cfs_quota_us`,
   `cpu.max`) and its CPU idled or others ran while it was queued; or a real-time victim waited
   behind fair tasks or an idle CPU (RT throttling, the fair server: by design, so low).
@@ -173,6 +189,9 @@ sentence):
   trace carries vruntime).
 - `context_not_recorded`: equal nice weights cannot explain it and the trace has no cgroup
   context; the text gives the `stallscope record` command that records it.
+  When autogroup may be on and the tasks' groups are not recorded (no context, or a
+  recorder that did not store them), this and `not_explained_by_weights` say autogroup may
+  explain the wait and are at most medium.
 - `missing_events`: the CPU idled for more than half of the wait, or other tasks ran for less
   than half of it: events are missing, or the task was throttled.
 Waits that fair sharing explains (equal weights, entitlement under the bound) are **not**
@@ -203,8 +222,10 @@ cgroups' `cpu.weight`/`cpu.shares`/`cpu.max`, and `taskset -p` of both tasks —
 them with `sudo stallscope record -o trace.dat -- COMMAND`, which stores all of them.
 
 ## Limits
-The model is static: a cgroup's weight is taken as going to its task on this CPU (siblings of
-one group on one CPU share it; ancestors' weights are not recorded), SCHED_IDLE and
+The model is static for cgroups: a cgroup's weight is taken as going to its task on this CPU
+(siblings of one group on one CPU share it; ancestors' weights are not recorded); autogroups
+are modelled as the two-level hierarchy they are (a task forked during the trace inherits its
+parent's group), SCHED_IDLE and
 SCHED_BATCH are weighted by their nice value, and per-task custom slices are not known. Waits
 of real-time victims are judged by class only. A wait whose CPU is not known (no
 `target_cpu`, no migration events) is attributed to the CPU it ended on. Missing switch
@@ -221,8 +242,10 @@ inside a wait; they are shown in the data-quality block.
 - **high**: a cause other than `missing_events` and a worst wait of at least `high_ns`
   (default 50 ms), or a periodic victim that waited longer than its period after at least
   10 % of its wakeups (at least `min_repeats` times behind this culprit) — except that an
-  unfair wait with no task running most of it (contention, not a culprit) and a victim that
-  lowered its own weight (nice > 0) are at most medium.
+  unfair wait with no task running most of it (contention, not a culprit), a victim that
+  lowered its own weight (nice > 0), the causes `autogroup`, `affinity` and
+  `interrupt_time`, and a wait no recorded weight explains while autogroup may be on but
+  unrecorded are at most medium.
 - **medium**: a worst wait of at least `threshold_ns`, or a periodic victim that waited
   longer than a period on at least 1 % of its wakeups.
 - **low**: only waits that are extreme relative to the task's own median, `missing_events`,
@@ -305,6 +328,9 @@ struct Wait {
     /// The current CPU's fair-share clock when the wait arrived there (at `clock_since`).
     clock_from: Reading,
     clock_since: Ts,
+    /// For a task of an autogroup: its group's id and clock value then (the effective
+    /// weighting's clock, see [`fair::GroupClocks`]).
+    group_from: Option<(u64, u64)>,
     /// CPU time the victim was owed on the CPUs it left during the wait, per weighting (the
     /// current CPU's share is added when the wait ends or moves).
     owed: Trio,
@@ -345,6 +371,7 @@ impl Wait {
             class: Class::of(120, 1024),
             clock_from: Reading::default(),
             clock_since: 0,
+            group_from: None,
             owed: [0; 3],
             irq_from: 0,
             irq_ns: 0,
@@ -494,6 +521,8 @@ struct CpuRun {
     runner_prio: i32,
     /// Fair-share clock of the CPU's runnable set (meaningful while it has waiters).
     clock: FairClock,
+    /// The autogroups of the set with their clocks (autogroup on and recorded).
+    groups: fair::GroupClocks,
     /// Idle time up to `since` (the idle interval in progress is not in it).
     idle_total: u64,
     /// Interrupt and softirq handler nesting, since when the outermost one runs, and the
@@ -626,11 +655,31 @@ pub struct RunqueueStarvation {
     /// Recorded system context (cgroup paths, quotas, knobs), when any.
     system: Option<SystemContext>,
     fair_lag_slices: u64,
+    unfair_factor: u64,
     weight_ratio: u64,
     /// The latest switch time (the trace's end, for waits still going on).
     last_ts: Ts,
     /// Recorded affinity (CPU list) of the tasks it leaves CPUs out for.
     pinned: FxHashMap<Tid, String>,
+    /// Autogroup (id, weight) of the tasks in one when autogroup is on and recorded (empty
+    /// otherwise: the effective weighting is one level).
+    autogroup: FxHashMap<Tid, (u64, u64)>,
+    /// Whether autogroup is on and each task's group known (see [`AutogroupState`]).
+    autogroup_state: AutogroupState,
+    /// Per autogroup: the nice weights of its runnable tasks summed over all CPUs (as of each
+    /// CPU's latest change), which split the group's weight between the CPUs.
+    group_load: FxHashMap<u64, u64>,
+}
+
+/// What the inputs say of autogroup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AutogroupState {
+    /// Recorded off (`sched_autogroup_enabled=0`, or a kernel without it).
+    Off,
+    /// On, with each recorded task's group (`stallscope record` stores `/proc/PID/autogroup`).
+    Known,
+    /// Not recorded (no context), or on without the tasks' groups: it may explain a wait.
+    Unknown,
 }
 
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
@@ -660,10 +709,35 @@ impl RunqueueStarvation {
             cgroup_factor: FxHashMap::default(),
             system: None,
             fair_lag_slices: p.get("fair_lag_slices"),
+            unfair_factor: p.get("unfair_factor"),
             weight_ratio: p.get("weight_ratio"),
             last_ts: 0,
             pinned: FxHashMap::default(),
+            autogroup: FxHashMap::default(),
+            autogroup_state: AutogroupState::Unknown,
+            group_load: FxHashMap::default(),
         }
+    }
+
+    /// `tid`'s weights in the root level of its CPU's set: its class's, but nothing in the
+    /// effective weighting for a task of an autogroup (its group counts there, see
+    /// [`fair::GroupClocks`]).
+    #[inline]
+    fn set_weights(&self, tid: Tid, class: Class) -> Trio {
+        let mut w = class.weights();
+        if !self.autogroup.is_empty() && self.autogroup.contains_key(&tid) {
+            w[fair::EFFECTIVE] = 0;
+        }
+        w
+    }
+
+    /// The autogroup clock of `tid` on `cpu` at `ts` (its group id and value), when the
+    /// task is in an autogroup.
+    fn group_reading(&mut self, tid: Tid, cpu: Cpu, ts: Ts) -> Option<(u64, u64)> {
+        let &(id, _) = self.autogroup.get(&tid)?;
+        let run = self.cpus.get_mut(cpu as usize)?;
+        let root = run.clock.reading(ts).value_at(ts)[fair::EFFECTIVE];
+        Some((id, run.groups.value(id, root)))
     }
 
     fn cpu(&mut self, c: Cpu) -> &mut CpuRun {
@@ -744,13 +818,71 @@ impl RunqueueStarvation {
         }
         let mut total = run.queued_w;
         let mut rt = false;
+        let mut runner_nice_w = None;
         if let Some(r) = run.runner.filter(|&r| r > 0) {
             match self.class_with_prio(r, run.runner_prio) {
-                c @ Class::Fair { .. } => total = fair::add(total, c.weights()),
+                c @ Class::Fair { .. } => {
+                    total = fair::add(total, self.set_weights(r, c));
+                    runner_nice_w = Some((r, c.weights()[fair::NICE]));
+                }
                 Class::Rt(_) => rt = true,
             }
         }
+        if !self.autogroup.is_empty() {
+            total[fair::EFFECTIVE] += self.regroup(c, ts, runner_nice_w);
+        }
         self.cpus[c as usize].clock.set(ts, total, rt);
+    }
+
+    /// The autogroups of CPU `c`'s set after a change at `ts` (its waiters and the runner
+    /// `runner` with its nice weight): their clocks advanced, and the sum of their weights
+    /// (their part of the root level) returned. Out of line: autogroup recorded only.
+    #[inline(never)]
+    fn regroup(&mut self, c: Cpu, ts: Ts, runner: Option<(Tid, u64)>) -> u64 {
+        let Some(run) = self.cpus.get_mut(c as usize) else {
+            return 0;
+        };
+        let mut members: Vec<(u64, u64, u64)> = Vec::new();
+        for (k, w) in run.waiters.iter().enumerate() {
+            if let (Some(&(id, gw)), Some(ww)) = (self.autogroup.get(w), run.waiter_w.get(k)) {
+                members.push((id, gw, ww[fair::NICE]));
+            }
+        }
+        if let Some((r, nice_w)) = runner {
+            // (a task switched in is still listed as a waiter until its transition: once)
+            if let Some(&(id, gw)) = self.autogroup.get(&r).filter(|_| !run.waiters.contains(&r)) {
+                members.push((id, gw, nice_w));
+            }
+        }
+        // each group's weight here: its share by the runnable weight it has here against
+        // all CPUs (calc_group_shares)
+        members.sort_unstable();
+        let mut k = 0;
+        while k < members.len() {
+            let id = members[k].0;
+            let end = k + members[k..].iter().take_while(|m| m.0 == id).count();
+            let here: u64 = members[k..end].iter().map(|m| m.2).sum();
+            let total = self.group_load.entry(id).or_insert(0);
+            *total = total
+                .saturating_sub(run.groups.members_of(id))
+                .saturating_add(here);
+            let share = (u128::from(members[k].1) * u128::from(here)
+                / u128::from((*total).max(here).max(1))) as u64;
+            for m in &mut members[k..end] {
+                m.1 = share.max(1);
+            }
+            k = end;
+        }
+        // groups that left this CPU's set no longer load it
+        for (id, load) in run.groups.loads() {
+            if load > 0 && !members.iter().any(|m| m.0 == id) {
+                if let Some(total) = self.group_load.get_mut(&id) {
+                    *total = total.saturating_sub(load);
+                }
+            }
+        }
+        let root = run.clock.reading(ts).value_at(ts)[fair::EFFECTIVE];
+        run.groups.update(root, &members)
     }
 
     /// The CPU's runner changed outside a switch (a lost-events record, or a run the
@@ -882,7 +1014,7 @@ impl RunqueueStarvation {
                 }
             }
         }
-        let no_cgroups = self.cgroup_factor.is_empty();
+        let no_cgroups = self.cgroup_factor.is_empty() && self.autogroup.is_empty();
         let run = self.cpu(c);
         if prev == 0 && runner == Some(0) {
             run.idle_total += ts.saturating_sub(since);
@@ -957,13 +1089,18 @@ impl RunqueueStarvation {
             t.last_wakeup = Some(since);
             t.wakeups += 1;
         }
+        let set_w = self.set_weights(tid, class);
         let run = self.cpu(cpu);
         if !run.waiters.contains(&tid) {
             run.waiters.push(tid);
-            run.waiter_w.push(class.weights());
-            run.queued_w = fair::add(run.queued_w, class.weights());
+            run.waiter_w.push(set_w);
+            run.queued_w = fair::add(run.queued_w, set_w);
         }
         self.reset_set(cpu, ev.ts);
+        let group_from = match self.autogroup.is_empty() {
+            true => None,
+            false => self.group_reading(tid, cpu, ev.ts),
+        };
         let run = &mut self.cpus[cpu as usize];
         let now = run.clock.reading(ev.ts);
         let irq_from = run.irq_at(ev.ts);
@@ -975,6 +1112,7 @@ impl RunqueueStarvation {
             w.class = class;
             w.clock_from = now;
             w.clock_since = ev.ts;
+            w.group_from = group_from;
             w.irq_from = irq_from;
             w.irq_ns = 0;
             w.others_idle_from = others_idle_from;
@@ -1001,14 +1139,17 @@ impl RunqueueStarvation {
     /// The CPU time owed to the wait `w` on `cpu` from its arrival there to `ts`, read
     /// from the CPU's clock.
     fn owed_here(&mut self, w: &Wait, cpu: Cpu, ts: Ts) -> Trio {
-        match self.cpus.get_mut(cpu as usize) {
-            Some(run) => fair::owed(
-                w.class.weights(),
-                w.clock_from.value_at(w.clock_since),
-                run.clock.reading(ts).value_at(ts),
-            ),
-            None => [0; 3],
+        let Some(run) = self.cpus.get_mut(cpu as usize) else {
+            return [0; 3];
+        };
+        let now = run.clock.reading(ts).value_at(ts);
+        let mut owed = fair::owed(w.class.weights(), w.clock_from.value_at(w.clock_since), now);
+        if let Some((id, from)) = w.group_from {
+            // a task of an autogroup: its group's clock
+            let to = run.groups.value(id, now[fair::EFFECTIVE]);
+            owed[fair::EFFECTIVE] = fair::owed_one(w.class.weights()[fair::NICE], from, to);
         }
+        owed
     }
 
     /// A migration (out of line: rare, and kept out of the per-transition code).
@@ -1060,10 +1201,11 @@ impl RunqueueStarvation {
                 self.remove_waiter(from, tid, ev.ts);
             }
             self.cpu(to);
-            let weights = match self.tasks.get(tid).and_then(TaskStat::wait) {
-                Some(w) => w.class.weights(),
-                None => self.class_of(tid).weights(),
+            let class = match self.tasks.get(tid).and_then(TaskStat::wait) {
+                Some(w) => w.class,
+                None => self.class_of(tid),
             };
+            let weights = self.set_weights(tid, class);
             let run = self.cpu(to);
             if !run.waiters.contains(&tid) {
                 run.waiters.push(tid);
@@ -1072,15 +1214,28 @@ impl RunqueueStarvation {
             }
             self.reset_set(to, ev.ts);
             let now_to = self.cpus[to as usize].clock.reading(ev.ts);
-            let (class, from_reading, since) = match self.tasks.get(tid).and_then(TaskStat::wait) {
-                Some(w) => (w.class, w.clock_from, w.clock_since),
-                None => (Class::of(120, 1024), now_to, ev.ts),
-            };
+            let (class, from_reading, since, group_from) =
+                match self.tasks.get(tid).and_then(TaskStat::wait) {
+                    Some(w) => (w.class, w.clock_from, w.clock_since, w.group_from),
+                    None => (Class::of(120, 1024), now_to, ev.ts, None),
+                };
             let here = match self.cpus.get_mut(counted_on as usize) {
                 Some(run) => run.clock.reading(ev.ts).value_at(ev.ts),
                 None => from_reading.value_at(since),
             };
-            let owed_from = fair::owed(class.weights(), from_reading.value_at(since), here);
+            let mut owed_from = fair::owed(class.weights(), from_reading.value_at(since), here);
+            if let Some((id, from)) = group_from {
+                let to_value = self
+                    .cpus
+                    .get(counted_on as usize)
+                    .map_or(from, |run| run.groups.value(id, here[fair::EFFECTIVE]));
+                owed_from[fair::EFFECTIVE] =
+                    fair::owed_one(class.weights()[fair::NICE], from, to_value);
+            }
+            let group_to = match self.autogroup.is_empty() {
+                true => None,
+                false => self.group_reading(tid, to, ev.ts),
+            };
             let irq_old = self
                 .cpus
                 .get(counted_on as usize)
@@ -1090,6 +1245,7 @@ impl RunqueueStarvation {
                 w.owed = fair::add(w.owed, owed_from);
                 w.clock_from = now_to;
                 w.clock_since = ev.ts;
+                w.group_from = group_to;
                 w.irq_ns += irq_old.saturating_sub(w.irq_from);
                 w.irq_from = irq_new;
             }
@@ -1180,6 +1336,10 @@ impl RunqueueStarvation {
             waited,
             owed: wait.owed,
             bound: self.fair_lag_slices.saturating_mul(slice),
+            unfair: self
+                .fair_lag_slices
+                .saturating_mul(slice)
+                .saturating_mul(self.unfair_factor.max(1)),
             victim_nice_w: Class::of(victim_prio.unwrap_or(-1), 1024).weights()[NICE],
             victim_eff_w: victim_w[EFFECTIVE],
             victim_rt,
@@ -1206,6 +1366,9 @@ impl RunqueueStarvation {
             f.pinned = true;
             f.other_idle_ns = self.others_idle(list, end).saturating_sub(from);
         }
+        f.autogroup = !self.autogroup.is_empty()
+            && (self.autogroup.contains_key(&victim)
+                || culprits.iter().any(|k| self.autogroup.contains_key(&k.tid)));
         if let Some(sys) = &self.system {
             f.context = sys.tasks.iter().any(|t| !t.cgroups.is_empty());
             f.quota = sys
@@ -1449,15 +1612,23 @@ impl RunqueueStarvation {
         let self_lowered = w.cause == CauseKind::NiceWeight && w.facts.victim_nice_w < fair::NICE_0;
         // an unfair wait shared by many tasks, none of which ran most of it, is contention on a
         // busy CPU more than one culprit's doing: at most medium
-        let shared = matches!(
+        let unexplained_by_weights = matches!(
             w.cause,
             CauseKind::NotExplainedByWeights | CauseKind::ContextNotRecorded
-        ) && !w.facts.majority;
+        );
+        let shared = unexplained_by_weights && !w.facts.majority;
+        // with autogroup possibly on and the tasks' groups not recorded, the sessions'
+        // group fairness may explain what no recorded weight does: at most medium
+        let autogroup_may =
+            unexplained_by_weights && self.autogroup_state == AutogroupState::Unknown;
         // a pinned victim whose wait was fair among the tasks of its CPUs waited by its
         // configuration: reported low; interrupt time and affinity are at most medium (no
         // task took what the victim was owed)
         let pinned_fair = w.cause == CauseKind::Affinity && w.facts.owed[EFFECTIVE] < w.facts.bound;
-        let not_a_task = matches!(w.cause, CauseKind::Affinity | CauseKind::InterruptTime);
+        let not_a_task = matches!(
+            w.cause,
+            CauseKind::Affinity | CauseKind::InterruptTime | CauseKind::Autogroup
+        );
         let severity = if suspect || pinned_fair {
             FindingSeverity::Low
         } else if not_a_task
@@ -1467,6 +1638,7 @@ impl RunqueueStarvation {
         } else if (w.wait >= self.high || (rhythm_repeats && missed_permille >= 100))
             && !self_lowered
             && !shared
+            && !autogroup_may
             && !not_a_task
         {
             FindingSeverity::High
@@ -1678,11 +1850,13 @@ impl RunqueueStarvation {
             .unwrap_or(self.cpus.len() as u32);
         let (_, slice_from) = fair::effective_slice(cx.system, nr_cpus);
         let owed = format!(
-            "entitled to {} of CPU during the {} wait (fair sharing keeps that under {}: {} × the effective slice, {slice_from})",
+            "entitled to {} of CPU during the {} wait (fair sharing keeps that under {}: {} × the effective slice, {slice_from}; unfair from {}, {} × that)",
             dur(f.owed[EFFECTIVE]),
             dur(f.waited),
             dur(f.bound),
-            self.fair_lag_slices
+            self.fair_lag_slices,
+            dur(f.unfair),
+            self.unfair_factor.max(1)
         );
         let top = main_k.or(w.culprits.first());
         let name = |k: &Culprit| format!("{} (pid {})", cx.comm(k.tid), k.tid);
@@ -1744,6 +1918,20 @@ impl RunqueueStarvation {
                 dur(f.waited),
                 dur(f.owed[EFFECTIVE])
             ),
+            CauseKind::Autogroup => {
+                let group = |pid: Tid| match self.autogroup.get(&pid) {
+                    Some((id, weight)) => format!("autogroup {id} (weight {weight})"),
+                    None => "the root group".into(),
+                };
+                format!(
+                    "Autogroup: sched_autogroup_enabled=1 makes each session a task group, and the groups share the CPU by their weights before their tasks share their group's part. The victim is in {}{}; with nice weights alone it would have been owed {} of the {} wait, with its session's share only {} — what the kernel's group fairness gives it. To give it more: start it in a session of its own (`setsid`), raise its group's weight (`echo -5 > /proc/{victim}/autogroup`), or turn autogroup off (`sysctl kernel.sched_autogroup_enabled=0`).",
+                    group(victim),
+                    top.map_or_else(String::new, |k| format!(", {} in {}", name(k), group(k.tid))),
+                    dur(f.owed[NICE]),
+                    dur(f.waited),
+                    dur(f.owed[EFFECTIVE])
+                )
+            }
             CauseKind::Throttled if f.victim_rt.is_some() => format!(
                 "Real-time bandwidth control: this real-time task (kernel prio {}) waited {} while fair-class tasks ran {} and the CPU idled {}; that is the kernel holding real-time tasks back so that fair tasks run, by design. {}",
                 f.victim_rt.unwrap_or(-1),
@@ -1793,10 +1981,13 @@ impl RunqueueStarvation {
                     (None, None) => {}
                 }
                 s.push('.');
+                if self.autogroup_state == AutogroupState::Unknown {
+                    s.push_str(AUTOGROUP_UNKNOWN);
+                }
                 s
             }
             CauseKind::ContextNotRecorded => format!(
-                "Not explained by nice: {}the victim was {owed}. cgroup CPU weights or a bandwidth limit would decide, and this trace does not record them: record with `sudo stallscope record -o trace.dat -- COMMAND` (stores cgroup cpu.weight / cpu.shares and quotas, nice, policy and affinity).",
+                "Not explained by nice: {}the victim was {owed}. cgroup CPU weights, autogroup (sessions sharing the CPU as groups, on by default in most distributions) or a bandwidth limit would decide, and this trace does not record them: record with `sudo stallscope record -o trace.dat -- COMMAND` (stores cgroup cpu.weight / cpu.shares and quotas, each task's autogroup, nice, policy and affinity).",
                 match top {
                     Some(k) if weights_of(k)[NICE] == f.victim_nice_w => format!(
                         "{} and the victim have the same nice weight ({}), yet ",
@@ -1922,6 +2113,10 @@ impl RunqueueStarvation {
 /// What bounds a fair task's wait behind real-time tasks on this kernel: the fair deadline
 /// server (Linux 6.12 and later: 50 ms of every second by default, `fair_server` in debugfs)
 /// or RT throttling (`sched_rt_runtime_us` of `sched_rt_period_us`), from recorded context
+/// Said of a wait no recorded weight explains when autogroup may be on but the tasks'
+/// groups are not recorded.
+const AUTOGROUP_UNKNOWN: &str = " Autogroup may explain it (sessions share a CPU as groups, so a task of a busy session gets less than one alone in its session): the trace does not record each task's autogroup; `sudo stallscope record -o trace.dat -- COMMAND` stores it.";
+
 /// when there is some.
 fn rt_limit_text(system: Option<&SystemContext>) -> String {
     let knob = |name: &str| {
@@ -2072,11 +2267,41 @@ impl Detector for RunqueueStarvation {
                 to_cpu,
                 ..
             } => self.on_migrate(tid, from_cpu, to_cpu, ev),
-            Transition::Forked { .. } | Transition::Exited { .. } => {}
+            Transition::Forked { parent, child, .. } => {
+                // a child stays in its parent's session (setsid comes after the fork)
+                if let Some(&g) = self.autogroup.get(&parent) {
+                    self.autogroup.entry(child).or_insert(g);
+                }
+            }
+            Transition::Exited { .. } => {}
         }
     }
 
     fn on_system(&mut self, system: &SystemContext) {
+        let enabled = system
+            .sched_knobs
+            .iter()
+            .find(|(k, _)| k.ends_with("sched_autogroup_enabled"))
+            .map(|(_, v)| v.trim() == "1");
+        let known = system.tasks.iter().any(|t| t.autogroup_id.is_some());
+        self.autogroup_state = match (enabled, known) {
+            // (a recorded context without the knob: a kernel without autogroup)
+            (Some(false) | None, _) => AutogroupState::Off,
+            (Some(true), true) => AutogroupState::Known,
+            _ => AutogroupState::Unknown,
+        };
+        if self.autogroup_state == AutogroupState::Known {
+            for t in system
+                .tasks
+                .iter()
+                .filter(|t| fair::in_root_cpu_group(&t.cgroups))
+            {
+                if let Some(id) = t.autogroup_id.filter(|&id| id > 0) {
+                    let weight = weight_of_nice(t.autogroup_nice.unwrap_or(0)).unwrap_or(1024);
+                    self.autogroup.insert(t.pid, (id, weight));
+                }
+            }
+        }
         for t in &system.tasks {
             if let Some(f) = fair::cgroup_factor(&t.cgroups) {
                 self.cgroup_factor.insert(t.pid, f);

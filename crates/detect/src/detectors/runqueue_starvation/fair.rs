@@ -27,6 +27,20 @@
 //! deadline tasks are outside the fair class: while one runs the clock stands still (no
 //! fair task is owed anything), and a wait mostly spent behind one is a higher-class wait.
 //!
+//! **Autogroup.** With `sched_autogroup_enabled` (recorded in the context) every session is a
+//! task group of its own under the root group, weighted by its autogroup nice (1024 at nice
+//! 0), for the tasks whose CPU cgroup is the root one (`kernel/sched/autogroup.c`); the init
+//! session and kernel threads stay in the root group. The effective weighting then is two
+//! levels: the CPU's root clock advances by `dt / W` where `W` sums the root-level tasks'
+//! weights and the weight of each autogroup with tasks in the set, and each such group has
+//! a clock of its own advancing by `dV × G / W_g` (`G` its weight, `W_g` the nice weights of
+//! its tasks in the set): a grouped task of nice weight `w` is owed `w × ΔV_g`. Four equal
+//! tasks of one session beside one task of another on a CPU get an eighth each and the
+//! lone task half — what the kernel gives them, not starvation. A group's weight is split
+//! over the CPUs it has runnable tasks on, in proportion (the kernel's `calc_group_shares`,
+//! here with the runnable nice weights in place of PELT's averages, updated when a CPU's
+//! set changes): a session busy on another CPU weighs less on this one.
+//!
 //! **Slice.** The fair bound is `fair_lag_slices` × the effective slice: the larger of the
 //! EEVDF base slice and the tick. The base slice is the recorded `base_slice_ns` knob, else
 //! the kernel's default rule, 0.75 ms × (1 + log2(min(CPUs, 8))); the tick is 1 s / `HZ`
@@ -186,12 +200,113 @@ impl FairClock {
 /// Ns of CPU a task of weights `w` was owed between two readings of one clock, per
 /// weighting.
 pub fn owed(w: Trio, from: Trio, to: Trio) -> Trio {
-    let mut out = [0; 3];
-    for k in 0..3 {
-        let dv = u128::from(to[k].wrapping_sub(from[k]));
-        out[k] = u64::try_from((u128::from(w[k]) * dv) >> SHIFT).unwrap_or(u64::MAX);
+    [
+        owed_one(w[0], from[0], to[0]),
+        owed_one(w[1], from[1], to[1]),
+        owed_one(w[2], from[2], to[2]),
+    ]
+}
+
+/// Ns of CPU a task of weight `w` was owed between two values of one clock.
+#[inline]
+pub fn owed_one(w: u64, from: u64, to: u64) -> u64 {
+    let dv = u128::from(to.wrapping_sub(from));
+    u64::try_from((u128::from(w) * dv) >> SHIFT).unwrap_or(u64::MAX)
+}
+
+/// The autogroups of one CPU's runnable set, each with its clock (module docs: Autogroup).
+#[derive(Clone, Debug, Default)]
+pub struct GroupClocks {
+    groups: Vec<GroupClock>,
+}
+
+/// One autogroup's clock on one CPU.
+#[derive(Clone, Copy, Debug)]
+struct GroupClock {
+    id: u64,
+    /// The group's weight (its autogroup nice's).
+    weight: u64,
+    /// Nice weights of its tasks in the set (0: none there).
+    members: u64,
+    /// The clock's value when the root clock read `root_at`.
+    v: u64,
+    root_at: u64,
+}
+
+impl GroupClock {
+    /// The clock's value when the root clock reads `root_now`.
+    fn value(&self, root_now: u64) -> u64 {
+        if self.members == 0 {
+            return self.v;
+        }
+        let d = u128::from(root_now.wrapping_sub(self.root_at));
+        let inc = d * u128::from(self.weight) / u128::from(self.members);
+        self.v.wrapping_add(inc as u64)
     }
-    out
+}
+
+impl GroupClocks {
+    /// Nice weights of group `id`'s tasks in the set (0 when none).
+    pub fn members_of(&self, id: u64) -> u64 {
+        self.groups
+            .iter()
+            .find(|g| g.id == id)
+            .map_or(0, |g| g.members)
+    }
+
+    /// The set's grouped tasks are now `members` (each `(group id, the group's weight on
+    /// this CPU, the task's nice weight)`), at root clock value `root_now`: each group's
+    /// clock is advanced at its old rate and runs at its new one from here. Returns the sum
+    /// of the weights of the groups in the set (their part of the root level's total).
+    pub fn update(&mut self, root_now: u64, members: &[(u64, u64, u64)]) -> u64 {
+        for &(id, _, _) in members {
+            if !self.groups.iter().any(|g| g.id == id) {
+                self.groups.push(GroupClock {
+                    id,
+                    weight: 1,
+                    members: 0,
+                    v: 0,
+                    root_at: root_now,
+                });
+            }
+        }
+        let mut present = 0u64;
+        for g in &mut self.groups {
+            let mut now = 0u64;
+            let mut weight = g.weight;
+            for m in members.iter().filter(|m| m.0 == g.id) {
+                now = now.saturating_add(m.2);
+                weight = m.1.max(1);
+            }
+            if (now, weight) != (g.members, g.weight) {
+                g.v = g.value(root_now);
+                g.root_at = root_now;
+                g.members = now;
+                g.weight = weight;
+            }
+            if now > 0 {
+                present = present.saturating_add(g.weight);
+            }
+        }
+        if self.groups.len() > 16 {
+            self.groups.retain(|g| g.members > 0);
+        }
+        present
+    }
+
+    /// `(group id, nice weights of its tasks in the set)` of every group kept.
+    pub fn loads(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.groups.iter().map(|g| (g.id, g.members))
+    }
+
+    /// Group `id`'s clock value when the root clock reads `root_now` (0 for a group not in
+    /// the set: only its members read it).
+    pub fn value(&self, id: u64, root_now: u64) -> u64 {
+        self.groups
+            .iter()
+            .find(|g| g.id == id)
+            .map_or(0, |g| g.value(root_now))
+    }
 }
 
 /// `a − b` per weighting (saturating).
@@ -232,6 +347,21 @@ pub fn cgroup_factor(cgroups: &[stallscope_model::CgroupContext]) -> Option<u64>
         f = f.saturating_mul(shares.max(2)) / 1024;
     }
     any.then_some(f.max(1))
+}
+
+/// Whether a task's recorded CPU cgroup is the root group (autogroup applies to those
+/// tasks only): its v1 `cpu` hierarchy's path, or its v2 path, is `/`; no CPU cgroup
+/// recorded counts as the root.
+pub fn in_root_cpu_group(cgroups: &[stallscope_model::CgroupContext]) -> bool {
+    let cpu_group = cgroups.iter().find(|cg| {
+        cg.hierarchy.starts_with("0::")
+            || cg
+                .hierarchy
+                .split(':')
+                .nth(1)
+                .is_some_and(|c| c.split(',').any(|c| c == "cpu"))
+    });
+    cpu_group.is_none_or(|cg| cg.path == "/" || cg.path.is_empty())
 }
 
 /// A task's recorded cgroup weight, as `path cpu.shares N` / `path cpu.weight N`, if any.
@@ -303,6 +433,9 @@ pub enum CauseKind {
     NiceWeight,
     /// Equal nice, but the recorded cgroup weights give the tasks that ran a far larger share.
     CgroupWeight,
+    /// Autogroup fairness explains the wait: sessions share the CPU as groups, so a task of
+    /// a session with many runnable tasks gets less than one alone in its session.
+    Autogroup,
     /// The victim's cgroup has a CFS bandwidth limit (recorded quota), or a real-time victim
     /// waited behind fair tasks (RT bandwidth control: the fair server, RT throttling).
     Throttled,
@@ -330,6 +463,7 @@ impl CauseKind {
             CauseKind::HigherClass => "higher_class",
             CauseKind::NiceWeight => "nice_weight",
             CauseKind::CgroupWeight => "cgroup_weight",
+            CauseKind::Autogroup => "autogroup",
             CauseKind::Throttled => "throttled",
             CauseKind::InterruptTime => "interrupt_time",
             CauseKind::Affinity => "affinity",
@@ -350,6 +484,9 @@ pub struct WaitFacts {
     pub owed: Trio,
     /// The fair bound on `owed` (`fair_lag_slices` × the effective slice).
     pub bound: u64,
+    /// What `owed` must reach for a wait no weight explains to be unfair (`unfair_factor` ×
+    /// `bound`): clearly more than fair sharing's lag.
+    pub unfair: u64,
     /// The victim's nice weight and effective weight (0, 0 for a real-time victim).
     pub victim_nice_w: u64,
     /// See `victim_nice_w`.
@@ -377,6 +514,8 @@ pub struct WaitFacts {
     pub pinned: bool,
     /// Idle time, summed over the CPUs the victim may not use, during the wait.
     pub other_idle_ns: u64,
+    /// The effective weighting has autogroup levels for the victim or the tasks that ran.
+    pub autogroup: bool,
 }
 
 /// The cause of a flagged wait (see the module docs and `explain runqueue-starvation`).
@@ -406,16 +545,24 @@ pub fn decide(f: &WaitFacts) -> CauseKind {
     let nice_factor = f.owed[EQUAL] / f.owed[NICE].max(1);
     let cgroup_factor = f.owed[NICE] / f.owed[EFFECTIVE].max(1);
     if nice_factor >= r || cgroup_factor >= r {
-        return match cgroup_factor > nice_factor {
-            true => CauseKind::CgroupWeight,
-            false => CauseKind::NiceWeight,
+        return match (cgroup_factor > nice_factor, f.autogroup) {
+            (false, _) => CauseKind::NiceWeight,
+            (true, false) => CauseKind::CgroupWeight,
+            // sessions' groups: a cause only of what nice weights alone would call unfair
+            // (a busy session's tasks wait their group's turn: sharing, not starvation)
+            (true, true) if f.owed[NICE] >= f.unfair => CauseKind::Autogroup,
+            (true, true) => CauseKind::FairShare,
         };
+    }
+    if f.autogroup && f.owed[EFFECTIVE] < f.unfair && f.owed[NICE] >= f.unfair {
+        // unfair by nice weights alone, fair once sessions share the CPU as groups
+        return CauseKind::Autogroup;
     }
     if f.pinned && f.other_idle_ns.saturating_mul(2) >= f.waited {
         // CPUs it may not use idled: the balancer could have moved it but for its affinity
         return CauseKind::Affinity;
     }
-    if f.owed[EFFECTIVE] < f.bound {
+    if f.owed[EFFECTIVE] < f.unfair.max(f.bound) {
         return CauseKind::FairShare;
     }
     if f.context {
@@ -511,6 +658,7 @@ mod tests {
             waited: 100_000_000,
             owed: [50_000_000; 3],
             bound: 12_000_000,
+            unfair: 24_000_000,
             victim_nice_w: 1024,
             victim_eff_w: 1024,
             ran_ns: 100_000_000,
@@ -529,6 +677,40 @@ mod tests {
             ..base
         };
         assert_eq!(decide(&fair), CauseKind::FairShare);
+        // over the bound by a hair (a saturated CPU's slices and ticks): not clearly unfair
+        let hair = WaitFacts {
+            owed: [12_347_000; 3],
+            ..base
+        };
+        assert_eq!(decide(&hair), CauseKind::FairShare);
+        // autogroup: unfair by nice weights alone, fair by the sessions' group weights
+        let ag = WaitFacts {
+            owed: [30_000_000, 30_000_000, 20_000_000],
+            autogroup: true,
+            context: true,
+            ..base
+        };
+        assert_eq!(decide(&ag), CauseKind::Autogroup);
+        assert_eq!(
+            decide(&WaitFacts {
+                autogroup: false,
+                ..ag
+            }),
+            CauseKind::FairShare
+        );
+        // a busy session's task waiting its group's turn, fair by nice weights too: sharing
+        let busy_session = WaitFacts {
+            owed: [6_000_000, 6_000_000, 2_000_000],
+            autogroup: true,
+            context: true,
+            ..base
+        };
+        assert_eq!(decide(&busy_session), CauseKind::FairShare);
+        let starved_session = WaitFacts {
+            owed: [60_000_000, 60_000_000, 20_000_000],
+            ..busy_session
+        };
+        assert_eq!(decide(&starved_session), CauseKind::Autogroup);
         let nice = WaitFacts {
             owed: [50_000_000, 1_000_000, 1_000_000],
             ..base
