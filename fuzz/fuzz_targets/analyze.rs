@@ -57,6 +57,7 @@ fn analyze(data: &[u8]) {
         stallscope::report::text::TextOptions {
             oneline: false,
             color: false,
+            quiet: false,
         },
     );
 }

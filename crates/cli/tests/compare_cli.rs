@@ -696,6 +696,49 @@ fn tails_show_the_regression_the_central_tendency_misses() {
     }
 }
 
+/// Issue #28: a light-vs-heavy A/B of one busy machine (fixtures/busy: the compile loop alone
+/// vs the same with a CPU hog on each CPU, one run a side). The comparison names the hogs —
+/// a comm on the new side only, with its CPU share — and the compiler's longer waits at the
+/// tail (per-batch test, one run a side), up.
+#[test]
+fn light_vs_heavy_names_the_hogs_share_and_the_compilers_waits() {
+    let (light, heavy) = (
+        path("fixtures/busy/light.dat.zst"),
+        path("fixtures/busy/compile.dat.zst"),
+    );
+    let out = run(&[
+        light.clone(),
+        "--vs".into(),
+        heavy.clone(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hog = doc["trace"]["rates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["what"] == "cpu_share" && r["comm"] == "stress-ng-cpu")
+        .expect("the hogs' CPU share row");
+    assert_eq!(hog["base"]["total"], 0, "{hog}");
+    assert!(hog["new"]["mean"].as_f64().unwrap() >= 50.0, "{hog}");
+    let cc1 = row(&doc["trace"]["tails"], "comm", "cc1");
+    assert_eq!(cc1["p99_verdict"]["test"], "welch-t-batch-log-p99");
+    assert_eq!(cc1["direction"], "up", "{cc1}");
+    let text = run(&[light, "--vs".into(), heavy]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    let named = text
+        .split("On one side only")
+        .nth(1)
+        .is_some_and(|rest| rest.lines().take(4).any(|l| l.contains("stress-ng-cpu")));
+    assert!(named, "{text}");
+}
+
 /// The worker-flood A/B pair of fixtures/detectors/worker-flood (fio O_DIRECT writes into a
 /// sparse file, whose completions each convert unwritten extents in a workqueue, versus a
 /// pre-written file): the detector fires only on the sparse side.

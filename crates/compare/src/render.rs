@@ -307,10 +307,38 @@ fn write_trace(out: &mut dyn Write, t: &TraceComparison) -> io::Result<()> {
             p_text(&r.verdict, r.untested.as_deref())
         )?;
     }
+    // what runs on one side only: a load that came or went (no test needed to say so)
+    let one_sided: Vec<&crate::trace::RateRow> = t
+        .rates
+        .iter()
+        .filter(|r| r.what == "cpu_share" && r.comm != "(all)")
+        .filter(|r| (r.base.total == 0) != (r.new.total == 0))
+        .filter(|r| r.base.mean.max(r.new.mean) >= ONE_SIDED_SHARE_PCT)
+        .collect();
+    if !one_sided.is_empty() {
+        writeln!(
+            out,
+            "On one side only (≥ {ONE_SIDED_SHARE_PCT}% of a CPU on average):"
+        )?;
+        for r in one_sided {
+            let (side, share) = match r.base.total == 0 {
+                true => ("new", r.new.mean),
+                false => ("base", r.base.mean),
+            };
+            writeln!(
+                out,
+                "  {:<20} {share:.1}% of a CPU, {side} side only",
+                r.comm
+            )?;
+        }
+    }
     writeln!(out)?;
     write_detectors(out, &t.detectors)?;
     Ok(())
 }
+
+/// CPU share (% of one CPU) from which a comm running on one side only is named.
+const ONE_SIDED_SHARE_PCT: f64 = 5.0;
 
 /// The tail table: tested rows with a significant test, else the three with the lowest
 /// adjusted p (the whole table in JSON).
