@@ -28,6 +28,9 @@ use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 #[command(
     after_help = "A sleep runs from the task's switch-out in a sleeping state (S, D, …) to its first \
 wakeup (sched_waking, else sched_wakeup): timehist's wait time minus sch delay.\n\n\
+Context of the wakeup: task (a task's own code), interrupt (irq N when named), softirq, idle (the \
+idle task: an interrupt), task_or_interrupt (no irq/softirq events recorded to tell a task from an \
+interrupt that arrived while it ran: record with `stallscope record --events chain`).\n\n\
 Examples:\n  stallscope sleeps --pid 1234 trace.dat\n  stallscope sleeps --min-ms 100 --state D perf.data\n  \
 stallscope sleeps --format json trace.dat | jq '.sleeps[] | select(.waker.context == \"interrupt\")'"
 )]
@@ -105,7 +108,11 @@ pub fn run(args: &SleepsArgs, out: &mut dyn Write) -> Result<(), CliError> {
                                 Some(name) => format!("irq {n} ({name})"),
                                 None => format!("irq {n}"),
                             },
-                            (c, None) => format!("{c:?}").to_lowercase(),
+                            // the JSON's name of the context (one name in both outputs)
+                            (c, None) => serde_json::to_value(c)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_string))
+                                .unwrap_or_default(),
                         },
                         match w.after {
                             Some(WakeCause::BlockComplete { dev, sector, .. }) => {

@@ -63,4 +63,14 @@ fn sleeps_equal_timehist_wait_minus_sch_delay() {
         .filter_map(|s| s["waker"]["context"].as_str())
         .collect();
     assert!(contexts.iter().all(|c| *c != "task"), "{contexts:?}");
+    // the text table names each context as the JSON does (issue #28: it printed
+    // `taskorinterrupt`, a name found nowhere else), and `--help` says what they mean
+    let text = String::from_utf8(common::run(&["sleeps", p]).stdout).unwrap();
+    let row = text.lines().nth(1).expect("a sleep row");
+    assert!(row.contains(contexts[0]), "{row} vs {}", contexts[0]);
+    assert!(!text.contains("taskorinterrupt"), "{text}");
+    let help = String::from_utf8(common::run(&["sleeps", "--help"]).stdout).unwrap();
+    for c in ["task", "interrupt", "softirq", "idle", "task_or_interrupt"] {
+        assert!(help.contains(c), "--help lacks {c}: {help}");
+    }
 }
