@@ -1334,7 +1334,8 @@ impl RunqueueStarvation {
         let victim_w = wait.class.weights();
         let mut f = WaitFacts {
             waited,
-            owed: wait.owed,
+            // a share of the wait is at most all of it, whatever the readings say
+            owed: wait.owed.map(|o| o.min(waited)),
             bound: self.fair_lag_slices.saturating_mul(slice),
             unfair: self
                 .fair_lag_slices

@@ -207,11 +207,17 @@ pub fn owed(w: Trio, from: Trio, to: Trio) -> Trio {
     ]
 }
 
-/// Ns of CPU a task of weight `w` was owed between two values of one clock.
+/// Ns of CPU a task of weight `w` was owed between two values of one clock. A clock only
+/// runs forward and never gets near wrapping (10⁴ s at weight 1 is under 2⁶⁰): a `to`
+/// behind `from` is a reading of another clock, not a time owed — nothing is taken from it
+/// (it once gave entitlements of 2⁵⁸ ns).
 #[inline]
 pub fn owed_one(w: u64, from: u64, to: u64) -> u64 {
-    let dv = u128::from(to.wrapping_sub(from));
-    u64::try_from((u128::from(w) * dv) >> SHIFT).unwrap_or(u64::MAX)
+    let dv = to.wrapping_sub(from);
+    if dv >= 1 << 62 {
+        return 0;
+    }
+    u64::try_from((u128::from(w) * u128::from(dv)) >> SHIFT).unwrap_or(u64::MAX)
 }
 
 /// The autogroups of one CPU's runnable set, each with its clock (module docs: Autogroup).
@@ -609,6 +615,12 @@ mod tests {
             owed(w, a, c.reading(50_000_000).value_at(50_000_000)),
             [0; 3]
         );
+    }
+
+    #[test]
+    fn a_clock_reading_behind_the_start_owes_nothing() {
+        assert_eq!(owed_one(1024, 100 << SHIFT, 40 << SHIFT), 0);
+        assert_eq!(owed_one(1024, 40 << SHIFT, 100 << SHIFT), 60 * 1024);
     }
 
     #[test]
