@@ -582,6 +582,27 @@ fn autogroup_is_the_cause_when_a_sessions_weight_is_spread() {
     }
 }
 
+/// Issue #29: a real recording that no detector can use (interrupt events only) is not a
+/// clean bill of health: `nothing_analyzed` says no detector could run, and `--fail-on high`
+/// exits 2 instead of passing.
+#[test]
+fn nothing_to_run_is_said_and_fails_the_gate() {
+    let file = fixture("fixtures/nothing/irq-only.dat.zst");
+    let r = analyze(&file, &[]);
+    assert!(r["detectors_run"].as_array().unwrap().is_empty(), "{r:#}");
+    let why = r["nothing_analyzed"].as_str().expect("nothing_analyzed");
+    assert!(why.contains("no detector could run"), "{why}");
+    let gate = Command::new(env!("CARGO_BIN_EXE_stallscope"))
+        .args(["analyze", "--fail-on", "high"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(gate.status.code(), Some(2), "{gate:?}");
+    // a trace a detector can use is analyzed as before
+    let r = analyze(&fixture("fixtures/busy/compile.dat.zst"), &[]);
+    assert!(r["nothing_analyzed"].is_null(), "{r:#}");
+}
+
 /// Issue #28: `-q` keeps the data quality that can change the conclusion (warnings, errors)
 /// and counts the info notes in one line; examples are in seconds with task names, never
 /// the model's internal representation.

@@ -104,7 +104,10 @@ fn write_header(out: &mut dyn Write, r: &Report, opts: &TextOptions) -> io::Resu
         )?,
         _ => writeln!(out, "Events:   none analyzed")?,
     }
-    writeln!(out, "Ran:      {}", r.detectors_run.join(", "))?;
+    match r.detectors_run.is_empty() {
+        true => writeln!(out, "Ran:      no detector (see Skipped)")?,
+        false => writeln!(out, "Ran:      {}", r.detectors_run.join(", "))?,
+    }
     for s in &r.skipped {
         writeln!(out, "Skipped:  {} — {}", s.id, s.reason)?;
         writeln!(out, "          to record: {}", s.record_command)?;

@@ -553,8 +553,9 @@ fn original_lines(report: &mut Report, paths: &[(String, bool)]) {
     }
 }
 
-/// Why nothing was analyzed (no event read, none in the time range) or why a filter
-/// (CPUs, task ids) matches nothing in the inputs; `None` when something was analyzed.
+/// Why nothing was analyzed (no event read, none in the time range, no detector could
+/// run on what was read) or why a filter (CPUs, task ids) matches nothing in the inputs;
+/// `None` when something was analyzed.
 fn nothing_analyzed(
     report: &Report,
     options: &AnalyzeOptions,
@@ -571,6 +572,13 @@ fn nothing_analyzed(
             ),
             None => "the inputs hold no event stallscope could read (see data quality; `stallscope info` lists what the files contain)".to_string(),
         });
+    }
+    if report.detectors_run.is_empty() && !options.detectors.is_empty() {
+        // events were read, but none a detector uses: no verdict, not a clean bill
+        return Some(
+            "no detector could run: the inputs lack the events each one needs (`Skipped` says what to record for each)"
+                .to_string(),
+        );
     }
     if let Some(set) = options.cpus.as_ref().filter(|_| nr_cpus > 0) {
         if set.iter().all(|&c| c >= nr_cpus) {
