@@ -556,12 +556,13 @@ fn compare_comm(base: &[String], new: &[String], comm: &str) -> Value {
     let mut args: Vec<String> = base.iter().map(|p| path(p)).collect();
     args.push("--vs".into());
     args.extend(new.iter().map(|p| path(p)));
-    args.extend([
-        "--format".into(),
-        "json".into(),
-        "--comm".into(),
-        comm.into(),
-    ]);
+    args.extend(["--comm".into(), comm.into()]);
+    compare_json(args)
+}
+
+/// `stallscope compare ARGS… --format json`, which must succeed.
+fn compare_json(mut args: Vec<String>) -> Value {
+    args.extend(["--format".into(), "json".into()]);
     let out = run(&args);
     assert!(
         out.status.success(),
@@ -706,19 +707,7 @@ fn light_vs_heavy_names_the_hogs_share_and_the_compilers_waits() {
         path("fixtures/busy/light.dat.zst"),
         path("fixtures/busy/compile.dat.zst"),
     );
-    let out = run(&[
-        light.clone(),
-        "--vs".into(),
-        heavy.clone(),
-        "--format".into(),
-        "json".into(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = compare_json(vec![light.clone(), "--vs".into(), heavy.clone()]);
     let hog = doc["trace"]["rates"]
         .as_array()
         .unwrap()

@@ -240,12 +240,14 @@ struct GroupClock {
 }
 
 impl GroupClock {
-    /// The clock's value when the root clock reads `root_now`.
+    /// The clock's value when the root clock reads `root_now`. A reading behind `root_at`
+    /// (the set changed at a time before the latest one seen: a repaired run's start) adds
+    /// nothing: a clock never runs back.
     fn value(&self, root_now: u64) -> u64 {
-        if self.members == 0 {
+        if self.members == 0 || root_now <= self.root_at {
             return self.v;
         }
-        let d = u128::from(root_now.wrapping_sub(self.root_at));
+        let d = u128::from(root_now - self.root_at);
         let inc = d * u128::from(self.weight) / u128::from(self.members);
         self.v.wrapping_add(inc as u64)
     }
@@ -286,7 +288,7 @@ impl GroupClocks {
             }
             if (now, weight) != (g.members, g.weight) {
                 g.v = g.value(root_now);
-                g.root_at = root_now;
+                g.root_at = g.root_at.max(root_now);
                 g.members = now;
                 g.weight = weight;
             }
@@ -615,6 +617,18 @@ mod tests {
             owed(w, a, c.reading(50_000_000).value_at(50_000_000)),
             [0; 3]
         );
+    }
+
+    #[test]
+    fn group_clocks_never_run_back() {
+        let mut g = GroupClocks::default();
+        g.update(1000, &[(7, 1024, 1024)]);
+        g.update(2000, &[(7, 1024, 2048)]); // advanced 1000 at 1024/1024
+        assert_eq!(g.value(7, 2000), 1000);
+        // a change dated before the latest reading (a repaired run's start)
+        g.update(1500, &[(7, 1024, 1024)]);
+        assert_eq!(g.value(7, 1500), 1000);
+        assert_eq!(g.value(7, 2500), 1500);
     }
 
     #[test]
