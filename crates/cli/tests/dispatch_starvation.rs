@@ -555,3 +555,57 @@ fn a_blkparse_excerpt_out_of_time_order_gives_the_same_findings() {
     assert!(info.contains("blkparse_lines_out_of_order"), "{info}");
     let _ = std::fs::remove_file(&path);
 }
+
+/// One CPU's blktrace file named alone stands for its recording, as `blkparse -i
+/// loop0.blktrace.0` reads every CPU's file of the device: the findings are those of the
+/// whole recording (before: only CPU 0's 32 of the requests were read, and requests whose
+/// dispatch is in the CPU-1 file were reported HIGH "never dispatched"). A file whose
+/// sibling is really missing (CPU 1's copied alone: CPU 0 is left out, which its number
+/// says) is a recording of some CPUs: `cpus_partly_recorded`, and a request still waiting at
+/// its end is no evidence (it may have been dispatched on CPU 0) — no HIGH finding.
+#[test]
+fn one_per_cpu_blktrace_file_reads_its_recording_and_a_lone_one_is_partial() {
+    let whole = findings(&inputs("bfq", "blktrace"));
+    assert!(!whole.is_empty());
+    let titles =
+        |fs: &[Value]| -> Vec<String> { fs.iter().map(|f| f["title"].to_string()).collect() };
+    for one in inputs("bfq", "blktrace") {
+        assert_eq!(
+            titles(&findings(std::slice::from_ref(&one))),
+            titles(&whole),
+            "{one}"
+        );
+    }
+    for scenario in ["bfq", "deadline"] {
+        let dir =
+            std::env::temp_dir().join(format!("ss-lone-cpu-{scenario}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let cpu1 = inputs(scenario, "blktrace")
+            .into_iter()
+            .find(|p| p.contains(".blktrace.1"))
+            .expect("CPU 1's file");
+        let lone = dir.join(Path::new(&cpu1).file_name().unwrap());
+        std::fs::copy(&cpu1, &lone).unwrap();
+        let lone = lone.to_string_lossy().into_owned();
+        let out = ok_stdout(run(
+            &["analyze", "--format", "json"],
+            std::slice::from_ref(&lone),
+        ));
+        let v: Value = serde_json::from_str(&out).expect("json");
+        assert!(
+            v["data_quality"]["cpus_partly_recorded"].is_object(),
+            "{scenario}: {}",
+            v["data_quality"]
+        );
+        for f in v["findings"].as_array().expect("findings") {
+            assert_ne!(f["severity"], "high", "{scenario}: {}", f["title"]);
+            assert!(
+                !f["title"].to_string().contains("never dispatched"),
+                "{scenario}: {}",
+                f["title"]
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -75,6 +75,43 @@ fn counts_agree_with_blkparse_totals() {
 }
 
 #[test]
+fn one_per_cpu_file_is_read_as_blkparse_reads_it() {
+    // `blkparse -i loop0.blktrace.0` reads every CPU's file of loop0 (the totals above):
+    // so does one per-CPU file given alone, and naming both files, or the directory and a
+    // file, reads the recording once (not every request twice).
+    let dir = root()
+        .join("fixtures/block/loop0")
+        .to_string_lossy()
+        .into_owned();
+    for files in [
+        vec![sample("loop0.blktrace.0")],
+        vec![sample("loop0.blktrace.1")],
+        vec![sample("loop0.blktrace.0"), sample("loop0.blktrace.1")],
+        vec![dir.clone(), sample("loop0.blktrace.1")],
+    ] {
+        let mut args = vec!["iolat", "--format", "json"];
+        args.extend(files.iter().map(String::as_str));
+        let v = json(&args);
+        assert_eq!(
+            (
+                &v["counts"]["bios"],
+                &v["counts"]["requests"],
+                &v["counts"]["flushes"]
+            ),
+            (&34.into(), &19.into(), &5.into()),
+            "{files:?}"
+        );
+        let mut args = vec!["info", "--format", "json"];
+        args.extend(files.iter().map(String::as_str));
+        let info = json(&args);
+        assert!(
+            info["data_quality"]["cpus_partly_recorded"].is_null(),
+            "{files:?}"
+        );
+    }
+}
+
+#[test]
 fn by_process_and_op_select_the_rows() {
     let files = [sample("loop0.blktrace.0"), sample("loop0.blktrace.1")];
     let keys = |by: &str| -> Vec<String> {

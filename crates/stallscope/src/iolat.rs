@@ -106,7 +106,8 @@ fn blktrace_inputs(args: &InputOptions) -> Option<Vec<(u16, String)>> {
         return None;
     }
     let mut out = Vec::new();
-    for (i, path) in args.files.iter().enumerate() {
+    let paths = stallscope_read::blktrace::one_per_recording(&args.files).ok()?;
+    for (i, path) in paths.iter().enumerate() {
         let index = u16::try_from(i).ok()?;
         match expand_path(path).ok()? {
             Some(files) => out.extend(files.into_iter().map(|f| (index, f))),

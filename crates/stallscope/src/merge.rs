@@ -102,8 +102,18 @@ fn check_run(dq: &mut DataQuality, last_ts: &mut Option<Ts>, path: &str, batch: 
 const CHECK_RUN: usize = 64;
 
 impl Inputs {
-    /// Opens every path (`-` = stdin), sniffing formats unless `forced`.
+    /// Opens every path (`-` = stdin), sniffing formats unless `forced`; a blktrace
+    /// recording named several times (by several of its per-CPU files, or by its directory
+    /// and a file) is read once.
     pub fn open(paths: &[String], forced: Option<InputFormat>) -> Result<Inputs, ReadError> {
+        let distinct;
+        let paths = match forced {
+            None | Some(InputFormat::Blktrace) => {
+                distinct = stallscope_read::blktrace::one_per_recording(paths)?;
+                &distinct[..]
+            }
+            Some(_) => paths,
+        };
         let mut readers = Vec::with_capacity(paths.len());
         for (i, p) in paths.iter().enumerate() {
             let idx = u16::try_from(i).map_err(|_| {

@@ -27,8 +27,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockDev, Event, Finding, FindingCause, FindingSeverity, FindingTask, SystemContext, Tid, Ts,
-    Window,
+    BlockDev, CpuCoverage, Event, Finding, FindingCause, FindingSeverity, FindingTask,
+    SystemContext, Tid, Ts, Window,
 };
 
 use self::blocked::{blocked_during, BlockedLog};
@@ -224,9 +224,15 @@ impl Detector for DispatchStarvation {
             high: this.high,
             blocked_min: this.blocked_min,
         };
+        // On a recording of some CPUs only (one CPU's blktrace file of several) a request
+        // still waiting at the end may have been dispatched on a CPU left out: no evidence.
+        let partial = *cx.timeline.coverage() != CpuCoverage::All;
         // Group the qualifying waits by device and issuer.
         let mut groups: BTreeMap<(BlockDev, Tid), Vec<Wait>> = BTreeMap::new();
         for w in waits {
+            if partial && w.end == WaitEnd::TraceEnd {
+                continue;
+            }
             let median = devices.get(&w.dev).map_or(0, |d| d.median_wait);
             // a wait of high_ns is reported whatever else the trace shows: an excerpt of one
             // request (a pasted blkparse snippet) has no median and no other dispatch

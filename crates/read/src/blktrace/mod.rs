@@ -12,12 +12,13 @@
 //!   clock at the start (not an event), `BLK_TN_MESSAGE` → [`BlockAction::Message`];
 //! * time stays the kernel's ns (blkparse prints it relative to the first record).
 //!
-//! One reader can cover several files: [`expand_path`] turns a directory (every
-//! `*.blktrace.N` in it) or a `DEV` prefix (`loop0`, `loop0.blktrace`, `loop0.blktrace.`) into
-//! the list of per-CPU files, which [`crate::open`] then reads as one input. Spans are byte
-//! offsets inside the file of the record's CPU. Per-CPU files named one by one on the
-//! command line are separate inputs (merged by the facade): each knows only the process
-//! notes of its own CPU, so name the directory or the prefix to get every task name.
+//! One reader covers a recording's files: [`expand_path`] turns a directory (every
+//! `*.blktrace.N` in it), a `DEV` prefix (`loop0`, `loop0.blktrace`, `loop0.blktrace.`) or
+//! one per-CPU file (as `blkparse -i` does) into the list of per-CPU files, which
+//! [`crate::open`] then reads as one input; [`one_per_recording`] keeps a recording named
+//! several times from being read twice. Spans are byte offsets inside the file of the
+//! record's CPU. When the file numbers leave a CPU out (`sda.blktrace.1` without `.0`) the
+//! input records only some CPUs (`TraceMeta::cpus_recorded`).
 //!
 //! Errors: a truncated record is fatal ([`ReadError`] with the file and the record's
 //! offset); garbage between records is skipped to the next magic and counted
@@ -31,8 +32,8 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 use stallscope_model::{
-    BlockAction, Comm, DataQuality, Event, EventKind, InputFormat, Problem, Span, SpanPos,
-    TraceMeta,
+    BlockAction, Comm, CpuCoverage, DataQuality, Event, EventKind, InputFormat, Problem, Span,
+    SpanPos, TraceMeta,
 };
 
 use crate::blktrace::record::{carries_comm, decode, Decoded, SkipReason};
@@ -87,6 +88,7 @@ impl BlktraceReader {
             format: Some(InputFormat::Blktrace),
             compression: input.compression.map(str::to_string),
             clock_is_ns: true,
+            cpus_recorded: coverage_of_files([input.path.as_str()]),
             ..TraceMeta::default()
         };
         meta.path.clone_from(&input.path);
@@ -118,6 +120,7 @@ impl BlktraceReader {
             format: Some(InputFormat::Blktrace),
             compression,
             clock_is_ns: true,
+            cpus_recorded: coverage_of_files(files.iter().map(String::as_str)),
             ..TraceMeta::default()
         };
         Ok(Self::from_streams(meta, streams, index, total))
@@ -309,13 +312,16 @@ fn dev_of(name: &str) -> &str {
     name.rfind(".blktrace.").map_or(name, |i| &name[..i])
 }
 
-/// Expands a directory or a `DEV` prefix to the per-CPU files it stands for, sorted by
-/// name then CPU number; `Ok(None)` when `path` is neither (an ordinary file, `-`, or a
-/// name with no matching files).
+/// Expands a directory, a `DEV` prefix or one per-CPU file to the per-CPU files of the
+/// recording it stands for, sorted by name then CPU number; `Ok(None)` when `path` is
+/// none of these (an ordinary file, `-`, or a name with no matching files).
 ///
 /// * directory: every `*.blktrace.N` in it (compressed ones too: `*.blktrace.N.zst`);
 /// * `DIR/loop0`, `DIR/loop0.blktrace`, `DIR/loop0.blktrace.` (when no such file exists):
-///   every `DIR/loop0.blktrace.N`.
+///   every `DIR/loop0.blktrace.N`;
+/// * `DIR/loop0.blktrace.N`: every `DIR/loop0.blktrace.M` — as `blkparse -i` reads every
+///   CPU's file of the device it is given one of (a request queued on one CPU is often
+///   dispatched and completed on another: one CPU's file alone loses those events).
 pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
     if path == "-" {
         return Ok(None);
@@ -332,10 +338,25 @@ pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
         }
         Ok(out)
     };
+    let parent_of = |p: &Path| match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
+    };
     let mut found = if p.is_dir() {
         list(p)?
     } else if p.exists() {
-        return Ok(None);
+        let name = p
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !p.is_file() || !is_per_cpu_name(&name) {
+            return Ok(None);
+        }
+        let dev = dev_of(&name).to_string();
+        list(&parent_of(p))?
+            .into_iter()
+            .filter(|(n, _)| dev_of(n) == dev)
+            .collect()
     } else {
         let base = p
             .file_name()
@@ -344,10 +365,7 @@ pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
         if base.is_empty() {
             return Ok(None);
         }
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => Path::new(".").to_path_buf(),
-        };
+        let dir = parent_of(p);
         if !dir.is_dir() {
             return Ok(None);
         }
@@ -371,6 +389,56 @@ pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
     Ok(Some(found.into_iter().map(|(_, p)| p).collect()))
 }
 
+/// `paths` with each blktrace recording once: a path whose per-CPU files
+/// ([`expand_path`]) are those of an earlier path (`sda.blktrace.0 sda.blktrace.1`, or a
+/// directory and one of its files) is left out — read twice, every request would be
+/// doubled. Other paths are kept as given.
+pub fn one_per_recording(paths: &[String]) -> Result<Vec<String>, ReadError> {
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    let mut out = Vec::with_capacity(paths.len());
+    for p in paths {
+        if let Some(mut files) = expand_path(p)? {
+            for f in &mut files {
+                *f = std::fs::canonicalize(&*f)
+                    .map_or_else(|_| f.clone(), |c| c.to_string_lossy().into_owned());
+            }
+            if seen.contains(&files) {
+                continue;
+            }
+            seen.push(files);
+        }
+        out.push(p.clone());
+    }
+    Ok(out)
+}
+
+/// The CPUs that per-CPU files named `names` record: [`CpuCoverage::Only`] when their
+/// numbers leave a CPU out below the highest (`sda.blktrace.1` without `.0`: the
+/// requests issued or completed on CPU 0 are missing), otherwise every CPU (nothing says
+/// the machine had more).
+fn coverage_of_files<'a>(names: impl IntoIterator<Item = &'a str>) -> CpuCoverage {
+    let mut cpus = Vec::new();
+    for name in names {
+        let base = Path::new(name)
+            .file_name()
+            .map_or_else(|| name.into(), |s| s.to_string_lossy());
+        if !is_per_cpu_name(&base) {
+            return CpuCoverage::All;
+        }
+        match u32::try_from(cpu_of(&base)) {
+            Ok(c) => cpus.push(c),
+            Err(_) => return CpuCoverage::All,
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    let complete = cpus.iter().enumerate().all(|(i, &c)| c as usize == i);
+    match complete || cpus.is_empty() {
+        true => CpuCoverage::All,
+        false => CpuCoverage::Only(cpus),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,5 +454,38 @@ mod tests {
         assert_eq!(dev_of("my.dev.blktrace.3.xz"), "my.dev");
         assert_eq!(cpu_of("my.dev.blktrace.3.xz"), 3);
         assert!(!is_per_cpu_name("trace.dat"));
+    }
+
+    #[test]
+    fn coverage_from_file_numbers() {
+        assert_eq!(
+            coverage_of_files(["d/sda.blktrace.0", "d/sda.blktrace.1.zst"]),
+            CpuCoverage::All
+        );
+        assert_eq!(coverage_of_files(["sda.blktrace.0"]), CpuCoverage::All);
+        assert_eq!(
+            coverage_of_files(["x/sda.blktrace.1"]),
+            CpuCoverage::Only(vec![1])
+        );
+        assert_eq!(
+            coverage_of_files(["sda.blktrace.0", "sda.blktrace.2"]),
+            CpuCoverage::Only(vec![0, 2])
+        );
+        assert_eq!(coverage_of_files(["-"]), CpuCoverage::All);
+    }
+
+    /// One per-CPU file stands for its recording; named again (by another file, the
+    /// directory or the prefix) the recording is read once.
+    #[test]
+    fn a_per_cpu_file_stands_for_its_recording() {
+        let dir = format!("{}/../../fixtures/block/loop0", env!("CARGO_MANIFEST_DIR"));
+        let one = format!("{dir}/loop0.blktrace.1");
+        let files = expand_path(&one).expect("expand").expect("per-CPU file");
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert!(files[0].ends_with("loop0.blktrace.0"), "{files:?}");
+        let zero = format!("{dir}/loop0.blktrace.0");
+        let kept = one_per_recording(&[zero.clone(), one, dir.clone(), format!("{dir}/loop0")])
+            .expect("paths");
+        assert_eq!(kept, vec![zero], "read once");
     }
 }
