@@ -305,3 +305,169 @@ fn folded_output_reads_back_to_the_same_shares() {
     };
     assert_eq!(selfs(&a), selfs(&b));
 }
+
+#[test]
+fn unindented_frames_fold_as_the_indented_text() {
+    // fixtures/profile/unindented (make.sh): the real perf script text with frames at
+    // column 0 and headers without time and period, as old perf printed them. FlameGraph's
+    // stackcollapse-perf.pl folds that shape (a column-0 line that is no header and reads
+    // `ADDR SYMBOL (DSO)` is a frame; one count per sample): the same stacks as the
+    // indented original, each weighing its sample count where the original prints periods
+    // (500250 ns each). Before: "unrecognized content", and forced, 0 frames.
+    let folded = |rel: &str| -> Vec<(String, u64)> {
+        let out = run(&["profile", &fixture(rel), "--format", "folded"]);
+        assert!(
+            out.status.success(),
+            "{rel}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let (stack, w) = l.rsplit_once(' ').expect("folded line");
+                (stack.to_string(), w.parse().expect("weight"))
+            })
+            .collect()
+    };
+    let indented = folded("perf_cpu_fp/script_cpu_fp.txt");
+    let unindented = folded("unindented/script_unindented.txt");
+    assert!(indented.len() >= 8, "{indented:?}");
+    let per_sample: Vec<(String, u64)> = indented
+        .into_iter()
+        .map(|(s, w)| {
+            assert_eq!(w % 500_250, 0, "{s}");
+            (s, w / 500_250)
+        })
+        .collect();
+    assert_eq!(unindented, per_sample);
+    let v = json(&[
+        "profile",
+        &fixture("unindented/script_unindented.txt"),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(v["format"], "perf-script-text");
+    assert!(
+        v["data_quality"]["profile_bad_line"].is_null(),
+        "{}",
+        v["data_quality"]
+    );
+}
+
+/// perf's Children column per symbol in a `perf report --children --stdio` text (first
+/// entry of each symbol), in basis points.
+fn perf_children_bp(text: &str) -> std::collections::HashMap<String, u64> {
+    let mut out = std::collections::HashMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(c), Some(s), Some(sym)) = (words.first(), words.get(1), words.last()) else {
+            continue;
+        };
+        let pct = |w: &str| -> Option<u64> {
+            let v: f64 = w.strip_suffix('%')?.parse().ok()?;
+            Some((v * 100.0).round() as u64)
+        };
+        if let (Some(c), Some(_)) = (pct(c), pct(s)) {
+            out.entry(sym.to_string()).or_insert(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn one_children_entry_pasted_alone_is_its_call_graph() {
+    // fixtures/profile/children_entry (make.sh): perf report --children of the lock-spinning
+    // capture (eight processes creating and unlinking in one XFS directory), the entry
+    // `entry_SYSCALL_64_after_hwframe` (self 0 %) cut out in --stdio form with and without the
+    // header and in the TUI's saved form. Before: "0 stacks, total weight 0", no finding.
+    let full = std::fs::read_to_string(fixture("children_entry/full_children.txt")).unwrap();
+    let perf = perf_children_bp(&full);
+    let totals = |rel: &str| -> std::collections::HashMap<String, u64> {
+        let v = json(&["profile", &fixture(rel), "--top", "0", "--format", "json"]);
+        assert_eq!(v["format"], "perf-report-text", "{rel}");
+        assert!(
+            v["quality"]["perf_report_one_entry"].is_object(),
+            "{rel}: {}",
+            v["quality"]
+        );
+        v["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["name"].as_str().unwrap().to_string(),
+                    f["total_bp"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let stdio = totals("children_entry/entry_stdio.txt");
+    assert_eq!(totals("children_entry/entry_stdio_header.txt"), stdio);
+    let tui = totals("children_entry/entry_tui.txt");
+    // The excerpt holds the samples through the syscall entry: a function's total is at most
+    // perf's Children (other paths reach it too, e.g. kworkers' _raw_spin_unlock_irqrestore,
+    // and perf prunes branches below 0.5 %), and equal for the functions every sample of
+    // which is under a syscall.
+    for (name, bp) in &stdio {
+        let p = perf
+            .get(name)
+            .copied()
+            .unwrap_or_else(|| panic!("{name} not in perf's report"));
+        assert!(*bp <= p, "{name}: {bp} bp > perf's {p}");
+    }
+    for name in [
+        "entry_SYSCALL_64_after_hwframe",
+        "do_syscall_64",
+        "path_openat",
+        "do_unlinkat",
+        "xfs_create",
+        "rwsem_down_write_slowpath",
+        "rwsem_spin_on_owner",
+    ] {
+        assert_eq!(
+            stdio.get(name),
+            perf.get(name),
+            "{name}: stdio excerpt vs perf"
+        );
+        // the TUI prints the same graph (it hides a percentage where one callee takes all
+        // of a node's callee weight, which moves self weight, never a total)
+        assert_eq!(tui.get(name), perf.get(name), "{name}: TUI excerpt vs perf");
+    }
+    // lock-spinning reads the path as from the whole report: the rwsem's spin, both callers,
+    // shares of perf's whole profile (spin = perf's Children of rwsem_spin_on_owner)
+    for rel in [
+        "children_entry/entry_stdio.txt",
+        "children_entry/entry_tui.txt",
+    ] {
+        let r = json(&[
+            "analyze",
+            "--select",
+            "lock-spinning",
+            "--format",
+            "json",
+            &fixture(rel),
+        ]);
+        let f = &r["findings"][0];
+        assert_eq!(f["detector"], "lock-spinning", "{rel}: {r}");
+        let title = f["title"].as_str().unwrap();
+        assert!(title.contains("rwsem_spin_on_owner"), "{title}");
+        assert!(
+            title.contains("path_openat") && title.contains("do_unlinkat"),
+            "{title}"
+        );
+        assert_eq!(
+            f["measures"]["spin_bp"], perf["rwsem_spin_on_owner"],
+            "{rel}"
+        );
+        assert_ne!(
+            f["severity"], "high",
+            "{rel}: a medium finding in the whole report"
+        );
+        assert!(
+            !f["hint"].as_str().unwrap().contains(" -i "),
+            "no perf report -i on text"
+        );
+    }
+}

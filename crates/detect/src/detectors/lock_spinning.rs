@@ -371,6 +371,11 @@ fn find_named(p: &Profile, params: &Params, paths: &[String]) -> Vec<(PathName, 
             *ex = (s.weight, idx);
         }
     }
+    if p.unit == WeightUnit::BasisPoints {
+        // perf report percentages are of perf's whole profile (10 000 bp): an excerpt (one
+        // entry, a `--comm` report) covers part of it, and its shares stay perf's
+        totals.weight = totals.weight.max(10_000);
+    }
     let mut out: Vec<(PathName, Finding)> = groups
         .iter()
         .filter_map(|(key, g)| {
@@ -821,8 +826,16 @@ fn finding(
         }
         _ => "`perf lock contention -ab -- sleep 5` (BPF) names the contended lock and its waiters.",
     };
+    // a perf report text is no input of perf report: point at the perf.data it came from
+    let (on, input) = match p.unit {
+        WeightUnit::BasisPoints => (
+            "On the perf.data this report was made from, ",
+            String::new(),
+        ),
+        _ => ("", format!(" -i {file}")),
+    };
     let hint = format!(
-        "`perf report --no-children --sort sym -i {file}` shows the lock functions' self shares ({}); `perf report --no-children -S {spin_fn} -G -i {file}` shows the callers. {advice}",
+        "{on}`perf report --no-children --sort sym{input}` shows the lock functions' self shares ({}); `perf report --no-children -S {spin_fn} -G{input}` shows the callers. {advice}",
         checks.join(", ")
     );
 

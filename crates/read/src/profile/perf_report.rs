@@ -42,6 +42,13 @@
 //!   are its callers (taken while they fit in `Self`); the rest of `Self` is a one-frame stack.
 //!   The Children column, summed per symbol, is kept as [`super::ProfileRead::reported_totals`]
 //!   (stacks rebuilt from pruned graphs cannot reproduce it).
+//! - one children-view entry alone (an excerpt pasted into a mail: `-   62.46%   0.00%  …
+//!   [k] iomap_dio_complete_work` and its graph, in the TUI's or the `--stdio` form): the
+//!   samples through the entry are all the input knows, so every path of its graph becomes a
+//!   stack (callee paths start at the entry, caller paths end at it), weighing what its last
+//!   line's percentage leaves to it; a line without percentage (a single callee) carries its
+//!   parent's weight, a chain at the root the entry's Children column
+//!   (`perf_report_one_entry`). Weights stay basis points of perf's whole profile.
 //! - `-g folded` lines (`COUNT frame;…`, caller first) give exact stacks: the unit is then
 //!   samples, and entries without such lines get `pct × # Samples`.
 //!
@@ -363,15 +370,22 @@ impl Entry {
         if !self.nodes.is_empty() {
             return None;
         }
-        let node = self.push_node("", None, Some(self.self_bp));
+        let node = self.push_node("", None, Some(self.root_weight()));
         self.set_tail(col, node);
         Some(node)
+    }
+
+    /// What a chain at the root carries when it prints no percentage: the entry's whole
+    /// weight (its Children column in the children view, where the callee paths start at
+    /// the entry; its Overhead otherwise).
+    fn root_weight(&self) -> u64 {
+        self.children_bp.unwrap_or(self.self_bp)
     }
 
     fn push_node(&mut self, name: &str, parent: Option<usize>, pct: Option<u64>) -> usize {
         let inherited = parent
             .and_then(|p| self.nodes.get(p))
-            .map_or(self.self_bp, |p| p.weight);
+            .map_or(self.root_weight(), |p| p.weight);
         self.nodes.push(Node {
             name: name.to_string(),
             parent,
@@ -552,6 +566,30 @@ impl ReportParser<'_> {
             span: Span::new(0, SpanPos::Line(e.line)),
             ..WeightedStack::default()
         });
+    }
+
+    /// One `--children` entry read alone (see the module doc): every path of its graph is a
+    /// stack, caller first as the children view prints it; the entry closes paths that
+    /// stop above it and is the whole stack of an empty one.
+    fn finish_excerpt_entry(&mut self, e: &Entry) {
+        let (paths, pruned) = e.paths();
+        if pruned > 0 {
+            let path = self.path;
+            self.quality.add(Problem::PerfReportPruned, pruned, || {
+                format!("{path}:{}", e.line)
+            });
+        }
+        let mut left = e.root_weight();
+        for (p, w) in &paths {
+            let w = (*w).min(left);
+            let mut leaf_first: Vec<String> = p.iter().rev().cloned().collect();
+            if !p.contains(&e.symbol) {
+                leaf_first.push(e.symbol.clone());
+            }
+            self.push_stack(e, &leaf_first, w);
+            left -= w;
+        }
+        self.push_stack(e, std::slice::from_ref(&e.symbol), left);
     }
 
     fn finish_entry(&mut self, e: Entry, folded_mode: bool) {
@@ -764,8 +802,18 @@ pub fn parse(path: &str, text: &str) -> Result<ProfileRead, ReadError> {
         }
         totals
     });
-    for e in entries {
-        p.finish_entry(e, folded_mode);
+    // One children-view entry pasted alone: its own graph is all there is of the profile.
+    let excerpt = p.children_view && !folded_mode && entries.len() == 1;
+    if excerpt {
+        let e = &entries[0];
+        p.quality.add(Problem::PerfReportOneEntry, 1, || {
+            format!("{path}:{}: {}", e.line, e.symbol)
+        });
+        p.finish_excerpt_entry(e);
+    } else {
+        for e in entries {
+            p.finish_entry(e, folded_mode);
+        }
     }
     if !folded_mode {
         p.quality

@@ -2,7 +2,7 @@
 //! [`Profile`].
 //!
 //! ```text
-//! block   := header NL { TAB frame NL } [ blank line ]
+//! block   := header NL { [TAB] frame NL } [ blank line ]   (old perf: frames at column 0)
 //! header  := COMM ␣+ PID[/TID] ␣+ [ "[" CPU "]" ␣+ ] SECS.FRAC ":" ␣+ [ PERIOD ␣+ ] EVENT ":" [ payload ]
 //! frame   := ␣* HEXADDR ␣ SYMBOL[+0xOFF] ␣ "(" DSO ")"
 //!
@@ -399,11 +399,16 @@ impl<'o> ScriptProfiler<'o> {
         let indented = line.starts_with('\t') || line.starts_with(' ');
         // An indented line is a frame unless it is a header (perf right-aligns comms);
         // a header without a time column is tried only after the frame reading fails.
+        // Old perf printed frames at column 0: inside a sample, a line that is no header
+        // and reads as `ADDR SYMBOL (DSO)` is a frame (stackcollapse-perf.pl's rule).
         let frame_line = line.starts_with('\t')
             || indented
                 && parse_timed_header(line).is_none()
                 && (parse_frame(line).is_some_and(|f| f.dso.is_some())
-                    || parse_untimed_header(line).is_none());
+                    || parse_untimed_header(line).is_none())
+            || !indented
+                && (self.current.is_some() || self.in_skipped_block)
+                && is_unindented_frame(line);
         if frame_line {
             match (parse_frame(line), self.current.is_some()) {
                 (Some(f), true) => {
@@ -533,14 +538,25 @@ pub fn read(input: Input, opts: &ProfileOptions) -> Result<ProfileRead, ReadErro
     sp.finish()
 }
 
+/// A frame line printed at column 0 (old perf, FlameGraph's examples): `ADDR SYMBOL
+/// (DSO)` that is no sample header.
+fn is_unindented_frame(line: &str) -> bool {
+    parse_frame(line).is_some_and(|f| f.dso.is_some()) && parse_header(line).is_none()
+}
+
 /// Whether `head` looks like `perf script` sample output: a header line parsed by the
-/// context parser directly followed by a TAB-indented frame.
+/// context parser directly followed by a frame (TAB-indented, or at column 0 as old perf
+/// printed them).
 pub fn sniff(head: &[u8]) -> bool {
     let text = String::from_utf8_lossy(head);
     let mut prev_header = false;
     for line in text.lines().take(200) {
         let indented = line.starts_with('\t') || line.starts_with(' ');
-        if indented && prev_header && parse_frame(line).is_some_and(|f| f.dso.is_some()) {
+        let frame = match indented {
+            true => parse_frame(line).is_some_and(|f| f.dso.is_some()),
+            false => is_unindented_frame(line),
+        };
+        if prev_header && frame {
             return true;
         }
         let header = if line.starts_with('\t') {
