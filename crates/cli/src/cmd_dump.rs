@@ -7,8 +7,10 @@ use std::io::Write;
 
 use clap::Args;
 use serde_json::{Map, Value};
-use stallscope::model::{DataQuality, Event, FieldRef, SpanPos};
-use stallscope::read::profile::{kernel_symbols_with_embedded, Kallsyms, KernelSymbolSource};
+use stallscope::model::{DataQuality, Event, FieldRef, InputFormat, SpanPos};
+use stallscope::read::profile::{
+    kernel_symbols_with_embedded, Kallsyms, KernelSymbolSource, KERNEL_ADDR_MIN,
+};
 
 use crate::common::{write_quality_text, CliError, InputArgs, OutputFormat};
 
@@ -81,13 +83,16 @@ fn write_stack(
 ) -> std::io::Result<()> {
     const CONTEXT_MAX: u64 = -4095i64 as u64;
     const KERNEL: u64 = -128i64 as u64;
+    // perf.data callchains mark their kernel part (PERF_CONTEXT_KERNEL); callchains read
+    // from text carry no marks: there the address says (the kernel's half of the space)
+    let marked = chain.iter().any(|&ip| ip >= CONTEXT_MAX);
     let mut kernel = false;
     for &ip in chain {
         if ip >= CONTEXT_MAX {
             kernel = ip == KERNEL;
             continue;
         }
-        let name = if kernel {
+        let name = if kernel || !marked && ip >= KERNEL_ADDR_MIN {
             symbols.and_then(|k| k.lookup(ip))
         } else {
             None
@@ -106,8 +111,10 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut inputs = args.input.open()?;
     let paths: Vec<String> = inputs.metas().iter().map(|m| m.path.clone()).collect();
     let path_of = |i: u16| paths.get(usize::from(i)).map_or("?", |s| s.as_str());
-    // kernel symbols per input, built at the first stack of that input (--source only)
-    let mut symbols: Vec<Option<Option<Kallsyms>>> = vec![None; paths.len()];
+    // kernel symbols per input, built at the first stack of that input (--source only), and
+    // again when the input's own table grows (perf script text names its frames as it goes)
+    type Table = (Option<std::sync::Arc<str>>, Option<Kallsyms>);
+    let mut symbols: Vec<Option<Table>> = vec![None; paths.len()];
     let mut batch = Vec::new();
     while inputs.next_batch(&mut batch)? {
         for ev in &batch {
@@ -121,18 +128,33 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
                     if let (true, Some(chain)) = (args.source, &ev.callchain) {
                         let i = usize::from(ev.span.input());
                         if let Some(slot) = symbols.get_mut(i) {
-                            let table = slot.get_or_insert_with(|| {
-                                let meta = &inputs.metas()[i];
-                                kernel_symbols_with_embedded(
+                            let metas = inputs.metas();
+                            let meta = &metas[i];
+                            let stale =
+                                slot.as_ref()
+                                    .is_none_or(|(k, _)| match (k, &meta.kallsyms) {
+                                        (Some(a), Some(b)) => !std::sync::Arc::ptr_eq(a, b),
+                                        (a, b) => a.is_some() != b.is_some(),
+                                    });
+                            if stale {
+                                let table = kernel_symbols_with_embedded(
                                     &KernelSymbolSource::Auto,
                                     meta.kernel_release.as_deref(),
-                                    meta.kallsyms.as_deref().map(|k| (meta.path.as_str(), k)),
+                                    meta.kallsyms.as_deref().map(|k| {
+                                        let aliases = meta
+                                            .format
+                                            .map(InputFormat::symbol_aliases)
+                                            .unwrap_or_default();
+                                        (meta.path.as_str(), k, aliases)
+                                    }),
                                     &mut DataQuality::default(),
                                 )
                                 .ok()
-                                .flatten()
-                            });
-                            write_stack(out, chain, table.as_ref())?;
+                                .flatten();
+                                *slot = Some((meta.kallsyms.clone(), table));
+                            }
+                            let table = slot.as_ref().and_then(|(_, t)| t.as_ref());
+                            write_stack(out, chain, table)?;
                         }
                     }
                 }

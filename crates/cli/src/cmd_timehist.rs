@@ -383,9 +383,6 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
     if let Some(e) = io_err.take() {
         return Err(CliError::Io(e));
     }
-    if !started {
-        head(&text, out)?;
-    }
     let rows = done.rows;
     let nothing = (rows == 0).then(|| {
         let files = &args.input.files;
@@ -408,9 +405,15 @@ pub fn run(args: &TimehistArgs, out: &mut dyn Write) -> Result<(), CliError> {
             ),
         }
     });
+    // nothing measured: the text says so on stderr alone, without an empty table's head
+    // (JSON keeps its document, which says it in `nothing_analyzed`)
+    if !started && (nothing.is_none() || args.format == OutputFormat::Json) {
+        head(&text, out)?;
+    }
     let summary = (args.summary || args.with_summary).then_some(done.summary);
     let dq = done.quality;
     match args.format {
+        OutputFormat::Text if nothing.is_some() => {}
         OutputFormat::Text => {
             if let Some(s) = &summary {
                 text.summary(out, s)?;

@@ -356,6 +356,56 @@ fn runqueue_starvation_names_the_cause_on_every_positive_fixture() {
     assert_eq!(Some(measure(f, "worst_wait_ns")), delay, "{f:#}");
 }
 
+/// Issue #29: a task of a throttled group beside an equal-weight hog outside the group
+/// (capture_fair_share.sh `throttled-neighbour`): the hog runs while the group's quota is
+/// spent, so the cause is the quota — named with its numbers — and the hog is listed as having
+/// run, not blamed; the remedy is the quota's, not weights or priorities (before: the hog was
+/// the `culprit` and the hint advised "raising the victim's priority or weight, lowering the
+/// culprit's"). The worst wait is `timehist`'s largest scheduling delay of the task.
+#[test]
+fn a_quota_is_the_culprit_of_a_throttled_wait_not_the_task_that_ran() {
+    let file = fixture("fixtures/detectors/runqueue-starvation/throttled-neighbour.dat.zst");
+    let r = analyze(&file, &["--select", "runqueue-starvation"]);
+    let fs = findings(&r, "runqueue-starvation");
+    let f = fs
+        .iter()
+        .find(|f| with_role(f, "victim")[0]["comm"] == "periodic")
+        .unwrap_or_else(|| panic!("no finding of periodic: {fs:#?}"));
+    assert_eq!(cause_kind(f), "throttled", "{f:#}");
+    assert!(
+        with_role(f, "culprit").is_empty(),
+        "no task is the culprit: {f:#}"
+    );
+    let ran = with_role(f, "ran");
+    assert!(
+        ran.iter().any(|t| t["comm"] == "stress-ng-cpu"
+            && t["measures"]["share_of_wait_permille"].as_i64().unwrap() >= 500),
+        "the hog ran most of the wait: {f:#}"
+    );
+    assert_eq!(measure(f, "cgroup_quota_us"), 10_000);
+    assert_eq!(measure(f, "cgroup_period_us"), 100_000);
+    let title = f["title"].as_str().unwrap();
+    assert!(
+        title.contains("was throttled (CPU quota 10000 µs per 100000 µs)"),
+        "{title}"
+    );
+    let hint = f["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("cpu.max") && hint.contains("cpu.cfs_quota_us"),
+        "{hint}"
+    );
+    for wrong in [
+        "raising the victim's priority",
+        "renice",
+        "lowering the culprit",
+    ] {
+        assert!(!hint.contains(wrong), "{wrong:?} in {hint}");
+    }
+    let pid = with_role(f, "victim")[0]["pid"].as_i64().unwrap();
+    let delay = timehist_sch_delays(&file, Some(pid)).into_iter().max();
+    assert_eq!(Some(measure(f, "worst_wait_ns")), delay, "{f:#}");
+}
+
 #[test]
 fn busy_healthy_fixtures_raise_no_high_finding() {
     // 6 equal CPU hogs and a periodic task on 2 CPUs: fair sharing of too little CPU

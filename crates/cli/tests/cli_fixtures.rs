@@ -210,6 +210,12 @@ fn commands_without_their_events_say_what_is_missing_and_exit_2() {
         if !args.contains(&"--pid") && !args.contains(&"--cpu") {
             assert!(err.contains("record them with `"), "{args:?}: {err}");
         }
+        // the reason alone: no empty table's head before it (issue #29)
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            !out.contains("task name") && !out.contains("-----"),
+            "{args:?}: {out}"
+        );
     }
     // with its events, exit 0
     let o = stallscope().arg("latency").arg(&sched).output().unwrap();

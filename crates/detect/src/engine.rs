@@ -115,6 +115,8 @@ pub struct Engine {
     paths: Vec<String>,
     system: Option<SystemContext>,
     kallsyms: Option<std::sync::Arc<str>>,
+    /// Whose rule names an address several symbols of `kallsyms` share (its input's peer).
+    kallsyms_aliases: stallscope_model::SymbolAliases,
     /// Stacks recorded with scheduler events (see [`crate::stacks`]).
     stacks: crate::stacks::StackTable,
     /// Names of their kernel frames, made at [`Engine::finish`].
@@ -357,6 +359,12 @@ impl Engine {
             paths: metas.iter().map(|m| m.path.clone()).collect(),
             system,
             kallsyms: metas.iter().find_map(|m| m.kallsyms.clone()),
+            kallsyms_aliases: metas
+                .iter()
+                .find(|m| m.kallsyms.is_some())
+                .and_then(|m| m.format)
+                .map(InputFormat::symbol_aliases)
+                .unwrap_or_default(),
             stacks: crate::stacks::StackTable::default(),
             symbolizer: crate::stacks::Symbolizer::default(),
             stack_symbols: None,
@@ -687,10 +695,12 @@ impl Engine {
     /// Ends the analysis.
     pub fn finish(mut self) -> EngineOutput {
         if !self.stacks.is_empty() {
+            // a table the inputs carry names aliases as their peer does; one loaded for
+            // perf.data stacks (the host's, --kallsyms) as perf does
             let loaded = match (&self.kallsyms, self.stack_symbols.take()) {
-                (Some(k), _) => Some(k.clone()),
+                (Some(k), _) => Some((k.clone(), self.kallsyms_aliases)),
                 (None, Some(load)) => match load() {
-                    Ok(k) => Some(k),
+                    Ok(k) => Some((k, stallscope_model::SymbolAliases::LastListed)),
                     Err(note) => {
                         self.dq.add(Problem::StackFramesUnnamed, 1, || note);
                         None
@@ -698,8 +708,8 @@ impl Engine {
                 },
                 (None, None) => None,
             };
-            if let Some(k) = loaded {
-                self.symbolizer = crate::stacks::Symbolizer::from_kallsyms(&k);
+            if let Some((k, aliases)) = loaded {
+                self.symbolizer = crate::stacks::Symbolizer::from_kallsyms(&k, aliases);
             }
             let frames = self.stacks.user_frames();
             match self.user_frame_names.take() {

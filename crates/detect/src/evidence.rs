@@ -360,7 +360,8 @@ ffff000000003000 T aio_complete_rw\nffff000000004000 T try_to_wake_up\nffff00000
             stacks.record(ev);
             timeline.process(ev, &mut |_| {});
         }
-        let symbolizer = Symbolizer::from_kallsyms(kallsyms);
+        let symbolizer =
+            Symbolizer::from_kallsyms(kallsyms, stallscope_model::SymbolAliases::LastListed);
         let paths = vec!["t.dat".to_string()];
         let cx = crate::Context {
             timeline: &timeline,

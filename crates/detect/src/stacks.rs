@@ -8,7 +8,7 @@
 //! entry from its span to the stack.
 
 use rustc_hash::FxHashMap;
-use stallscope_model::{Event, EventKind, Span, Tid};
+use stallscope_model::{Event, EventKind, Span, SymbolAliases, Tid};
 
 /// perf's callchain context markers are the values at or above this (`PERF_CONTEXT_MAX`).
 const CONTEXT_MAX: u64 = -4095i64 as u64;
@@ -120,9 +120,9 @@ pub struct Symbolizer {
 }
 
 impl Symbolizer {
-    /// The code symbols of `kallsyms` text (`ADDR TYPE NAME [MODULE]`); an all-zero table
-    /// (read without privileges) names nothing.
-    pub fn from_kallsyms(text: &str) -> Symbolizer {
+    /// The code symbols of `kallsyms` text (`ADDR TYPE NAME [MODULE]`), one per address as
+    /// `aliases` says; an all-zero table (read without privileges) names nothing.
+    pub fn from_kallsyms(text: &str, aliases: SymbolAliases) -> Symbolizer {
         let mut symbols: Vec<(u64, String)> = text
             .lines()
             .filter_map(|l| {
@@ -135,7 +135,16 @@ impl Symbolizer {
                 Some((a, n.to_string()))
             })
             .collect();
+        // stable: equal addresses keep the file's order
         symbols.sort_by_key(|s| s.0);
+        match aliases {
+            SymbolAliases::FirstListed => symbols.dedup_by_key(|s| s.0),
+            SymbolAliases::LastListed => {
+                symbols.reverse();
+                symbols.dedup_by_key(|s| s.0);
+                symbols.reverse();
+            }
+        }
         Symbolizer {
             symbols,
             user: FxHashMap::default(),
@@ -217,6 +226,8 @@ pub fn is_mechanism(name: &str) -> bool {
                 | "wake_up_process"
                 | "__wake_up_common"
                 | "__wake_up_common_lock"
+                | "__wake_up_sync_key"
+                | "__wake_up_sync"
                 | "__wake_up"
                 | "default_wake_function"
                 | "autoremove_wake_function"
@@ -263,10 +274,37 @@ mod tests {
         assert!(table.get(Span::new(0, SpanPos::Byte(3))).is_none());
         let k = Symbolizer::from_kallsyms(
             "ffff000000001000 T io_schedule\nffff000000002000 t do_sys_open\n0 T zero\n",
+            SymbolAliases::LastListed,
         );
         assert_eq!(k.frames(&chain, 1), ["io_schedule", "do_sys_open"]);
         assert_eq!(table.kernel_addresses().len(), 2);
         assert!(is_mechanism("trace_event_raw_event_sched_switch"));
         assert!(!is_mechanism("io_schedule"));
+    }
+
+    /// Two symbols at one address (the lock section's start marker listed after the first
+    /// function in it, as in a real kernel's kallsyms): trace-cmd names frames there by the
+    /// first listed, perf by the last (issue #29: 11 937 frames of a real trace.dat named
+    /// `__lock_text_start` where `trace-cmd report` prints `_raw_spin_unlock_irqrestore`).
+    #[test]
+    fn aliases_are_named_as_the_inputs_peer_names_them() {
+        let text = "ffffffffa95ad1b0 T poll_idle\n\
+                    ffffffffa95ad270 T _raw_spin_unlock_irqrestore\n\
+                    ffffffffa95ad270 T __lock_text_start\n\
+                    ffffffffa95ad2a0 T _raw_read_trylock\n";
+        let at = 0xffff_ffff_a95a_d295;
+        let trace_cmd = Symbolizer::from_kallsyms(text, SymbolAliases::FirstListed);
+        assert_eq!(trace_cmd.name(at), Some("_raw_spin_unlock_irqrestore"));
+        let perf = Symbolizer::from_kallsyms(text, SymbolAliases::LastListed);
+        assert_eq!(perf.name(at), Some("__lock_text_start"));
+        assert_eq!(perf.name(0xffff_ffff_a95a_d1c0), Some("poll_idle"));
+        assert_eq!(
+            stallscope_model::InputFormat::TraceDat.symbol_aliases(),
+            SymbolAliases::FirstListed
+        );
+        assert_eq!(
+            stallscope_model::InputFormat::PerfData.symbol_aliases(),
+            SymbolAliases::LastListed
+        );
     }
 }

@@ -29,7 +29,7 @@ pub use event::{
     StatRuntime, Switch, TaskRef, Wakeup,
 };
 pub use finding::{Evidence, Finding, FindingCause, FindingSeverity, FindingTask, Window};
-pub use meta::{InputFormat, TraceMeta};
+pub use meta::{InputFormat, SymbolAliases, TraceMeta};
 pub use profile::{Profile, SymbolId, WeightUnit, WeightedStack};
 pub use quality::{DataQuality, Problem, Severity, StatEntry};
 pub use report::{Capabilities, QualityEntry, Report, ReportInput, SkippedDetector, REPORT_SCHEMA};

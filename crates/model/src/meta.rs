@@ -2,6 +2,22 @@
 
 use serde::Serialize;
 
+/// Which of several kernel symbols at one address names it, as the peer that reads the
+/// input names it. `perf` extends every symbol to the next one's start, which leaves the
+/// **last** listed of equal-address symbols the only one with a size, and keeps it
+/// (`memcpy`, `__memcpy`, `__pi_memcpy` → `__pi_memcpy`). `trace-cmd` (libtraceevent) lists
+/// the functions newest first, sorts them by address and takes the last of equal ones in
+/// that order: the **first** listed (`_raw_spin_unlock_irqrestore`, not the
+/// `__lock_text_start` marker at its address after it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SymbolAliases {
+    /// The last listed names the address (perf).
+    #[default]
+    LastListed,
+    /// The first listed names the address (trace-cmd).
+    FirstListed,
+}
+
 /// Input formats stallscope knows. [`InputFormat::name`] is the `--input-format` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -25,6 +41,16 @@ pub enum InputFormat {
 }
 
 impl InputFormat {
+    /// Whose rule names an address several kernel symbols share in this format's own
+    /// symbol table ([`SymbolAliases`]): trace-cmd's for trace.dat and its text, perf's for
+    /// the rest.
+    pub fn symbol_aliases(self) -> SymbolAliases {
+        match self {
+            InputFormat::TraceDat | InputFormat::TraceCmdText => SymbolAliases::FirstListed,
+            _ => SymbolAliases::LastListed,
+        }
+    }
+
     /// Every format, in the order sniffing tries them.
     pub const ALL: [InputFormat; 8] = [
         InputFormat::PerfData,

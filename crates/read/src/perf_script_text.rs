@@ -55,6 +55,14 @@ pub struct PerfScriptTextReader {
     /// `ADDR name+0xOFF ([kernel.kallsyms])`): given as the input's kernel symbol table at
     /// its end, so stacks of pasted text keep the names perf printed.
     kernel_functions: std::collections::BTreeMap<u64, String>,
+    /// Functions named since the table was last given (`meta().kallsyms`), and the number of
+    /// handed events at which it is given again: early events at once (an excerpt's first
+    /// stack shows its names while it is read, in `dump`), later ones at doubling counts so a
+    /// long text with many functions does not rebuild the table per stack.
+    functions_unpublished: bool,
+    publish_at: u64,
+    /// Whether `meta().kallsyms` is the table built here (not one the input carried).
+    published: bool,
 }
 
 /// Whether an indented line is a callchain frame: TAB-indented as perf prints it, or
@@ -109,6 +117,9 @@ impl PerfScriptTextReader {
             untimed: None,
             handed: 0,
             kernel_functions: std::collections::BTreeMap::new(),
+            functions_unpublished: false,
+            publish_at: 0,
+            published: false,
         })
     }
 
@@ -138,7 +149,12 @@ impl PerfScriptTextReader {
                     Some(ip) => {
                         self.ips.push(ip);
                         if let Some((start, name)) = kernel_function(line.text, ip) {
-                            self.kernel_functions.entry(start).or_insert(name);
+                            if let std::collections::btree_map::Entry::Vacant(v) =
+                                self.kernel_functions.entry(start)
+                            {
+                                v.insert(name);
+                                self.functions_unpublished = true;
+                            }
                         }
                     }
                     None => self.st.note(Problem::BadCallchainLines, 1, &line),
@@ -154,17 +170,26 @@ impl PerfScriptTextReader {
         Ok((!self.ips.is_empty()).then(|| self.ips.clone().into_boxed_slice()))
     }
 
+    /// Gives the functions the frames named so far as the input's kernel symbol table
+    /// (`meta().kallsyms`), unless the input carries a table of its own.
+    fn publish_kernel_functions(&mut self) {
+        if !self.functions_unpublished || self.st.meta.kallsyms.is_some() && !self.published {
+            return;
+        }
+        let text: String = self
+            .kernel_functions
+            .iter()
+            .map(|(a, n)| format!("{a:016x} T {n}\n"))
+            .collect();
+        self.st.meta.kallsyms = Some(text.into());
+        self.published = true;
+        self.functions_unpublished = false;
+    }
+
     fn step(&mut self) -> Result<(), ReadError> {
         let Some(line) = self.lines.next_line()? else {
             self.st.finish();
-            if self.st.meta.kallsyms.is_none() && !self.kernel_functions.is_empty() {
-                let text: String = self
-                    .kernel_functions
-                    .iter()
-                    .map(|(a, n)| format!("{a:016x} T {n}\n"))
-                    .collect();
-                self.st.meta.kallsyms = Some(text.into());
-            }
+            self.publish_kernel_functions();
             self.done = true;
             return Ok(());
         };
@@ -258,6 +283,10 @@ impl EventReader for PerfScriptTextReader {
     fn next_event(&mut self) -> Result<Option<Event>, ReadError> {
         loop {
             if let Some(ev) = self.st.out.pop_front() {
+                if self.functions_unpublished && self.handed >= self.publish_at {
+                    self.publish_kernel_functions();
+                    self.publish_at = (self.handed * 2).max(1024);
+                }
                 self.handed += 1;
                 return Ok(Some(ev));
             }

@@ -1411,10 +1411,12 @@ impl RunqueueStarvation {
         if end.is_none() && cause == CauseKind::MissingEvents {
             return; // an unfinished wait with nobody seen running in it proves nothing
         }
-        // the culprit role goes only to a task that ran at least half of the wait
+        // the culprit role goes only to a task that ran at least half of the wait, and to
+        // none when bandwidth control held the victim back: what ran meanwhile only used a
+        // CPU the victim was not allowed (its group's quota spent, or RT throttling)
         let main = culprits
             .first()
-            .filter(|k| k.run_ns.saturating_mul(2) >= waited)
+            .filter(|k| k.run_ns.saturating_mul(2) >= waited && cause != CauseKind::Throttled)
             .map_or(0, |k| k.tid);
         let (prev, prev_state) = match end.map(|e| &e.kind) {
             Some(EventKind::Switch(s)) => (s.prev.pid, s.prev_state),
@@ -1659,7 +1661,22 @@ impl RunqueueStarvation {
             true => format!("≥ {}", dur(w.wait)),
             false => dur(w.wait),
         };
+        let mut m_quota: Option<(u64, u64)> = None;
+        let quota = match (w.cause, w.facts.victim_rt) {
+            (CauseKind::Throttled, None) => cx
+                .task_context(victim)
+                .and_then(|t| fair::quota_of(&t.cgroups)),
+            _ => None,
+        };
         let mut title = match main_k {
+            None if quota.is_some() => {
+                let (path, q, p) = quota.clone().unwrap_or_default();
+                format!(
+                    "{vcomm} (pid {victim}) waited {waited} runnable on {on}: its cgroup {path} was throttled (CPU quota {q} µs per {p} µs); meanwhile the CPU idled {} and other tasks ran {}",
+                    dur(w.idle_ns),
+                    dur(ran)
+                )
+            }
             Some(k) => format!(
                 "{vcomm} (pid {victim}) waited {waited} runnable on {on} while {} (pid {main}) ran {} slice{} ({})",
                 cx.comm(main),
@@ -1696,6 +1713,9 @@ impl RunqueueStarvation {
             title.push_str(" (still waiting when the trace ended)");
         }
         let idle_form = main_k.is_none() && ran.saturating_mul(2) < w.wait && w.idle_ns > 0;
+        if let Some((_, q, p)) = &quota {
+            m_quota = Some((*q, *p));
+        }
         if w.cause == CauseKind::MissingEvents && idle_form {
             title.push_str(" — events may be missing (see data quality) or the task was throttled");
         } else if w.cause == CauseKind::MissingEvents {
@@ -1730,6 +1750,10 @@ impl RunqueueStarvation {
             ));
         }
         let mut m = BTreeMap::new();
+        if let Some((q, p)) = m_quota {
+            m.insert("cgroup_quota_us".into(), i(q));
+            m.insert("cgroup_period_us".into(), i(p));
+        }
         m.insert("worst_wait_ns".into(), i(w.wait));
         m.insert("worst_wait_start_ns".into(), i(w.since));
         m.insert("worst_wait_end_ns".into(), i(w.end));
@@ -2104,10 +2128,44 @@ impl RunqueueStarvation {
             }
         }
         why.push(format!(
-            "Confirm with `perf sched timehist -p {victim} --state` around {} s; consider raising the victim's priority or weight, lowering the culprit's, or separating them on different CPUs.",
+            "Confirm with `perf sched timehist -p {victim} --state` around {} s.",
             stallscope_model::fmt_secs_usecs(w.since)
         ));
+        why.push(remedy(
+            w.cause,
+            w.facts.victim_rt.is_some(),
+            victim,
+            main_k.map(|k| k.tid),
+        ));
         why.join(" ")
+    }
+}
+
+/// What to change for a wait of cause `cause` — each cause its own remedy, none that the
+/// cause makes pointless (a quota is not helped by weights, nor a real-time culprit by nice).
+/// `rt_victim`: the victim is a real-time task; `culprit`: the task that ran most of the wait.
+fn remedy(cause: CauseKind, rt_victim: bool, victim: Tid, culprit: Option<Tid>) -> String {
+    let culprit = culprit.map_or_else(|| "PID".to_string(), |c| c.to_string());
+    match cause {
+        CauseKind::HigherClass => format!(
+            "To let the victim run: give the real-time task a lower priority or the normal policy (`chrt -o -p 0 {culprit}`), move it to other CPUs (taskset, cpuset), or make the victim real-time above it (`chrt -f -p PRIO {victim}`); RT throttling (`sched_rt_runtime_us`) only bounds how long it can hold the CPU."
+        ),
+        CauseKind::NiceWeight => format!(
+            "Renice: lower the culprit's weight (`renice -n 0 -p {culprit}`) or raise the victim's (`renice -n -5 -p {victim}`)."
+        ),
+        CauseKind::CgroupWeight => "Change the groups' CPU weights (cpu.weight on cgroup v2, cpu.shares on v1), or move the victim into a group with a larger share.".into(),
+        CauseKind::Autogroup => format!(
+            "Start the victim in a session of its own (`setsid`), raise its session group's weight (`echo -5 > /proc/{victim}/autogroup`), or turn autogroup off (`sysctl kernel.sched_autogroup_enabled=0`)."
+        ),
+        CauseKind::Throttled if rt_victim => "Nothing is wrong with the tasks that ran: the kernel holds real-time tasks back so that fair tasks run. If the real-time task must not wait, raise `sched_rt_runtime_us` (or the fair server's runtime in debugfs) — knowing that a runaway real-time task can then starve the rest.".into(),
+        CauseKind::Throttled => "Raise or remove the group's quota (`cpu.max` on cgroup v2, `cpu.cfs_quota_us` on v1) or shorten its period so the quota comes back sooner; priority, nice and weights do not help a task whose group has spent its quota, and the tasks that ran meanwhile are not the cause.".into(),
+        CauseKind::InterruptTime => "Steer the interrupts off this CPU (/proc/irq/N/smp_affinity, irqbalance), use threaded interrupts so their work is scheduled like tasks, or spread network softirqs with RPS/RFS.".into(),
+        CauseKind::Affinity => format!(
+            "Widen the victim's affinity (`taskset -pc LIST {victim}`, the cpuset's cpuset.cpus) so the load balancer can move it to an idle CPU."
+        ),
+        CauseKind::NotExplainedByWeights | CauseKind::FairShare => "Separate them on different CPUs (taskset, cpuset), or reduce the CPU load; weights do not explain this wait, so changing them is no sure fix.".into(),
+        CauseKind::ContextNotRecorded => "Record the context first (`sudo stallscope record -o trace.dat -- COMMAND`): the remedy depends on which of cgroup weight, autogroup or a quota it is.".into(),
+        CauseKind::MissingEvents => "Record again with every CPU and without lost events (`sudo stallscope record`, which also stores cgroup quotas) before changing anything.".into(),
     }
 }
 

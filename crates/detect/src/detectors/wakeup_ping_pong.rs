@@ -34,7 +34,7 @@ use crate::{Context, Detector, DetectorInfo};
 use stallscope_timeline::{TaskState, Transition, WakeupSelector};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 10] = [
+pub static PARAMS: [ParamInfo; 11] = [
     ParamInfo {
         name: "min_handoffs",
         default: 1000,
@@ -95,6 +95,12 @@ pub static PARAMS: [ParamInfo; 10] = [
         unit: ParamUnit::Count,
         doc: "a CPU idle at least this share of the pair's window (‰) has capacity to spare",
     },
+    ParamInfo {
+        name: "excerpt_max_switches",
+        default: 64,
+        unit: ParamUnit::Count,
+        doc: "an input with at most this many context switches is an excerpt: one wakeup preemption whose two stacks it shows is reported (low)",
+    },
 ];
 
 /// Description.
@@ -122,6 +128,13 @@ length of each side, how often a side woke the other and how often it was switch
 preempted (`R`/`R+`) right after waking it, and — when `block_rq_complete` or
 `workqueue_execute_start` events are present — handoffs per completed I/O on that CPU and
 the work function the kworker side ran.
+
+In an **excerpt** (an input of at most `excerpt_max_switches`, default 64, context switches:
+a few events pasted into a mail or a bug report) no pair can show a rate; there one wakeup
+preemption — a waker switched out `R`/`R+` within `preempt_window_ns` of waking its partner,
+the partner running next — is reported as LOW when the input carries the stacks of both the
+wakeup and the switch-out: it names the two sites and says that it is one cycle, and what a
+longer capture would measure.
 
 It also reports a **context-switch storm**: a CPU with at least `min_handoffs` switches
 whose switch rate is at least
@@ -193,6 +206,8 @@ struct Pair {
     idle_at_first: u64,
     idle_at_last: u64,
     evidence: Vec<Kept>,
+    /// The first wakeup preemption: (side of the waker, the wakeup, the switch-out).
+    first_preemption: Option<(usize, KeptCopy<Wakeup>, Kept)>,
 }
 
 impl Pair {
@@ -305,6 +320,7 @@ pub struct WakeupPingPong {
     preempt_window: u64,
     costly_preempt: u64,
     spare_idle: u64,
+    excerpt_max_switches: u64,
     cpus: Vec<CpuPP>,
     /// kworker tid → (work function, count), a few per task.
     work: FxHashMap<Tid, Vec<(String, u64)>>,
@@ -336,6 +352,7 @@ impl WakeupPingPong {
             preempt_window: p.get("preempt_window_ns"),
             costly_preempt: p.get("costly_preempt_permille"),
             spare_idle: p.get("idle_permille"),
+            excerpt_max_switches: p.get("excerpt_max_switches"),
             cpus: Vec::new(),
             work: FxHashMap::default(),
             saw_block: false,
@@ -432,6 +449,7 @@ impl WakeupPingPong {
                         idle_at_first: idle,
                         idle_at_last: idle,
                         evidence: Vec::new(),
+                        first_preemption: None,
                     });
                     p.handoffs[side] += 1;
                     p.runs[side].add(len);
@@ -443,6 +461,10 @@ impl WakeupPingPong {
                         // wakeup preemption: the waker leaves runnable right after the wakeup
                         if prev == a && prev_runnable && woke_just_now {
                             p.preempted_after_waking[side] += 1;
+                            if p.first_preemption.is_none() {
+                                p.first_preemption =
+                                    cpu.last_wake.get().map(|w| (side, *w, keep(ev)));
+                            }
                         }
                     }
                     if p.evidence.len() < 6 {
@@ -610,9 +632,14 @@ impl WakeupPingPong {
             measures: m,
             evidence: render(cx, &kept),
             hint: format!(
-                "{text} {} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) reduces it.",
+                "{text} {} woke {} {} times ({} times then switched out preempted); {} woke {} {} times ({} preempted). Confirm with `perf sched timehist -C {c}` over the window; {}",
                 names[0], names[1], p.wakes[0], p.preempted_after_waking[0],
-                names[1], names[0], p.wakes[1], p.preempted_after_waking[1]
+                names[1], names[0], p.wakes[1], p.preempted_after_waking[1],
+                match costly {
+                    // the scheduler's choice is the cause: its knobs, or the wakee's policy
+                    true => "a woken SCHED_BATCH task never preempts on wakeup (`chrt -b -p 0 PID` on the woken side), a longer base slice (debugfs sched/base_slice_ns) lets the waker finish its work first, and batching the handoff (larger or batched I/O completions, a bigger pipe buffer) or moving one side to another CPU makes fewer wakeups.",
+                    false => "batching the handoff (larger or batched I/O completions, a bigger pipe buffer, moving one side or the interrupt to another CPU) makes fewer wakeups.",
+                }
             ),
             cause: Some(FindingCause {
                 kind: kind.into(),
@@ -824,7 +851,85 @@ impl Detector for WakeupPingPong {
             );
         }
         out.extend(self.storms(cx));
+        let switches: u64 = self.cpus.iter().map(|c| c.switches).sum();
+        if out.is_empty() && switches <= self.excerpt_max_switches {
+            out.extend(self.excerpt_preemption(cx));
+        }
         out
+    }
+}
+
+impl WakeupPingPong {
+    /// In an excerpt, the first wakeup preemption whose wakeup and switch-out both carry a
+    /// stack: one cycle, LOW, with both sites (module docs).
+    fn excerpt_preemption(&self, cx: &Context<'_>) -> Option<Finding> {
+        let (c, p, (side, wake, out)) = self.cpus.iter().enumerate().find_map(|(c, cpu)| {
+            cpu.pairs.values().find_map(|p| {
+                let f = p.first_preemption.as_ref()?;
+                let stacked = |span| cx.stacks.get(span).is_some();
+                (stacked(f.1.span) && stacked(f.2.span)).then_some((c, p, f))
+            })
+        })?;
+        let (waker, wakee) = (p.tids[*side], p.tids[1 - side]);
+        let site = |span| -> String {
+            let Some((chain, pid)) = cx.stacks.get(span) else {
+                return String::new();
+            };
+            let frames: Vec<String> = cx
+                .symbolizer
+                .frames(chain, pid)
+                .into_iter()
+                .filter(|f| !crate::stacks::is_mechanism(f))
+                .take(3)
+                .collect();
+            frames.join(" ← ")
+        };
+        let (wake_site, preempt_site) = (site(wake.span), site(out.span));
+        let name = |t: Tid| format!("{} (pid {t})", cx.comm(t));
+        let after = out.ts.saturating_sub(wake.ts);
+        let title = format!(
+            "{} woke {} in {wake_site} and was switched out runnable {} later in {preempt_site}, {} running next on CPU {c}: one wakeup preemption in this excerpt",
+            name(waker),
+            name(wakee),
+            dur(after),
+            cx.comm(wakee)
+        );
+        let text = format!(
+            "Wakeup preemption, one cycle: the wakeup made {} preempt its waker within {} (the waker left runnable, not sleeping), so the waker's remaining work waited. One cycle in an excerpt says that it happens, not how often: a capture of a few seconds (`perf record -e 'sched:*' -g -a -- sleep 5`, or `stallscope record`) measures the handoff rate, the share of wakeups that preempt, both sides' run lengths and the CPU's idle time, which decide whether it costs throughput.",
+            cx.comm(wakee),
+            dur(after)
+        );
+        let mut m = BTreeMap::new();
+        m.insert("preempted_after_ns".to_string(), i(after));
+        m.insert("cycles".to_string(), i(1));
+        let task = |pid: Tid, role: &str| FindingTask {
+            pid,
+            comm: cx.comm(pid).as_str().to_string(),
+            role: role.into(),
+            measures: BTreeMap::new(),
+        };
+        let kept = [wake.kept(), out.clone()];
+        let kept: Vec<&Kept> = kept.iter().collect();
+        Some(Finding {
+            detector: INFO.id.into(),
+            severity: FindingSeverity::Low,
+            title,
+            window: Window {
+                start_ns: wake.ts,
+                end_ns: out.ts,
+            },
+            cpus: vec![c as Cpu],
+            tasks: vec![task(waker, "waker"), task(wakee, "woken")],
+            measures: m,
+            evidence: render(cx, &kept),
+            hint: format!(
+                "{text} Confirm on a longer capture with `perf sched timehist -C {c} -w`; a woken SCHED_BATCH task never preempts on wakeup (`chrt -b -p 0 {wakee}`), and a longer base slice (debugfs sched/base_slice_ns) lets the waker finish first."
+            ),
+            cause: Some(FindingCause {
+                kind: "wakeup_preemption".into(),
+                text,
+            }),
+        })
     }
 }
 
@@ -849,6 +954,7 @@ mod pairs_tests {
             idle_at_first: 0,
             idle_at_last: 0,
             evidence: Vec::new(),
+            first_preemption: None,
         }
     }
 

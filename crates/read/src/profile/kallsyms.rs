@@ -21,7 +21,8 @@
 //! never inside data, and a data symbol between two functions would cut the preceding
 //! function short. A symbol extends to the next code symbol's address; the last one covers
 //! [`LAST_SYMBOL_SPAN`] bytes. When several symbols share an address, the **last** one in
-//! the file names it, as in perf: perf first extends every symbol to the next one's start,
+//! the file names it by default ([`Kallsyms::parse_with`] takes trace-cmd's rule, the first
+//! one, for the tables trace.dat files carry), as in perf: perf first extends every symbol to the next one's start,
 //! which leaves only the last of equal-address symbols with a non-zero size, and then keeps
 //! the sized one (`memcpy`, `__memcpy`, `__pi_memcpy` → `__pi_memcpy`, checked against
 //! `perf report` 6.1 on fixtures/detectors/lock-spinning).
@@ -31,7 +32,7 @@
 //! [`Kallsyms::note`] says why. Lines that do not parse are counted in
 //! [`Kallsyms::quality`] (`kallsyms_bad_line`), never silently skipped.
 
-use stallscope_model::{DataQuality, Problem};
+use stallscope_model::{DataQuality, Problem, SymbolAliases};
 
 use crate::error::ReadError;
 
@@ -115,6 +116,17 @@ impl Kallsyms {
     /// Parses kallsyms `text` read from `source` (a path or a description such as
     /// `trace.dat KALLSYMS`). Fails only when the text is not empty and not one line parses.
     pub fn parse(source: &str, text: &str) -> Result<Kallsyms, ReadError> {
+        Self::parse_with(source, text, SymbolAliases::LastListed)
+    }
+
+    /// [`Kallsyms::parse`], naming an address several symbols share as `aliases` says
+    /// (the peer of the input that carried the table: trace-cmd names it by the first
+    /// listed).
+    pub fn parse_with(
+        source: &str,
+        text: &str,
+        aliases: SymbolAliases,
+    ) -> Result<Kallsyms, ReadError> {
         let mut quality = DataQuality::default();
         let mut symbols = Vec::new();
         let mut lines = 0u64;
@@ -165,8 +177,12 @@ impl Kallsyms {
         let mut unique: Vec<KernelSymbol> = Vec::with_capacity(symbols.len());
         for s in symbols {
             match unique.last_mut() {
-                // Same address: the later line wins (see the module doc).
-                Some(last) if last.addr == s.addr => *last = s,
+                // Same address: the later line wins, or the first (see the module doc).
+                Some(last) if last.addr == s.addr => {
+                    if aliases == SymbolAliases::LastListed {
+                        *last = s;
+                    }
+                }
                 _ => unique.push(s),
             }
         }
@@ -319,6 +335,25 @@ ffffffffc0201000 t ftrace_trampoline\t[__builtin__ftrace]
         let k = Kallsyms::parse("t", TEXT).unwrap();
         // _stext, _text, __pi__text at one address.
         assert_eq!(k.lookup(0xffffffff81000000).unwrap().name, "__pi__text");
+    }
+
+    /// trace-cmd names an address several symbols share by the first listed (the function,
+    /// not the section marker after it): the table a trace.dat carries is read so.
+    #[test]
+    fn alias_choice_as_trace_cmd_is_the_first_line() {
+        let text = "ffffffffa95ad270 T _raw_spin_unlock_irqrestore\n\
+                    ffffffffa95ad270 T __lock_text_start\n\
+                    ffffffffa95ad2a0 T _raw_read_trylock\n";
+        let k = Kallsyms::parse_with("t.dat", text, SymbolAliases::FirstListed).unwrap();
+        assert_eq!(
+            k.lookup(0xffffffffa95ad295).unwrap().name,
+            "_raw_spin_unlock_irqrestore"
+        );
+        let k = Kallsyms::parse("perf", text).unwrap();
+        assert_eq!(
+            k.lookup(0xffffffffa95ad295).unwrap().name,
+            "__lock_text_start"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod user_symbols;
 
 pub use kallsyms::{Kallsyms, KernelSymbol, SymbolAt};
 
-use stallscope_model::{DataQuality, InputFormat, Problem, Profile};
+use stallscope_model::{DataQuality, InputFormat, Problem, Profile, SymbolAliases};
 
 use crate::error::ReadError;
 use crate::input::Input;
@@ -164,13 +164,13 @@ pub fn host_release() -> Option<String> {
 pub fn kernel_symbols_with_embedded(
     source: &KernelSymbolSource,
     release: Option<&str>,
-    embedded: Option<(&str, &str)>,
+    embedded: Option<(&str, &str, SymbolAliases)>,
     quality: &mut DataQuality,
 ) -> Result<Option<Kallsyms>, ReadError> {
-    if let (KernelSymbolSource::Auto, Some((path, text))) = (source, embedded) {
+    if let (KernelSymbolSource::Auto, Some((path, text, aliases))) = (source, embedded) {
         if !text.trim().is_empty() {
             let source = format!("{path} (its own kallsyms)");
-            match Kallsyms::parse(&source, text) {
+            match Kallsyms::parse_with(&source, text, aliases) {
                 Ok(k) if k.note().is_none() => {
                     quality.merge(k.quality());
                     return Ok(Some(k));
@@ -362,7 +362,11 @@ mod tests {
         let k = kernel_symbols_with_embedded(
             &KernelSymbolSource::Auto,
             Some("some-other-release"),
-            Some(("t.dat", "ffffffff81000000 T do_idle\n")),
+            Some((
+                "t.dat",
+                "ffffffff81000000 T do_idle\n",
+                SymbolAliases::FirstListed,
+            )),
             &mut q,
         )
         .unwrap()
@@ -372,7 +376,11 @@ mod tests {
         let none = kernel_symbols_with_embedded(
             &KernelSymbolSource::Auto,
             Some("some-other-release"),
-            Some(("t.dat", "0000000000000000 T do_idle\n")),
+            Some((
+                "t.dat",
+                "0000000000000000 T do_idle\n",
+                SymbolAliases::FirstListed,
+            )),
             &mut q,
         )
         .unwrap();
@@ -382,7 +390,11 @@ mod tests {
         let off = kernel_symbols_with_embedded(
             &KernelSymbolSource::Off,
             None,
-            Some(("t.dat", "ffffffff81000000 T do_idle\n")),
+            Some((
+                "t.dat",
+                "ffffffff81000000 T do_idle\n",
+                SymbolAliases::FirstListed,
+            )),
             &mut q,
         )
         .unwrap();

@@ -719,3 +719,51 @@ fn autogroup_fairness_explains_a_lone_sessions_hog() {
     assert!(v.severity <= FindingSeverity::Medium, "{v:#?}");
     assert!(v.hint.contains("Autogroup may explain it"), "{}", v.hint);
 }
+
+/// Each cause has its own remedy, and none advises what the cause makes pointless: weights
+/// and priorities do not help a task whose group spent its quota, nor nice a real-time culprit.
+#[test]
+fn every_cause_has_its_own_remedy() {
+    use super::fair::CauseKind as C;
+    use super::remedy;
+    let causes = [
+        C::HigherClass,
+        C::NiceWeight,
+        C::CgroupWeight,
+        C::Autogroup,
+        C::Throttled,
+        C::InterruptTime,
+        C::Affinity,
+        C::NotExplainedByWeights,
+        C::ContextNotRecorded,
+        C::MissingEvents,
+    ];
+    let texts: Vec<String> = causes
+        .iter()
+        .map(|&c| remedy(c, false, 200, Some(100)))
+        .collect();
+    for (i, a) in texts.iter().enumerate() {
+        for b in &texts[i + 1..] {
+            assert_ne!(a, b, "two causes share a remedy");
+        }
+    }
+    let quota = remedy(C::Throttled, false, 200, Some(100));
+    assert!(
+        quota.contains("cpu.max") && quota.contains("cpu.cfs_quota_us"),
+        "{quota}"
+    );
+    assert!(
+        !quota.contains("renice") && !quota.contains("chrt"),
+        "{quota}"
+    );
+    assert!(remedy(C::NiceWeight, false, 200, Some(100)).contains("renice -n 0 -p 100"));
+    assert!(remedy(C::HigherClass, false, 200, Some(100)).contains("chrt"));
+    assert!(remedy(C::CgroupWeight, false, 200, None).contains("cpu.weight"));
+    assert!(remedy(C::Affinity, false, 200, None).contains("taskset -pc LIST 200"));
+    assert!(remedy(C::InterruptTime, false, 200, None).contains("smp_affinity"));
+    let rt = remedy(C::Throttled, true, 200, None);
+    assert!(
+        rt.contains("sched_rt_runtime_us") && !rt.contains("cpu.max"),
+        "{rt}"
+    );
+}
