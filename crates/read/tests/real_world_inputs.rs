@@ -337,6 +337,55 @@ fn pipe_streams_end_at_perfs_messages_and_skip_auxtrace_data() {
     assert_eq!(aux_dq.count(Problem::PerfUnknownRecordTypes), 0);
 }
 
+/// A corrupt record header in the middle of a pipe stream (a record's size overwritten with
+/// 3) is an error at its offset, not "trailing garbage": the records after it would be lost
+/// without a word (before: a warning quoting binary bytes, 36 of 102 events, exit 0). The
+/// same stream with perf's own messages after it, or zero fill, still ends there quietly.
+#[test]
+fn a_corrupt_record_inside_a_pipe_stream_is_an_error_at_its_offset() {
+    let path = fixture("pipe_stderr.perf.data");
+    let bytes = std::fs::read(&path).unwrap();
+    // walk the records after the 16-byte pipe header to the middle one
+    let mut offs = Vec::new();
+    let mut off = 16usize;
+    while off + 8 <= bytes.len() {
+        let rtype = u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap());
+        let size = u16::from_le_bytes(bytes[off + 6..off + 8].try_into().unwrap()) as usize;
+        if size < 8 || rtype >= 256 {
+            break; // perf's messages
+        }
+        offs.push(off);
+        off += size;
+    }
+    assert!(offs.len() > 100, "{}", offs.len());
+    let mid = offs[offs.len() / 2];
+    let dir = std::env::temp_dir().join(format!("ss-pipe-corrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bad = bytes.clone();
+    bad[mid + 6..mid + 8].copy_from_slice(&3u16.to_le_bytes());
+    let bad_path = dir.join("bad.perf.data");
+    std::fs::write(&bad_path, &bad).unwrap();
+    let mut r = stallscope_read::open(bad_path.to_str().unwrap(), None, 0).unwrap();
+    let err = loop {
+        match r.next_event() {
+            Ok(Some(_)) => {}
+            Ok(None) => panic!("read to the end past a corrupt record"),
+            Err(e) => break e.to_string(),
+        }
+    };
+    assert!(err.contains(&format!("offset {mid:#x}")), "{err}");
+    assert!(err.contains("size 3"), "{err}");
+    // zero fill after the last record ends the stream like perf's messages do
+    let mut zeros = bytes[..off].to_vec();
+    zeros.extend(std::iter::repeat_n(0u8, 256));
+    let zero_path = dir.join("zeros.perf.data");
+    std::fs::write(&zero_path, &zeros).unwrap();
+    let (events, dq) = read_events(&zero_path);
+    assert_eq!(events.len(), read_events(&path).0.len());
+    assert_eq!(dq.count(Problem::PerfPipeTrailingGarbage), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// `trace-cmd report` of the stacks capture (no kallsyms in the file): per stack record its
 /// kind and frame addresses — kernel stacks as `=> ffffffff813a23c5` lines after a
 /// `<stack trace >` line, user stacks as `=> 0x7f03fdceabd3` on the record's line and

@@ -154,23 +154,26 @@ fn write_finding(out: &mut dyn Write, f: &Finding, color: bool) -> io::Result<()
         f.detector,
         f.title
     )?;
-    writeln!(
-        out,
-        "  window   {} .. {}   CPUs {}",
-        fmt_secs_nsecs(f.window.start_ns),
-        fmt_secs_nsecs(f.window.end_ns),
-        cpus(f)
-    )?;
-    for t in &f.tasks {
-        let ms: Vec<String> = t.measures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    // a finding from an input without times and CPUs (a perf report text) has no window
+    let timeless = f.window.start_ns == 0 && f.window.end_ns == 0 && f.cpus.is_empty();
+    if !timeless {
         writeln!(
             out,
-            "  {:<8} {} (pid {})  {}",
-            t.role,
-            t.comm,
-            t.pid,
-            ms.join(" ")
+            "  window   {} .. {}   CPUs {}",
+            fmt_secs_nsecs(f.window.start_ns),
+            fmt_secs_nsecs(f.window.end_ns),
+            cpus(f)
         )?;
+    }
+    for t in &f.tasks {
+        let ms: Vec<String> = t.measures.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        // a task the input does not name (pid -1: a report text without comm or pid)
+        let who = match (t.comm.is_empty(), t.pid < 0) {
+            (true, true) => "(not recorded)".to_string(),
+            (false, true) => t.comm.to_string(),
+            (_, false) => format!("{} (pid {})", t.comm, t.pid),
+        };
+        writeln!(out, "  {:<8} {who}  {}", t.role, ms.join(" "))?;
     }
     let ms: Vec<String> = f.measures.iter().map(|(k, v)| format!("{k}={v}")).collect();
     writeln!(out, "  measures {}", ms.join(" "))?;
@@ -264,6 +267,30 @@ mod tests {
         assert_eq!(
             String::from_utf8(one).unwrap(),
             "high runqueue-starvation 1.500000000 CPU 1: t waited\nlow runqueue-starvation 1.500000000 CPU 1: t waited\n"
+        );
+    }
+
+    /// A finding of a perf report text (no times, CPUs, comms or pids): no `window 0 .. 0`
+    /// line and no `(pid -1)`.
+    #[test]
+    fn timeless_findings_print_no_window() {
+        let mut f = finding(FindingSeverity::Medium);
+        f.window = Window {
+            start_ns: 0,
+            end_ns: 0,
+        };
+        f.cpus.clear();
+        f.tasks[0].pid = -1;
+        f.tasks[0].comm = String::new();
+        let mut r = Report::new();
+        r.findings = vec![f];
+        let mut full = Vec::new();
+        write(&mut full, &r, TextOptions::default()).unwrap();
+        let full = String::from_utf8(full).unwrap();
+        assert!(!full.contains("window"), "{full}");
+        assert!(
+            !full.contains("pid -1") && full.contains("(not recorded)"),
+            "{full}"
         );
     }
 

@@ -421,7 +421,8 @@ impl Pipeline {
     /// stream). A record type at or above 256 is none perf defines (kernel types are below
     /// 64, perf's own below 128); a header cut by the end is checked by [`Pipeline::pump`].
     /// The stream then ends there with a data-quality warning quoting the bytes, as perf
-    /// keeps the events before them.
+    /// keeps the events before them — when they are text or zeros; other bytes are a corrupt
+    /// record, a fatal error at its offset.
     fn pipe_garbage_ahead(&mut self) -> Result<bool, ReadError> {
         if self.meta.format != Some(InputFormat::PerfPipe) {
             return Ok(false);
@@ -432,6 +433,19 @@ impl Pipeline {
         };
         if rtype < 256 && size >= 8 {
             return Ok(false);
+        }
+        // perf's own messages (`2>&1`) or zero fill end the stream; binary bytes that are no
+        // record header inside it are a corrupt record — the events after it would be lost
+        // without a word
+        let ahead = self.raw.preview(&mut self.pool, 64);
+        if !self.text_ahead() && ahead.iter().any(|&b| b != 0) {
+            let off = self.raw.offset();
+            return Err(ReadError::at_byte(
+                &self.path,
+                off,
+                "a perf record header (type below 256, size at least 8) inside the pipe stream",
+                format!("type {rtype}, size {size} (a corrupt record, not perf's messages after the stream)"),
+            ));
         }
         self.end_at_garbage();
         Ok(true)

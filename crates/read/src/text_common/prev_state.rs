@@ -88,18 +88,25 @@ pub(crate) fn raw_values_in(text: &[u8], limit: usize) -> Vec<u64> {
 /// ≥ 4.15 writes one state bit ≤ 0x80 and 0x100 for a preemption; 4.14.0 the state's index
 /// (1…8) and 0x1000. So a value with bits between 0x200 and 0x800, two or more bits above 8,
 /// or any value above 8 in a text that also has 0x1000, comes from an older kernel: 4.8–4.13
-/// when 0x1000 (their preemption) appears, 4.2–4.7 when 0x800 does (theirs), else 4.8–4.13
-/// (whose letters up to 0x400 are those of 4.2–4.7).
+/// when 0x1000 (their preemption) appears, 4.2–4.7 when 0x800 does (theirs), ≤ 4.1 when
+/// 0x400 appears without 0x2 (its preemption; later kernels' 0x400, TASK_NOLOAD, comes only
+/// with TASK_UNINTERRUPTIBLE), else 4.8–4.13 (whose letters up to 0x400 are those of 4.2–4.7).
 pub(crate) fn guess_old_encoding(values: &[u64]) -> Option<(KernelStateEncoding, String)> {
     let has_4096 = values.iter().any(|&v| v & 0x1000 != 0);
     let tell = values.iter().copied().find(|&v| {
         let p = v & !(0x100 | 0x1000);
         p & 0xe00 != 0 || (p > 8 && p.count_ones() >= 2) || (has_4096 && p > 8)
     })?;
+    // 0x400 is TASK_NOLOAD from 4.2 on, which a switched-out task has only inside TASK_IDLE
+    // (with TASK_UNINTERRUPTIBLE, 0x2); without 0x2 it is ≤ 4.1's preemption
+    // (TASK_STATE_MAX = 1024)
+    let preempted_1024 = values.iter().any(|&v| v & 0x400 != 0 && v & 0x2 == 0);
     let (enc, table) = if has_4096 {
         (KernelStateEncoding::State48, "4.8–4.13")
     } else if values.iter().any(|&v| v & 0x800 != 0) {
         (KernelStateEncoding::State42, "4.2–4.7")
+    } else if preempted_1024 {
+        (KernelStateEncoding::State31, "≤ 4.1")
     } else {
         (KernelStateEncoding::State48, "4.8–4.13")
     };
@@ -195,6 +202,13 @@ mod tests {
         assert_eq!(guess(&[0, 1, 130]), Some(State48));
         // 4.2–4.7 preemption 2048
         assert_eq!(guess(&[1, 2048, 512]), Some(State42));
+        // ≤ 4.1 (3.x) preemption 1024, which the 4.8 table read as N (issue #29); TASK_IDLE
+        // (1026 = D|N) of 4.2+ is no preemption
+        assert_eq!(guess(&[0, 1, 1024, 64]), Some(State31));
+        assert_eq!(guess(&[0, 1, 1026]), Some(State48));
+        let v31 = PrevStateTable::for_encoding(State31, "t".into());
+        assert_eq!(s(decode_printed(b"1024", &v31)), "R+");
+        assert_eq!(s(decode_printed(b"1", &v31)), "S");
         let (_, why) = guess_old_encoding(&[0, 4096, 64]).unwrap();
         assert!(why.contains("prev_state=64 beside 4096"), "{why}");
         // decoded with the guessed table: exits are x, D|K stays D|K, 4096 is +
