@@ -76,27 +76,21 @@ fn a_three_event_excerpt_with_stacks_is_one_wakeup_preemption() {
 #[test]
 fn the_single_cycle_rule_is_for_excerpts_only() {
     let file = fixture("wakeup_preemption.perf-script.txt.zst");
-    let r = json(&[
-        "analyze",
-        "--format",
-        "json",
-        "--select",
-        "wakeup-ping-pong",
-        &file,
-    ]);
-    assert_eq!(r["findings"].as_array().unwrap().len(), 0, "{r:#}");
-    let r = json(&[
-        "analyze",
-        "--format",
-        "json",
-        "--select",
-        "wakeup-ping-pong",
-        "--set",
-        "wakeup-ping-pong.excerpt_max_switches=1000",
-        &file,
-    ]);
-    let fs = r["findings"].as_array().unwrap();
-    assert_eq!(fs.len(), 1, "{r:#}");
+    let findings = |set: &[&str]| -> Vec<serde_json::Value> {
+        let mut args = vec![
+            "analyze",
+            "--format",
+            "json",
+            "--select",
+            "wakeup-ping-pong",
+        ];
+        args.extend_from_slice(set);
+        args.push(&file);
+        json(&args)["findings"].as_array().unwrap().clone()
+    };
+    assert_eq!(findings(&[]).len(), 0);
+    let fs = findings(&["--set", "wakeup-ping-pong.excerpt_max_switches=1000"]);
+    assert_eq!(fs.len(), 1, "{fs:#?}");
     assert_eq!(fs[0]["severity"], "low");
 }
 
