@@ -308,3 +308,53 @@ fn a_directory_stands_for_the_traces_below_it() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Issue #30: a blktrace recording's per-CPU files among other traces in one directory are one
+/// trace, and the other files stay traces (before: the whole directory was taken for one
+/// blktrace recording — every other trace silently left out, "1 traces").
+#[test]
+fn per_cpu_blktrace_files_among_other_traces_are_one_trace() {
+    let dir = out_dir("mixed-in");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, to) in [
+        ("fixtures/sched/starve.perf.data", "starve.perf.data"),
+        (
+            "fixtures/detectors/runqueue-starvation/throttled.dat.zst",
+            "throttled.dat.zst",
+        ),
+        ("fixtures/block/loop0/loop0.blktrace.0", "loop0.blktrace.0"),
+        ("fixtures/block/loop0/loop0.blktrace.1", "loop0.blktrace.1"),
+    ] {
+        std::fs::copy(root().join(from), dir.join(to)).unwrap();
+    }
+    let out = out_dir("mixed-out");
+    let s = json(&[
+        "fleet",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (s["traces"].as_u64(), s["failed"].as_u64()),
+        (Some(3), Some(0)),
+        "{s}"
+    );
+    let traces = read_parquet(&out.join("traces.parquet"));
+    let files: Vec<&str> = (0..traces[0].num_rows())
+        .map(|i| col::<StringArray>(&traces[0], "file").value(i))
+        .collect();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(files[0].ends_with("loop0.blktrace.0"), "{files:?}");
+    assert!(files[1].ends_with("starve.perf.data"), "{files:?}");
+    assert!(files[2].ends_with("throttled.dat.zst"), "{files:?}");
+    // the blktrace trace (id 0) is the whole recording: blkparse's 19 data requests and 5
+    // flushes (iolat_cli.rs), not one CPU's part
+    let requests = rows(&out.join("requests/part-00000.parquet"));
+    assert_eq!(requests, 24, "{requests} request rows");
+    for d in [dir, out] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}

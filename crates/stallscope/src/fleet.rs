@@ -194,38 +194,81 @@ pub fn plan(inputs: &[String]) -> Result<Vec<FleetTrace>, AnalyzeError> {
 }
 
 /// The traces of a directory that is not one blktrace recording: every file below it
-/// (hidden ones left out), each a trace; `None` for a file, or a directory of blktrace's
-/// per-CPU files (one trace).
+/// (hidden ones left out), each a trace, except that the per-CPU files of one blktrace
+/// recording (`DEV.blktrace.N` of one directory) are one trace, named by its first file (a
+/// per-CPU file stands for its recording); `None` for a file, or a directory that holds one
+/// blktrace recording and nothing else (one trace).
 fn directory_traces(path: &str) -> Result<Option<Vec<String>>, AnalyzeError> {
     let dir = Path::new(path);
-    if !dir.is_dir() || stallscope_read::blktrace::expand_path(path)?.is_some() {
+    if !dir.is_dir() || one_blktrace_recording(dir)? {
         return Ok(None);
     }
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).map_err(|e| io_err(&d, e))? {
-            let p = entry.map_err(|e| io_err(&d, e))?.path();
-            if p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
+        let mut entries = visible_entries(&d)?;
+        entries.sort();
+        let mut devices: Vec<String> = Vec::new();
+        for p in entries {
+            if p.is_dir() {
+                // a directory holding one blktrace recording is one trace
+                match one_blktrace_recording(&p)? {
+                    true => out.push(p.to_string_lossy().into_owned()),
+                    false => stack.push(p),
+                }
                 continue;
             }
-            if p.is_dir() {
-                // a blktrace recording inside is one trace
-                let s = p.to_string_lossy().into_owned();
-                if stallscope_read::blktrace::expand_path(&s)?.is_some() {
-                    out.push(s);
-                } else {
-                    stack.push(p);
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            if let Some(dev) = name
+                .as_deref()
+                .and_then(stallscope_read::blktrace::device_of)
+            {
+                if devices.iter().any(|x| x == dev) {
+                    continue; // its recording is a trace already
                 }
-            } else {
-                out.push(p.to_string_lossy().into_owned());
+                devices.push(dev.to_string());
             }
+            out.push(p.to_string_lossy().into_owned());
         }
     }
     Ok(Some(out))
+}
+
+/// The entries of `dir`, hidden ones (`.name`) left out.
+fn visible_entries(dir: &Path) -> Result<Vec<std::path::PathBuf>, AnalyzeError> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| io_err(dir, e))? {
+        let p = entry.map_err(|e| io_err(dir, e))?.path();
+        if !p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+        {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether `dir` holds the per-CPU files of one blktrace recording and nothing else.
+fn one_blktrace_recording(dir: &Path) -> Result<bool, AnalyzeError> {
+    let entries = visible_entries(dir)?;
+    let mut device: Option<String> = None;
+    for p in &entries {
+        let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+        let dev = match name
+            .as_deref()
+            .and_then(stallscope_read::blktrace::device_of)
+        {
+            Some(d) if p.is_file() => d.to_string(),
+            _ => return Ok(false),
+        };
+        match &device {
+            Some(d) if *d != dev => return Ok(false),
+            _ => device = Some(dev),
+        }
+    }
+    Ok(device.is_some())
 }
 
 fn io_err(path: &Path, e: impl std::fmt::Display) -> AnalyzeError {

@@ -306,6 +306,12 @@ fn cpu_of(name: &str) -> u64 {
         .unwrap_or(u64::MAX)
 }
 
+/// The device of a per-CPU file name (`loop0` of `loop0.blktrace.1.zst`); `None` for any
+/// other name. Files of one directory with the same device are one recording.
+pub fn device_of(name: &str) -> Option<&str> {
+    is_per_cpu_name(name).then(|| dev_of(name))
+}
+
 /// The device part of a per-CPU file name (`loop0` of `loop0.blktrace.1.zst`).
 fn dev_of(name: &str) -> &str {
     let name = strip_compression(name);
