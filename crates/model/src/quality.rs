@@ -104,6 +104,7 @@ problems! {
     FoldedFractionalCount = ("folded_fractional_count", Info, "fractional counts, rounded to integers"),
     FtraceRawOrHexLines = ("ftrace_raw_or_hex_lines", Error, "lines printed with the tracefs `raw` or `hex` option carry event type numbers instead of names and cannot be decoded from text; re-read the trace with those options off"),
     ImpossibleTransition = ("impossible_transition", Warning, "an event contradicts the task's known state (the task's state was reset)"),
+    InputNamedTwice = ("input_named_twice", Info, "a file named more than once (the same path, or another path to the same file) is read once: merged twice, every event would be doubled"),
     KallsymsBadLine = ("kallsyms_bad_line", Warning, "kallsyms lines that are not `ADDR TYPE NAME [MODULE]` (ignored)"),
     KernelSymbols = ("kernel_symbols", Warning, "kernel frames are shown as addresses (no usable kernel symbol table)"),
     KernelSymbolsEmbedded = ("kernel_symbols_embedded", Info, "the input's own kallsyms text cannot name anything"),

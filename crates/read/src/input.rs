@@ -37,6 +37,13 @@ fn read_up_to(r: &mut dyn Read, n: usize) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Whether `path` can be read only once, from its start: `-` (standard input) or a file that
+/// is not a regular file (a named pipe such as bash's `<(cmd)`, a character device). Such an
+/// input is read as a stream — never seeked, never opened a second time.
+pub fn is_stream(path: &str) -> bool {
+    path == "-" || std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 impl Input {
     /// Opens `path` (`-` = stdin).
     pub fn open(path: &str) -> Result<Input, ReadError> {
@@ -49,6 +56,10 @@ impl Input {
         let meta = f.metadata().map_err(io_err)?;
         if meta.is_dir() {
             return Err(ReadError::new(path, None, "a trace file", "a directory"));
+        }
+        if !meta.is_file() {
+            // a named pipe or device: read once as a stream, like stdin
+            return Self::from_stream(path, Box::new(f));
         }
         let mut magic = [0u8; 6];
         let n = read_up_to(&mut f, 6).map_err(io_err)?;

@@ -58,7 +58,7 @@ const TRACEDAT_MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
 /// A lean source for the file at `path`, when its format has one and it looks like the
 /// common case; `None` sends the caller down the general path.
 pub fn open_sched_source(path: &str) -> Option<Box<dyn SchedSource + Send>> {
-    if path == "-" {
+    if crate::is_stream(path) {
         return None;
     }
     let mut head = [0u8; 10];

@@ -27,7 +27,7 @@ pub mod tracedat;
 pub mod tracefs_format;
 
 pub use error::ReadError;
-pub use input::Input;
+pub use input::{is_stream, Input};
 
 use stallscope_model::{DataQuality, Event, InputFormat, TraceMeta};
 

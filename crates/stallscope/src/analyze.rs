@@ -290,7 +290,7 @@ pub fn analyze_with(
     // Parked detectors (see `Engine::park_unmeetable`) need inputs that can be read again.
     // A product is fed by the first reading only: when parking fails (rare: a perf.data
     // event outside its declared ones), the analysis alone reads the inputs again.
-    let rereadable = !options.files.iter().any(|f| f == "-");
+    let rereadable = !options.files.iter().any(|f| stallscope_read::is_stream(f));
     let mut pass = analysis_pass(options, &symbols, &text_profiles, rereadable, product)?;
     if pass.engine.parking_failed() {
         pass = analysis_pass::<dyn SameReading>(options, &symbols, &text_profiles, false, None)?;
@@ -504,7 +504,7 @@ fn analysis_pass<P: SameReading + ?Sized>(
 /// Replaces the evidence text of text inputs by the original lines.
 fn original_lines(report: &mut Report, paths: &[(String, bool)]) {
     for (path, is_text) in paths {
-        if !is_text || path == "-" {
+        if !is_text || stallscope_read::is_stream(path) {
             continue;
         }
         let prefix = format!("{path}:");

@@ -111,7 +111,7 @@ fn blktrace_inputs(args: &InputOptions) -> Option<Vec<(u16, String)>> {
         let index = u16::try_from(i).ok()?;
         match expand_path(path).ok()? {
             Some(files) => out.extend(files.into_iter().map(|f| (index, f))),
-            None if path != "-" => {
+            None if !stallscope_read::is_stream(path) => {
                 let input = Input::open(path).ok()?;
                 let word: [u8; 4] = input.head.get(..4)?.try_into().ok()?;
                 Endian::detect(word)?;

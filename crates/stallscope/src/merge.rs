@@ -102,26 +102,49 @@ fn check_run(dq: &mut DataQuality, last_ts: &mut Option<Ts>, path: &str, batch: 
 const CHECK_RUN: usize = 64;
 
 impl Inputs {
-    /// Opens every path (`-` = stdin), sniffing formats unless `forced`; a blktrace
-    /// recording named several times (by several of its per-CPU files, or by its directory
-    /// and a file) is read once.
+    /// Opens every path (`-` = stdin), sniffing formats unless `forced`; a file named
+    /// several times, or a blktrace recording named several times (by several of its
+    /// per-CPU files, or by its directory and a file), is read once.
     pub fn open(paths: &[String], forced: Option<InputFormat>) -> Result<Inputs, ReadError> {
-        let distinct;
+        let grouped;
         let paths = match forced {
             None | Some(InputFormat::Blktrace) => {
-                distinct = stallscope_read::blktrace::one_per_recording(paths)?;
-                &distinct[..]
+                grouped = stallscope_read::blktrace::one_per_recording(paths)?;
+                &grouped[..]
             }
             Some(_) => paths,
         };
-        let mut readers = Vec::with_capacity(paths.len());
-        for (i, p) in paths.iter().enumerate() {
+        // one file named twice (the same path, or another path to it) is read once
+        let mut seen: Vec<std::path::PathBuf> = Vec::new();
+        let mut twice: Vec<&str> = Vec::new();
+        let mut distinct: Vec<&String> = Vec::with_capacity(paths.len());
+        for p in paths {
+            match std::fs::canonicalize(p) {
+                Ok(c) if p != "-" && std::fs::metadata(&c).is_ok_and(|m| m.is_file()) => {
+                    if seen.contains(&c) {
+                        twice.push(p);
+                        continue;
+                    }
+                    seen.push(c);
+                }
+                _ => {}
+            }
+            distinct.push(p);
+        }
+        let mut readers = Vec::with_capacity(distinct.len());
+        for (i, p) in distinct.into_iter().enumerate() {
             let idx = u16::try_from(i).map_err(|_| {
                 ReadError::new(p, None, "at most 65535 inputs", format!("input number {i}"))
             })?;
             readers.push(stallscope_read::open(p, forced, idx)?);
         }
-        Ok(Self::from_readers(readers))
+        let mut inputs = Self::from_readers(readers);
+        for p in twice {
+            inputs
+                .dq
+                .add(Problem::InputNamedTwice, 1, || format!("{p}: read once"));
+        }
+        Ok(inputs)
     }
 
     /// Wraps already opened readers (input index = position).

@@ -147,7 +147,7 @@ pub fn user_frame_names(
             )
         })
         .map(|m| m.path.clone())
-        .filter(|p| p != "-")
+        .filter(|p| !stallscope_read::is_stream(p))
         .collect();
     if paths.is_empty() {
         return None;
@@ -205,7 +205,7 @@ pub fn read_text_profiles(
     let mut any_text = false;
     let mut wanted = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        if f == "-" {
+        if stallscope_read::is_stream(f) {
             continue;
         }
         // a blktrace directory or `DEV` prefix stands for per-CPU trace files: no profile

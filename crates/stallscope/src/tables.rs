@@ -100,7 +100,7 @@ pub(crate) fn samples_of(
 ) -> Result<Vec<RecordBatch>, AnalyzeError> {
     let mut out = Vec::new();
     for (i, file) in options.files.iter().enumerate() {
-        if file == "-" || std::path::Path::new(file).is_dir() {
+        if stallscope_read::is_stream(file) || std::path::Path::new(file).is_dir() {
             continue; // stdin is read once, by the event tables; a directory is blktrace's
         }
         let event = match scan.inputs.get(i) {

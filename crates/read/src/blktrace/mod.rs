@@ -329,7 +329,7 @@ fn dev_of(name: &str) -> &str {
 ///   CPU's file of the device it is given one of (a request queued on one CPU is often
 ///   dispatched and completed on another: one CPU's file alone loses those events).
 pub fn expand_path(path: &str) -> Result<Option<Vec<String>>, ReadError> {
-    if path == "-" {
+    if crate::is_stream(path) {
         return Ok(None);
     }
     let p = Path::new(path);

@@ -318,7 +318,7 @@ pub fn read_profile(
             // Several events recorded: perf report's first section is the first event (in
             // the file's order) with samples; find it, then read that event's samples.
             let declared = crate::EventReader::meta(&reader).declared_events.clone();
-            if opts.event.is_none() && declared.len() > 1 && path != "-" {
+            if opts.event.is_none() && declared.len() > 1 && !crate::is_stream(path) {
                 let first = perf_samples::first_sampled_event(&mut reader, &declared)?;
                 let mut again =
                     crate::perf_data::PerfDataReader::open_with_mappings(Input::open(path)?, 0)?;
