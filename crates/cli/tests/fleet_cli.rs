@@ -256,6 +256,28 @@ fn fleet_refuses_what_it_cannot_run() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// Runs `fleet DIR -o OUT`, checks that it ran `traces` traces with none failed, and returns
+/// the traces' files in id order.
+fn fleet_of_directory(dir: &Path, out: &Path, traces: u64) -> Vec<String> {
+    let s = json(&[
+        "fleet",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        (s["traces"].as_u64(), s["failed"].as_u64()),
+        (Some(traces), Some(0)),
+        "{s}"
+    );
+    let batches = read_parquet(&out.join("traces.parquet"));
+    (0..batches[0].num_rows())
+        .map(|i| col::<StringArray>(&batches[0], "file").value(i).to_string())
+        .collect()
+}
+
 #[test]
 fn a_directory_stands_for_the_traces_below_it() {
     // files below it (hidden ones left out), a blktrace recording inside it as one trace
@@ -274,23 +296,7 @@ fn a_directory_stands_for_the_traces_below_it() {
         std::fs::copy(e.path(), dir.join("host-b/blk").join(e.file_name())).unwrap();
     }
     let out = out_dir("dir-out");
-    let s = json(&[
-        "fleet",
-        "--format",
-        "json",
-        dir.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        (s["traces"].as_u64(), s["failed"].as_u64()),
-        (Some(2), Some(0)),
-        "{s}"
-    );
-    let traces = read_parquet(&out.join("traces.parquet"));
-    let files: Vec<&str> = (0..traces[0].num_rows())
-        .map(|i| col::<StringArray>(&traces[0], "file").value(i))
-        .collect();
+    let files = fleet_of_directory(&dir, &out, 2);
     assert!(files[0].ends_with("host-a/perf.data"), "{files:?}");
     assert!(files[1].ends_with("host-b/blk"), "{files:?}");
     // an empty directory is refused before anything runs
@@ -329,24 +335,7 @@ fn per_cpu_blktrace_files_among_other_traces_are_one_trace() {
         std::fs::copy(root().join(from), dir.join(to)).unwrap();
     }
     let out = out_dir("mixed-out");
-    let s = json(&[
-        "fleet",
-        "--format",
-        "json",
-        dir.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(
-        (s["traces"].as_u64(), s["failed"].as_u64()),
-        (Some(3), Some(0)),
-        "{s}"
-    );
-    let traces = read_parquet(&out.join("traces.parquet"));
-    let files: Vec<&str> = (0..traces[0].num_rows())
-        .map(|i| col::<StringArray>(&traces[0], "file").value(i))
-        .collect();
-    assert_eq!(files.len(), 3, "{files:?}");
+    let files = fleet_of_directory(&dir, &out, 3);
     assert!(files[0].ends_with("loop0.blktrace.0"), "{files:?}");
     assert!(files[1].ends_with("starve.perf.data"), "{files:?}");
     assert!(files[2].ends_with("throttled.dat.zst"), "{files:?}");
