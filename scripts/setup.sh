@@ -10,10 +10,25 @@
 #   python3-venv                                      the Python package's virtual environment
 #                                                     (scripts/test.sh installs maturin, pyarrow,
 #                                                     pytest, Dask and DuckDB into it from PyPI)
+# scripts/test.sh runs it first (it returns at once when everything is installed).
 # Run as root (or with sudo). A test whose prerequisite is missing fails and names what to
 # install; STALLSCOPE_SKIP_MISSING=1 turns that into a printed skip instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# scripts/test.sh runs this first: when everything is there already it returns at once
+installed() {
+  for c in perf trace-cmd blkparse btt cyclictest stress-ng xz zstd strace chromium npm; do
+    command -v "$c" >/dev/null 2>&1 || return 1
+  done
+  python3 -c 'import scipy, ensurepip, perfetto.protos.perfetto.trace.perfetto_trace_pb2' \
+    >/dev/null 2>&1 || return 1
+  # npm ci's record of what it installed, newer than the lock file it installed from
+  [ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ]
+}
+if installed; then
+  echo "scripts/setup.sh: every prerequisite is installed"
+  exit 0
+fi
 if command -v apt-get >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -84,9 +84,45 @@ pub fn parse_tables(s: Option<&str>) -> Result<Vec<Table>, CliError> {
         .collect()
 }
 
-fn writer(dir: &Path, t: Table) -> Result<ParquetWriter, AnalyzeError> {
-    let path = dir.join(format!("{}.parquet", t.name()));
-    parquet_writer(&path, t).map_err(|e| AnalyzeError::Output(format!("{}: {e}", path.display())))
+/// The table files being written: each into a temporary file beside its final name, renamed
+/// over it only when every table was written, so a run that fails leaves the previous output
+/// as it was (and no temporary file: they are removed on drop unless committed).
+struct PendingFiles {
+    /// (temporary, final) paths.
+    files: Vec<(PathBuf, PathBuf)>,
+    committed: bool,
+}
+
+impl PendingFiles {
+    /// A writer of table `t` into a temporary file in `dir`.
+    fn writer(&mut self, dir: &Path, t: Table) -> Result<ParquetWriter, AnalyzeError> {
+        let file = dir.join(format!("{}.parquet", t.name()));
+        let tmp = dir.join(format!(".{}.parquet.{}.tmp", t.name(), std::process::id()));
+        let w = parquet_writer(&tmp, t)
+            .map_err(|e| AnalyzeError::Output(format!("{}: {e}", file.display())))?;
+        self.files.push((tmp, file));
+        Ok(w)
+    }
+
+    /// Puts every table file in place.
+    fn commit(mut self) -> std::io::Result<()> {
+        self.committed = true;
+        for (tmp, file) in &self.files {
+            std::fs::rename(tmp, file)
+                .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PendingFiles {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (tmp, _) in &self.files {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+    }
 }
 
 /// Runs the command.
@@ -100,9 +136,13 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
     options.time = args.time.as_deref().map(parse_time_range).transpose()?;
     options.kallsyms = args.kallsyms.clone();
     options.on_open = Some(crate::common::attach_progress);
+    let mut pending = PendingFiles {
+        files: Vec::new(),
+        committed: false,
+    };
     let mut writers: HashMap<&'static str, (ParquetWriter, u64)> = HashMap::new();
     for &t in &which {
-        writers.insert(t.name(), (writer(&args.to, t)?, 0));
+        writers.insert(t.name(), (pending.writer(&args.to, t)?, 0));
     }
     tables(&options, &which, |t, batch| {
         let (w, rows) = writers
@@ -122,6 +162,7 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
             summary.push((t.name(), rows, file));
         }
     }
+    pending.commit()?;
     match args.format {
         OutputFormat::Json => {
             let doc = json!({

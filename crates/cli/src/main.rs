@@ -6,6 +6,7 @@
 
 mod cmd_analyze;
 mod cmd_compare;
+mod cmd_completions;
 mod cmd_critical_path;
 mod cmd_detectors;
 mod cmd_dump;
@@ -15,6 +16,7 @@ mod cmd_fleet;
 mod cmd_info;
 mod cmd_iolat;
 mod cmd_latency;
+mod cmd_man;
 mod cmd_profile;
 mod cmd_record;
 mod cmd_schema;
@@ -26,7 +28,7 @@ mod common;
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 use common::CliError;
 
@@ -87,6 +89,10 @@ enum Command {
     Compare(cmd_compare::CompareArgs),
     /// Print the JSON Schema of the analyze report (derived from the library's types).
     Schema(cmd_schema::SchemaArgs),
+    /// Print the shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd_completions::CompletionsArgs),
+    /// Write the manual pages (stallscope.1, stallscope-analyze.1, …) into a directory.
+    Man(cmd_man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,6 +117,8 @@ fn main() -> ExitCode {
         Command::Profile(a) => cmd_profile::run(a, &mut out),
         Command::Compare(a) => cmd_compare::run(a, &mut out),
         Command::Schema(a) => cmd_schema::run(a, &mut out),
+        Command::Completions(a) => cmd_completions::run(a, Cli::command(), &mut out),
+        Command::Man(a) => cmd_man::run(a, Cli::command(), &mut out),
     };
     let result = result.and_then(|()| out.flush().map_err(CliError::Io));
     match result {

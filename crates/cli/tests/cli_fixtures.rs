@@ -474,3 +474,65 @@ fn a_named_pipe_is_read_like_stdin() {
         let _ = std::fs::remove_file(&fifo);
     }
 }
+
+/// Issue #30: one corrupted timestamp (a flipped bit puts one `sched_switch` 146 years
+/// after the rest) is left out and said (`timestamp_outlier`) by every command; `info` and
+/// `analyze` report the recorded span (before: both said 4 611 686 018 s, and `analyze`
+/// grew to 272 MB for a 270 KB file in cpu-saturation's time buckets).
+#[test]
+fn a_corrupted_timestamp_is_left_out_and_every_command_has_the_recorded_span() {
+    let intact = fixture("sched_all.perf.data");
+    // the record of one sched_switch in the middle, and its time field
+    let dump = stallscope()
+        .args(["dump", "--source"])
+        .arg(&intact)
+        .output()
+        .unwrap();
+    assert!(dump.status.success());
+    let text = String::from_utf8_lossy(&dump.stdout);
+    let switches: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(" sched_switch "))
+        .collect();
+    let line = switches[switches.len() / 2];
+    let ts: u64 = line.split(' ').next().unwrap().parse().unwrap();
+    let off = usize::from_str_radix(line.rsplit("offset 0x").next().unwrap().trim(), 16).unwrap();
+    let mut bytes = std::fs::read(&intact).unwrap();
+    let at = (off..off + 64)
+        .find(|&i| bytes[i..i + 8] == ts.to_le_bytes())
+        .expect("the record holds its time");
+    bytes[at + 7] ^= 0x40; // + 2^62 ns
+    let bad = tmp_dir().join("outlier.perf.data");
+    std::fs::write(&bad, &bytes).unwrap();
+    let json = |args: &[&str], f: &Path| -> serde_json::Value {
+        let o = stallscope()
+            .args(args)
+            .args(["--format", "json"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("json")
+    };
+    let span = |v: &serde_json::Value| (v["first_ts_ns"].as_u64(), v["last_ts_ns"].as_u64());
+    // the switch was in the middle: the span is the intact file's
+    let want = span(&json(&["info"], &intact));
+    assert!(want.0.is_some() && want.1.is_some(), "{want:?}");
+    let info = json(&["info"], &bad);
+    assert_eq!(span(&info), want);
+    let analyze = json(&["analyze"], &bad);
+    assert_eq!(span(&analyze["capabilities"]), want);
+    for (args, v) in [
+        (&["info"][..], info),
+        (&["analyze"], analyze),
+        (&["latency"], json(&["latency"], &bad)),
+        (&["timehist"], json(&["timehist"], &bad)),
+    ] {
+        let n = v["data_quality"]["timestamp_outlier"]["count"].as_u64();
+        assert_eq!(n, Some(1), "{args:?}: {}", v["data_quality"]);
+    }
+}

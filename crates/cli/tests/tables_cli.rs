@@ -479,3 +479,60 @@ fn waits_are_the_models_waits() {
         assert_eq!(got, want, "{file}");
     }
 }
+
+/// Issue #30: `tables --to DIR` on an input that fails leaves the tables an earlier run
+/// wrote there as they were, and no temporary file (before: each was cut to its 4-byte
+/// Parquet magic).
+#[test]
+fn a_failing_run_keeps_the_previous_tables() {
+    let dir = std::env::temp_dir().join(format!("stallscope-tables-keep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let good = root().join("fixtures/sched/starve.perf.data");
+    let args = |input: &str| {
+        vec![
+            "tables".to_string(),
+            "--tables".into(),
+            "switches,waits".into(),
+            "--to".into(),
+            dir.to_str().unwrap().into(),
+            input.into(),
+        ]
+    };
+    let run = |a: Vec<String>| {
+        let a: Vec<&str> = a.iter().map(|s| s.as_str()).collect();
+        common::run(&a)
+    };
+    assert!(run(args(good.to_str().unwrap())).status.success());
+    let listing = || {
+        // name, size and a digest of the bytes (a short message when they differ)
+        let mut v: Vec<(String, usize, u64)> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| {
+                use std::hash::{Hash, Hasher};
+                let p = e.unwrap().path();
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                let bytes = std::fs::read(&p).unwrap();
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut h);
+                (name, bytes.len(), h.finish())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing();
+    assert_eq!(before.len(), 2);
+    assert!(before.iter().all(|(_, len, _)| *len > 100));
+    let bad = dir.join("not-a-trace.txt");
+    std::fs::write(&bad, "this is not a trace\nnor is this\n").unwrap();
+    let o = run(args(bad.to_str().unwrap()));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::remove_file(&bad).unwrap();
+    assert_eq!(listing(), before);
+    let _ = std::fs::remove_dir_all(&dir);
+}

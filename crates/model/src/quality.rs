@@ -165,6 +165,7 @@ problems! {
     SwitchPrevMismatch = ("switch_prev_mismatch", Warning, "a switch's previous task is not the task the CPU was running (perf: context switch bug)"),
     SwitchRecordsInconsistent = ("switch_records_inconsistent", Error, "so many context switches contradict the task the CPU was running that the switch records are incomplete or mixed up: scheduler results (waits, run times, findings) are not trustworthy"),
     TaskOnUnrecordedCpu = ("task_on_unrecorded_cpu", Info, "a task was woken onto or moved to a CPU the recording does not cover: its state is unknown until it comes back (no wait is taken there)"),
+    TimestampOutlier = ("timestamp_outlier", Warning, "events whose time is more than an hour from the events before and after them in their input (a corrupted timestamp): left out, so that the trace's span and per-time measures are what was recorded"),
     TimestampsNotNs = ("timestamps_not_ns", Warning, "timestamps are raw clock counts (trace_clock counter, x86-tsc, …), not nanoseconds: durations are in counts"),
     TracedatBadOption = ("tracedat_bad_option", Warning, "trace.dat options whose data could not be read; ignored"),
     TracedatBadRecord = ("tracedat_bad_record", Warning, "records too short for their event format (or with a __data_loc outside the record); skipped"),

@@ -17,11 +17,12 @@
 //! # Ok::<(), stallscope::analyze::AnalyzeError>(())
 //! ```
 
-use stallscope_model::{DataQuality, SchedBatch};
+use stallscope_model::{DataQuality, SchedBatch, Ts};
 use stallscope_read::lean::open_sched_source;
 use stallscope_timeline::{Latency, LatencyOptions, LatencyReport, WakeupSelector};
 
 use crate::analyze::AnalyzeError;
+use crate::time_outliers::far_apart;
 use crate::InputOptions;
 
 /// What to measure, and how to read it.
@@ -118,11 +119,20 @@ fn lean(run: &LatencyRun) -> Result<LatencyReport, String> {
     });
     let mut batch = SchedBatch::default();
     let mut batches = 0u32;
+    let mut prev_ts: Option<Ts> = None;
     loop {
         match source.next_batch(&mut batch) {
             Ok(true) => {}
             Ok(false) => break,
             Err(bail) => return Err(bail.reason),
+        }
+        // a time far from the one before it may be a corrupted one: the general path's
+        // outlier filter judges it (`time_outliers`)
+        for r in batch.records.iter().filter(|r| r.ts != 0) {
+            if prev_ts.is_some_and(|p| far_apart(r.ts, p)) {
+                return Err("a time more than an hour from the one before it".into());
+            }
+            prev_ts = Some(r.ts);
         }
         latency.process_batch(&batch);
         batches = batches.wrapping_add(1);

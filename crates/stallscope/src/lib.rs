@@ -24,6 +24,7 @@ pub mod profile_analysis;
 pub mod sleeps;
 pub mod tables;
 pub mod task_names;
+pub mod time_outliers;
 pub mod timehist;
 pub mod windows;
 

@@ -4,17 +4,69 @@
 //! the next timestamp of every input, ties broken by input index so the result is
 //! deterministic) interleaves them. Events that go backwards in time within one input are
 //! passed through in input order and counted as data quality (`out_of_order_events`).
+//! Events whose time is far from both neighbours in their input (a corrupted timestamp) are
+//! left out before anything sees them ([`crate::time_outliers`]).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use stallscope_model::{DataQuality, Event, InputFormat, Problem, TraceMeta, Ts};
 use stallscope_read::{EventReader, ReadError};
 
+use crate::time_outliers::TimeOutliers;
+
 struct Source {
     reader: Box<dyn EventReader>,
+    /// The input's path (for data-quality examples).
+    path: String,
     pending: Option<Event>,
     last_ts: Option<Ts>,
+    /// Leaves out events with a corrupted time.
+    outliers: TimeOutliers,
+    /// Events the outlier filter let through, not yet taken (event-by-event reading).
+    ready: VecDeque<Event>,
+    /// The reader returned its end (the filter was told).
+    ended: bool,
+    /// The reader's error, returned once the events held before it are taken.
+    failed: Option<ReadError>,
+}
+
+impl Source {
+    /// The input's next event that is no time outlier.
+    fn next_filtered(&mut self, dq: &mut DataQuality) -> Result<Option<Event>, ReadError> {
+        loop {
+            if let Some(e) = self.ready.pop_front() {
+                return Ok(Some(e));
+            }
+            if self.ended {
+                return self.failed.take().map_or(Ok(None), Err);
+            }
+            let Source {
+                reader,
+                path,
+                outliers,
+                ready,
+                ended,
+                ..
+            } = self;
+            match reader.next_event() {
+                Ok(Some(ev)) => outliers.push(ev, dq, path, &mut |e| ready.push_back(e)),
+                Ok(None) => {
+                    *ended = true;
+                    outliers.finish(dq, path, &mut |e| ready.push_back(e));
+                }
+                Err(err) => {
+                    // the stream stops here: what was held goes out before the error
+                    *ended = true;
+                    outliers.finish(dq, path, &mut |e| ready.push_back(e));
+                    if ready.is_empty() {
+                        return Err(err);
+                    }
+                    self.failed = Some(err);
+                }
+            }
+        }
+    }
 }
 
 /// Opened inputs, read as one time-ordered stream.
@@ -59,8 +111,7 @@ pub struct Progress {
 /// Counts `ev` if it goes back in time within its input; returns the merge key (the input's
 /// high-water mark, so a backwards event keeps its place in input order).
 fn note_order(dq: &mut DataQuality, s: &mut Source, ev: &Event) -> Ts {
-    let path = &s.reader.meta().path;
-    note_order_at(dq, &mut s.last_ts, path, ev)
+    note_order_at(dq, &mut s.last_ts, &s.path, ev)
 }
 
 /// [`note_order`] given the input's high-water mark `last_ts` and path.
@@ -153,9 +204,14 @@ impl Inputs {
             sources: readers
                 .into_iter()
                 .map(|reader| Source {
+                    path: reader.meta().path.clone(),
                     reader,
                     pending: None,
                     last_ts: None,
+                    outliers: TimeOutliers::default(),
+                    ready: VecDeque::new(),
+                    ended: false,
+                    failed: None,
                 })
                 .collect(),
             heap: BinaryHeap::new(),
@@ -313,7 +369,7 @@ impl Inputs {
 
     fn pull(&mut self, i: usize) -> Result<(), ReadError> {
         let s = &mut self.sources[i];
-        if let Some(ev) = s.reader.next_event()? {
+        if let Some(ev) = s.next_filtered(&mut self.dq)? {
             let key = note_order(&mut self.dq, s, &ev);
             s.pending = Some(ev);
             self.heap.push(Reverse((key, i)));
@@ -342,8 +398,7 @@ impl Inputs {
             return Err(e);
         }
         let result = if self.sources.len() == 1 {
-            // the reader replaces `out`'s contents (and may reuse its old events' storage)
-            self.sources[0].reader.next_batch(out).map(|_| ())
+            Self::single_batch(&mut self.sources[0], &mut self.dq, out)
         } else {
             out.clear();
             self.merge_batch(out)
@@ -358,6 +413,49 @@ impl Inputs {
                 // the events before the error go out first
                 self.deferred = Some(e);
                 Ok(true)
+            }
+        }
+    }
+
+    /// The next batch of a single input, without time outliers.
+    fn single_batch(
+        s: &mut Source,
+        dq: &mut DataQuality,
+        out: &mut Vec<Event>,
+    ) -> Result<(), ReadError> {
+        if !s.ready.is_empty() || s.ended {
+            // events left by event-by-event reading (or the input's end) come first
+            out.clear();
+            out.extend(s.ready.drain(..));
+            return match (out.is_empty(), s.failed.take()) {
+                (true, Some(e)) => Err(e),
+                (_, failed) => {
+                    s.failed = failed;
+                    Ok(())
+                }
+            };
+        }
+        loop {
+            // the reader replaces `out`'s contents (and may reuse its old events' storage)
+            match s.reader.next_batch(out) {
+                Ok(true) => {
+                    s.outliers.filter(out, dq, &s.path);
+                    if !out.is_empty() {
+                        return Ok(());
+                    }
+                }
+                Ok(false) => {
+                    s.ended = true;
+                    out.clear();
+                    s.outliers.finish(dq, &s.path, &mut |e| out.push(e));
+                    return Ok(());
+                }
+                Err(e) => {
+                    s.ended = true;
+                    s.outliers.filter(out, dq, &s.path);
+                    s.outliers.finish(dq, &s.path, &mut |e| out.push(e));
+                    return Err(e);
+                }
             }
         }
     }
@@ -396,16 +494,56 @@ impl Inputs {
         }
         let Inputs { sources, dq, .. } = self;
         let s = &mut sources[0];
-        let path = s.reader.meta().path.clone();
-        let last_ts = &mut s.last_ts;
+        if !s.ready.is_empty() || s.ended {
+            // left by event-by-event reading, or the input's end: the batch path hands it
+            let more = Self::single_batch(s, dq, buf);
+            let n = buf.len() as u64;
+            check_run(dq, &mut s.last_ts, &s.path, buf);
+            visit(buf);
+            self.events += n;
+            return more.map(|()| n > 0);
+        }
+        let Source {
+            reader,
+            path,
+            last_ts,
+            outliers,
+            ended,
+            ..
+        } = s;
         let mut n = 0u64;
-        let result = s.reader.visit_batch(buf, &mut |evs| {
-            n += evs.len() as u64;
+        let mut kept: Vec<Event> = Vec::new();
+        let mut result = reader.visit_batch(buf, &mut |evs| {
             for run in evs.chunks(CHECK_RUN) {
-                visit(run);
-                check_run(dq, last_ts, &path, run);
+                if outliers.pass(run) {
+                    n += run.len() as u64;
+                    visit(run);
+                    check_run(dq, last_ts, path, run);
+                } else {
+                    kept.clear();
+                    for e in run {
+                        outliers.push(e.clone(), dq, path, &mut |e| kept.push(e));
+                    }
+                    n += kept.len() as u64;
+                    visit(&kept);
+                    check_run(dq, last_ts, path, &kept);
+                }
             }
         });
+        if !matches!(result, Ok(true)) {
+            // the end (or an error): a held event is judged now
+            *ended = true;
+            kept.clear();
+            outliers.finish(dq, path, &mut |e| kept.push(e));
+            if !kept.is_empty() {
+                n += kept.len() as u64;
+                visit(&kept);
+                check_run(dq, last_ts, path, &kept);
+                if matches!(result, Ok(false)) {
+                    result = Ok(true);
+                }
+            }
+        }
         self.events += n;
         self.report_progress_after(n);
         match result {
@@ -449,7 +587,7 @@ impl Inputs {
         }
         if self.sources.len() == 1 {
             let s = &mut self.sources[0];
-            let ev = s.reader.next_event()?;
+            let ev = s.next_filtered(&mut self.dq)?;
             if let Some(e) = &ev {
                 self.events += 1;
                 note_order(&mut self.dq, s, e);

@@ -17,8 +17,10 @@
 //! A bucket is saturated when its CPUs were busy at least `min_busy_permille` of it and the
 //! mean depth was at least `min_demand_permille` of the CPU count. The finding covers the
 //! first to the last saturated bucket, and is raised when saturated buckets add up to at least
-//! `min_saturated_ns`. Memory: one slot per CPU, per bucket (three integers), per task (its
-//! run time), and the depth and wait histograms.
+//! `min_saturated_ns`. Memory: one slot per CPU, per task (its run time), the depth and wait
+//! histograms, and the buckets: one per bucket that an event falls in, and one run for the
+//! whole buckets between two events (equal: the depth did not change) — bounded by the events,
+//! not by how far apart their times are.
 
 use std::collections::BTreeMap;
 
@@ -148,6 +150,21 @@ struct Bucket {
     busy_ns: u64,
 }
 
+/// `count` consecutive buckets from bucket number `first`, each holding `each`.
+#[derive(Clone, Copy)]
+struct BucketRun {
+    first: u64,
+    count: u64,
+    each: Bucket,
+}
+
+impl BucketRun {
+    /// One past the last bucket number.
+    fn end(&self) -> u64 {
+        self.first.saturating_add(self.count)
+    }
+}
+
 /// The detector.
 pub struct CpuSaturation {
     bucket_ns: u64,
@@ -162,8 +179,9 @@ pub struct CpuSaturation {
     queued: u64,
     first: Option<Ts>,
     last: Ts,
-    /// Every bucket up to the current one (the last).
-    buckets: Vec<Bucket>,
+    /// Every bucket up to the current one (the last run, of one bucket), whole buckets
+    /// between two events as one run.
+    buckets: Vec<BucketRun>,
     /// End of the current bucket.
     bucket_end: Ts,
     /// Time at each depth (index = depth, capped at [`MAX_DEPTH`]).
@@ -223,7 +241,8 @@ impl CpuSaturation {
             self.waiter_ns = self.waiter_ns.saturating_add(dt);
         }
         if ts <= self.bucket_end {
-            if let Some(b) = self.buckets.last_mut() {
+            if let Some(r) = self.buckets.last_mut() {
+                let b = &mut r.each;
                 b.depth_ns = b.depth_ns.saturating_add(depth.saturating_mul(dt));
                 b.busy_ns = b.busy_ns.saturating_add(self.busy.saturating_mul(dt));
             }
@@ -238,38 +257,52 @@ impl CpuSaturation {
     fn start(&mut self, ts: Ts) {
         self.first = Some(ts);
         self.last = ts;
-        self.buckets.push(Bucket::default());
+        self.buckets.push(BucketRun {
+            first: 0,
+            count: 1,
+            each: Bucket::default(),
+        });
         self.bucket_end = ts.saturating_add(self.bucket_ns);
     }
 
     /// Adds `depth` (and the busy CPUs) over `[a, b)`, which crosses the current bucket's
-    /// end, to the buckets it covers (out of line: once per bucket).
+    /// end, to the buckets it covers: the rest of the current bucket, one run for the whole
+    /// buckets in between, and the start of the bucket `b` falls in (out of line: at most
+    /// once per event, whatever the time between `a` and `b`).
     #[cold]
     #[inline(never)]
     fn spread(&mut self, a: Ts, b: Ts, depth: u64) {
-        let mut t = a;
-        while t < b {
-            if self.bucket_end < t {
-                return; // past the buckets kept (a time span no trace has, see below)
-            }
-            let end = self.bucket_end.min(b);
-            if let Some(bk) = self.buckets.last_mut() {
-                bk.depth_ns = bk.depth_ns.saturating_add(depth.saturating_mul(end - t));
-                bk.busy_ns = bk.busy_ns.saturating_add(self.busy.saturating_mul(end - t));
-            }
-            t = end;
-            if t == self.bucket_end && t < b {
-                if self.buckets.len() > (1 << 24) {
-                    return; // a time span no trace has: nothing more to judge in it
-                }
-                self.buckets.push(Bucket::default());
-                self.bucket_end = self.bucket_end.saturating_add(self.bucket_ns);
-            }
+        let (busy, bucket_ns) = (self.busy, self.bucket_ns);
+        let add = |bk: &mut Bucket, dt: u64| {
+            bk.depth_ns = bk.depth_ns.saturating_add(depth.saturating_mul(dt));
+            bk.busy_ns = bk.busy_ns.saturating_add(busy.saturating_mul(dt));
+        };
+        let end = self.bucket_end;
+        let Some(current) = self.buckets.last_mut() else {
+            return;
+        };
+        add(&mut current.each, end.saturating_sub(a));
+        let next = current.end();
+        let whole = b.saturating_sub(end) / bucket_ns;
+        if whole > 0 {
+            let mut each = Bucket::default();
+            add(&mut each, bucket_ns);
+            self.buckets.push(BucketRun {
+                first: next,
+                count: whole,
+                each,
+            });
         }
-        if b == self.bucket_end {
-            self.buckets.push(Bucket::default());
-            self.bucket_end = self.bucket_end.saturating_add(self.bucket_ns);
-        }
+        // the bucket `b` falls in (or starts at)
+        let start = end.saturating_add(whole.saturating_mul(bucket_ns));
+        let mut each = Bucket::default();
+        add(&mut each, b.saturating_sub(start));
+        self.buckets.push(BucketRun {
+            first: next.saturating_add(whole),
+            count: 1,
+            each,
+        });
+        self.bucket_end = start.saturating_add(bucket_ns);
     }
 
     /// Credits `tid` with `ns` of run time.
@@ -293,29 +326,54 @@ impl CpuSaturation {
             return None;
         }
         let b = self.bucket_ns;
-        let saturated: Vec<usize> = (0..self.buckets.len())
-            .filter(|&k| {
-                let bk = self.buckets[k];
-                let len = b.min(self.last.saturating_sub(first + k as u64 * b));
-                len > 0
-                    && bk.busy_ns * 1000 >= self.min_busy * n_cpus * len
-                    && bk.depth_ns * 1000 >= self.min_demand * n_cpus * len
-            })
-            .collect();
-        let (&k0, &k1) = (saturated.first()?, saturated.last()?);
-        let saturated_ns: u64 = saturated
+        // a bucket's length: whole, but the last one ends at the last event
+        let len = |k: u64| {
+            b.min(
+                self.last
+                    .saturating_sub(first.saturating_add(k.saturating_mul(b))),
+            )
+        };
+        let saturated = |k: u64, bk: &Bucket| {
+            let len = len(k);
+            len > 0
+                && bk.busy_ns.saturating_mul(1000) >= self.min_busy * n_cpus * len
+                && bk.depth_ns.saturating_mul(1000) >= self.min_demand * n_cpus * len
+        };
+        // saturated runs (a run of whole buckets is saturated all through or not at all;
+        // only its last bucket can be the trace's cut last one, and runs of several are
+        // never last)
+        let saturated_runs: Vec<&BucketRun> = self
+            .buckets
             .iter()
-            .map(|&k| b.min(self.last.saturating_sub(first + k as u64 * b)))
-            .sum();
+            .filter(|r| saturated(r.first, &r.each))
+            .collect();
+        let (r0, r1) = (saturated_runs.first()?, saturated_runs.last()?);
+        let (k0, k1) = (r0.first, r1.end() - 1);
+        let saturated_ns: u64 = saturated_runs
+            .iter()
+            .map(|r| match r.count {
+                1 => len(r.first),
+                n => n.saturating_mul(b),
+            })
+            .fold(0u64, u64::saturating_add);
         if saturated_ns < self.min_saturated {
             return None;
         }
-        let start = first + k0 as u64 * b;
-        let end = (first + (k1 as u64 + 1) * b).min(self.last);
+        let start = first.saturating_add(k0.saturating_mul(b));
+        let end = first
+            .saturating_add((k1 + 1).saturating_mul(b))
+            .min(self.last);
         let span = end.saturating_sub(start).max(1);
-        let (depth_ns, busy_ns) = self.buckets[k0..=k1]
+        let (depth_ns, busy_ns) = self
+            .buckets
             .iter()
-            .fold((0u64, 0u64), |(d, u), bk| (d + bk.depth_ns, u + bk.busy_ns));
+            .filter(|r| r.end() > k0 && r.first <= k1)
+            .fold((0u64, 0u64), |(d, u), r| {
+                (
+                    d.saturating_add(r.each.depth_ns.saturating_mul(r.count)),
+                    u.saturating_add(r.each.busy_ns.saturating_mul(r.count)),
+                )
+            });
         let demand = ratio_permille(depth_ns, n_cpus * span);
         let mean_depth_x1000 = depth_ns.saturating_mul(1000) / span;
         let total: u64 = self.depth_time.iter().sum();
@@ -583,6 +641,22 @@ mod tests {
         );
         assert!(f.title.starts_with("CPUs 0-1 saturated for"), "{}", f.title);
         assert_eq!(f.tasks.iter().filter(|t| t.role == "consumer").count(), 5);
+    }
+
+    #[test]
+    fn buckets_are_bounded_by_events_not_by_time() {
+        // the same saturation, then one event 2^60 ns (36 years) later: the whole buckets in
+        // between are one run (before: one bucket each, 405 MB at most and cut at 2^24
+        // buckets — the finding then stopped 19 days in)
+        let mut tr = shared(8, 2000);
+        let gap: u64 = 1 << 60;
+        tr.wake(2000 * MS + gap, 0, 100, t("late", 999, 120), 0);
+        let f = run(ID, &[], &tr);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        let saturated = f[0].measures["saturated_ns"] as u64;
+        assert!(saturated > gap, "{saturated} of {gap}");
+        // the late wakeup ends the trace: no time at depth 9
+        assert_eq!(f[0].measures["depth_max"], 8);
     }
 
     #[test]
