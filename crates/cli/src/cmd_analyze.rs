@@ -131,6 +131,7 @@ pub fn run(args: &AnalyzeArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut options = AnalyzeOptions::new(args.input.files.clone());
     options.input_format = args.input.forced_format()?;
     options.merge_unrelated = args.input.merge_unrelated;
+    options.merge_overlapping = args.input.merge_overlapping;
     options.select_detectors(args.select.as_deref(), args.ignore.as_deref(), &args.sets)?;
     options.time = time;
     options.cpus = args.cpu.as_deref().map(parse_cpu_list).transpose()?;

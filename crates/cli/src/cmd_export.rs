@@ -151,6 +151,7 @@ pub fn run(args: &ExportArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut options = AnalyzeOptions::new(args.input.files.clone());
     options.input_format = args.input.forced_format()?;
     options.merge_unrelated = args.input.merge_unrelated;
+    options.merge_overlapping = args.input.merge_overlapping;
     options.on_open = Some(crate::common::attach_progress);
     if !args.findings {
         options.detectors.clear();

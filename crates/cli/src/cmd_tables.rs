@@ -133,6 +133,7 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
     let mut options = AnalyzeOptions::new(args.input.files.clone());
     options.input_format = args.input.forced_format()?;
     options.merge_unrelated = args.input.merge_unrelated;
+    options.merge_overlapping = args.input.merge_overlapping;
     options.time = args.time.as_deref().map(parse_time_range).transpose()?;
     options.kallsyms = args.kallsyms.clone();
     options.on_open = Some(crate::common::attach_progress);

@@ -23,6 +23,11 @@ pub struct InputArgs {
     /// clock, or first events more than 60 s apart); refused otherwise.
     #[arg(long)]
     pub merge_unrelated: bool,
+    /// Merge files that hold the same events (one recording twice, e.g. a perf.data and its
+    /// own perf script text, or two recordings of the same CPUs made together), events
+    /// identical in time, CPU, task and kind counted once; refused otherwise.
+    #[arg(long)]
+    pub merge_overlapping: bool,
 }
 
 impl InputArgs {
@@ -46,6 +51,7 @@ impl InputArgs {
             files: self.files.clone(),
             input_format: self.forced_format()?,
             merge_unrelated: self.merge_unrelated,
+            merge_overlapping: self.merge_overlapping,
             on_open: Some(attach_progress),
         })
     }

@@ -47,6 +47,7 @@ fn check(path: &std::path::Path, checked: &mut Checked) -> Option<()> {
         files: vec![path.to_str()?.to_string()],
         input_format: None,
         merge_unrelated: false,
+        merge_overlapping: false,
         on_open: None,
     };
     let mut inputs = input.open().ok()?;

@@ -51,6 +51,8 @@ pub struct AnalyzeOptions {
     pub input_format: Option<InputFormat>,
     /// Merge files that cannot be one recording (another kernel, host or clock).
     pub merge_unrelated: bool,
+    /// Merge files that hold the same events, identical events counted once.
+    pub merge_overlapping: bool,
     /// The detectors to run with their parameters (default: all, default thresholds).
     pub detectors: Vec<(&'static Entry, Params)>,
     /// Only events in this time range (ns of the trace clock, inclusive).
@@ -79,6 +81,7 @@ impl AnalyzeOptions {
             files,
             input_format: None,
             merge_unrelated: false,
+            merge_overlapping: false,
             detectors: registry::DETECTORS
                 .iter()
                 .map(|e| (e, Params::defaults(e.info.params)))
@@ -112,6 +115,7 @@ impl AnalyzeOptions {
             files: self.files.clone(),
             input_format: self.input_format,
             merge_unrelated: self.merge_unrelated,
+            merge_overlapping: self.merge_overlapping,
             on_open: self.on_open,
         }
     }

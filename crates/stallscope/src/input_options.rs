@@ -15,6 +15,9 @@ pub struct InputOptions {
     pub input_format: Option<InputFormat>,
     /// Merge files even when they cannot be one recording.
     pub merge_unrelated: bool,
+    /// Merge files that hold the same events (one recording twice, two recordings of the
+    /// same CPUs made together), identical events counted once.
+    pub merge_overlapping: bool,
     /// Called once the inputs are open (to attach a progress display).
     pub on_open: Option<fn(&mut Inputs)>,
 }
@@ -26,6 +29,7 @@ impl InputOptions {
             files,
             input_format: None,
             merge_unrelated: false,
+            merge_overlapping: false,
             on_open: None,
         }
     }
@@ -35,6 +39,9 @@ impl InputOptions {
         let mut inputs = Inputs::open(&self.files, self.input_format)?;
         if self.merge_unrelated {
             inputs.allow_unrelated();
+        }
+        if self.merge_overlapping {
+            inputs.allow_overlapping();
         }
         if let Some(f) = self.on_open {
             f(&mut inputs);

@@ -20,6 +20,7 @@ mod input_options;
 pub mod iolat;
 pub mod latency;
 pub mod merge;
+pub mod overlap;
 pub mod profile_analysis;
 pub mod sleeps;
 pub mod tables;

@@ -13,6 +13,7 @@ use std::collections::{BinaryHeap, VecDeque};
 use stallscope_model::{DataQuality, Event, InputFormat, Problem, TraceMeta, Ts};
 use stallscope_read::{EventReader, ReadError};
 
+use crate::overlap::{Overlap, OverlapCheck};
 use crate::time_outliers::TimeOutliers;
 
 struct Source {
@@ -84,6 +85,11 @@ pub struct Inputs {
     unrelated_ok: bool,
     /// [`Inputs::check_related`] ran.
     related_checked: bool,
+    /// Tells inputs that hold the same events from inputs that complete each other.
+    overlap: OverlapCheck,
+    /// Inputs that hold the same events are merged anyway, identical events once
+    /// ([`Inputs::allow_overlapping`]).
+    overlapping_ok: bool,
 }
 
 /// First events of merged inputs further apart than this cannot be one recording (files
@@ -222,12 +228,62 @@ impl Inputs {
             deferred: None,
             unrelated_ok: false,
             related_checked: false,
+            overlap: OverlapCheck::default(),
+            overlapping_ok: false,
         }
     }
 
     /// Merges inputs even when they cannot be one recording (`--merge-unrelated`).
     pub fn allow_unrelated(&mut self) {
         self.unrelated_ok = true;
+    }
+
+    /// Merges inputs that hold the same events (`--merge-overlapping`): events identical in
+    /// time, CPU, task and kind from different inputs are counted once.
+    pub fn allow_overlapping(&mut self) {
+        self.overlapping_ok = true;
+    }
+
+    /// Whether merged event `ev` goes out: refuses inputs that hold the same events (unless
+    /// allowed; then an event another input gave identically is left out).
+    fn admit(&mut self, ev: &Event) -> Result<bool, ReadError> {
+        if let Some(o) = self.overlap.note(ev) {
+            if !self.overlapping_ok {
+                return Err(self.overlap_error(&o));
+            }
+            let (a, b) = (
+                &self.sources[o.inputs.0 as usize].path,
+                &self.sources[o.inputs.1 as usize].path,
+            );
+            self.dq.add(Problem::OverlappingInputs, 1, || {
+                format!(
+                    "{a} and {b}: {} events of CPU {} from {} ns",
+                    o.event, o.cpu, o.since
+                )
+            });
+        }
+        Ok(!(self.overlapping_ok && self.overlap.duplicate(ev, &mut self.dq)))
+    }
+
+    fn overlap_error(&self, o: &Overlap) -> ReadError {
+        let (a, b) = (
+            &self.sources[o.inputs.0 as usize].path,
+            &self.sources[o.inputs.1 as usize].path,
+        );
+        let secs = format!(
+            "{}.{:06}",
+            o.since / 1_000_000_000,
+            o.since % 1_000_000_000 / 1000
+        );
+        ReadError::new(
+            b,
+            None,
+            format!("inputs that complete each other (to merge it with {a})"),
+            format!(
+                "both hold {} events of CPU {} over the same time (from {secs} s): the same recording twice (a perf.data and its own perf script text?) or two recordings made together — merged, every event would count twice; give one of them, or pass --merge-overlapping to merge them with identical events counted once",
+                o.event, o.cpu
+            ),
+        )
     }
 
     /// Refuses to merge inputs that cannot belong together: recorded on another kernel
@@ -573,7 +629,9 @@ impl Inputs {
                 break;
             };
             if let Some(ev) = self.sources[i].pending.take() {
-                out.push(ev);
+                if self.admit(&ev)? {
+                    out.push(ev);
+                }
             }
             self.pull(i)?;
         }
@@ -604,16 +662,21 @@ impl Inputs {
         if !self.related_checked {
             self.check_related()?;
         }
-        let Some(Reverse((_, i))) = self.heap.pop() else {
-            return Ok(None);
-        };
-        let ev = self.sources[i].pending.take();
-        self.pull(i)?;
-        if ev.is_some() {
-            self.events += 1;
-            self.report_progress();
+        loop {
+            let Some(Reverse((_, i))) = self.heap.pop() else {
+                return Ok(None);
+            };
+            let ev = self.sources[i].pending.take();
+            self.pull(i)?;
+            if let Some(e) = &ev {
+                if !self.admit(e)? {
+                    continue;
+                }
+                self.events += 1;
+                self.report_progress();
+            }
+            return Ok(ev);
         }
-        Ok(ev)
     }
 }
 

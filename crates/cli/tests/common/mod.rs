@@ -21,6 +21,7 @@ pub fn open_fixture(rel: &str) -> stallscope::Inputs {
         files: vec![root().join(rel).to_string_lossy().into_owned()],
         input_format: None,
         merge_unrelated: false,
+        merge_overlapping: false,
         on_open: None,
     };
     input.open().expect("open the fixture")
