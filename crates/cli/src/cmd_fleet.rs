@@ -117,9 +117,11 @@ fn waits(out: &mut dyn Write, title: &str, rows: &[WorstWaitRow]) -> io::Result<
 fn write_text(out: &mut dyn Write, s: &FleetSummary, dir: &std::path::Path) -> io::Result<()> {
     writeln!(
         out,
-        "fleet: {} traces, {} analyzed, {} failed; {} events, {} findings → {}",
+        "fleet: {} traces, {} analyzed ({} degraded, {} empty), {} failed; {} events, {} findings → {}",
         s.traces,
         s.analyzed,
+        s.degraded,
+        s.empty,
         s.failed,
         s.events,
         s.findings,

@@ -347,3 +347,67 @@ fn per_cpu_blktrace_files_among_other_traces_are_one_trace() {
         let _ = std::fs::remove_dir_all(d);
     }
 }
+
+/// Issue #30: `traces.parquet` tells a healthy trace from one with lost events and from
+/// one with nothing to analyze (before: all three `ok`, `lost_events` nowhere): status
+/// `ok` / `degraded` / `empty`, the lost events and the data-quality problems by key as
+/// `analyze` counts them, and the summary counts them.
+#[test]
+fn traces_carry_their_data_quality_and_status() {
+    let out = out_dir("quality");
+    let files = [
+        root().join("fixtures/sched/starve.perf.data"),
+        root().join("fixtures/detectors/wakeup-ping-pong/fio-dio.perf.data"),
+        root().join("fixtures/nothing/irq-only.dat.zst"),
+    ];
+    let mut args = vec!["fleet", "--format", "json", "-o", out.to_str().unwrap()];
+    args.extend(files.iter().map(|f| f.to_str().unwrap()));
+    let summary = json(&args);
+    assert_eq!(
+        (summary["degraded"].as_u64(), summary["empty"].as_u64()),
+        (Some(1), Some(1)),
+        "{summary}"
+    );
+    let t = &read_parquet(&out.join("traces.parquet"))[0];
+    // the row of each file (the fleet numbers traces in its own order)
+    let row = |f: &Path| -> usize {
+        (0..t.num_rows())
+            .find(|&i| Path::new(col::<StringArray>(t, "file").value(i)) == f)
+            .unwrap_or_else(|| panic!("{f:?} not in traces.parquet"))
+    };
+    let statuses: Vec<&str> = files
+        .iter()
+        .map(|f| col::<StringArray>(t, "status").value(row(f)))
+        .collect();
+    assert_eq!(statuses, ["ok", "degraded", "empty"]);
+    for f in &files {
+        let i = row(f);
+        let report: Value = json(&["analyze", "--format", "json", f.to_str().unwrap()]);
+        let dq = report["data_quality"].as_object().unwrap();
+        let by_severity = |sev: &str| -> Value {
+            dq.iter()
+                .filter(|(_, e)| e["severity"] == sev)
+                .map(|(k, e)| (k.clone(), e["count"].clone()))
+                .collect::<serde_json::Map<_, _>>()
+                .into()
+        };
+        let parsed = |column: &str| -> Value {
+            serde_json::from_str(col::<StringArray>(t, column).value(i)).unwrap()
+        };
+        assert_eq!(parsed("quality_errors"), by_severity("error"), "{f:?}");
+        assert_eq!(parsed("quality_warnings"), by_severity("warning"), "{f:?}");
+        let lost = col::<UInt64Array>(t, "lost_events").value(i);
+        assert_eq!(
+            Some(lost),
+            Some(
+                dq.get("lost_events")
+                    .map_or(0, |e| e["count"].as_u64().unwrap())
+            )
+        );
+    }
+    // perf sched latency's count of the same file: 581 lost events
+    assert_eq!(
+        col::<UInt64Array>(t, "lost_events").value(row(&files[1])),
+        581
+    );
+}

@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use stallscope_model::FindingSeverity;
+use stallscope_model::{FindingSeverity, Problem, Severity};
 use stallscope_tables::{
     errors_batch, errors_schema, fleet_schema, parquet_writer_of, traces_batch, traces_schema,
     ParquetWriter, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow,
@@ -129,9 +129,34 @@ pub struct TraceOutcome {
     pub rows: BTreeMap<String, u64>,
     /// Why the trace could not be analyzed (its part files are then removed).
     pub error: Option<String>,
+    /// Why nothing was analyzed although the trace was read (`analyze`'s
+    /// `nothing_analyzed`: no detector could run).
+    #[serde(default)]
+    pub nothing_analyzed: Option<String>,
+    /// Events lost in the recording (the `lost_events` data-quality count).
+    #[serde(default)]
+    pub lost_events: u64,
+    /// The data-quality entries of `analyze`: key, severity, count.
+    #[serde(default)]
+    pub quality: Vec<(String, String, u64)>,
 }
 
 impl TraceOutcome {
+    /// `error` (not read: `errors.parquet` says why), `empty` (read, but no event or nothing
+    /// any detector uses), `degraded` (data quality of severity error: lost events, a cut
+    /// file, …: results near the gaps are incomplete) or `ok`.
+    pub fn status(&self) -> &'static str {
+        if self.error.is_some() {
+            "error"
+        } else if self.events == 0 || self.nothing_analyzed.is_some() {
+            "empty"
+        } else if self.quality.iter().any(|q| q.1 == Severity::Error.name()) {
+            "degraded"
+        } else {
+            "ok"
+        }
+    }
+
     fn columns(&self) -> TraceColumns {
         TraceColumns {
             trace_id: self.trace_id,
@@ -477,6 +502,16 @@ fn analyze_into(
     }
     outcome.kernel = outcome.kernel.take().or(kernel);
     outcome.events = report.capabilities.events_read;
+    outcome.nothing_analyzed = report.nothing_analyzed.clone();
+    outcome.quality = report
+        .data_quality
+        .iter()
+        .map(|(k, q)| (k.clone(), q.severity.clone(), q.count))
+        .collect();
+    outcome.lost_events = report
+        .data_quality
+        .get(Problem::LostEvents.key())
+        .map_or(0, |q| q.count);
     outcome.first_ns = report.capabilities.first_ts_ns;
     outcome.last_ns = report.capabilities.last_ts_ns;
     let mut culprits: BTreeMap<String, u32> = BTreeMap::new();
@@ -550,10 +585,21 @@ pub fn finish(
         .map(|o| {
             let count =
                 |s: FindingSeverity| o.findings.iter().filter(|f| f.1 == s.name()).count() as u32;
+            let of_severity = |sev: Severity| -> BTreeMap<&str, u64> {
+                o.quality
+                    .iter()
+                    .filter(|q| q.1 == sev.name())
+                    .map(|q| (q.0.as_str(), q.2))
+                    .collect()
+            };
+            let (errors, warnings) = (of_severity(Severity::Error), of_severity(Severity::Warning));
             TraceRow {
                 trace: o.columns(),
                 format: o.format.clone(),
-                status: if o.error.is_some() { "error" } else { "ok" },
+                status: o.status(),
+                lost_events: o.lost_events,
+                quality_errors: serde_json::to_string(&errors).unwrap_or_default(),
+                quality_warnings: serde_json::to_string(&warnings).unwrap_or_default(),
                 events: o.events,
                 first_ns: o.first_ns,
                 last_ns: o.last_ns,

@@ -729,8 +729,15 @@ pub struct TraceRow {
     pub trace: TraceColumns,
     /// Input format (`perf-data`, `trace-dat`, …) when it was read.
     pub format: Option<String>,
-    /// `ok` or `error` (the reason is in the `errors` table).
+    /// `ok`, `degraded` (data quality of severity error, e.g. lost events), `empty` (no
+    /// event, or none a detector uses) or `error` (the reason is in the `errors` table).
     pub status: &'static str,
+    /// Events lost in the recording.
+    pub lost_events: u64,
+    /// Data-quality problems of severity error, as a JSON object key → count.
+    pub quality_errors: String,
+    /// Data-quality problems of severity warning, as a JSON object key → count.
+    pub quality_warnings: String,
     /// Events analyzed.
     pub events: u64,
     /// First and last event time (trace clock), when any.
@@ -757,6 +764,9 @@ pub fn traces_schema() -> SchemaRef {
         Field::new("format", Utf8, true),
         Field::new("status", Utf8, false),
         Field::new("events", UInt64, false),
+        Field::new("lost_events", UInt64, false),
+        Field::new("quality_errors", Utf8, false),
+        Field::new("quality_warnings", Utf8, false),
         Field::new("first_ns", UInt64, true),
         Field::new("last_ns", UInt64, true),
         Field::new("findings", UInt32, false),
@@ -808,6 +818,13 @@ pub fn traces_batch(rows: &[TraceRow]) -> Result<RecordBatch, ArrowError> {
         )) as ArrayRef,
         Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.status))),
         u64s(rows.iter().map(|r| r.events)),
+        u64s(rows.iter().map(|r| r.lost_events)),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.quality_errors.as_str()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.quality_warnings.as_str()),
+        )),
         opt(|r| r.first_ns),
         opt(|r| r.last_ns),
         u32s(|r| r.findings),

@@ -82,6 +82,13 @@ pub struct FleetSummary {
     pub analyzed: u64,
     /// Traces that could not be read (`errors.parquet`).
     pub failed: u64,
+    /// Traces analyzed with data quality of severity error (lost events, a cut file): their
+    /// results are incomplete near the gaps (`traces.parquet` status `degraded`).
+    #[serde(default)]
+    pub degraded: u64,
+    /// Traces read with no event, or none a detector uses (status `empty`).
+    #[serde(default)]
+    pub empty: u64,
     /// Events analyzed over all traces.
     pub events: u64,
     /// Findings over all traces.
@@ -230,6 +237,8 @@ impl FleetSummary {
             traces: outcomes.len() as u64,
             analyzed: ok.len() as u64,
             failed: (outcomes.len() - ok.len()) as u64,
+            degraded: ok.iter().filter(|o| o.status() == "degraded").count() as u64,
+            empty: ok.iter().filter(|o| o.status() == "empty").count() as u64,
             events: ok.iter().map(|o| o.events).sum(),
             findings: ok.iter().map(|o| o.findings.len() as u64).sum(),
             by_detector,
