@@ -660,8 +660,13 @@ fn record_overrun_is_reported_not_hidden() {
     );
 }
 
+/// Issue #30: SIGKILL runs no handler. Before, the instance stayed with tracing on (the
+/// kernel kept tracing into it until a later `record` removed it) and the output was a
+/// 0-byte file. Now the recorder's guardian stops tracing and removes the instance within
+/// two seconds, writes what the spools held into the output, marked as cut (data quality
+/// `recording_cut`), and leaves no spool file behind; trace-cmd reads the file.
 #[test]
-fn record_killed_with_sigkill_leaves_an_instance_the_next_run_removes() {
+fn record_killed_with_sigkill_is_cleaned_up_by_its_guardian_and_readable() {
     if !live_ok() {
         return;
     }
@@ -676,34 +681,122 @@ fn record_killed_with_sigkill_leaves_an_instance_the_next_run_removes() {
         .unwrap();
     let pid = child.id();
     std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap(); // SIGKILL: no cleanup can run
+    assert!(instance_exists(pid), "recording (test premise)");
+    child.kill().unwrap(); // SIGKILL: no cleanup of the recorder itself can run
     child.wait().unwrap();
-    assert!(
-        instance_exists(pid),
-        "SIGKILL left no instance (test premise)"
-    );
-    let after = tmp("after_kill.dat");
-    let out = stallscope()
-        .args(["record", "--events", "sched", "--duration", "0.3", "-o"])
-        .arg(&after)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let killed = Instant::now();
+    let spools = || -> Vec<String> {
+        std::fs::read_dir(file.parent().unwrap())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&format!(".stallscope-spool-{pid}-")))
+            .collect()
+    };
+    // the guardian: instance gone, then the file written and the spools removed
+    while (instance_exists(pid) || !spools().is_empty())
+        && killed.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let left = instance_exists(pid);
     if left {
-        let _ = std::fs::remove_dir(
-            Path::new(TRACEFS)
-                .join("instances")
-                .join(format!("stallscope-{pid}")),
-        );
+        let dir = Path::new(TRACEFS)
+            .join("instances")
+            .join(format!("stallscope-{pid}"));
+        let _ = std::fs::write(dir.join("tracing_on"), "0");
+        let _ = std::fs::remove_dir(&dir);
     }
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
         !left,
-        "instance of the killed recorder {pid} not removed: {stderr}"
+        "the killed recorder's instance stallscope-{pid} is still there"
     );
-    assert!(stderr.contains(&format!("removed stale tracefs instance stallscope-{pid}")));
+    assert_eq!(spools(), Vec::<String>::new());
     assert_eq!(global_settings(), before);
+    let info = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    let switches = v["event_counts"]["sched_switch"].as_u64().unwrap_or(0);
+    assert!(switches > 0, "the recorded part is in the file: {v}");
+    assert_eq!(
+        v["data_quality"]["recording_cut"]["count"], 1,
+        "{}",
+        v["data_quality"]
+    );
+    let report = trace_cmd_report(&file);
+    assert!(
+        report.contains("sched_switch"),
+        "trace-cmd reads the rescued file"
+    );
+}
+
+/// Issue #30: a full disk stops the recording at once (before: the spool hit ENOSPC in the
+/// first second and tracing went on for the whole --duration), restores the kernel's state,
+/// and exits 2 naming where it could not write and how much it had written.
+#[test]
+fn record_stops_at_once_when_its_disk_is_full() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let before = global_settings();
+    let dir = std::env::temp_dir().join(format!("stallscope-full-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount a small tmpfs (test premise)");
+    // switches, many: two processes passing a token
+    let mut load = Command::new("perf")
+        .args(["bench", "sched", "pipe", "-l", "100000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let child = stallscope()
+        .args(["record", "--events", "sched", "--duration", "60", "-o"])
+        .arg(dir.join("out.dat"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = wait_with_timeout(child, Duration::from_secs(40));
+    let _ = load.kill();
+    let _ = load.wait();
+    let leftovers: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let _ = Command::new("umount").arg(&dir).status();
+    let _ = std::fs::remove_dir(&dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("No space left on device")
+            && stderr.contains(dir.to_str().unwrap())
+            && stderr.contains("bytes"),
+        "{stderr}"
+    );
+    assert!(!instance_exists(pid));
+    assert_eq!(global_settings(), before);
+    assert!(
+        leftovers
+            .iter()
+            .all(|n| !n.starts_with(".stallscope-spool")),
+        "{leftovers:?}"
+    );
 }
 
 #[test]

@@ -37,6 +37,10 @@ pub struct SystemContext {
     /// Process id of the recorder that wrote the trace (`stallscope record`): its threads
     /// are the tasks of this thread group, left out of findings by default.
     pub recorder_pid: Option<Tid>,
+    /// Set when the recording did not end normally (the recorder was killed and its
+    /// guardian wrote the file from what was spooled): what is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recording_cut: Option<String>,
 }
 
 /// One task's scheduling attributes.

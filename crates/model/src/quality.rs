@@ -159,6 +159,7 @@ problems! {
     ProfileSideBand = ("profile_side_band", Info, "perf side-band records (PERF_RECORD_*), skipped"),
     ProfileUserLeafOnly = ("profile_user_leaf_only", Info, "user-space samples whose callchain has no user part (`--call-graph dwarf`: perf unwinds the copied user stack with the recording host's binaries; `lbr`: from the branch stack): only the sampled function is known, so self shares are exact and callers' totals are not"),
     RecorderFindingsLeftOut = ("recorder_findings_left_out", Info, "findings about the recorder's own threads (stallscope record's, perf's) — the recording's cost, not the machine's — left out (--include-recorder keeps them)"),
+    RecordingCut = ("recording_cut", Error, "the recording ended early (its recorder was killed): the file holds what was recorded up to shortly before; the end of each CPU's data, lost-event counts and task context may be missing"),
     RepeatFileAsOneRun = ("repeat_file_as_one_run", Info, "a perf stat -r N file among several on one side counts as one run (its mean)"),
     StackFramesUnnamed = ("stack_frames_unnamed", Info, "kernel frames of the stacks recorded with events are shown as addresses (no kernel symbol table)"),
     StackTraceLinesSkipped = ("stack_trace_lines_skipped", Info, "kernel/user stack trace lines (`<stack trace>` and ` => symbol`), not used by stallscope yet"),

@@ -58,30 +58,48 @@ pub struct PageCounts {
     pub bad_records: u64,
 }
 
-/// Creates an unlinked spool file in `dir`.
-pub fn create_spool(dir: &Path, cpu: u32) -> io::Result<File> {
-    let path: PathBuf = dir.join(format!(
+/// The spool file of CPU `cpu` in `dir` (hidden, named by the recorder's pid: the guardian
+/// finds it after a SIGKILL; every other exit removes it).
+pub fn spool_path(dir: &Path, cpu: u32) -> PathBuf {
+    dir.join(format!(
         ".stallscope-spool-{}-cpu{cpu}.tmp",
         std::process::id()
-    ));
-    let f = fs::OpenOptions::new()
+    ))
+}
+
+/// Creates the spool file at `path`.
+pub fn create_spool(path: &Path) -> io::Result<File> {
+    fs::OpenOptions::new()
         .read(true)
         .write(true)
         .create_new(true)
-        .open(&path)?;
-    fs::remove_file(&path)?;
-    Ok(f)
+        .open(path)
 }
 
-/// Reads CPU `cpu`'s `trace_pipe_raw` until `stop` is raised and the buffer is drained.
+/// Reads CPU `cpu`'s `trace_pipe_raw` until `stop` is raised and the buffer is drained, into
+/// `spool` (the file and its path). A write error (a full disk) raises `failed` — the
+/// recording stops at once — and is returned naming the spool and the bytes it holds.
 pub fn run(
     cpu: u32,
     pipe_path: &Path,
     layout: PageLayout,
     common_pid_offset: usize,
-    spool: File,
+    spool: (File, &Path),
     stop: &Arc<AtomicBool>,
+    failed: &AtomicBool,
 ) -> io::Result<CpuCapture> {
+    let (spool, spool_path) = spool;
+    let write_error = |e: io::Error| {
+        failed.store(true, Ordering::SeqCst);
+        let on_disk = fs::metadata(spool_path).map_or(0, |m| m.len());
+        io::Error::new(
+            e.kind(),
+            format!(
+                "writing {}: {e} (it holds {on_disk} bytes of this CPU's data)",
+                spool_path.display()
+            ),
+        )
+    };
     let mut pipe = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -102,7 +120,7 @@ pub fn run(
                     // A short read is padded to a whole sub-buffer to keep the file layout.
                     page[n..].fill(0);
                     if store_page(&page, &layout, &mut counts, &mut pids) {
-                        out.write_all(&page)?;
+                        out.write_all(&page).map_err(write_error)?;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -113,6 +131,9 @@ pub fn run(
         if stopping {
             break;
         }
+        // caught up with the kernel: what was read goes to the spool before waiting, so a
+        // recorder killed now (SIGKILL) leaves it for its guardian
+        out.flush().map_err(write_error)?;
         let mut pfd = libc::pollfd {
             fd: pipe.as_raw_fd(),
             events: libc::POLLIN,
@@ -121,7 +142,7 @@ pub fn run(
         // SAFETY: one valid pollfd; EINTR (a signal) just ends the wait early.
         unsafe { libc::poll(&mut pfd, 1, 100) };
     }
-    let spool = out.into_inner().map_err(|e| e.into_error())?;
+    let spool = out.into_inner().map_err(|e| write_error(e.into_error()))?;
     Ok(CpuCapture {
         cpu,
         spool,

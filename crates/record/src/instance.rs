@@ -32,6 +32,8 @@ pub struct Instance {
     pub dir: PathBuf,
     /// Raised on drop so reader threads close their files before `rmdir`.
     pub stop: Arc<AtomicBool>,
+    /// Raised by a reader that could not write its spool: the recording stops at once.
+    pub failed: Arc<AtomicBool>,
     removed: bool,
 }
 
@@ -46,6 +48,7 @@ impl Instance {
         let inst = Instance {
             dir,
             stop: Arc::new(AtomicBool::new(false)),
+            failed: Arc::new(AtomicBool::new(false)),
             removed: false,
         };
         // A fresh instance starts with tracing_on=1 and no events: keep it quiet until

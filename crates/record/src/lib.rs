@@ -13,7 +13,10 @@
 //! write    trace.dat v6 (tracedat_writer) with the SystemContext as option
 //!          OPTION_SYSTEM_CONTEXT (JSON), CPUSTAT per CPU, lost events printed per CPU
 //! cleanup  the instance is removed (and tracefs/debugfs unmounted if we mounted them) by
-//!          guards on every path: success, error, signal, panic
+//!          guards on every path: success, error, signal, panic; a reader's write error
+//!          (a full disk) stops the recording at once; SIGKILL: the guardian, a process
+//!          forked before tracing starts, stops tracing, removes the instance and writes
+//!          what the spools hold, marked as cut (`guardian`)
 //! ```
 //!
 //! No global tracefs file is ever written: everything is set inside the instance.
@@ -22,6 +25,7 @@ pub mod context;
 pub mod cpu_reader;
 pub mod error;
 pub mod events;
+pub mod guardian;
 pub mod instance;
 pub mod metadata;
 pub mod privilege;

@@ -4,7 +4,6 @@
 
 use std::collections::HashSet;
 use std::fs::{self, File};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
@@ -16,12 +15,13 @@ use stallscope_read::tracedat::OPTION_SYSTEM_CONTEXT;
 use crate::context::{self, ContextCollector};
 use crate::cpu_reader::{self, CpuCapture};
 use crate::events;
+use crate::guardian::{Guardian, Rescue};
 use crate::instance::{self, Instance};
 use crate::metadata::{self, Metadata};
 use crate::signals::SignalGuard;
 use crate::stats::{cpustat_option_text, CpuStats};
 use crate::stop::{self, StopWhen};
-use crate::tracedat_writer::{self as writer, CpuData, TraceDatHeader};
+use crate::tracedat_writer::{self as writer, TraceDatHeader};
 use crate::tracefs::{read_bytes, read_text, Tracefs};
 use crate::RecordError;
 
@@ -177,6 +177,25 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let mut collector = ContextCollector::new();
     collector.scan();
 
+    // The spools (named, so that the guardian finds them) and the guardian, forked while
+    // this process has one thread, before anything is enabled.
+    let kallsyms = if opts.kallsyms {
+        read_bytes(Path::new("/proc/kallsyms"))?
+    } else {
+        Vec::new()
+    };
+    let spools = Spools(
+        record_cpus
+            .iter()
+            .map(|&c| (c, cpu_reader::spool_path(&out_dir, c)))
+            .collect(),
+    );
+    let guardian = Guardian::start(
+        &inst.dir,
+        rescue(opts, &tracefs, &meta, &ctx, &spools, &all_cpus, &kallsyms)?,
+    )
+    .map_err(|e| RecordError::Reader(format!("cannot start the recorder's guardian: {e}")))?;
+
     for (sys, evs) in &resolved.by_system {
         for ev in evs {
             inst.write(&format!("events/{sys}/{ev}/enable"), "1")?;
@@ -188,7 +207,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     }
 
     // Readers first, then tracing_on, so nothing waits in the buffer unread.
-    let handles = start_readers(&inst, &record_cpus, &out_dir, &meta)?;
+    let handles = start_readers(&inst, &spools, &meta)?;
     inst.write("tracing_on", "1")?;
     let started = Instant::now();
     // Test hook: proves that a panic while recording still removes the instance.
@@ -204,7 +223,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         );
     }
 
-    let waited = stop::wait_for_stop(&opts.stop, &mut sig, &mut collector);
+    let waited = stop::wait_for_stop(&opts.stop, &mut sig, &mut collector, &inst.failed);
     inst.write("tracing_on", "0")?;
     summary.duration_ns = started.elapsed().as_nanos() as u64;
     inst.stop.store(true, Ordering::SeqCst);
@@ -212,7 +231,13 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let (stopped_by, command_status) = waited?;
     summary.stopped_by_signal = stopped_by;
     summary.command_status = command_status;
-    let captures = joined?;
+    let captures = joined.map_err(|e| match e {
+        RecordError::Reader(why) => RecordError::Reader(format!(
+            "{why}; the recording stopped there and {} was not written",
+            opts.output.display()
+        )),
+        e => e,
+    })?;
     for c in &captures {
         if c.counts.bad_headers + c.counts.bad_records > 0 {
             warn(
@@ -268,11 +293,7 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         header_event: meta.header_event,
         ftrace_formats: meta.ftrace_formats,
         systems: meta.systems,
-        kallsyms: if opts.kallsyms {
-            read_bytes(Path::new("/proc/kallsyms"))?
-        } else {
-            Vec::new()
-        },
+        kallsyms,
         printk_formats: meta.printk_formats,
         saved_cmdlines: saved_cmdlines.into_bytes(),
         nr_cpus: all_cpus.len() as u32,
@@ -287,9 +308,72 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         layout.subbuf_size as u64,
     )?;
     output_guard.complete = true;
+    drop(spools);
     inst.remove()?;
+    drop(guardian);
     drop(sig);
     Ok(summary)
+}
+
+/// The spool file of each recorded CPU; removed on drop (every exit path but SIGKILL, where
+/// the guardian removes them).
+struct Spools(Vec<(u32, PathBuf)>);
+
+impl Drop for Spools {
+    fn drop(&mut self) {
+        for (_, p) in &self.0 {
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+/// What the guardian writes if this process dies: the header as far as it is known before
+/// tracing starts, its system context saying the recording was cut.
+fn rescue(
+    opts: &RecordOptions,
+    tracefs: &Tracefs,
+    meta: &Metadata,
+    ctx: &stallscope_model::SystemContext,
+    spools: &Spools,
+    all_cpus: &[u32],
+    kallsyms: &[u8],
+) -> Result<Rescue, RecordError> {
+    let mut ctx = ctx.clone();
+    ctx.recording_cut = Some(format!(
+        "the recorder (pid {}) died before it finished: the file was written from its spool by its guardian; the sub-buffers read after each CPU's reader last caught up, the per-CPU lost-event counts and the tasks' context are missing",
+        std::process::id()
+    ));
+    let options = vec![
+        writer::text_option(writer::OPTION_TRACECLOCK, &meta.trace_clock),
+        writer::text_option(
+            writer::OPTION_VERSION,
+            &format!("stallscope {} (cut)", env!("CARGO_PKG_VERSION")),
+        ),
+        (
+            writer::OPTION_CPUCOUNT,
+            (all_cpus.len() as u32).to_ne_bytes().to_vec(),
+        ),
+        (OPTION_SYSTEM_CONTEXT, metadata::context_json(&ctx)?),
+    ];
+    Ok(Rescue {
+        output: opts.output.clone(),
+        spools: spools.0.clone(),
+        all_cpus: all_cpus.to_vec(),
+        subbuf_size: meta.layout.subbuf_size as u64,
+        header: TraceDatHeader {
+            page_size: meta.layout.subbuf_size as u32,
+            header_page: meta.header_page.clone(),
+            header_event: meta.header_event.clone(),
+            ftrace_formats: meta.ftrace_formats.clone(),
+            systems: meta.systems.clone(),
+            kallsyms: kallsyms.to_vec(),
+            printk_formats: meta.printk_formats.clone(),
+            saved_cmdlines: Vec::new(),
+            nr_cpus: all_cpus.len() as u32,
+            options,
+        },
+        tracefs_root: tracefs.root.clone(),
+    })
 }
 
 /// Removes the output file on drop unless the recording completed (no empty or half-written
@@ -328,23 +412,26 @@ fn select_cpus(
 /// A running reader thread.
 type Reader = (u32, JoinHandle<std::io::Result<CpuCapture>>);
 
-/// Starts one reader thread per CPU, each with its spool in `out_dir`.
+/// Starts one reader thread per CPU, each writing its spool.
 fn start_readers(
     inst: &Instance,
-    cpus: &[u32],
-    out_dir: &Path,
+    spools: &Spools,
     meta: &Metadata,
 ) -> Result<Vec<Reader>, RecordError> {
     let mut handles = Vec::new();
-    for &cpu in cpus {
-        let spool = cpu_reader::create_spool(out_dir, cpu)
-            .map_err(|e| RecordError::io("creating a spool file", out_dir, e))?;
+    for (cpu, path) in &spools.0 {
+        let cpu = *cpu;
+        let spool = cpu_reader::create_spool(path)
+            .map_err(|e| RecordError::io("creating a spool file", path, e))?;
         let pipe = inst.path(&format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-        let stop = inst.stop.clone();
+        let (stop, failed) = (inst.stop.clone(), inst.failed.clone());
         let (layout, pid_at) = (meta.layout, meta.common_pid_offset);
+        let path = path.clone();
         let h = std::thread::Builder::new()
             .name(format!("stallscope-cpu{cpu}"))
-            .spawn(move || cpu_reader::run(cpu, &pipe, layout, pid_at, spool, &stop))
+            .spawn(move || {
+                cpu_reader::run(cpu, &pipe, layout, pid_at, (spool, &path), &stop, &failed)
+            })
             .map_err(|e| RecordError::Reader(format!("cannot start reader thread: {e}")))?;
         handles.push((cpu, h));
     }
@@ -419,31 +506,7 @@ fn write_trace(
         .into_iter()
         .map(|c| (c.cpu, c.spool, c.counts.pages * subbuf_size))
         .collect();
-    let mut empties: Vec<std::io::Cursor<Vec<u8>>> = all_cpus
-        .iter()
-        .map(|_| std::io::Cursor::new(Vec::new()))
-        .collect();
-    let mut cpu_data: Vec<CpuData<'_>> = Vec::new();
-    let mut bytes = 0;
-    let mut spool_iter = spools.iter_mut().peekable();
-    for (&cpu, empty) in all_cpus.iter().zip(empties.iter_mut()) {
-        match spool_iter.next_if(|(c, _, _)| *c == cpu) {
-            Some((_, f, len)) => {
-                bytes += *len;
-                cpu_data.push(CpuData {
-                    source: f,
-                    len: *len,
-                });
-            }
-            None => cpu_data.push(CpuData {
-                source: empty,
-                len: 0,
-            }),
-        }
-    }
-    let mut out = BufWriter::with_capacity(1 << 20, out_file);
-    writer::write(&mut out, header, &mut cpu_data)
-        .and_then(|()| out.flush())
+    let bytes = writer::write_from_spools(out_file, header, &mut spools, all_cpus)
         .map_err(|e| RecordError::io("writing the trace.dat", path, e))?;
     Ok((bytes, bytes / subbuf_size.max(1)))
 }

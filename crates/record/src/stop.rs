@@ -62,11 +62,14 @@ pub fn parse_seconds(text: &str) -> Result<u64, String> {
 /// Result of waiting: the signal that ended it and the command's exit status.
 pub type Waited = Result<(Option<&'static str>, Option<std::process::ExitStatus>), RecordError>;
 
-/// Waits for the stop condition; scans /proc about once a second meanwhile.
+/// Waits for the stop condition, or for `failed` (a reader could not write: the recording
+/// stops at once; a traced command keeps running); scans /proc about once a second
+/// meanwhile.
 pub fn wait_for_stop(
     stop: &StopWhen,
     sig: &mut SignalGuard,
     collector: &mut ContextCollector,
+    failed: &std::sync::atomic::AtomicBool,
 ) -> Waited {
     let started = Instant::now();
     let mut last_scan = Instant::now();
@@ -85,6 +88,9 @@ pub fn wait_for_stop(
     let mut received = 0u32;
     let mut stopped_by = None;
     loop {
+        if failed.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok((None, None));
+        }
         if let Some(c) = child.as_mut() {
             if let Some((s, from_terminal)) = sig.take_new() {
                 stopped_by = Some(signals::name(s));

@@ -29,7 +29,7 @@ pub const OPTION_CPUSTAT: u16 = 2;
 pub const OPTION_CPUCOUNT: u16 = 8;
 
 /// Everything before the CPU data.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct TraceDatHeader {
     /// Page (= sub-buffer) size.
     pub page_size: u32,
@@ -130,6 +130,43 @@ fn header_bytes(h: &TraceDatHeader) -> io::Result<Vec<u8>> {
 
 fn align_up(x: u64, to: u64) -> u64 {
     x.div_ceil(to) * to
+}
+
+/// Writes a trace.dat to `out_file` whose CPU data comes from per-CPU spool files:
+/// `spools` is `(cpu, file, bytes)` in CPU order; every CPU of `all_cpus` without one gets an
+/// empty stream. Returns the bytes of CPU data written.
+pub fn write_from_spools(
+    out_file: std::fs::File,
+    h: &TraceDatHeader,
+    spools: &mut [(u32, std::fs::File, u64)],
+    all_cpus: &[u32],
+) -> io::Result<u64> {
+    let mut empties: Vec<io::Cursor<Vec<u8>>> = all_cpus
+        .iter()
+        .map(|_| io::Cursor::new(Vec::new()))
+        .collect();
+    let mut bytes = 0;
+    let mut cpu_data: Vec<CpuData<'_>> = Vec::new();
+    let mut it = spools.iter_mut().peekable();
+    for (&cpu, empty) in all_cpus.iter().zip(empties.iter_mut()) {
+        match it.next_if(|(c, _, _)| *c == cpu) {
+            Some((_, f, len)) => {
+                bytes += *len;
+                cpu_data.push(CpuData {
+                    source: f,
+                    len: *len,
+                });
+            }
+            None => cpu_data.push(CpuData {
+                source: empty,
+                len: 0,
+            }),
+        }
+    }
+    let mut out = io::BufWriter::with_capacity(1 << 20, out_file);
+    write(&mut out, h, &mut cpu_data)?;
+    out.flush()?;
+    Ok(bytes)
 }
 
 /// Writes the whole file. `cpus.len()` must equal `h.nr_cpus`.

@@ -279,7 +279,13 @@ fn build_meta(
     }
     if let Some(json) = &o.system_context {
         match serde_json::from_slice(json) {
-            Ok(ctx) => meta.system_context = Some(ctx),
+            Ok(ctx) => {
+                let ctx: stallscope_model::SystemContext = ctx;
+                if let Some(why) = &ctx.recording_cut {
+                    dq.add(Problem::RecordingCut, 1, || format!("{path}: {why}"));
+                }
+                meta.system_context = Some(ctx)
+            }
             Err(e) => dq.add(Problem::TracedatBadSystemContext, 1, || {
                 format!("{path}: {e}")
             }),
