@@ -993,3 +993,92 @@ fn record_passes_a_failing_commands_exit_status_on() {
         .unwrap();
     assert_eq!(ok.status.code(), Some(0));
 }
+
+/// Issue #30: a `perf record -e 'sched:*'` killed with SIGKILL writes no feature sections,
+/// so its tracepoints have ids and no formats (perf itself refuses the file: "incompatible
+/// file format"); before, they decoded as `tracepoint-372` and `latency` said there were no
+/// switches. Recorded on this host's running kernel, the formats come from its tracefs (and
+/// data quality says so); the same file with its kernel map moved (another kernel) gets no
+/// guessed formats and a message saying what is missing and how to recover.
+#[test]
+fn a_killed_perf_record_is_read_with_this_hosts_formats() {
+    if !live_ok() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let file = tmp("killed-perf.data");
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-e", "sched:*", "-a", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    perf.kill().unwrap(); // SIGKILL: perf writes nothing more
+    perf.wait().unwrap();
+    let _ = Command::new("pkill").args(["-f", "^sleep 30$"]).status();
+    let refused = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        !refused.status.success() || refused.stdout.is_empty(),
+        "perf reads a killed file? (test premise)"
+    );
+    let info = |f: &Path| -> serde_json::Value {
+        let o = stallscope()
+            .args(["info", "--format", "json"])
+            .arg(f)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let v = info(&file);
+    let switches = v["event_counts"]["sched_switch"].as_u64().unwrap_or(0);
+    assert!(switches > 0, "{}", v["event_counts"]);
+    assert!(
+        v["data_quality"]["perf_formats_from_host"].is_object(),
+        "{}",
+        v["data_quality"]
+    );
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    assert_eq!(v["inputs"][0]["kernel_release"], release.trim());
+    let o = stallscope()
+        .args(["latency", "--format", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lat: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!lat["tasks"].as_array().unwrap().is_empty());
+    // the same file from "another kernel": its kernel map's address changed
+    let mut bytes = std::fs::read(&*file).unwrap();
+    let at = bytes
+        .windows(22)
+        .position(|w| w == b"[kernel.kallsyms]_text")
+        .expect("perf's kernel map (test premise)");
+    bytes[at - 8 + 2] ^= 0x10; // its page offset: _text
+    let other = tmp("killed-elsewhere.data");
+    std::fs::write(&*other, &bytes).unwrap();
+    let v = info(&other);
+    assert_eq!(
+        v["event_counts"]["sched_switch"].as_u64(),
+        None,
+        "{}",
+        v["event_counts"]
+    );
+    let missing = v["data_quality"]["perf_formats_missing"]["examples"][0]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        missing.contains("another kernel")
+            && missing.contains("recording host")
+            && missing.contains("SIGKILL"),
+        "{missing}"
+    );
+}

@@ -45,6 +45,7 @@
 mod attr;
 mod decode;
 mod header;
+mod host_formats;
 pub mod lean;
 mod open;
 mod order;

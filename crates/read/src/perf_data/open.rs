@@ -145,6 +145,9 @@ impl Pipeline {
             None => rd.read_features(&mut src, len, &fh)?,
             Some(why) => rd.dq.add(Problem::PerfDataIncomplete, 1, || why.clone()),
         }
+        if rd.tracing.is_none() {
+            rd.formats_from_host(&mut src, &fh, len)?;
+        }
         src.seek(SeekFrom::Start(fh.data.offset))
             .map_err(|e| ReadError::io(&rd.path, &e))?;
         // A file's data section is mapped (no read() copies); if mapping fails it is read.
@@ -157,6 +160,57 @@ impl Pipeline {
         };
         rd.rebuild();
         Ok(rd)
+    }
+
+    /// A file without tracing data whose attrs are tracepoints (a killed `perf record`):
+    /// their formats from this host's tracefs when the file was recorded on its running
+    /// kernel ([`super::host_formats`]), said in data quality either way.
+    fn formats_from_host(
+        &mut self,
+        src: &mut Box<dyn ReadSeek>,
+        fh: &FileHeader,
+        len: u64,
+    ) -> Result<(), ReadError> {
+        let tracepoints = || {
+            self.attrs
+                .iter()
+                .filter(|a| a.kind == super::attr::TYPE_TRACEPOINT)
+        };
+        let ids: Vec<u64> = tracepoints().map(|a| a.config).collect();
+        let sample_type = tracepoints().map(|a| a.sample_type).next().unwrap_or(0);
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let n = (len - fh.data.offset).min(1 << 20) as usize;
+        let mut start = vec![0u8; n];
+        src.seek(SeekFrom::Start(fh.data.offset))
+            .and_then(|_| src.read_exact(&mut start))
+            .map_err(|e| ReadError::io(&self.path, &e))?;
+        match super::host_formats::formats_from_host(&start, self.endian, &ids, sample_type) {
+            Ok((td, release)) => {
+                let names: Vec<String> = td.events.iter().map(|f| f.full_name()).collect();
+                self.dq.add(Problem::PerfFormatsFromHost, 1, || {
+                    format!(
+                        "{}: {} formats ({}) from this host's tracefs, kernel {release}",
+                        self.path,
+                        names.len(),
+                        names.join(", ")
+                    )
+                });
+                if !release.is_empty() {
+                    self.meta.kernel_release = Some(release);
+                }
+                self.tracing = Some(td);
+            }
+            Err(why) => self.dq.add(Problem::PerfFormatsMissing, 1, || {
+                format!(
+                    "{}: {} tracepoints without formats: {why}",
+                    self.path,
+                    ids.len()
+                )
+            }),
+        }
+        Ok(())
     }
 
     fn read_features(
