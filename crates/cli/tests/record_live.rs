@@ -6,6 +6,7 @@
 //! Without root they skip when `CI` is unset and fail loudly when it is set.
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -756,13 +757,16 @@ fn record_stops_at_once_when_its_disk_is_full() {
         .status()
         .unwrap();
     assert!(mounted.success(), "mount a small tmpfs (test premise)");
-    // switches, many: two processes passing a token
+    // switches, many: two processes passing a token (their own process group: both are
+    // killed at the end)
     let mut load = Command::new("perf")
         .args(["bench", "sched", "pipe", "-l", "100000000"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
+    let load_group = format!("-{}", load.id());
     let child = stallscope()
         .args(["record", "--events", "sched", "--duration", "60", "-o"])
         .arg(dir.join("out.dat"))
@@ -772,7 +776,9 @@ fn record_stops_at_once_when_its_disk_is_full() {
         .unwrap();
     let pid = child.id();
     let out = wait_with_timeout(child, Duration::from_secs(40));
-    let _ = load.kill();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &load_group])
+        .status();
     let _ = load.wait();
     let leftovers: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -1013,12 +1019,14 @@ fn a_killed_perf_record_is_read_with_this_hosts_formats() {
         .args(["--", "sleep", "30"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2000));
-    perf.kill().unwrap(); // SIGKILL: perf writes nothing more
+    // SIGKILL to perf and its sleep (their own process group): perf writes nothing more
+    let group = format!("-{}", perf.id());
+    let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
     perf.wait().unwrap();
-    let _ = Command::new("pkill").args(["-f", "^sleep 30$"]).status();
     let refused = Command::new("perf")
         .args(["script", "-i"])
         .arg(&file)
