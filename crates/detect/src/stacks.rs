@@ -125,15 +125,9 @@ impl Symbolizer {
     pub fn from_kallsyms(text: &str, aliases: SymbolAliases) -> Symbolizer {
         let mut symbols: Vec<(u64, String)> = text
             .lines()
-            .filter_map(|l| {
-                let mut p = l.split_whitespace();
-                let (a, t, n) = (p.next()?, p.next()?, p.next()?);
-                if !matches!(t, "T" | "t" | "W" | "w") {
-                    return None;
-                }
-                let a = u64::from_str_radix(a, 16).ok().filter(|&a| a != 0)?;
-                Some((a, n.to_string()))
-            })
+            .filter_map(stallscope_model::kallsyms::parse_line)
+            .filter(|l| l.is_code() && l.addr != 0)
+            .map(|l| (l.addr, l.name.to_string()))
             .collect();
         // stable: equal addresses keep the file's order
         symbols.sort_by_key(|s| s.0);

@@ -11,6 +11,7 @@ pub mod context;
 pub mod cpus;
 pub mod event;
 pub mod finding;
+pub mod kallsyms;
 pub mod meta;
 pub mod profile;
 pub mod quality;

@@ -920,20 +920,15 @@ pub fn symbol_names(
         return FxHashMap::default();
     }
     for line in kallsyms.lines() {
-        let mut parts = line.split_whitespace();
-        let (Some(a), Some(t), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        let Some(l) = stallscope_model::kallsyms::parse_line(line) else {
             continue; // not a symbol line: nothing to match
         };
-        let Some(slot) = u64::from_str_radix(a, 16)
-            .ok()
-            .and_then(|a| names.get_mut(&a))
-        else {
+        let Some(slot) = names.get_mut(&l.addr) else {
             continue; // an address none of ours has
         };
-        let global = matches!(t, "T" | "W");
-        let code = global || matches!(t, "t" | "w");
-        if code && (slot.1.is_empty() || (global && !slot.0)) {
-            *slot = (global, name.to_string());
+        let global = l.is_global();
+        if l.is_code() && (slot.1.is_empty() || (global && !slot.0)) {
+            *slot = (global, l.name.to_string());
         }
     }
     names

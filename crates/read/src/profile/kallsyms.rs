@@ -1,6 +1,7 @@
 //! Kernel symbol tables in `/proc/kallsyms` format, and address → `symbol+offset` lookup.
 //!
-//! Grammar (one symbol per line, fields separated by spaces, the module by a TAB):
+//! Grammar (one symbol per line, fields separated by spaces, the module by a TAB; parsed by
+//! [`stallscope_model::kallsyms::parse_line`], the one parser every product uses):
 //!
 //! ```text
 //! line    := ADDR SP TYPE SP NAME [ TAB "[" MODULE "]" ]
@@ -32,6 +33,7 @@
 //! [`Kallsyms::note`] says why. Lines that do not parse are counted in
 //! [`Kallsyms::quality`] (`kallsyms_bad_line`), never silently skipped.
 
+use stallscope_model::kallsyms::{is_code, parse_line, KallsymsLine};
 use stallscope_model::{DataQuality, Problem, SymbolAliases};
 
 use crate::error::ReadError;
@@ -76,42 +78,6 @@ pub struct Kallsyms {
     quality: DataQuality,
 }
 
-fn is_code_type(kind: char) -> bool {
-    matches!(kind, 'T' | 't' | 'W' | 'w')
-}
-
-/// Parses one kallsyms line; `None` when it does not have the expected shape.
-fn parse_line(line: &str) -> Option<(u64, char, &str, Option<&str>)> {
-    let (body, module) = match line.split_once('\t') {
-        Some((b, m)) => {
-            let m = m.trim();
-            let m = m.strip_prefix('[')?.strip_suffix(']')?;
-            (b, Some(m))
-        }
-        None => (line, None),
-    };
-    let mut parts = body.split_ascii_whitespace();
-    let addr = u64::from_str_radix(parts.next()?, 16).ok()?;
-    let kind_text = parts.next()?;
-    let mut kind_chars = kind_text.chars();
-    let kind = kind_chars.next()?;
-    if kind_chars.next().is_some() || !kind.is_ascii_alphabetic() {
-        return None;
-    }
-    let name = parts.next()?;
-    // A module written with spaces instead of a TAB (hand-edited files) is still accepted.
-    let module = match (module, parts.next()) {
-        (Some(m), None) => Some(m),
-        (None, Some(m)) => Some(m.strip_prefix('[')?.strip_suffix(']')?),
-        (None, None) => None,
-        (Some(_), Some(_)) => return None,
-    };
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((addr, kind, name, module))
-}
-
 impl Kallsyms {
     /// Parses kallsyms `text` read from `source` (a path or a description such as
     /// `trace.dat KALLSYMS`). Fails only when the text is not empty and not one line parses.
@@ -139,7 +105,13 @@ impl Kallsyms {
                 continue; // blank lines carry nothing; not a problem
             }
             lines += 1;
-            let Some((addr, kind, name, module)) = parse_line(line) else {
+            let Some(KallsymsLine {
+                addr,
+                kind,
+                name,
+                module,
+            }) = parse_line(line)
+            else {
                 if first_bad.is_none() {
                     first_bad = Some((line_no, line.chars().take(80).collect()));
                 }
@@ -153,7 +125,7 @@ impl Kallsyms {
             };
             parsed += 1;
             any_nonzero |= addr != 0;
-            if is_code_type(kind) {
+            if is_code(kind) {
                 symbols.push(KernelSymbol {
                     addr,
                     kind,
