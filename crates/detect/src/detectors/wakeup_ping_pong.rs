@@ -34,7 +34,7 @@ use crate::{Context, Detector, DetectorInfo};
 use stallscope_timeline::{TaskState, Transition, WakeupSelector};
 
 /// Thresholds.
-pub static PARAMS: [ParamInfo; 11] = [
+pub static PARAMS: [ParamInfo; 12] = [
     ParamInfo {
         name: "min_handoffs",
         default: 1000,
@@ -52,6 +52,12 @@ pub static PARAMS: [ParamInfo; 11] = [
         default: 5000,
         unit: ParamUnit::PerSecond,
         doc: "handoffs per second that make a ping-pong high",
+    },
+    ParamInfo {
+        name: "sustained_permille",
+        default: 500,
+        unit: ParamUnit::Count,
+        doc: "a ping-pong lasting at least this share of the trace (‰) is sustained; a shorter burst is medium at most",
     },
     ParamInfo {
         name: "max_gap_ns",
@@ -178,10 +184,13 @@ events are present, handoffs per completed I/O.
 
 ## Severity
 - **high**: at least `high_rate_per_s` (default 5000) handoffs per second, costly (wakeup
-  preemption), on a CPU idle less than `idle_permille` (default 100 ‰) of the window; a
-  storm at twice `storm_rate_per_s` or more on such a CPU.
-- **medium**: at least twice `min_rate_per_s` on a CPU without time to spare; any other
-  storm.
+  preemption), on a CPU idle less than `idle_permille` (default 100 ‰) of the window, and
+  sustained: lasting at least `sustained_permille` (default 500 ‰) of the trace (a pipe
+  between a command and its reader ping-pongs like this for the few hundred milliseconds
+  the command prints: a burst, not a workload halved); a storm at twice `storm_rate_per_s`
+  or more on such a CPU.
+- **medium**: at least twice `min_rate_per_s` on a CPU without time to spare (a costly burst
+  among them); any other storm.
 - **low**: otherwise — in particular any pair on a CPU idle at least `idle_permille` of the
   window: the switching costs latency there, not throughput.
 "#;
@@ -313,6 +322,8 @@ pub struct WakeupPingPong {
     min_handoffs: u64,
     min_rate: u64,
     high_rate: u64,
+    /// Share of the trace (‰) a high ping-pong lasts.
+    sustained: u64,
     max_gap: u64,
     storm_rate: u64,
     storm_min_rate: u64,
@@ -345,6 +356,7 @@ impl WakeupPingPong {
             min_handoffs: p.get("min_handoffs"),
             min_rate: p.get("min_rate_per_s"),
             high_rate: p.get("high_rate_per_s"),
+            sustained: p.get("sustained_permille"),
             max_gap: p.get("max_gap_ns"),
             storm_rate: p.get("storm_rate_per_s"),
             storm_min_rate: p.get("storm_min_rate_per_s"),
@@ -357,6 +369,16 @@ impl WakeupPingPong {
             work: FxHashMap::default(),
             saw_block: false,
             wakeups: WakeupSelector::preferring_waking(false),
+        }
+    }
+
+    /// From the first to the last event any CPU saw.
+    fn trace_span(&self) -> u64 {
+        let first = self.cpus.iter().filter_map(|c| c.first).min();
+        let last = self.cpus.iter().map(|c| c.last).max();
+        match (first, last) {
+            (Some(f), Some(l)) => l.saturating_sub(f),
+            _ => 0,
         }
     }
 
@@ -515,10 +537,13 @@ impl WakeupPingPong {
         let costly = preempt_share >= self.costly_preempt;
         let spare = idle_share >= self.spare_idle;
         let fast = rate >= self.high_rate;
-        // a CPU with time to spare pays the switching in latency, not in throughput
+        let trace_share = ratio_permille(window, self.trace_span());
+        let sustained = trace_share >= self.sustained;
+        // a CPU with time to spare pays the switching in latency, not in throughput; a
+        // burst in a longer trace costs what it lasts
         let severity = if spare {
             FindingSeverity::Low
-        } else if costly && fast {
+        } else if costly && fast && sustained {
             FindingSeverity::High
         } else if rate >= self.min_rate.saturating_mul(2) {
             FindingSeverity::Medium
@@ -544,6 +569,14 @@ impl WakeupPingPong {
         m.insert("cpu_switches".into(), i(cpu.switches));
         m.insert("share_of_cpu_switches_permille".into(), i(share));
         m.insert("window_ns".into(), i(window));
+        m.insert("share_of_trace_permille".into(), i(trace_share));
+        if !sustained {
+            title.push_str(&format!(
+                "; a burst: {} of the trace's {}",
+                permille(trace_share),
+                dur(self.trace_span())
+            ));
+        }
         m.insert("wakeup_preemptions".into(), i(preempts));
         m.insert("wakeup_preemption_permille".into(), i(preempt_share));
         m.insert("cpu_idle_permille".into(), i(idle_share));

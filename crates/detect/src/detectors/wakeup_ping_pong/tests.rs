@@ -145,6 +145,33 @@ fn severity_follows_the_cost_wakeup_preemption_and_spare_cpu() {
     assert_eq!(p.severity, FindingSeverity::Medium);
 }
 
+/// A costly, fast ping-pong that lasts 200 ms of a 2.2 s trace is a burst (a command
+/// printing into a pipe its reader empties): medium, and its title says so; the same
+/// ping-pong filling its trace stays high.
+#[test]
+fn a_short_burst_in_a_long_trace_is_not_high() {
+    let mut tr = alternation(2000);
+    // two seconds more of the CPU running A alone
+    let a = t("fio", 10, 120);
+    tr.wake(2_200_000 * US, 0, 0, t("other", 30, 120), 0);
+    tr.sw(2_200_000 * US + 1, 0, a, "R", t("other", 30, 120));
+    let f = run(ID, &[], &tr);
+    let p = pair_finding(&f);
+    assert_eq!(p.severity, FindingSeverity::Medium, "{}", p.title);
+    assert_eq!(
+        p.measures["share_of_trace_permille"], 90,
+        "{:?}",
+        p.measures
+    );
+    assert!(
+        p.title.contains("a burst: 9.0% of the trace's 2.200 s"),
+        "{}",
+        p.title
+    );
+    let f = run(ID, &[], &alternation(2000));
+    assert_eq!(pair_finding(&f).severity, FindingSeverity::High);
+}
+
 #[test]
 fn a_preemption_long_after_the_wakeup_is_not_a_wakeup_preemption() {
     // A wakes B, runs on for 500 µs, then is preempted: not the wakeup's doing
