@@ -19,6 +19,22 @@ fn stallscope() -> Command {
     Command::new(env!("CARGO_BIN_EXE_stallscope"))
 }
 
+/// `stallscope ARGS --format json FILES…`, which must succeed, as JSON.
+fn json_of(args: &[&str], files: &[&Path]) -> serde_json::Value {
+    let o = stallscope()
+        .args(args)
+        .args(["--format", "json"])
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).expect("json")
+}
+
 fn tmp_dir() -> PathBuf {
     let d = std::env::temp_dir().join(format!("stallscope-clifx-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
@@ -504,20 +520,7 @@ fn a_corrupted_timestamp_is_left_out_and_every_command_has_the_recorded_span() {
     bytes[at + 7] ^= 0x40; // + 2^62 ns
     let bad = tmp_dir().join("outlier.perf.data");
     std::fs::write(&bad, &bytes).unwrap();
-    let json = |args: &[&str], f: &Path| -> serde_json::Value {
-        let o = stallscope()
-            .args(args)
-            .args(["--format", "json"])
-            .arg(f)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).expect("json")
-    };
+    let json = |args: &[&str], f: &Path| json_of(args, &[f]);
     let span = |v: &serde_json::Value| (v["first_ts_ns"].as_u64(), v["last_ts_ns"].as_u64());
     // the switch was in the middle: the span is the intact file's
     let want = span(&json(&["info"], &intact));
@@ -562,20 +565,7 @@ fn inputs_holding_the_same_events_are_refused_or_merged_once() {
             && err.contains("--merge-overlapping"),
         "{err}"
     );
-    let json = |args: &[&str], files: &[&Path]| -> serde_json::Value {
-        let o = stallscope()
-            .args(args)
-            .args(["--format", "json"])
-            .args(files)
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).expect("json")
-    };
+    let json = json_of;
     let alone = json(&["latency"], &[&data]);
     let merged = json(&["latency", "--merge-overlapping"], &[&data, &text]);
     assert_eq!(merged["tasks"], alone["tasks"]);
