@@ -741,7 +741,8 @@ fn record_killed_with_sigkill_is_cleaned_up_by_its_guardian_and_readable() {
 
 /// Issue #30: a full disk stops the recording at once (before: the spool hit ENOSPC in the
 /// first second and tracing went on for the whole --duration), restores the kernel's state,
-/// and exits 2 naming where it could not write and how much it had written.
+/// writes the first part of what the spools held (cut to fit) as a trace.dat marked as cut
+/// that trace-cmd reads, and exits 2 naming where it could not write and how much it kept.
 #[test]
 fn record_stops_at_once_when_its_disk_is_full() {
     if !live_ok() {
@@ -785,6 +786,17 @@ fn record_stops_at_once_when_its_disk_is_full() {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
+    // what the spools held is in the output, marked as cut, and trace-cmd reads it
+    let info = stallscope()
+        .args(["info", "--format", "json"])
+        .arg(dir.join("out.dat"))
+        .output()
+        .unwrap();
+    let report = Command::new("trace-cmd")
+        .args(["report", "-i"])
+        .arg(dir.join("out.dat"))
+        .output()
+        .unwrap();
     let _ = Command::new("umount").arg(&dir).status();
     let _ = std::fs::remove_dir(&dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -795,13 +807,30 @@ fn record_stops_at_once_when_its_disk_is_full() {
             && stderr.contains("bytes"),
         "{stderr}"
     );
+    assert!(stderr.contains("marked as cut"), "{stderr}");
     assert!(!instance_exists(pid));
     assert_eq!(global_settings(), before);
+    assert_eq!(leftovers, ["out.dat"]);
     assert!(
-        leftovers
-            .iter()
-            .all(|n| !n.starts_with(".stallscope-spool")),
-        "{leftovers:?}"
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(
+        v["event_counts"]["sched_switch"].as_u64().unwrap_or(0) > 0,
+        "{}",
+        v["event_counts"]
+    );
+    assert_eq!(
+        v["data_quality"]["recording_cut"]["count"], 1,
+        "{}",
+        v["data_quality"]
+    );
+    assert!(
+        report.status.success() && String::from_utf8_lossy(&report.stdout).contains("sched_switch"),
+        "trace-cmd reads the cut file: {}",
+        String::from_utf8_lossy(&report.stderr)
     );
 }
 

@@ -33,8 +33,11 @@ use stallscope_read::tracefs_format::Endian;
 pub struct CpuCapture {
     /// CPU number.
     pub cpu: u32,
-    /// The spool (positioned anywhere; holds `counts.pages` whole sub-buffers).
+    /// The spool (positioned anywhere; holds `counts.pages` whole sub-buffers, or, after a
+    /// write error, the whole sub-buffers its length holds).
     pub spool: File,
+    /// Why the spool could not be written (a full disk): the recording stopped there.
+    pub write_error: Option<String>,
     /// What the pages said.
     pub counts: PageCounts,
     /// `common_pid` of every event (0 = idle included).
@@ -78,7 +81,8 @@ pub fn create_spool(path: &Path) -> io::Result<File> {
 
 /// Reads CPU `cpu`'s `trace_pipe_raw` until `stop` is raised and the buffer is drained, into
 /// `spool` (the file and its path). A write error (a full disk) raises `failed` — the
-/// recording stops at once — and is returned naming the spool and the bytes it holds.
+/// recording stops at once — and ends the capture with [`CpuCapture::write_error`] naming the
+/// spool and the bytes it holds (what it holds is kept).
 pub fn run(
     cpu: u32,
     pipe_path: &Path,
@@ -92,14 +96,12 @@ pub fn run(
     let write_error = |e: io::Error| {
         failed.store(true, Ordering::SeqCst);
         let on_disk = fs::metadata(spool_path).map_or(0, |m| m.len());
-        io::Error::new(
-            e.kind(),
-            format!(
-                "writing {}: {e} (it holds {on_disk} bytes of this CPU's data)",
-                spool_path.display()
-            ),
+        format!(
+            "writing {}: {e} (it holds {on_disk} bytes of this CPU's data)",
+            spool_path.display()
         )
     };
+    let mut error: Option<String> = None;
     let mut pipe = fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -111,7 +113,7 @@ pub fn run(
         pids: HashSet::new(),
     };
     let mut page = vec![0u8; layout.subbuf_size];
-    loop {
+    'reading: loop {
         let stopping = stop.load(Ordering::SeqCst);
         loop {
             match pipe.read(&mut page) {
@@ -120,7 +122,10 @@ pub fn run(
                     // A short read is padded to a whole sub-buffer to keep the file layout.
                     page[n..].fill(0);
                     if store_page(&page, &layout, &mut counts, &mut pids) {
-                        out.write_all(&page).map_err(write_error)?;
+                        if let Err(e) = out.write_all(&page) {
+                            error = Some(write_error(e));
+                            break 'reading;
+                        }
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -133,7 +138,10 @@ pub fn run(
         }
         // caught up with the kernel: what was read goes to the spool before waiting, so a
         // recorder killed now (SIGKILL) leaves it for its guardian
-        out.flush().map_err(write_error)?;
+        if let Err(e) = out.flush() {
+            error = Some(write_error(e));
+            break;
+        }
         let mut pfd = libc::pollfd {
             fd: pipe.as_raw_fd(),
             events: libc::POLLIN,
@@ -142,10 +150,22 @@ pub fn run(
         // SAFETY: one valid pollfd; EINTR (a signal) just ends the wait early.
         unsafe { libc::poll(&mut pfd, 1, 100) };
     }
-    let spool = out.into_inner().map_err(|e| write_error(e.into_error()))?;
+    let spool = match error {
+        None => match out.into_inner() {
+            Ok(f) => f,
+            Err(e) => {
+                let (e, w) = e.into_parts();
+                error = Some(write_error(e));
+                w.into_parts().0
+            }
+        },
+        // what the buffer still holds cannot be written: the file keeps what it has
+        Some(_) => out.into_parts().0,
+    };
     Ok(CpuCapture {
         cpu,
         spool,
+        write_error: error,
         counts,
         pids: pids.pids,
     })

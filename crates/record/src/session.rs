@@ -231,13 +231,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     let (stopped_by, command_status) = waited?;
     summary.stopped_by_signal = stopped_by;
     summary.command_status = command_status;
-    let captures = joined.map_err(|e| match e {
-        RecordError::Reader(why) => RecordError::Reader(format!(
-            "{why}; the recording stopped there and {} was not written",
-            opts.output.display()
-        )),
-        e => e,
-    })?;
+    let captures = joined?;
+    // a spool that could not be written (a full disk): the recording stopped there, and
+    // what the spools hold is written, marked as cut
+    let mut disk_full = captures.iter().find_map(|c| {
+        c.write_error
+            .as_ref()
+            .map(|e| format!("CPU {}: {e}", c.cpu))
+    });
     for c in &captures {
         if c.counts.bad_headers + c.counts.bad_records > 0 {
             warn(
@@ -285,9 +286,14 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
     summary.tasks_missed = collector.finish(&mut ctx, &seen_pids);
     summary.tasks_described = ctx.tasks.len();
     let saved_cmdlines = metadata::merged_cmdlines(&kernel_cmdlines, &ctx);
+    if let Some(why) = &disk_full {
+        ctx.recording_cut = Some(format!(
+            "the recording stopped when its disk filled ({why}): the file holds the first part of each CPU's data"
+        ));
+    }
     options.push((OPTION_SYSTEM_CONTEXT, metadata::context_json(&ctx)?));
 
-    let header = TraceDatHeader {
+    let mut header = TraceDatHeader {
         page_size: layout.subbuf_size as u32,
         header_page: meta.header_page,
         header_event: meta.header_event,
@@ -299,20 +305,34 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
         nr_cpus: all_cpus.len() as u32,
         options,
     };
-    (summary.data_bytes, summary.pages) = write_trace(
-        out_file,
+    drop(out_file);
+    let written = write_trace(
         &opts.output,
-        &header,
+        &mut header,
+        &mut ctx,
         captures,
         &all_cpus,
         layout.subbuf_size as u64,
     )?;
+    (summary.data_bytes, summary.pages) = (written.bytes, written.pages);
     output_guard.complete = true;
     drop(spools);
     inst.remove()?;
     drop(guardian);
     drop(sig);
-    Ok(summary)
+    if let Some(short) = written.cut_for_space {
+        disk_full.get_or_insert(short);
+    }
+    match disk_full {
+        None => Ok(summary),
+        Some(why) => Err(RecordError::Reader(format!(
+            "{why}; the recording stopped there: {} holds {} bytes of CPU data, the first part of each CPU's recording ({} of the {} bytes recorded), marked as cut",
+            opts.output.display(),
+            written.bytes,
+            written.kept_share,
+            written.recorded
+        ))),
+    }
 }
 
 /// The spool file of each recorded CPU; removed on drop (every exit path but SIGKILL, where
@@ -492,21 +512,85 @@ fn cpu_stats(
     (options, lost)
 }
 
-/// Writes the trace.dat; CPUs not recorded (`--cpus`) get an empty stream. Returns the bytes
-/// and sub-buffers of CPU data written.
+/// What [`write_trace`] wrote.
+struct Written {
+    /// Bytes of CPU data.
+    bytes: u64,
+    /// Sub-buffers.
+    pages: u64,
+    /// Bytes of CPU data recorded (in the spools).
+    recorded: u64,
+    /// `bytes` of `recorded`, as text (`100%`, `50%`, …).
+    kept_share: String,
+    /// Why the data was cut to fit (the disk had no room for all of it).
+    cut_for_space: Option<String>,
+}
+
+/// Writes the trace.dat at `path`; CPUs not recorded (`--cpus`) get an empty stream. When
+/// the disk has no room for it all, the spools are cut to their first half (freeing the
+/// space) and the file written again, until it fits: the file then holds the first part of
+/// each CPU's recording and its system context says so.
 fn write_trace(
-    out_file: File,
     path: &Path,
-    header: &TraceDatHeader,
+    header: &mut TraceDatHeader,
+    ctx: &mut stallscope_model::SystemContext,
     captures: Vec<CpuCapture>,
     all_cpus: &[u32],
     subbuf_size: u64,
-) -> Result<(u64, u64), RecordError> {
+) -> Result<Written, RecordError> {
+    let page = subbuf_size.max(1);
     let mut spools: Vec<(u32, File, u64)> = captures
         .into_iter()
-        .map(|c| (c.cpu, c.spool, c.counts.pages * subbuf_size))
+        .map(|c| {
+            // whole sub-buffers the file holds (after a write error, fewer than counted)
+            let on_disk = c.spool.metadata().map_or(0, |m| m.len());
+            let len = (c.counts.pages * page).min(on_disk - on_disk % page);
+            (c.cpu, c.spool, len)
+        })
         .collect();
-    let bytes = writer::write_from_spools(out_file, header, &mut spools, all_cpus)
-        .map_err(|e| RecordError::io("writing the trace.dat", path, e))?;
-    Ok((bytes, bytes / subbuf_size.max(1)))
+    let recorded: u64 = spools.iter().map(|s| s.2).sum();
+    let mut cut_for_space = None;
+    loop {
+        let out =
+            File::create(path).map_err(|e| RecordError::io("creating the output file", path, e))?;
+        match writer::write_from_spools(out, header, &mut spools, all_cpus) {
+            Ok(bytes) => {
+                let kept_share = match recorded {
+                    0 => "100%".to_string(),
+                    r => format!("{}%", bytes * 100 / r),
+                };
+                return Ok(Written {
+                    bytes,
+                    pages: bytes / page,
+                    recorded,
+                    kept_share,
+                    cut_for_space,
+                });
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && spools.iter().any(|s| s.2 > 0) => {
+                let _ = File::create(path);
+                // room: each spool cut to its first half (whole sub-buffers)
+                for s in &mut spools {
+                    s.2 = (s.2 / 2) - (s.2 / 2) % page;
+                    let _ = s.1.set_len(s.2);
+                }
+                if cut_for_space.is_none() {
+                    let why = format!("writing {}: {e}", path.display());
+                    if ctx.recording_cut.is_none() {
+                        ctx.recording_cut = Some(format!(
+                            "the disk had no room for the whole recording ({why}): the file holds the first part of each CPU's data"
+                        ));
+                        let json = metadata::context_json(ctx)?;
+                        for o in &mut header.options {
+                            if o.0 == OPTION_SYSTEM_CONTEXT {
+                                o.1 = json.clone();
+                            }
+                        }
+                    }
+                    cut_for_space = Some(why);
+                }
+            }
+            Err(e) => return Err(RecordError::io("writing the trace.dat", path, e)),
+        }
+    }
 }
