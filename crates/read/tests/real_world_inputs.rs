@@ -789,4 +789,23 @@ fn with_several_events_the_profile_is_perf_reports_first_section() {
     assert_eq!(r.event.as_deref(), Some(event));
     assert_eq!(r.profile.total_weight(), count);
     assert_eq!(r.profile.stacks.len(), perf_sample_count(&data));
+    // issue #29: its `perf script --header` text declares the events in the same order and
+    // profiles the same one (before: the first sampled in time, cpu-clock)
+    let text = perf_plain(&["script", "--header"], &data);
+    assert!(
+        text.contains("# event : name = "),
+        "perf printed its header"
+    );
+    let path = std::env::temp_dir().join(format!("two-events-{}.txt", std::process::id()));
+    std::fs::write(&path, &text).unwrap();
+    let t = read_profile(path.to_str().unwrap(), None, &no_symbols()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(t.event.as_deref(), Some(event));
+    assert_eq!(t.profile.total_weight(), count);
+    assert_eq!(t.profile.stacks.len(), r.profile.stacks.len());
+    assert!(
+        t.quality
+            .count(stallscope_model::Problem::ProfileOtherEvent)
+            > 0
+    );
 }

@@ -27,7 +27,10 @@
 //!
 //! A comm printed as `:TID` is perf's placeholder for an unknown name and is dropped.
 //! Weight = the PERIOD column when printed (default for sampling events), else 1 per
-//! sample. Only the first event name seen is profiled; other events, side-band lines
+//! sample. One event is profiled: when the text carries `perf script --header`'s
+//! `# event : name = …` lines (the perf.data's attrs, in order) and declares several, the
+//! first declared one with samples — perf report's first section, as for the perf.data
+//! itself; otherwise the first event name seen. Other events, side-band lines
 //! (`PERF_RECORD_*`), unparsable lines and orphan frames are counted in the data quality.
 //! `# os release : …` (from `perf script --header`) gives the kernel release.
 
@@ -293,6 +296,12 @@ struct ScriptProfiler<'o> {
     kernel_lookups: u64,
     release: Option<String>,
     event: Option<String>,
+    /// Events the `--header` block declares, in order.
+    declared: Vec<String>,
+    /// With several declared events and none asked for: each sample's stack and line, by
+    /// event, until the end chooses (`current_event` names the open block's).
+    by_event: Vec<(String, Vec<HeldSample>)>,
+    current_event: Option<(String, u64, String)>,
     any_period: bool,
     /// Printed address → (printed symbol, id): a hit costs no allocation.
     names: HashMap<u64, Vec<(Box<str>, SymbolId)>>,
@@ -301,6 +310,10 @@ struct ScriptProfiler<'o> {
     in_skipped_block: bool,
     first_line: Option<(u64, String)>,
 }
+
+/// A sample kept until the event to profile is chosen: its stack, and its header line (number
+/// and text) for the data quality if another event is chosen.
+type HeldSample = (WeightedStack, u64, String);
 
 impl<'o> ScriptProfiler<'o> {
     fn new(path: &str, opts: &'o ProfileOptions) -> Self {
@@ -315,6 +328,9 @@ impl<'o> ScriptProfiler<'o> {
             kernel_lookups: 0,
             release: None,
             event: opts.event.clone(),
+            declared: Vec::new(),
+            by_event: Vec::new(),
+            current_event: None,
             any_period: false,
             names: HashMap::new(),
             current: None,
@@ -366,7 +382,37 @@ impl<'o> ScriptProfiler<'o> {
 
     fn end_block(&mut self) {
         if let Some(s) = self.current.take() {
-            self.profile.stacks.push(s);
+            match self.current_event.take() {
+                Some((event, line_no, line)) => {
+                    match self.by_event.iter_mut().find(|(e, _)| *e == event) {
+                        Some((_, v)) => v.push((s, line_no, line)),
+                        None => self.by_event.push((event, vec![(s, line_no, line)])),
+                    }
+                }
+                None => self.profile.stacks.push(s),
+            }
+        }
+    }
+
+    /// Several declared events: the first declared one with samples is the profile (perf
+    /// report's first section); the others' samples are counted as other events.
+    fn choose_declared(&mut self) {
+        let by_event = std::mem::take(&mut self.by_event);
+        let chosen = self.declared.iter().find_map(|d| {
+            by_event
+                .iter()
+                .position(|(e, _)| super::event_matches(d, e))
+        });
+        let chosen = chosen.or((!by_event.is_empty()).then_some(0));
+        for (i, (event, samples)) in by_event.into_iter().enumerate() {
+            if Some(i) == chosen {
+                self.event = Some(event);
+                self.profile.stacks.extend(samples.into_iter().map(|s| s.0));
+            } else {
+                for (_, line_no, line) in samples {
+                    self.note(Problem::ProfileOtherEvent, line_no, &line);
+                }
+            }
         }
     }
 
@@ -383,8 +429,15 @@ impl<'o> ScriptProfiler<'o> {
         }
         if let Some(comment) = line.strip_prefix('#') {
             // `perf script --header`: the release names the kernel symbol table.
-            if let Some(r) = comment.trim_start().strip_prefix("os release :") {
+            let comment = comment.trim_start();
+            if let Some(r) = comment.strip_prefix("os release :") {
                 self.release = Some(r.trim().to_string());
+            }
+            if let Some(e) = comment.strip_prefix("event : name = ") {
+                let name = e.split(',').next().unwrap_or("").trim();
+                if !name.is_empty() && self.profile.stacks.is_empty() {
+                    self.declared.push(name.to_string());
+                }
             }
             return Ok(());
         }
@@ -433,6 +486,10 @@ impl<'o> ScriptProfiler<'o> {
             return Ok(());
         }
         match &self.event {
+            // several declared: every event's samples are kept until the end chooses
+            None if self.declared.len() > 1 => {
+                self.current_event = Some((h.event.to_string(), line_no, line.to_string()))
+            }
             None => self.event = Some(h.event.to_string()),
             Some(e) if !super::event_matches(e, h.event) => {
                 self.note(Problem::ProfileOtherEvent, line_no, line);
@@ -469,6 +526,9 @@ impl<'o> ScriptProfiler<'o> {
 
     fn finish(mut self) -> Result<ProfileRead, ReadError> {
         self.end_block();
+        if self.event.is_none() && self.declared.len() > 1 {
+            self.choose_declared();
+        }
         if self.profile.stacks.is_empty() {
             let (line_no, found) = self.first_line.unwrap_or((1, "an empty input".to_string()));
             return Err(ReadError::at_line(
