@@ -236,6 +236,11 @@ pub struct Mapping {
     pub filename: String,
     /// GNU build-id of the file, when the record carried it (MMAP2 with a build id).
     pub build_id: Option<Vec<u8>>,
+    /// Set on the record that stands for a process created by fork (perf FORK of a new
+    /// process): its address space starts as a copy of this process's (perf records no
+    /// MMAP for it); the other fields are then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<Tid>,
 }
 
 impl Mapping {
@@ -438,6 +443,11 @@ impl EventKind {
                 f("tgid", FieldRef::Int(i64::from(*tgid)));
                 f("tid", FieldRef::Int(i64::from(*tid)));
                 f("comm", FieldRef::Str(comm.as_str()));
+            }
+            EventKind::Mapping(m) if m.forked_from.is_some() => {
+                f("tgid", FieldRef::Int(i64::from(m.tgid)));
+                let parent = m.forked_from.unwrap_or(-1);
+                f("forked_from", FieldRef::Int(i64::from(parent)));
             }
             EventKind::Mapping(m) => {
                 f("tgid", FieldRef::Int(i64::from(m.tgid)));

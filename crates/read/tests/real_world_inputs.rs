@@ -809,3 +809,54 @@ fn with_several_events_the_profile_is_perf_reports_first_section() {
             > 0
     );
 }
+
+/// Issue #29: a process forked during the recording inherits its parent's mappings (perf
+/// records no MMAP for it), so its user frames are named by file and offset like its
+/// parent's, as perf does: every frame perf's `perf script -F pid,ip,dso` attributes to the
+/// binary (fork.script.txt, made when the binary existed) is `[fork_spin+0xOFFSET]` here,
+/// sample by sample, for the child (pid 3257) as for the parent (before: the child's were
+/// raw addresses, `0x4016a4`).
+#[test]
+fn a_forked_process_inherits_its_parents_mappings() {
+    let data = fixture("fork.perf.data");
+    let opts = ProfileOptions {
+        symbols: KernelSymbolSource::Off,
+        event: None,
+        no_user_symbols: false,
+    };
+    let r = read_profile(data.to_str().unwrap(), None, &opts).unwrap();
+    // perf's samples: (pid, frames of the binary as `[fork_spin+0xIP]`), leaf first
+    let script = std::fs::read_to_string(fixture("fork.script.txt")).unwrap();
+    let mut theirs: Vec<(i32, Vec<String>)> = Vec::new();
+    for block in script.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut lines = block.lines();
+        let pid: i32 = lines.next().unwrap().trim().parse().unwrap();
+        let frames = lines
+            .filter_map(|l| {
+                let (ip, dso) = l.trim().split_once(' ')?;
+                dso.ends_with("/fork_spin)")
+                    .then(|| format!("[fork_spin+0x{ip}]"))
+            })
+            .collect();
+        theirs.push((pid, frames));
+    }
+    let mut ours: Vec<(i32, Vec<String>)> = r
+        .profile
+        .stacks
+        .iter()
+        .map(|s| {
+            let frames = s
+                .frames
+                .iter()
+                .map(|&f| r.profile.symbols[f as usize].to_string())
+                .filter(|n| n.starts_with("[fork_spin+"))
+                .collect();
+            (s.pid.unwrap(), frames)
+        })
+        .collect();
+    theirs.sort();
+    ours.sort();
+    let pids: std::collections::BTreeSet<i32> = theirs.iter().map(|t| t.0).collect();
+    assert_eq!(pids.len(), 2, "parent and child sampled (test premise)");
+    assert_eq!(ours, theirs);
+}

@@ -53,6 +53,8 @@ pub struct DecodeTables {
     pub layouts: Vec<Layout>,
     /// Decoders.
     pub decoders: Vec<AttrDecoder>,
+    /// Mappings are read (MMAP records, and a new process's inherited ones at FORK).
+    pub mappings: bool,
 }
 
 /// The decoding state of one reader.
@@ -228,7 +230,22 @@ impl Decoder {
                         self.comms.remove(&tid);
                     }
                 }
-                return None;
+                // a new process (not a thread) inherits its parent's mappings: perf
+                // records none for it
+                match (rtype, u32_at(8), u32_at(12)) {
+                    (rt::FORK, Some(pid), Some(ppid)) if self.tables.mappings && pid != ppid => {
+                        EventKind::Mapping(Box::new(Mapping {
+                            tgid: pid,
+                            start: 0,
+                            len: 0,
+                            pgoff: 0,
+                            filename: String::new(),
+                            build_id: None,
+                            forked_from: Some(ppid),
+                        }))
+                    }
+                    _ => return None,
+                }
             }
             rt::MMAP | rt::MMAP2 => {
                 // u32 pid, tid; u64 addr, len, pgoff; MMAP2 then has 24 bytes of device,
@@ -256,6 +273,7 @@ impl Decoder {
                     pgoff,
                     filename,
                     build_id,
+                    forked_from: None,
                 }))
             }
             rt::LOST => {

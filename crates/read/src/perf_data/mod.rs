@@ -93,6 +93,8 @@ impl PerfDataReader {
     pub fn open_with_mappings(input: Input, index: u16) -> Result<Self, ReadError> {
         let mut pipeline = Pipeline::open(input, index)?;
         pipeline.mappings = true;
+        // the decode tables say so too (a new process's inherited mappings at FORK)
+        pipeline.rebuild();
         let worker = pipeline
             .progress()
             .is_none_or(|(_, total)| total >= WORKER_MIN_BYTES);

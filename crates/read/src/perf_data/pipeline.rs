@@ -400,6 +400,7 @@ impl Pipeline {
             self.note_once(problem, ex);
         }
         self.tables = Arc::new(DecodeTables {
+            mappings: self.mappings,
             endian: self.endian,
             index: self.index,
             layouts: self.layouts.clone(),

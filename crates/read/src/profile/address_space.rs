@@ -16,8 +16,14 @@ pub struct AddressSpaces {
 }
 
 impl AddressSpaces {
-    /// Adds `m` to its process.
+    /// Adds `m` to its process (a fork record: the new process starts with a copy of its
+    /// parent's mappings, as perf's `maps__clone`).
     pub fn add(&mut self, m: &Mapping) {
+        if let Some(parent) = m.forked_from {
+            let copy = self.maps.get(&parent).cloned().unwrap_or_default();
+            self.maps.insert(m.tgid, copy);
+            return;
+        }
         let list = self.maps.entry(m.tgid).or_default();
         let (start, end) = (m.start, m.start.saturating_add(m.len));
         let mut kept = Vec::with_capacity(list.len() + 2);

@@ -170,6 +170,12 @@ impl<'k> SampleProfiler<'k> {
             EventKind::Mapping(m) => {
                 self.maps.add(m);
                 self.names.retain(|&(space, _), _| space != m.tgid);
+                // a forked process starts with its parent's name, as perf names it
+                if let Some(parent) = m.forked_from {
+                    if let Some(&c) = self.comms.get(&parent) {
+                        self.comms.entry(m.tgid).or_insert(c);
+                    }
+                }
                 return;
             }
             _ => {}
@@ -496,6 +502,7 @@ mod tests {
                 pgoff: 0x1000,
                 filename: "/usr/lib/libc.so.6".into(),
                 build_id: None,
+                forked_from: None,
             })),
             callchain: None,
             ..sample(&[], 0)
@@ -511,6 +518,7 @@ mod tests {
                 pgoff: 0,
                 filename: "/usr/lib/libx.so".into(),
                 build_id: None,
+                forked_from: None,
             })),
             callchain: None,
             ..sample(&[], 0)
