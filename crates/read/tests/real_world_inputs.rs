@@ -860,3 +860,55 @@ fn a_forked_process_inherits_its_parents_mappings() {
     assert_eq!(pids.len(), 2, "parent and child sampled (test premise)");
     assert_eq!(ours, theirs);
 }
+
+/// Issue #29: `trace-cmd report -R` text of a 4.2–4.7 kernel (synthetic: no such kernel here;
+/// the lines are shaped as trace-cmd 3.1 prints a 4.x trace.dat) whose first 64 KiB hold only
+/// values every kernel shares or that fit the 4.14+ table (1, and 64: dead on 4.2–4.7,
+/// parked on 4.14+): the first preempted task, 2048 (4.2–4.7's TASK_STATE_MAX), comes later.
+/// The whole file tells the table: 64 is `x`, 130 `D|K`, 2048 `R+` — as the kernel's own
+/// print fmt decodes them in that trace.dat (before: `P`, `D|I` and `R`, judged from the head
+/// alone).
+#[test]
+fn an_old_kernels_raw_prev_state_is_told_by_the_whole_text() {
+    let line = |n: usize, state: u64| {
+        format!(
+            "            sh-{pid}  [001] {s}.{us:06}: sched_switch:          prev_comm=sh prev_pid={pid} prev_prio=120 prev_state={state} next_comm=swapper/1 next_pid=0 next_prio=120\n",
+            pid = 1000 + n % 7,
+            s = 259445 + n / 1_000_000,
+            us = n % 1_000_000,
+        )
+    };
+    let mut text = String::from("cpus=2\n");
+    let mut n = 0;
+    while text.len() < 80 * 1024 {
+        text.push_str(&line(n, if n % 50 == 49 { 64 } else { 1 }));
+        n += 1;
+    }
+    let late = [2048u64, 130, 2048, 0, 64];
+    for &v in &late {
+        text.push_str(&line(n, v));
+        n += 1;
+    }
+    let dir = std::env::temp_dir().join(format!("ss-old-raw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("report_R_4x.txt");
+    std::fs::write(&path, &text).unwrap();
+    let (events, dq) = read_events(&path);
+    let states: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Switch(s) => Some(s.prev_state.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states.len(), n);
+    assert_eq!(&states[n - late.len()..], ["R+", "D|K", "R+", "R", "x"]);
+    assert_eq!(states[49], "x", "an early 64 too");
+    let why = dq
+        .entries()
+        .find(|(k, _)| *k == "prev_state_table_assumed")
+        .map(|(_, e)| e.examples.join(" "))
+        .unwrap_or_default();
+    assert!(why.contains("4.2–4.7"), "{why}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -123,6 +123,47 @@ pub(crate) fn guess_old_encoding(values: &[u64]) -> Option<(KernelStateEncoding,
     ))
 }
 
+/// Bytes of a text file scanned for the values that tell an old kernel when its head had
+/// none.
+const WHOLE_FILE_SCAN: u64 = 256 << 20;
+
+/// [`guess_old_encoding`] over the raw `prev_state` values of the whole file at `path` (up to
+/// [`WHOLE_FILE_SCAN`] bytes, decompressed), for a text whose head fits the ≥ 4.14 table: the
+/// value that tells an older kernel (its preemption bit) may first come thousands of lines
+/// in. `None` for a stream (it cannot be read twice) or when every value fits.
+pub(crate) fn guess_old_encoding_in_file(path: &str) -> Option<(KernelStateEncoding, String)> {
+    use std::io::Read;
+    if crate::is_stream(path) {
+        return None;
+    }
+    let mut reader = crate::Input::open(path).ok()?.into_reader();
+    let mut seen: std::collections::BTreeSet<u64> = std::collections::BTreeSet::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = Vec::new();
+    let mut scanned = 0u64;
+    while scanned < WHOLE_FILE_SCAN {
+        let n = match reader.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        scanned += n as u64;
+        // whole lines only: the part after the last newline waits for the next read
+        carry.extend_from_slice(&buf[..n]);
+        let cut = carry.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let rest = carry.split_off(cut);
+        let before = seen.len();
+        seen.extend(raw_values_in(&carry, usize::MAX));
+        carry = rest;
+        if seen.len() > before {
+            let values: Vec<u64> = seen.iter().copied().collect();
+            if let Some(g) = guess_old_encoding(&values) {
+                return Some(g);
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

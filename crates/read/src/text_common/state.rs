@@ -87,7 +87,11 @@ impl TextState {
         let (prev_states, prev_state_assumed) = if values.is_empty() {
             (PrevStateTable::for_kernel_release(None), None)
         } else {
-            match super::prev_state::guess_old_encoding(&values) {
+            // the head fits the 4.14+ table: an older kernel may still tell itself later in
+            // the file (the first preempted task thousands of lines in)
+            let guess = super::prev_state::guess_old_encoding(&values)
+                .or_else(|| super::prev_state::guess_old_encoding_in_file(&input.path));
+            match guess {
                 Some((enc, why)) => (
                     PrevStateTable::for_encoding(enc, why.clone()),
                     Some(why),
