@@ -53,9 +53,17 @@ pub struct Guardian {
 }
 
 impl Guardian {
-    /// Forks the guardian of the instance `instance_dir` (see the module doc: one thread
-    /// only).
+    /// Forks the guardian of the instance `instance_dir`. Refused (an error, the caller goes
+    /// on without a guardian) when the process has more than one thread: a forked copy of a
+    /// multi-threaded process may find a lock held by a thread it does not have.
     pub fn start(instance_dir: &Path, rescue: Rescue) -> io::Result<Guardian> {
+        let threads = threads_of_this_process();
+        if threads != Some(1) {
+            return Err(io::Error::other(format!(
+                "the process has {} threads (a guardian is forked from a single-threaded one)",
+                threads.map_or("an unknown number of".to_string(), |n| n.to_string())
+            )));
+        }
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: a two-int array for pipe2.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -103,6 +111,15 @@ impl Drop for Guardian {
         // SAFETY: waits for our own child.
         unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
     }
+}
+
+/// `Threads:` of /proc/self/status.
+fn threads_of_this_process() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse().ok())
 }
 
 /// The child: waits for the recorder, and cleans up after it when it died.

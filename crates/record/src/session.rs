@@ -190,11 +190,22 @@ pub fn record(opts: &RecordOptions) -> Result<RecordSummary, RecordError> {
             .map(|&c| (c, cpu_reader::spool_path(&out_dir, c)))
             .collect(),
     );
-    let guardian = Guardian::start(
+    let guardian = match Guardian::start(
         &inst.dir,
         rescue(opts, &tracefs, &meta, &ctx, &spools, &all_cpus, &kallsyms)?,
-    )
-    .map_err(|e| RecordError::Reader(format!("cannot start the recorder's guardian: {e}")))?;
+    ) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            // recorded all the same; only a SIGKILL would then leave the instance behind
+            // (the next record removes it)
+            warn(
+                &mut summary,
+                opts.verbose,
+                format!("no guardian for this recording: {e}"),
+            );
+            None
+        }
+    };
 
     for (sys, evs) in &resolved.by_system {
         for ev in evs {

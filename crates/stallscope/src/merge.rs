@@ -251,10 +251,7 @@ impl Inputs {
             if !self.overlapping_ok {
                 return Err(self.overlap_error(&o));
             }
-            let (a, b) = (
-                &self.sources[o.inputs.0 as usize].path,
-                &self.sources[o.inputs.1 as usize].path,
-            );
+            let (a, b) = (self.input_path(o.inputs.0), self.input_path(o.inputs.1));
             self.dq.add(Problem::OverlappingInputs, 1, || {
                 format!(
                     "{a} and {b}: {} events of CPU {} from {} ns",
@@ -265,18 +262,22 @@ impl Inputs {
         Ok(!(self.overlapping_ok && self.overlap.duplicate(ev, &mut self.dq)))
     }
 
+    /// The path of input `index` (as events' spans number them).
+    fn input_path(&self, index: u16) -> String {
+        self.sources
+            .get(usize::from(index))
+            .map_or_else(|| format!("input #{index}"), |s| s.path.clone())
+    }
+
     fn overlap_error(&self, o: &Overlap) -> ReadError {
-        let (a, b) = (
-            &self.sources[o.inputs.0 as usize].path,
-            &self.sources[o.inputs.1 as usize].path,
-        );
+        let (a, b) = (self.input_path(o.inputs.0), self.input_path(o.inputs.1));
         let secs = format!(
             "{}.{:06}",
             o.since / 1_000_000_000,
             o.since % 1_000_000_000 / 1000
         );
         ReadError::new(
-            b,
+            &b,
             None,
             format!("inputs that complete each other (to merge it with {a})"),
             format!(
