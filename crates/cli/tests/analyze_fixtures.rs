@@ -538,6 +538,52 @@ fn the_recorder_is_no_suspect_on_busy_recordings() {
     assert!(kept["data_quality"]["recorder_findings_left_out"].is_null());
 }
 
+/// Issue #28: a command printing into a pipe on a busy machine (fixtures/busy/pipe-burst:
+/// `seq` line by line into `cat`, both on CPU 1, for 74 ms of a 4 s recording beside
+/// `stress-ng --cpu 2`). Each line wakes `cat`, which preempts `seq`: a real wakeup-preemption
+/// ping-pong, fast and costly, but a burst — MEDIUM, saying so, never HIGH (before: HIGH, as
+/// the lab incidents whose ping-pong fills the capture).
+#[test]
+fn a_pipe_burst_on_a_busy_machine_is_no_high() {
+    let r = analyze(&fixture("fixtures/busy/pipe-burst.dat.zst"), &[]);
+    assert!(
+        r["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["severity"] != "high"),
+        "{r:#}"
+    );
+    let pp = findings(&r, "wakeup-ping-pong");
+    let pair = pp
+        .iter()
+        .find(|f| {
+            let comms: Vec<&str> = f["tasks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["comm"].as_str())
+                .collect();
+            comms.contains(&"seq") && comms.contains(&"cat")
+        })
+        .unwrap_or_else(|| panic!("the seq | cat ping-pong: {r:#}"));
+    let m = &pair["measures"];
+    // all that makes a ping-pong high — but sustained
+    assert!(m["handoffs_per_s"].as_u64().unwrap() >= 5000, "{m}");
+    assert!(
+        m["wakeup_preemption_permille"].as_u64().unwrap() >= 300,
+        "{m}"
+    );
+    assert!(m["cpu_idle_permille"].as_u64().unwrap() < 100, "{m}");
+    assert!(m["share_of_trace_permille"].as_u64().unwrap() < 500, "{m}");
+    assert_eq!(pair["severity"], "medium");
+    assert!(
+        pair["title"].as_str().unwrap().contains("a burst"),
+        "{}",
+        pair["title"]
+    );
+}
+
 fn all_len(r: &Value) -> u64 {
     r["findings"].as_array().unwrap().len() as u64
 }
