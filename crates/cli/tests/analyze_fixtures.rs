@@ -55,6 +55,16 @@ fn analyze(file: &Path, args: &[&str]) -> Value {
     serde_json::from_slice(&stallscope(all)).expect("json")
 }
 
+/// The comms of a finding's tasks.
+fn task_comms(f: &Value) -> Vec<&str> {
+    f["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["comm"].as_str())
+        .collect()
+}
+
 fn findings<'a>(r: &'a Value, detector: &str) -> Vec<&'a Value> {
     r["findings"]
         .as_array()
@@ -558,12 +568,7 @@ fn a_pipe_burst_on_a_busy_machine_is_no_high() {
     let pair = pp
         .iter()
         .find(|f| {
-            let comms: Vec<&str> = f["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|t| t["comm"].as_str())
-                .collect();
+            let comms = task_comms(f);
             comms.contains(&"seq") && comms.contains(&"cat")
         })
         .unwrap_or_else(|| panic!("the seq | cat ping-pong: {r:#}"));
@@ -884,12 +889,7 @@ fn wakeup_ping_pong_positive_fixture_names_fio_and_its_kworker() {
     let fio = pairs
         .iter()
         .find(|f| {
-            let comms: Vec<&str> = f["tasks"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["comm"].as_str().unwrap())
-                .collect();
+            let comms = task_comms(f);
             comms.iter().any(|c| c.starts_with("fio"))
                 && comms
                     .iter()
