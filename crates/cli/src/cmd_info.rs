@@ -310,6 +310,12 @@ fn write_text(out: &mut dyn Write, r: &InfoReport<'_>, top: usize) -> std::io::R
             "  cpus:     {}{recorded}   clock: {clock} ({unit})",
             m.nr_cpus.map_or("unknown".into(), |n| n.to_string())
         )?;
+        if m.tasks_recorded == stallscope::model::TaskCoverage::Targets {
+            writeln!(
+                out,
+                "  tasks:    the recorded command's only (a per-task recording, no -a): other tasks' runs and waits are not in it"
+            )?;
+        }
         if !m.lost_per_cpu.is_empty() {
             let parts: Vec<String> = m
                 .lost_per_cpu

@@ -498,6 +498,54 @@ fn partial_cpu_recordings_take_no_wait_on_the_cpu_they_leave_out() {
     }
 }
 
+/// A per-task recording — `perf record -e 'sched:*' -- COMMAND` without `-a`, the way many
+/// record a command (fixtures/real_world/per_task.perf.data by
+/// `fixtures/capture/capture_per_task.sh`: `perf bench sched pipe` beside an unrecorded
+/// `stress-ng --cpu 1`) — holds only the records made while the command's tasks ran. Before:
+/// a MEDIUM "rcu_preempt (pid 15) waited ≥ 191.200 ms runnable on CPU 0" (a kernel thread the
+/// pipe tasks' timer interrupts woke, which then ran unrecorded) and 34 `switch_prev_mismatch`
+/// (on the 643 MB `sched:*` benchmark file: 3 MEDIUM waits of 37–55 s and 98.5 % of switches
+/// "inconsistent", an error). Now the recording is said to be per-task (`analyze`'s data
+/// quality and `info`), no finding names a task outside it — perf's own view of which tasks
+/// those are: the context tids `perf script` prints — and no switch is called inconsistent.
+#[test]
+fn a_per_task_recording_names_no_task_it_did_not_record() {
+    let file = fixture("fixtures/real_world/per_task.perf.data");
+    let r = analyze(&file, &[]);
+    let dq = &r["data_quality"];
+    assert_eq!(dq["tasks_partly_recorded"]["count"], 1, "{dq:#}");
+    assert!(
+        dq["task_not_recorded"]["count"].as_u64().unwrap_or(0) > 0,
+        "{dq:#}"
+    );
+    for key in ["switch_prev_mismatch", "switch_records_inconsistent"] {
+        assert!(dq.get(key).is_none(), "{key}: {dq:#}");
+    }
+    let info = String::from_utf8(stallscope(["info".as_ref(), file.as_os_str()])).unwrap();
+    assert!(info.contains("a per-task recording"), "{info}");
+    let named: Vec<i64> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["tasks"].as_array().unwrap().iter())
+        .filter_map(|t| t["pid"].as_i64())
+        .collect();
+    assert!(
+        !named.contains(&15),
+        "rcu_preempt named: {:#}",
+        r["findings"]
+    );
+    if perf_installed() {
+        let contexts: Vec<i64> = perf_out(&["script", "-F", "tid"], &file)
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
+        for pid in &named {
+            assert!(contexts.contains(pid), "pid {pid} is not a recorded task");
+        }
+    }
+}
+
 /// Issue #28: the recorder is not a suspect. On a desktop-like busy machine recorded with
 /// `stallscope record --events chain` (fixtures/busy/compile: a hog a CPU and a compile
 /// loop) no finding is HIGH, none is about the recorder's own threads, and at most one

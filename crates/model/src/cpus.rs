@@ -172,9 +172,122 @@ pub fn perf_cmdline_cpus(cmdline: &str) -> Option<Vec<Cpu>> {
     None
 }
 
+/// Which tasks a recording holds the events of: every task, or only those of a per-task
+/// recording — `perf record -- COMMAND` (or `-p`/`-t`/`-u`) without `-a` or `-C`: perf counts
+/// an event only while one of its target tasks is current, so a switch *to* another task, or
+/// from idle, is not recorded, nor anything that task does. The other tasks appear only as
+/// the subjects of the recorded tasks' records (woken, switched in).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum TaskCoverage {
+    /// Every task (a system-wide or per-CPU recording, or nothing says otherwise).
+    #[default]
+    All,
+    /// Only the recorded command's tasks (and their children) or perf's target tasks: the
+    /// tasks whose context records show.
+    Targets,
+}
+
+/// Whether a perf command line made a per-task recording ([`TaskCoverage::Targets`]): plain
+/// `perf record` (not `perf sched record` and the like, which record every CPU) with a
+/// workload or `-p`/`--pid`, `-t`/`--tid`, `-u`/`--uid`, and without `-a`/`--all-cpus` or
+/// `-C`/`--cpu` (perf's options only: the walk stops at the workload, as
+/// [`perf_cmdline_cpus`]'s). `perf record` with neither records every CPU.
+pub fn perf_cmdline_task_coverage(cmdline: &str) -> TaskCoverage {
+    let words: Vec<&str> = cmdline.split_whitespace().collect();
+    let Some(k) = words.iter().position(|&w| w == "record") else {
+        return TaskCoverage::All;
+    };
+    // the word before `record` is perf itself (a path ending in `perf`), not a subcommand
+    if k == 0
+        || !words[k - 1]
+            .rsplit('/')
+            .next()
+            .is_some_and(|w| w.starts_with("perf"))
+    {
+        return TaskCoverage::All;
+    }
+    let mut targets = false;
+    let mut rest = words[k + 1..].iter().copied();
+    while let Some(w) = rest.next() {
+        if w == "--" || !w.starts_with('-') {
+            targets = true; // the workload
+            break;
+        }
+        let (name, inline_value) = match w.split_once('=') {
+            Some((n, _)) => (n, true),
+            None => (w, false),
+        };
+        match name {
+            "-a" | "--all-cpus" | "-C" | "--cpu" => return TaskCoverage::All,
+            "-p" | "--pid" | "-t" | "--tid" | "-u" | "--uid" => {
+                targets = true;
+                if !inline_value {
+                    rest.next();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        if w.len() > 2 && !w.starts_with("--") {
+            let first = &w[1..2];
+            if PERF_SHORT_WITH_VALUE.contains(first) {
+                // a short option with its value attached (`-C1`, `-p123`, `-esched:*`)
+                match first {
+                    "C" => return TaskCoverage::All,
+                    "p" | "t" | "u" => targets = true,
+                    _ => {}
+                }
+            } else if w[1..].contains('a') {
+                return TaskCoverage::All; // bundled flags (`-ag`)
+            }
+            continue;
+        }
+        let takes_value = match w.strip_prefix("--") {
+            Some(_) => !inline_value && PERF_LONG_WITH_VALUE.contains(&w),
+            None => w.len() == 2 && PERF_SHORT_WITH_VALUE.contains(&w[1..]),
+        };
+        if takes_value {
+            rest.next();
+        }
+    }
+    match targets {
+        true => TaskCoverage::Targets,
+        false => TaskCoverage::All,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn per_task_perf_recordings_are_told_from_system_wide_ones() {
+        let c = perf_cmdline_task_coverage;
+        let t = TaskCoverage::Targets;
+        let all = TaskCoverage::All;
+        // the way issue #31's sched:* benchmark file was recorded
+        assert_eq!(
+            c("/usr/bin/perf record -e sched:* -o f.tmp -- perf bench sched pipe -l 1000000"),
+            t
+        );
+        assert_eq!(c("perf record -g ./a.out"), t);
+        assert_eq!(c("perf record -e sched:sched_switch -p 1234"), t);
+        assert_eq!(c("perf record --pid=1234 -g"), t);
+        assert_eq!(c("perf record -p1234"), t);
+        assert_eq!(c("perf record -e sched:* -a -- sleep 1"), all);
+        assert_eq!(c("perf record -ag -- sleep 1"), all);
+        assert_eq!(c("perf record -C 1 -e sched:* sleep 2"), all);
+        assert_eq!(c("perf record -C1 sleep 2"), all);
+        assert_eq!(c("perf record --all-cpus -- sleep 1"), all);
+        // no workload and no target: perf records every CPU
+        assert_eq!(c("perf record -e sched:*"), all);
+        // perf sched record passes -a itself
+        assert_eq!(c("perf sched record -- sleep 1"), all);
+        assert_eq!(c("perf sched record stress-ng --cpu 4"), all);
+        // an option's value is not the workload
+        assert_eq!(c("perf record -e sched:* -o out -a"), all);
+        assert_eq!(c("trace-cmd record -e sched sleep 1"), all);
+    }
 
     #[test]
     fn lists_parse_sorted_and_deduplicated() {

@@ -24,7 +24,7 @@ pub mod window;
 pub use block::{BlockAction, BlockDev, BlockEvent, BlockOp, Rwbs};
 pub use comm::Comm;
 pub use context::{BlockDeviceContext, CgroupContext, SystemContext, TaskContext};
-pub use cpus::{parse_cpu_list, CpuCoverage};
+pub use cpus::{parse_cpu_list, CpuCoverage, TaskCoverage};
 pub use event::{
     Event, EventKind, FieldRef, FieldValue, GenericEvent, Mapping, Migrate, Span, SpanPos,
     StatRuntime, Switch, TaskRef, Wakeup,

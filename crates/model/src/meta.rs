@@ -114,6 +114,9 @@ pub struct TraceMeta {
     /// Which CPUs the input holds events of (perf's `-C`, `stallscope record --cpus`, a
     /// trace.dat whose buffer of a CPU is empty); every CPU when nothing says otherwise.
     pub cpus_recorded: crate::CpuCoverage,
+    /// Which tasks the input holds events of: every task, or a per-task recording's targets
+    /// (`perf record -- COMMAND` without `-a`; [`crate::TaskCoverage`]).
+    pub tasks_recorded: crate::TaskCoverage,
     /// Trace clock name (`local`, `mono`, `counter`, `x86-tsc`, `perf`, …) when known.
     pub clock: Option<String>,
     /// False when timestamps are raw counts (counter / x86-tsc clocks), not nanoseconds.
@@ -143,12 +146,14 @@ pub struct TraceMeta {
 }
 
 impl TraceMeta {
-    /// Sets the perf command line that made the recording, and the CPUs it covers when it
-    /// names them (`perf record -C 1 …`).
+    /// Sets the perf command line that made the recording, the CPUs it covers when it
+    /// names them (`perf record -C 1 …`) and whether it recorded some tasks only (`perf
+    /// record -- COMMAND` without `-a`).
     pub fn set_perf_cmdline(&mut self, cmdline: String) {
         if let Some(cpus) = crate::cpus::perf_cmdline_cpus(&cmdline) {
             self.cpus_recorded = crate::CpuCoverage::Only(cpus);
         }
+        self.tasks_recorded = crate::cpus::perf_cmdline_task_coverage(&cmdline);
         self.cmdline = Some(cmdline);
     }
 }

@@ -46,6 +46,12 @@
 //! running there at that time (idle ends; a task becomes `Unknown`). A task of unknown
 //! state on a CPU without any switch yet is left as it is (it ran from before the trace).
 //!
+//! Task coverage ([`Timeline::for_inputs`]): a per-task recording (`perf record -- COMMAND`
+//! without `-a`, [`TaskCoverage::Targets`]) holds only the records made while one of its
+//! tasks was current — the tasks seen as a record's context, and the children they fork. A
+//! wakeup of any other task makes it `Unknown`, never runnable (`task_not_recorded`, info):
+//! its switch in may show, but not what it did after. Said once as `tasks_partly_recorded`.
+//!
 //! CPU coverage ([`Timeline::for_inputs`]): when the inputs record only some CPUs (perf
 //! `-C`, `stallscope record --cpus`, empty per-CPU buffers), a task woken onto or migrated
 //! to a CPU outside them becomes `Unknown` — never runnable: the trace cannot show it wait,
@@ -54,7 +60,8 @@
 //! (`sched_migrate_task` moves only queued or waking tasks): its wait is taken from then.
 
 use stallscope_model::{
-    Cpu, CpuCoverage, DataQuality, Event, EventKind, PrevState, Problem, Switch, Tid, TraceMeta, Ts,
+    Cpu, CpuCoverage, DataQuality, Event, EventKind, PrevState, Problem, Switch, TaskCoverage, Tid,
+    TraceMeta, Ts,
 };
 
 use crate::tasks::TaskTable;
@@ -185,11 +192,34 @@ pub struct Timeline {
     coverage: CpuCoverage,
     /// `coverage` leaves some CPUs out (the per-event check is skipped otherwise).
     partial: bool,
+    /// A per-task recording (module docs: task coverage): the tasks seen as a record's
+    /// context so far — the recorded ones. `None` when every task is recorded.
+    targets: Option<rustc_hash::FxHashSet<Tid>>,
 }
 
 /// A trace whose switch records contradict the CPU's running task this often (‰ of its
 /// switches, with at least 100 switches) is unreliable: said as an error.
 const INCONSISTENT_PERMILLE: u64 = 100;
+
+/// Notes the tasks `ev` shows recorded in a per-task recording: its context task, and a
+/// child its recorded parent forked or woke for the first time (perf's targets inherit to
+/// children).
+#[inline]
+fn note_target(targets: &mut rustc_hash::FxHashSet<Tid>, ev: &Event) {
+    if ev.pid <= 0 || ev.kind.is_side_band() {
+        return;
+    }
+    targets.insert(ev.pid);
+    match &ev.kind {
+        EventKind::WakeupNew(w) => {
+            targets.insert(w.task.pid);
+        }
+        EventKind::Fork { child_pid, .. } => {
+            targets.insert(*child_pid);
+        }
+        _ => {}
+    }
+}
 
 /// The frequent problems counted in [`Timeline::floods`].
 #[derive(Clone, Copy)]
@@ -277,6 +307,7 @@ impl Timeline {
             switched_in: Vec::new(),
             coverage: CpuCoverage::All,
             partial: false,
+            targets: None,
         }
     }
 
@@ -285,11 +316,19 @@ impl Timeline {
     /// coverage; said once as `cpus_partly_recorded` when some are left out).
     pub fn for_inputs<'a>(metas: impl IntoIterator<Item = &'a TraceMeta> + Clone) -> Timeline {
         let mut t = Timeline::new(WakeupSelector::for_inputs(metas.clone()));
-        t.coverage = CpuCoverage::union(metas.into_iter().map(|m| &m.cpus_recorded));
+        t.coverage = CpuCoverage::union(metas.clone().into_iter().map(|m| &m.cpus_recorded));
         t.partial = t.coverage != CpuCoverage::All;
         if let Some(list) = t.coverage.list_text() {
             t.dq.add(Problem::CpusPartlyRecorded, 1, || {
                 format!("events of CPUs {list} only")
+            });
+        }
+        // a merge with a recording of every task records every task
+        let mut metas = metas.into_iter().peekable();
+        if metas.peek().is_some() && metas.all(|m| m.tasks_recorded == TaskCoverage::Targets) {
+            t.targets = Some(Default::default());
+            t.dq.add(Problem::TasksPartlyRecorded, 1, || {
+                "perf record of a command's tasks (no -a): other tasks are not recorded".into()
             });
         }
         t
@@ -309,6 +348,24 @@ impl Timeline {
     #[inline(always)]
     fn unrecorded(&self, cpu: Option<Cpu>) -> bool {
         self.partial && cpu.is_some_and(|c| !self.coverage.covers(c))
+    }
+
+    /// Whether `tid` is a task a per-task recording leaves out (idle included: what it does
+    /// is not recorded either). Never with every task recorded.
+    #[inline(always)]
+    fn untargeted(&self, tid: Option<Tid>) -> bool {
+        match (&self.targets, tid) {
+            (Some(targets), Some(t)) => !targets.contains(&t),
+            _ => false,
+        }
+    }
+
+    /// Counts a wakeup of a task a per-task recording does not record (it is `Unknown`).
+    #[cold]
+    fn woke_unrecorded_task(&mut self, ev: &Event, tid: Tid) {
+        self.dq.add(Problem::TaskNotRecorded, 1, || {
+            format!("{}: pid {tid} woken", at(ev))
+        });
     }
 
     /// Counts a task sent to an unrecorded CPU (it becomes `Unknown`).
@@ -464,14 +521,17 @@ impl Timeline {
         // later change
         let start = from.min(ev.ts).max(changed);
         let comm = self.tasks.get(i).comm;
-        self.flood(Flood::SwitchInMissing, |dq| {
-            dq.add(Problem::SwitchInMissing, 1, || {
-                format!(
-                    "{}: {comm} (pid {p}) ran with no switch-in recorded (it was {state})",
-                    at(ev)
-                )
-            })
-        });
+        // (a per-task recording does not record a switch made while another task runs)
+        if !self.untargeted(self.switched_in[c]) {
+            self.flood(Flood::SwitchInMissing, |dq| {
+                dq.add(Problem::SwitchInMissing, 1, || {
+                    format!(
+                        "{}: {comm} (pid {p}) ran with no switch-in recorded (it was {state})",
+                        at(ev)
+                    )
+                })
+            });
+        }
         if let TaskState::Running { cpu, .. } = state {
             // its switch-out there was dropped too
             if self.cpus.get(cpu as usize) == Some(&Some(p)) {
@@ -504,6 +564,9 @@ impl Timeline {
     /// Feeds one event; transitions go to `sink`.
     #[inline(always)]
     pub fn process<F: FnMut(Transition)>(&mut self, ev: &Event, sink: &mut F) {
+        if let Some(targets) = &mut self.targets {
+            note_target(targets, ev);
+        }
         if self.cpus.get(ev.cpu as usize) != Some(&Some(ev.pid)) && ev.shows_pid_running() {
             self.seen_running(ev, ev.pid, sink);
         }
@@ -519,6 +582,18 @@ impl Timeline {
                 let (i, _) = self.tasks.slot(w.task.pid);
                 self.tasks.note_payload_comm(i, &w.task.comm);
                 let state = self.tasks.get(i).data;
+                if self
+                    .targets
+                    .as_ref()
+                    .is_some_and(|t| !t.contains(&w.task.pid))
+                {
+                    // not a recorded task: nothing shows it wait, run or sleep
+                    self.woke_unrecorded_task(ev, w.task.pid);
+                    if state != TaskState::Unknown {
+                        self.set(i, ev.ts, TaskState::Unknown, sink);
+                    }
+                    return;
+                }
                 if self.unrecorded(w.target_cpu)
                     && !matches!(
                         state,
@@ -687,7 +762,8 @@ impl Timeline {
         let (prev, next, ts) = (s.prev.pid, s.next.pid, ev.ts);
         let cur = self.cpus[c];
         if let Some(cur) = self.switched_in[c] {
-            if cur != prev {
+            // (a per-task recording does not record the switch out of a task outside it)
+            if cur != prev && !self.untargeted(Some(cur)) {
                 self.flood(Flood::PrevMismatch, |dq| {
                     dq.add(Problem::SwitchPrevMismatch, 1, || {
                         format!(
@@ -1019,6 +1095,61 @@ mod tests {
                 target_cpu: Some(target),
             }),
         )
+    }
+
+    #[test]
+    fn a_per_task_recording_takes_no_state_for_tasks_outside_it() {
+        let per_task = TraceMeta {
+            tasks_recorded: TaskCoverage::Targets,
+            ..TraceMeta::default()
+        };
+        let in_context = |pid: Tid, e: Event| Event { pid, ..e };
+        let events = [
+            in_context(5, sw(10, 1, 5, "S", 0)), // 5, recorded, sleeps
+            in_context(7, wake_to(15, 9, 1)),    // 7 wakes 9: 9 was never a context
+            in_context(7, wake_to(20, 5, 1)),    // 7 wakes 5, a recorded task
+            in_context(
+                7,
+                ev(
+                    25,
+                    1,
+                    EventKind::WakeupNew(Wakeup {
+                        task: task(11),
+                        target_cpu: Some(0),
+                    }),
+                ),
+            ), // 7's new child: perf's targets inherit to children
+            in_context(7, sw(40, 1, 7, "R", 9)), // 9 preempts 7
+            // 9's switch out to 7 is 9's record, not in the trace: no contradiction
+            in_context(7, sw(50, 1, 7, "S", 0)),
+        ];
+        let mut tl = Timeline::for_inputs([&per_task]);
+        for e in &events {
+            tl.process(e, &mut |_| {});
+            tl.check_invariants().unwrap();
+        }
+        assert_eq!(tl.state(9), TaskState::Unknown);
+        assert!(matches!(tl.state(5), TaskState::Runnable { since: 20, .. }));
+        assert!(matches!(
+            tl.state(11),
+            TaskState::Runnable { since: 25, .. }
+        ));
+        let dq = tl.quality();
+        assert_eq!(dq.count(Problem::TaskNotRecorded), 1);
+        assert_eq!(dq.count(Problem::TasksPartlyRecorded), 1);
+        assert_eq!(dq.count(Problem::SwitchPrevMismatch), 0);
+        assert_eq!(dq.count(Problem::SwitchInMissing), 0, "{dq:?}");
+        // a recording of every task (or a merge with one) keeps 9 runnable
+        let all = TraceMeta::default();
+        for metas in [vec![&all], vec![&per_task, &all]] {
+            let mut tl = Timeline::for_inputs(metas);
+            for e in &events {
+                tl.process(e, &mut |_| {});
+            }
+            assert_eq!(tl.quality().count(Problem::TasksPartlyRecorded), 0);
+            // there, idle's switch out to 7 and 9's are missing
+            assert_eq!(tl.quality().count(Problem::SwitchPrevMismatch), 2);
+        }
     }
 
     #[test]

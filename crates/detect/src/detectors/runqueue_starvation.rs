@@ -193,7 +193,10 @@ sentence):
   recorder that did not store them), this and `not_explained_by_weights` say autogroup may
   explain the wait and are at most medium.
 - `missing_events`: the CPU idled for more than half of the wait, or other tasks ran for less
-  than half of it: events are missing, or the task was throttled.
+  than half of it, or the CPU switched to idle (a recorded `sched_switch` to pid 0) more than
+  1 ms into the wait (`worst_wait_idle_picks`; the kernel picks a queued task before idle):
+  events are missing — the task's migration or run — or the task was throttled. Low; a wait
+  still open at the trace's end with this cause is not reported.
 Waits that fair sharing explains (equal weights, entitlement under the bound) are **not**
 reported here: they are saturation, reported once per CPU set by `cpu-saturation`.
 
@@ -316,6 +319,10 @@ struct Wait {
     culprit_moves: Vec<(Tid, Kept)>,
     /// Time the waiter's CPU spent idle during the wait (should be ~0 for a queued task).
     idle_ns: u64,
+    /// Recorded switches to idle on the waiter's CPU more than [`IDLE_PICK_GRACE_NS`] into
+    /// the wait: the kernel picks a queued task before idle, so each says the task was not
+    /// queued there (a record is missing) or could not be picked (throttled).
+    idle_picks: u64,
     /// The task's state before the wait was unknown after the trace's start (the timeline
     /// reset it because switch records contradicted each other).
     uncertain_start: bool,
@@ -366,6 +373,7 @@ impl Wait {
             victim_moves: Vec::new(),
             culprit_moves: Vec::new(),
             idle_ns: 0,
+            idle_picks: 0,
             uncertain_start,
             seen_elsewhere: None,
             class: Class::of(120, 1024),
@@ -682,6 +690,34 @@ enum AutogroupState {
     Unknown,
 }
 
+/// How far into a wait a recorded switch to idle on the waiter's CPU counts as an idle pick
+/// ([`Wait::idle_picks`]): a remote wakeup is queued on its CPU's wake list until that CPU
+/// takes its interrupt, so the CPU may switch to idle just after the `sched_waking` record
+/// and before the task is on its queue.
+pub const IDLE_PICK_GRACE_NS: u64 = 1_000_000;
+
+/// `n` as "once" or "N times".
+fn times(n: u64) -> String {
+    match n {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    }
+}
+
+/// Counts a recorded switch to idle at `ts` against each of `waiters` that had been waiting
+/// for more than [`IDLE_PICK_GRACE_NS`].
+#[cold]
+#[inline(never)]
+fn count_idle_picks(waiters: &[Tid], tasks: &mut PerTask<TaskStat>, ts: Ts) {
+    for &w in waiters {
+        if let Some(wait) = tasks.get_mut(w).and_then(TaskStat::wait_mut) {
+            if ts >= wait.since.saturating_add(IDLE_PICK_GRACE_NS) {
+                wait.idle_picks += 1;
+            }
+        }
+    }
+}
+
 /// Recompute cached medians when the sample count is a power of two or a multiple of 32.
 /// (`n & (n - 1) == 0`: a power of two, or 0, which is a multiple of 32 too; without the
 /// `popcnt` instruction of newer CPUs `is_power_of_two` is a dozen instructions.)
@@ -966,7 +1002,12 @@ impl RunqueueStarvation {
                     wait.idle_ns += ts.saturating_sub(since.max(wait.since));
                 }
             }
-        } else if prev > 0 && !run.waiters.is_empty() {
+        } else if next == 0 && prev > 0 && !run.waiters.is_empty() {
+            // the CPU chose idle over its queued waiters (out of line: rare when the model
+            // is right)
+            count_idle_picks(&run.waiters, tasks, ts);
+        }
+        if prev > 0 && !run.waiters.is_empty() {
             // When the switch's prev is not the task we saw switched in (a switch record is
             // missing; the timeline counts it as data quality), the interval is credited to
             // prev: the kernel says it was running when the CPU switched.
@@ -1064,6 +1105,7 @@ impl RunqueueStarvation {
                 w.victim_moves.clear();
                 w.culprit_moves.clear();
                 w.idle_ns = 0;
+                w.idle_picks = 0;
                 w.uncertain_start = uncertain_start;
                 w.seen_elsewhere = None;
                 w.owed = [0; 3];
@@ -1345,6 +1387,7 @@ impl RunqueueStarvation {
             victim_eff_w: victim_w[EFFECTIVE],
             victim_rt,
             idle_ns: wait.idle_ns,
+            idle_picks: wait.idle_picks,
             weight_ratio: self.weight_ratio,
             majority: culprits
                 .first()
@@ -1716,7 +1759,12 @@ impl RunqueueStarvation {
         if let Some((_, q, p)) = &quota {
             m_quota = Some((*q, *p));
         }
-        if w.cause == CauseKind::MissingEvents && idle_form {
+        if w.cause == CauseKind::MissingEvents && w.facts.idle_picks > 0 {
+            title.push_str(&format!(
+                " — but the CPU switched to idle {} meanwhile, and the kernel picks a queued task before idle: events may be missing (its migration or its run, see data quality) or it was throttled",
+                times(w.facts.idle_picks)
+            ));
+        } else if w.cause == CauseKind::MissingEvents && idle_form {
             title.push_str(" — events may be missing (see data quality) or the task was throttled");
         } else if w.cause == CauseKind::MissingEvents {
             title.push_str(&format!(
@@ -1758,6 +1806,7 @@ impl RunqueueStarvation {
         m.insert("worst_wait_start_ns".into(), i(w.since));
         m.insert("worst_wait_end_ns".into(), i(w.end));
         m.insert("worst_wait_cpu_idle_ns".into(), i(w.idle_ns));
+        m.insert("worst_wait_idle_picks".into(), i(w.facts.idle_picks));
         m.insert("worst_wait_others_ran_ns".into(), i(ran));
         m.insert("waits".into(), i(g.count));
         m.insert("total_wait_ns".into(), i(g.total));
@@ -2021,6 +2070,12 @@ impl RunqueueStarvation {
                     ),
                     _ => String::new(),
                 }
+            ),
+            CauseKind::MissingEvents if f.idle_picks > 0 => format!(
+                "Not decided: the CPU switched to idle {} during the {} wait (it idled {}), and the kernel picks a queued task before idle: the task was not queued there — a migration or its run is missing from the trace (see data quality) — or a CPU quota throttled it; `sudo stallscope record` records every switch, migration and cgroup bandwidth limit, which would decide.",
+                times(f.idle_picks),
+                dur(f.waited),
+                dur(f.idle_ns)
             ),
             CauseKind::MissingEvents => format!(
                 "Not decided: other tasks ran for only {} of the {} wait and the CPU idled {}: events are missing (see data quality) or the task was throttled; `sudo stallscope record` stores cgroup bandwidth limits, which would decide.",

@@ -510,6 +510,9 @@ pub struct WaitFacts {
     pub majority: bool,
     /// Idle time of the CPU during the wait.
     pub idle_ns: u64,
+    /// Recorded switches to idle on the victim's CPU well into the wait (the kernel picks a
+    /// queued task before idle: the victim was not queued there, or was throttled).
+    pub idle_picks: u64,
     /// The victim's cgroup has a recorded bandwidth limit.
     pub quota: bool,
     /// The trace carries system context with cgroups.
@@ -539,8 +542,11 @@ pub fn decide(f: &WaitFacts) -> CauseKind {
         // a real-time task behind fair tasks: RT bandwidth control (fair server, throttling)
         return CauseKind::Throttled;
     }
-    let idle_heavy =
-        f.idle_ns.saturating_mul(2) > f.waited || f.ran_ns.saturating_mul(2) < f.waited;
+    // a CPU that chose idle while the victim was queued on it contradicts the wait (unless
+    // a quota throttled it): the model lost the task (a migration or its run not recorded)
+    let idle_heavy = f.idle_ns.saturating_mul(2) > f.waited
+        || f.ran_ns.saturating_mul(2) < f.waited
+        || f.idle_picks > 0;
     if f.quota && (idle_heavy || f.owed[EFFECTIVE] >= f.bound) {
         return CauseKind::Throttled;
     }
@@ -770,6 +776,18 @@ mod tests {
             ..idle
         };
         assert_eq!(decide(&q), CauseKind::Throttled);
+        // the CPU chose idle while the victim was queued: however little it idled and however
+        // much others ran, the wait is not the victim being passed over
+        let idle_pick = WaitFacts {
+            idle_picks: 1,
+            ..mild
+        };
+        assert_eq!(decide(&idle_pick), CauseKind::MissingEvents);
+        let throttled_pick = WaitFacts {
+            quota: true,
+            ..idle_pick
+        };
+        assert_eq!(decide(&throttled_pick), CauseKind::Throttled);
     }
 
     #[test]

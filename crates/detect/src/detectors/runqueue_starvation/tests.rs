@@ -147,8 +147,42 @@ fn ended_by_victim_being_picked_after_idle() {
     );
     // the CPU idled 20 of the 24 ms: a queued task would have run; the trace is suspect
     assert_eq!(m(f, "worst_wait_cpu_idle_ns"), 20_000_000);
+    // and it chose idle (the switch at 5 ms) with the victim queued for 4 ms
+    assert_eq!(m(f, "worst_wait_idle_picks"), 1);
     assert_eq!(f.severity, FindingSeverity::Low);
     assert!(f.title.contains("events may be missing"), "{}", f.title);
+    assert!(f.title.contains("switched to idle once"), "{}", f.title);
+}
+
+/// A CPU that switches to idle while a task waits on it contradicts the wait however much
+/// others ran: the kernel picks a queued task before idle. Before, the wait below (others
+/// ran 90 % of it, the CPU idled 10 %) was a MEDIUM `context_not_recorded` starvation.
+#[test]
+fn a_switch_to_idle_during_the_wait_makes_it_missing_events() {
+    let mut tr = base();
+    // the hog ran 1..5 ms already; it idles 5..10 ms (the victim "queued"), runs on to 50 ms
+    tr.sw(5 * MS, 1, hog(), "S", idle());
+    tr.sw(10 * MS, 1, idle(), "R", hog());
+    tr.sw(50 * MS, 1, hog(), "R+", victim());
+    let f = run(ID, &[], &tr);
+    let f = only(&f);
+    assert_eq!(m(f, "worst_wait_idle_picks"), 1);
+    assert_eq!(
+        f.cause.as_ref().map(|c| c.kind.as_str()),
+        Some("missing_events")
+    );
+    assert_eq!(f.severity, FindingSeverity::Low);
+    // a switch to idle within the first millisecond of the wait (a remote wakeup not yet
+    // on the CPU's queue) is no contradiction
+    let mut tr = base();
+    tr.sw(MS + MS / 2, 1, hog(), "S", idle());
+    tr.sw(MS + MS / 2 + 10_000, 1, idle(), "R", hog());
+    tr.sw(50 * MS, 1, hog(), "R+", victim());
+    let f = run(ID, &[], &tr);
+    assert!(
+        f.iter().all(|f| m(f, "worst_wait_idle_picks") == 0),
+        "{f:#?}"
+    );
 }
 
 #[test]
