@@ -11,14 +11,15 @@
 //! $ duckdb -c "select comm, max(wait_ns) from 'out/waits.parquet' group by comm order by 2 desc limit 5"
 //! ```
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde_json::json;
 use stallscope::analyze::{AnalyzeError, AnalyzeOptions};
-use stallscope::tables::{parquet_writer, tables, ParquetWriter, Table};
+use stallscope::tables::{
+    parquet_writer, tables, BackgroundWriters, ParquetError, ParquetWriter, Table,
+};
 
 use crate::cmd_analyze::parse_time_range;
 use crate::common::{CliError, InputArgs, OutputFormat};
@@ -141,28 +142,30 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
         files: Vec::new(),
         committed: false,
     };
-    let mut writers: HashMap<&'static str, (ParquetWriter, u64)> = HashMap::new();
+    let mut writers = Vec::new();
     for &t in &which {
-        writers.insert(t.name(), (pending.writer(&args.to, t)?, 0));
+        writers.push((t, pending.writer(&args.to, t)?));
     }
+    // encoded and compressed on a thread of their own, beside the reading and the model
+    let mut files = BackgroundWriters::spawn(writers)?;
+    let failed = |(t, e): (Table, ParquetError)| format!("{}.parquet: {e}", t.name());
     tables(&options, &which, |t, batch| {
-        let (w, rows) = writers
-            .get_mut(t.name())
-            .ok_or_else(|| AnalyzeError::Output(format!("no writer for {}", t.name())))?;
-        *rows += batch.num_rows() as u64;
-        w.write(&batch)
-            .map_err(|e| AnalyzeError::Output(format!("{}.parquet: {e}", t.name())))
+        files
+            .write(t, batch)
+            .map_err(|e| AnalyzeError::Output(failed(e)))
     })?;
-    let mut summary = Vec::new();
-    for &t in &which {
-        if let Some((w, rows)) = writers.remove(t.name()) {
-            w.close().map_err(|e| {
-                CliError::Io(std::io::Error::other(format!("{}.parquet: {e}", t.name())))
-            })?;
-            let file = args.to.join(format!("{}.parquet", t.name()));
-            summary.push((t.name(), rows, file));
-        }
-    }
+    let summary: Vec<_> = files
+        .finish()
+        .map_err(|e| CliError::Io(std::io::Error::other(failed(e))))?
+        .into_iter()
+        .map(|(t, rows)| {
+            (
+                t.name(),
+                rows,
+                args.to.join(format!("{}.parquet", t.name())),
+            )
+        })
+        .collect();
     pending.commit()?;
     match args.format {
         OutputFormat::Json => {

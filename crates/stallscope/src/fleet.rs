@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use stallscope_model::{FindingSeverity, Problem, Severity};
 use stallscope_tables::{
     errors_batch, errors_schema, fleet_schema, parquet_writer_of, traces_batch, traces_schema,
-    ParquetWriter, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow,
+    BackgroundWriters, ParquetError, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow,
 };
 
 pub use summary::{CulpritRow, DetectorRow, FleetSummary, WorstWaitRow};
@@ -437,12 +437,16 @@ fn analyze_into(
     if !event_tables.contains(&Table::Latency) {
         event_tables.push(Table::Latency);
     }
-    let mut writers: BTreeMap<&'static str, (Table, ParquetWriter, u64)> = BTreeMap::new();
+    let mut writers = Vec::new();
     for &t in tables {
         let path = part_path(out, t, trace.trace_id);
         let w = parquet_writer_of(&path, fleet_schema(t)).map_err(|e| io_err(&path, e))?;
-        writers.insert(t.name(), (t, w, 0));
+        writers.push((t, w));
     }
+    // encoded and compressed on a thread of their own, beside the reading and the model
+    let mut files = BackgroundWriters::spawn(writers)
+        .map_err(|e| AnalyzeError::Output(format!("a Parquet writing thread: {e}")))?;
+    let failed = |(t, e): (Table, ParquetError)| io_err(&part_path(out, t, trace.trace_id), e);
     // host and kernel are known once the input is open, before the first batch
     let columns: std::cell::OnceCell<TraceColumns> = std::cell::OnceCell::new();
     let mut arrays: Option<TraceColumnArrays> = None;
@@ -450,14 +454,12 @@ fn analyze_into(
         let columns = columns
             .get()
             .ok_or_else(|| AnalyzeError::Output("a batch before the input was open".into()))?;
-        if let Some((_, w, rows)) = writers.get_mut(t.name()) {
+        if tables.contains(&t) {
             let batch = arrays
                 .get_or_insert_with(|| TraceColumnArrays::new(columns.clone()))
                 .prepend(t, batch)
                 .map_err(|e| AnalyzeError::Output(e.to_string()))?;
-            *rows += batch.num_rows() as u64;
-            w.write(&batch)
-                .map_err(|e| io_err(&part_path(out, t, trace.trace_id), e))?;
+            files.write(t, batch).map_err(failed)?;
         }
         Ok(())
     };
@@ -548,10 +550,8 @@ fn analyze_into(
         outcome.worst_wait_ns = Some(ns);
         outcome.worst_wait_comm = Some(comm);
     }
-    for (name, (t, w, rows)) in writers {
-        w.close()
-            .map_err(|e| io_err(&part_path(out, t, trace.trace_id), e))?;
-        outcome.rows.insert(name.to_string(), rows);
+    for (t, rows) in files.finish().map_err(failed)? {
+        outcome.rows.insert(t.name().to_string(), rows);
     }
     Ok(())
 }
