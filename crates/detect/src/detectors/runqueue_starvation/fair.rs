@@ -530,7 +530,24 @@ pub struct WaitFacts {
 }
 
 /// The cause of a flagged wait (see the module docs and `explain runqueue-starvation`).
+///
+/// A CPU that chose idle while the victim was queued on it contradicts the wait (the kernel
+/// picks a queued task before idle): the model lost the task — its migration or its run is
+/// not recorded — or a quota throttled it. Such a wait gets no cause that blames what ran
+/// (`missing_events`, or `throttled` with a recorded quota); one that fair sharing explains
+/// stays unreported.
 pub fn decide(f: &WaitFacts) -> CauseKind {
+    let cause = decide_from_what_ran(f);
+    match cause {
+        CauseKind::FairShare | CauseKind::MissingEvents | CauseKind::Throttled => cause,
+        _ if f.idle_picks > 0 && f.quota => CauseKind::Throttled,
+        _ if f.idle_picks > 0 => CauseKind::MissingEvents,
+        _ => cause,
+    }
+}
+
+/// [`decide`] from what ran and idled during the wait and the weights.
+fn decide_from_what_ran(f: &WaitFacts) -> CauseKind {
     if f.higher_class_ns.saturating_mul(2) >= f.waited && f.higher_class_ns > 0 {
         return CauseKind::HigherClass;
     }
@@ -542,11 +559,8 @@ pub fn decide(f: &WaitFacts) -> CauseKind {
         // a real-time task behind fair tasks: RT bandwidth control (fair server, throttling)
         return CauseKind::Throttled;
     }
-    // a CPU that chose idle while the victim was queued on it contradicts the wait (unless
-    // a quota throttled it): the model lost the task (a migration or its run not recorded)
-    let idle_heavy = f.idle_ns.saturating_mul(2) > f.waited
-        || f.ran_ns.saturating_mul(2) < f.waited
-        || f.idle_picks > 0;
+    let idle_heavy =
+        f.idle_ns.saturating_mul(2) > f.waited || f.ran_ns.saturating_mul(2) < f.waited;
     if f.quota && (idle_heavy || f.owed[EFFECTIVE] >= f.bound) {
         return CauseKind::Throttled;
     }
@@ -788,6 +802,14 @@ mod tests {
             ..idle_pick
         };
         assert_eq!(decide(&throttled_pick), CauseKind::Throttled);
+        // a wait fair sharing explains is no finding, idle picks or not (they only take the
+        // blame away from what ran)
+        let fair_pick = WaitFacts {
+            owed: [5_000_000, 5_000_000, 5_000_000],
+            idle_picks: 3,
+            ..base
+        };
+        assert_eq!(decide(&fair_pick), CauseKind::FairShare);
     }
 
     #[test]
