@@ -496,6 +496,21 @@ fn partial_cpu_recordings_take_no_wait_on_the_cpu_they_leave_out() {
         assert!(cpus.contains(&Some(1)), "{name}: no wait ran on CPU 1");
         assert!(!cpus.contains(&Some(0)), "{name}: waits on {cpus:?}");
     }
+    // the `perf script --header` text of the perf.data says the same: its header block
+    // (perf's command line, `-C 1`) is read before the first event. Before, the text gave 17
+    // findings, 3 of them MEDIUM waits of up to 1.75 s of tasks that ran on CPU 0.
+    if perf_installed() {
+        let file = fixture("fixtures/busy/cpu1.perf.data");
+        let text = std::env::temp_dir().join(format!("cpu1-{}.txt", std::process::id()));
+        std::fs::write(&text, perf_out(&["script", "--header"], &file)).unwrap();
+        let (from_text, from_file) = (analyze(&text, &[]), analyze(&file, &[]));
+        let _ = std::fs::remove_file(&text);
+        assert_eq!(
+            from_text["data_quality"]["cpus_partly_recorded"]["examples"][0],
+            "events of CPUs 1 only"
+        );
+        assert_eq!(from_text["findings"], from_file["findings"]);
+    }
 }
 
 /// A per-task recording — `perf record -e 'sched:*' -- COMMAND` without `-a`, the way many
@@ -543,6 +558,29 @@ fn a_per_task_recording_names_no_task_it_did_not_record() {
         for pid in &named {
             assert!(contexts.contains(pid), "pid {pid} is not a recorded task");
         }
+        // its `perf script --header` text says the same (the header block is read before
+        // the first event, as a perf.data's header is)
+        let text = std::env::temp_dir().join(format!("per_task-{}.txt", std::process::id()));
+        std::fs::write(&text, perf_out(&["script", "--header"], &file)).unwrap();
+        let from_text = analyze(&text, &[]);
+        let _ = std::fs::remove_file(&text);
+        assert_eq!(
+            from_text["data_quality"]["tasks_partly_recorded"]["count"], 1,
+            "{:#}",
+            from_text["data_quality"]
+        );
+        assert!(from_text["data_quality"]
+            .get("switch_prev_mismatch")
+            .is_none());
+        let titles = |r: &Value| -> Vec<String> {
+            r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["title"].as_str().unwrap_or("").to_string())
+                .collect()
+        };
+        assert_eq!(titles(&from_text), titles(&r));
     }
 }
 

@@ -108,7 +108,7 @@ impl PerfScriptTextReader {
     pub fn open(input: Input, index: u16) -> Result<Self, ReadError> {
         let st = TextState::new(&input, InputFormat::PerfScriptText, index, Some("sched"));
         let lines = LineSource::new(st.path.clone(), input.into_reader());
-        Ok(PerfScriptTextReader {
+        let mut reader = PerfScriptTextReader {
             lines,
             st,
             done: false,
@@ -120,7 +120,27 @@ impl PerfScriptTextReader {
             functions_unpublished: false,
             publish_at: 0,
             published: false,
-        })
+        };
+        reader.read_header_block()?;
+        Ok(reader)
+    }
+
+    /// Reads the `perf script --header` block at the start (comment and blank lines), so
+    /// that what it says of the recording (perf's command line: the CPUs and tasks it
+    /// covers; the declared events) is in [`EventReader::meta`] before the first event, as
+    /// a perf.data's header is; the first other line is left for the reading.
+    fn read_header_block(&mut self) -> Result<(), ReadError> {
+        while let Some(line) = self.lines.next_line()? {
+            let t = line.text.trim_ascii_start();
+            if !t.is_empty() && t[0] != b'#' {
+                self.lines.push_back();
+                break;
+            }
+            if self.st.check_line(&line) && !t.is_empty() {
+                header_comment(&mut self.st, &line);
+            }
+        }
+        Ok(())
     }
 
     /// Reads the callchain block that may follow an event header line.
