@@ -7,7 +7,7 @@ use std::io::Write;
 
 use clap::Args;
 use serde_json::{Map, Value};
-use stallscope::model::{DataQuality, Event, FieldRef, InputFormat, SpanPos};
+use stallscope::model::{DataQuality, Event, FieldRef, SpanPos};
 use stallscope::read::profile::{
     kernel_symbols_with_embedded, Kallsyms, KernelSymbolSource, KERNEL_ADDR_MIN,
 };
@@ -140,13 +140,7 @@ pub fn run(args: &DumpArgs, out: &mut dyn Write) -> Result<(), CliError> {
                                 let table = kernel_symbols_with_embedded(
                                     &KernelSymbolSource::Auto,
                                     meta.kernel_release.as_deref(),
-                                    meta.kallsyms.as_deref().map(|k| {
-                                        let aliases = meta
-                                            .format
-                                            .map(InputFormat::symbol_aliases)
-                                            .unwrap_or_default();
-                                        (meta.path.as_str(), k, aliases)
-                                    }),
+                                    meta.embedded_kallsyms(),
                                     &mut DataQuality::default(),
                                 )
                                 .ok()

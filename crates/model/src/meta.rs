@@ -146,6 +146,18 @@ pub struct TraceMeta {
 }
 
 impl TraceMeta {
+    /// The input's own kallsyms text with its path and how its peer names aliased
+    /// addresses, for a symbol table (`None` when the input carries none).
+    pub fn embedded_kallsyms(&self) -> Option<(&str, &str, SymbolAliases)> {
+        let aliases = self
+            .format
+            .map(InputFormat::symbol_aliases)
+            .unwrap_or_default();
+        self.kallsyms
+            .as_deref()
+            .map(|k| (self.path.as_str(), k, aliases))
+    }
+
     /// Sets the perf command line that made the recording, the CPUs it covers when it
     /// names them (`perf record -C 1 …`) and whether it recorded some tasks only (`perf
     /// record -- COMMAND` without `-a`).

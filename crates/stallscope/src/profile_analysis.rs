@@ -34,8 +34,8 @@ use stallscope_model::{
 };
 use stallscope_read::profile::perf_samples::SampleProfiler;
 use stallscope_read::profile::{
-    kernel_symbols_for, read_profile, sniff_profile, Kallsyms, KernelSymbolSource, ProfileFormat,
-    ProfileOptions, ProfileRead,
+    kernel_symbols_with_embedded, read_profile, sniff_profile, Kallsyms, KernelSymbolSource,
+    ProfileFormat, ProfileOptions, ProfileRead,
 };
 use stallscope_read::{Input, ReadError};
 
@@ -448,8 +448,9 @@ impl Collector {
         self.kept.push(ev.clone());
     }
 
-    /// Builds the profile of the kept samples (kernel frames named from the table chosen for
-    /// the first input's kernel release, see [`kernel_symbols_for`]) and feeds it to `engine`
+    /// Builds the profile of the kept samples (kernel frames named from the inputs' own
+    /// kallsyms, else the table chosen for the first input's kernel release, see
+    /// [`kernel_symbols_with_embedded`]) and feeds it to `engine`
     /// (stacks with a time outside `time` dropped). Returns the notes for data quality.
     pub fn finish(
         self,
@@ -467,7 +468,11 @@ impl Collector {
             return Ok(quality); // no sample of a CPU-time event, no off-CPU stack
         }
         let release = metas.iter().find_map(|m| m.kernel_release.as_deref());
-        let table: Option<Kallsyms> = kernel_symbols_for(&self.symbols, release, &mut quality)?;
+        // the inputs' own kallsyms first (a trace.dat's KALLSYMS section), as `profile` and
+        // `dump` name frames: not a warning that no table fits when the input carries one
+        let embedded = metas.iter().find_map(|m| m.embedded_kallsyms());
+        let table: Option<Kallsyms> =
+            kernel_symbols_with_embedded(&self.symbols, release, embedded, &mut quality)?;
         // task names for the off-CPU stacks too
         let comms: Vec<&Event> = self
             .kept

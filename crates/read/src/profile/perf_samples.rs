@@ -32,8 +32,8 @@
 use std::collections::HashMap;
 
 use stallscope_model::{
-    Comm, DataQuality, Event, EventKind, FieldValue, InputFormat, Problem, Profile, Tid,
-    WeightUnit, WeightedStack,
+    Comm, DataQuality, Event, EventKind, FieldValue, Problem, Profile, Tid, WeightUnit,
+    WeightedStack,
 };
 
 use super::{
@@ -342,18 +342,11 @@ pub fn first_sampled_event(
 pub fn read(reader: &mut dyn EventReader, opts: &ProfileOptions) -> Result<ProfileRead, ReadError> {
     let meta = reader.meta();
     let release = meta.kernel_release.clone();
-    let embedded = meta.kallsyms.clone();
     let mut quality = DataQuality::default();
     let table = kernel_symbols_with_embedded(
         &opts.symbols,
         release.as_deref(),
-        embedded.as_deref().map(|k| {
-            let aliases = meta
-                .format
-                .map(InputFormat::symbol_aliases)
-                .unwrap_or_default();
-            (meta.path.as_str(), k, aliases)
-        }),
+        meta.embedded_kallsyms(),
         &mut quality,
     )?;
     let mut profiler = SampleProfiler::new(table.as_ref(), opts.event.clone());
