@@ -210,6 +210,20 @@ pub fn run(args: &LatencyArgs, out: &mut dyn Write) -> Result<(), CliError> {
                 &args.input.files,
                 &format!("no task was switched in on CPU {c} (--cpu)"),
             ),
+            // (perf sched latency prints an empty table then)
+            _ if report.stats.switches > 0 => CliError::missing(
+                "latency",
+                &args.input.files,
+                &format!(
+                    "{} switch{} in no task that latency counts (only idle, or tasks switched in without a recorded wakeup): latency measures waits that end in a switch-in",
+                    match report.stats.switches {
+                        1 => "its one sched_switch event".to_string(),
+                        n => format!("its {n} sched_switch events"),
+                    },
+                    if report.stats.switches == 1 { "es" } else { "" }
+                ),
+                "perf sched record -- COMMAND` or `stallscope record -o trace.dat -- COMMAND",
+            ),
             _ => CliError::missing(
                 "latency",
                 &args.input.files,

@@ -233,6 +233,36 @@ fn commands_without_their_events_say_what_is_missing_and_exit_2() {
             "{args:?}: {out}"
         );
     }
+    // an excerpt whose one sched_switch switches to idle (the first such line of a real
+    // ftrace text, as pasted): latency counts no wait, and says so for what it is — not "no
+    // sched_switch events" (issue #29, seen on trappy's trace_no_trailing_line.txt); perf
+    // sched latency prints an empty table for such a file; timehist has its row
+    let text =
+        std::fs::read_to_string(root.join("fixtures/real_world/no_final_newline.ftrace.txt"))
+            .unwrap();
+    let to_idle = text
+        .lines()
+        .find(|l| l.contains("sched_switch:") && l.contains("next_pid=0 "))
+        .expect("a switch to idle");
+    let excerpt = tmp_dir().join("one-switch-to-idle.txt");
+    std::fs::write(&excerpt, format!("{to_idle}\n")).unwrap();
+    let o = stallscope().arg("latency").arg(&excerpt).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("its one sched_switch event switches in no task that latency counts"),
+        "{err}"
+    );
+    assert!(!err.contains("no sched_switch events"), "{err}");
+    let o = stallscope().arg("timehist").arg(&excerpt).output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains('['))
+            .count(),
+        2, // the head's `[tid/pid]` and the row
+    );
     // with its events, exit 0
     let o = stallscope().arg("latency").arg(&sched).output().unwrap();
     assert_eq!(o.status.code(), Some(0));

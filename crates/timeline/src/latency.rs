@@ -188,6 +188,9 @@ impl TaskLatency {
 pub struct LatencyStats {
     /// Events fed to the analysis.
     pub events: u64,
+    /// `sched_switch` events among them (a trace whose switches switch in no task counted
+    /// has switches but no row).
+    pub switches: u64,
     /// Wakeups considered (perf's `nr_timestamps`).
     pub wakeup_timestamps: u64,
     /// Wakeups earlier than the task's switch-out (perf's `nr_unordered_timestamps`).
@@ -426,6 +429,7 @@ impl Latency {
         (next, next_comm): (Tid, Option<&Comm>),
         prev_state: PrevState,
     ) {
+        self.stats.switches += 1;
         let c = at.cpu as usize;
         if c < (1 << 16) {
             if c >= self.cpu_current.len() {
