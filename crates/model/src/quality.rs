@@ -153,6 +153,7 @@ problems! {
     ProfileBadFrame = ("profile_bad_frame", Warning, "indented lines that are not a frame of a sample (`ADDR SYMBOL (DSO)`), ignored"),
     ProfileBadLine = ("profile_bad_line", Warning, "lines that are neither a sample header nor a frame (ignored)"),
     ProfileEmptyCallchain = ("profile_empty_callchain", Warning, "samples whose callchain holds no address (counted in the total, no frame)"),
+    ProfileEventFirstSeen = ("profile_event_first_seen", Warning, "a perf script text without its `--header` block samples several events: the profile is of the first one in the text, which need not be the one perf report shows first (the first given to perf record)"),
     ProfileNoCallchain = ("profile_no_callchain", Info, "samples printed without frames (recorded without -g, or perf script -F without ip): they weigh in the total but have no function"),
     ProfileNotASample = ("profile_not_a_sample", Info, "events without a callchain or ip (not samples; ignored by the profile)"),
     ProfileNotCpuTime = ("profile_not_cpu_time", Info, "samples of events that do not measure CPU time (not in the CPU profile)"),

@@ -808,6 +808,43 @@ fn with_several_events_the_profile_is_perf_reports_first_section() {
             .count(stallscope_model::Problem::ProfileOtherEvent)
             > 0
     );
+    assert_eq!(
+        t.quality
+            .count(stallscope_model::Problem::ProfileEventFirstSeen),
+        0,
+        "the header declares the order"
+    );
+    // without the header nothing in the text says perf record's order: the profile is of
+    // the first event sampled, and the data quality says so, names the other event and how
+    // to choose (before: silently the other section than perf report's)
+    let bare = perf_plain(&["script"], &data);
+    let path = std::env::temp_dir().join(format!("two-events-bare-{}.txt", std::process::id()));
+    std::fs::write(&path, &bare).unwrap();
+    let b = read_profile(path.to_str().unwrap(), None, &no_symbols()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let chosen = b.event.clone().expect("an event");
+    let first_sampled = bare
+        .lines()
+        .find_map(|l| {
+            l.split_whitespace()
+                .find(|w| w.ends_with(':') && w.contains("clock"))
+        })
+        .map(|w| w.trim_end_matches(':').to_string())
+        .expect("a sample line");
+    assert_eq!(chosen, first_sampled);
+    let note = b
+        .quality
+        .entries()
+        .find(|(k, _)| *k == "profile_event_first_seen")
+        .map(|(_, e)| e.examples.join(" "))
+        .expect("profile_event_first_seen");
+    let other = if chosen == "task-clock" {
+        "cpu-clock"
+    } else {
+        "task-clock"
+    };
+    assert!(note.contains(&format!("also sampled: {other}")), "{note}");
+    assert!(note.contains("--event NAME"), "{note}");
 }
 
 /// Issue #29: a process forked during the recording inherits its parent's mappings (perf

@@ -302,6 +302,11 @@ struct ScriptProfiler<'o> {
     /// event, until the end chooses (`current_event` names the open block's).
     by_event: Vec<(String, Vec<HeldSample>)>,
     current_event: Option<(String, u64, String)>,
+    /// The event profiled is the first one the text sampled (none asked for, none
+    /// declared), and the other events it sampled: said at the end, since perf report's
+    /// first section is the first event given to perf record, which such a text omits.
+    first_seen: bool,
+    other_events: Vec<String>,
     any_period: bool,
     /// Printed address → (printed symbol, id): a hit costs no allocation.
     names: HashMap<u64, Vec<(Box<str>, SymbolId)>>,
@@ -331,6 +336,8 @@ impl<'o> ScriptProfiler<'o> {
             declared: Vec::new(),
             by_event: Vec::new(),
             current_event: None,
+            first_seen: false,
+            other_events: Vec::new(),
             any_period: false,
             names: HashMap::new(),
             current: None,
@@ -490,8 +497,14 @@ impl<'o> ScriptProfiler<'o> {
             None if self.declared.len() > 1 => {
                 self.current_event = Some((h.event.to_string(), line_no, line.to_string()))
             }
-            None => self.event = Some(h.event.to_string()),
+            None => {
+                self.event = Some(h.event.to_string());
+                self.first_seen = self.declared.is_empty();
+            }
             Some(e) if !super::event_matches(e, h.event) => {
+                if self.first_seen && !self.other_events.iter().any(|o| o == h.event) {
+                    self.other_events.push(h.event.to_string());
+                }
                 self.note(Problem::ProfileOtherEvent, line_no, line);
                 return Ok(());
             }
@@ -551,6 +564,16 @@ impl<'o> ScriptProfiler<'o> {
         }
         if self.kernel_lookups > 0 {
             self.quality.merge(&self.table_quality);
+        }
+        if let (true, Some(chosen)) = (!self.other_events.is_empty(), &self.event) {
+            let others = self.other_events.join(", ");
+            self.quality.add(Problem::ProfileEventFirstSeen, 1, || {
+                format!(
+                    "profiled {chosen}, the first event sampled in the text; also sampled: {others}. \
+                     perf report's first section is the event given first to perf record, which \
+                     only `perf script --header` prints; `--event NAME` chooses"
+                )
+            });
         }
         if self.any_period {
             self.profile.unit = WeightUnit::Period(self.event.clone().unwrap_or_default());
