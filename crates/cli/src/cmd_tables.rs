@@ -18,7 +18,7 @@ use clap::Args;
 use serde_json::json;
 use stallscope::analyze::{AnalyzeError, AnalyzeOptions};
 use stallscope::tables::{
-    parquet_writer, tables, BackgroundWriters, ParquetError, ParquetWriter, Table,
+    parquet_writer, tables, BackgroundWriters, ParquetWriter, Table, WriteError,
 };
 
 use crate::cmd_analyze::parse_time_range;
@@ -148,7 +148,10 @@ pub fn run(args: &TablesArgs, out: &mut dyn Write) -> Result<(), CliError> {
     }
     // encoded and compressed on a thread of their own, beside the reading and the model
     let mut files = BackgroundWriters::spawn(writers)?;
-    let failed = |(t, e): (Table, ParquetError)| format!("{}.parquet: {e}", t.name());
+    let failed = |(t, e): WriteError| match t {
+        Some(t) => format!("{}.parquet: {e}", t.name()),
+        None => format!("writing the tables: {e}"),
+    };
     tables(&options, &which, |t, batch| {
         files
             .write(t, batch)

@@ -106,8 +106,8 @@ impl CpuCoverage {
     }
 }
 
-/// Short options of `perf record` that take their value in the next word (`-e EVENT`):
-/// what the command-line walk of [`perf_cmdline_cpus`] skips.
+/// Short options of `perf record` that take a value (`-e EVENT`, `-esched:*`): what the
+/// command-line walk of [`PerfRecordOptions`] takes with them.
 const PERF_SHORT_WITH_VALUE: &str = "eFoptcmCGurDjk";
 /// Long options of `perf record` that take their value in the next word when written
 /// without `=`.
@@ -133,43 +133,98 @@ const PERF_LONG_WITH_VALUE: &[&str] = &[
     "--switch-output-event",
 ];
 
-/// The CPU list of a perf command line's `-C`/`--cpu` option (`perf record -C 1 …`,
-/// `perf sched record -C 0-3 …`, `--cpu=2`, `-C1`), when it has one. Only perf's options
-/// count: the walk starts after `record` and stops at the workload (`--` or the first word
-/// that is neither an option nor an option's value), so `perf sched record stress-ng --cpu
-/// 4` covers every CPU.
-pub fn perf_cmdline_cpus(cmdline: &str) -> Option<Vec<Cpu>> {
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    let start = words
-        .iter()
-        .position(|&w| w == "record")
-        .map_or(0, |k| k + 1);
-    let mut words = words[start..].iter().copied();
-    while let Some(w) = words.next() {
-        if w == "--" || !w.starts_with('-') {
-            return None; // the workload
-        }
-        let list = if w == "-C" || w == "--cpu" {
-            words.next()
-        } else if let Some(v) = w.strip_prefix("--cpu=") {
-            Some(v)
-        } else if let Some(v) = w.strip_prefix("-C").filter(|v| !v.is_empty()) {
-            Some(v)
-        } else {
-            let takes_value = match w.strip_prefix("--") {
-                Some(_) => PERF_LONG_WITH_VALUE.contains(&w),
-                None => w.len() == 2 && PERF_SHORT_WITH_VALUE.contains(&w[1..]),
-            };
-            if takes_value {
-                words.next();
-            }
-            None
+/// A perf command line's own options (`perf [SUBCOMMAND] record OPTIONS [--] [WORKLOAD]`), as
+/// perf's option parser reads them: the walk starts after `record` and stops at the workload
+/// (`--` or the first word that is neither an option nor an option's value), so `perf sched
+/// record stress-ng --cpu 4` has no `--cpu`. Each option comes with its value: `-C 1`, `-C1`,
+/// `--cpu=1` and `--cpu 1` alike; bundled short flags (`-ag`) are split, and a short option
+/// taking a value takes the rest of its word (`-esched:*`).
+struct PerfRecordOptions<'a> {
+    /// `perf record` itself (the word before `record` is perf), not `perf sched record` and
+    /// the like, which add their own options.
+    plain: bool,
+    /// `(name, value)`: `-C` or `--cpu` as written, the value when it takes one.
+    options: Vec<(String, Option<&'a str>)>,
+    /// A workload command follows the options.
+    workload: bool,
+}
+
+impl<'a> PerfRecordOptions<'a> {
+    fn of(cmdline: &'a str) -> PerfRecordOptions<'a> {
+        let words: Vec<&str> = cmdline.split_whitespace().collect();
+        let at = words.iter().position(|&w| w == "record");
+        let plain = at.is_some_and(|k| {
+            k > 0
+                && words[k - 1]
+                    .rsplit('/')
+                    .next()
+                    .is_some_and(|w| w.starts_with("perf"))
+        });
+        let mut out = PerfRecordOptions {
+            plain,
+            options: Vec::new(),
+            workload: false,
         };
-        if let Some(list) = list {
-            return parse_cpu_list(list).ok();
+        let mut rest = words[at.map_or(0, |k| k + 1)..].iter().copied();
+        while let Some(w) = rest.next() {
+            if w == "--" {
+                out.workload = rest.next().is_some();
+                break;
+            }
+            if !w.starts_with('-') || w == "-" {
+                out.workload = true;
+                break;
+            }
+            if let Some(long) = w.strip_prefix("--") {
+                let (name, value) = match long.split_once('=') {
+                    Some((n, v)) => (format!("--{n}"), Some(v)),
+                    None if PERF_LONG_WITH_VALUE.contains(&w) => (w.to_string(), rest.next()),
+                    None => (w.to_string(), None),
+                };
+                out.options.push((name, value));
+                continue;
+            }
+            // short options, possibly bundled (`-ag`); one taking a value takes the rest of
+            // its word or the next word
+            for (i, c) in w.char_indices().skip(1) {
+                let name = format!("-{c}");
+                if !PERF_SHORT_WITH_VALUE.contains(c) {
+                    out.options.push((name, None));
+                    continue;
+                }
+                let attached = &w[i + c.len_utf8()..];
+                let value = match attached.is_empty() {
+                    true => rest.next(),
+                    false => Some(attached),
+                };
+                out.options.push((name, value));
+                break;
+            }
         }
+        out
     }
-    None
+
+    fn has(&self, names: &[&str]) -> bool {
+        self.options
+            .iter()
+            .any(|(n, _)| names.contains(&n.as_str()))
+    }
+
+    fn value(&self, names: &[&str]) -> Option<&'a str> {
+        self.options
+            .iter()
+            .find(|(n, _)| names.contains(&n.as_str()))
+            .and_then(|(_, v)| *v)
+    }
+}
+
+/// The CPU list of a perf command line's `-C`/`--cpu` option (`perf record -C 1 …`,
+/// `perf sched record -C 0-3 …`, `--cpu=2`, `-C1`), when it has one; perf's options only
+/// ([`PerfRecordOptions`]), so `perf sched record stress-ng --cpu 4` covers every CPU.
+pub fn perf_cmdline_cpus(cmdline: &str) -> Option<Vec<Cpu>> {
+    PerfRecordOptions::of(cmdline)
+        .value(&["-C", "--cpu"])
+        .and_then(|list| parse_cpu_list(list).ok())
 }
 
 /// Which tasks a recording holds the events of: every task, or only those of a per-task
@@ -190,67 +245,11 @@ pub enum TaskCoverage {
 /// Whether a perf command line made a per-task recording ([`TaskCoverage::Targets`]): plain
 /// `perf record` (not `perf sched record` and the like, which record every CPU) with a
 /// workload or `-p`/`--pid`, `-t`/`--tid`, `-u`/`--uid`, and without `-a`/`--all-cpus` or
-/// `-C`/`--cpu` (perf's options only: the walk stops at the workload, as
-/// [`perf_cmdline_cpus`]'s). `perf record` with neither records every CPU.
+/// `-C`/`--cpu` ([`PerfRecordOptions`]). `perf record` with neither records every CPU.
 pub fn perf_cmdline_task_coverage(cmdline: &str) -> TaskCoverage {
-    let words: Vec<&str> = cmdline.split_whitespace().collect();
-    let Some(k) = words.iter().position(|&w| w == "record") else {
-        return TaskCoverage::All;
-    };
-    // the word before `record` is perf itself (a path ending in `perf`), not a subcommand
-    if k == 0
-        || !words[k - 1]
-            .rsplit('/')
-            .next()
-            .is_some_and(|w| w.starts_with("perf"))
-    {
-        return TaskCoverage::All;
-    }
-    let mut targets = false;
-    let mut rest = words[k + 1..].iter().copied();
-    while let Some(w) = rest.next() {
-        if w == "--" || !w.starts_with('-') {
-            targets = true; // the workload
-            break;
-        }
-        let (name, inline_value) = match w.split_once('=') {
-            Some((n, _)) => (n, true),
-            None => (w, false),
-        };
-        match name {
-            "-a" | "--all-cpus" | "-C" | "--cpu" => return TaskCoverage::All,
-            "-p" | "--pid" | "-t" | "--tid" | "-u" | "--uid" => {
-                targets = true;
-                if !inline_value {
-                    rest.next();
-                }
-                continue;
-            }
-            _ => {}
-        }
-        if w.len() > 2 && !w.starts_with("--") {
-            let first = &w[1..2];
-            if PERF_SHORT_WITH_VALUE.contains(first) {
-                // a short option with its value attached (`-C1`, `-p123`, `-esched:*`)
-                match first {
-                    "C" => return TaskCoverage::All,
-                    "p" | "t" | "u" => targets = true,
-                    _ => {}
-                }
-            } else if w[1..].contains('a') {
-                return TaskCoverage::All; // bundled flags (`-ag`)
-            }
-            continue;
-        }
-        let takes_value = match w.strip_prefix("--") {
-            Some(_) => !inline_value && PERF_LONG_WITH_VALUE.contains(&w),
-            None => w.len() == 2 && PERF_SHORT_WITH_VALUE.contains(&w[1..]),
-        };
-        if takes_value {
-            rest.next();
-        }
-    }
-    match targets {
+    let o = PerfRecordOptions::of(cmdline);
+    let targets = o.workload || o.has(&["-p", "--pid", "-t", "--tid", "-u", "--uid"]);
+    match o.plain && targets && !o.has(&["-a", "--all-cpus", "-C", "--cpu"]) {
         true => TaskCoverage::Targets,
         false => TaskCoverage::All,
     }

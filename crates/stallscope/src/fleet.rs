@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 use stallscope_model::{FindingSeverity, Problem, Severity};
 use stallscope_tables::{
     errors_batch, errors_schema, fleet_schema, parquet_writer_of, traces_batch, traces_schema,
-    BackgroundWriters, ParquetError, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow,
+    BackgroundWriters, RecordBatch, Table, TraceColumnArrays, TraceColumns, TraceRow, WriteError,
 };
 
 pub use summary::{CulpritRow, DetectorRow, FleetSummary, WorstWaitRow};
@@ -446,7 +446,10 @@ fn analyze_into(
     // encoded and compressed on a thread of their own, beside the reading and the model
     let mut files = BackgroundWriters::spawn(writers)
         .map_err(|e| AnalyzeError::Output(format!("a Parquet writing thread: {e}")))?;
-    let failed = |(t, e): (Table, ParquetError)| io_err(&part_path(out, t, trace.trace_id), e);
+    let failed = |(t, e): WriteError| match t {
+        Some(t) => io_err(&part_path(out, t, trace.trace_id), e),
+        None => io_err(out, e),
+    };
     // host and kernel are known once the input is open, before the first batch
     let columns: std::cell::OnceCell<TraceColumns> = std::cell::OnceCell::new();
     let mut arrays: Option<TraceColumnArrays> = None;

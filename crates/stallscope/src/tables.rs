@@ -19,8 +19,8 @@
 //! ```
 
 pub use stallscope_tables::{
-    findings_batch, parquet_writer, samples_batches, BackgroundWriters, ParquetError,
-    ParquetWriter, RecordBatch, Table, TableBuilder, TableOptions,
+    findings_batch, parquet_writer, samples_batches, BackgroundWriters, ParquetWriter, RecordBatch,
+    Table, TableBuilder, TableOptions, WriteError,
 };
 
 use stallscope_model::TraceMeta;

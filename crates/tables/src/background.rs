@@ -19,8 +19,11 @@ use crate::{ParquetWriter, Table};
 /// Batches waiting for the writing thread at most.
 pub const QUEUED_BATCHES: usize = 8;
 
-/// What the writing thread ends with: each table's rows written, or the table it failed on.
-type Written = Result<Vec<(Table, u64)>, (Table, ParquetError)>;
+/// A write error and the table it happened on (`None`: the thread itself failed).
+pub type WriteError = (Option<Table>, ParquetError);
+
+/// What the writing thread ends with: each table's rows written, or the error.
+type Written = Result<Vec<(Table, u64)>, WriteError>;
 
 /// Parquet writers owned by a writing thread (see the module documentation).
 pub struct BackgroundWriters {
@@ -40,13 +43,13 @@ impl BackgroundWriters {
                 for (table, batch) in receiver {
                     // a batch of a table without a writer is not asked for: dropped
                     if let Some((_, w, rows)) = writers.iter_mut().find(|(t, _, _)| *t == table) {
-                        w.write(&batch).map_err(|e| (table, e))?;
+                        w.write(&batch).map_err(|e| (Some(table), e))?;
                         *rows += batch.num_rows() as u64;
                     }
                 }
                 let mut written = Vec::with_capacity(writers.len());
                 for (table, w, rows) in writers {
-                    w.close().map_err(|e| (table, e))?;
+                    w.close().map_err(|e| (Some(table), e))?;
                     written.push((table, rows));
                 }
                 Ok(written)
@@ -59,7 +62,7 @@ impl BackgroundWriters {
 
     /// Hands `batch` of `table` to the writing thread (waits while [`QUEUED_BATCHES`] are
     /// queued). When the thread stopped on an error, returns that error.
-    pub fn write(&mut self, table: Table, batch: RecordBatch) -> Result<(), (Table, ParquetError)> {
+    pub fn write(&mut self, table: Table, batch: RecordBatch) -> Result<(), WriteError> {
         let sent = match &self.sender {
             Some(s) => s.send((table, batch)).is_ok(),
             None => false,
@@ -70,7 +73,7 @@ impl BackgroundWriters {
         self.sender = None;
         match self.join() {
             Ok(_) => Err((
-                table,
+                None,
                 ParquetError::General("the Parquet writing thread ended early".into()),
             )),
             Err(e) => Err(e),
@@ -88,12 +91,12 @@ impl BackgroundWriters {
         match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|_| {
                 Err((
-                    Table::Findings,
+                    None,
                     ParquetError::General("the Parquet writing thread panicked".into()),
                 ))
             }),
             None => Err((
-                Table::Findings,
+                None,
                 ParquetError::General("the Parquet writing thread already ended".into()),
             )),
         }
@@ -159,7 +162,7 @@ mod tests {
             Some(e) => e,
             None => bg.finish().expect_err("a full disk fails the writing"),
         };
-        assert_eq!(table, Table::Waits);
+        assert_eq!(table, Some(Table::Waits));
         assert!(e.to_string().contains("No space left"), "{e}");
     }
 }

@@ -44,7 +44,7 @@
 //! (`latency` is one batch at the end: one row per task).
 
 mod background;
-pub use background::{BackgroundWriters, QUEUED_BATCHES};
+pub use background::{BackgroundWriters, WriteError, QUEUED_BATCHES};
 
 use std::fs::File;
 use std::path::Path;
